@@ -1,0 +1,21 @@
+//! `ubershuffle instance`: write a generated instance as JSON.
+
+use std::process::ExitCode;
+
+use shuffle_core::GeneratorParams;
+
+use crate::cli::InstanceArgs;
+use crate::output::write_atomically;
+
+/// Generates the instance and writes it to `--out` or stdout.
+pub fn run(args: &InstanceArgs) -> anyhow::Result<ExitCode> {
+    let params =
+        GeneratorParams { workers: args.workers, points: args.points, alpha: args.alpha, seed: args.seed };
+    let inst = params.check()?.generate();
+    let json = inst.to_json();
+    match &args.out {
+        Some(path) => write_atomically(path, format!("{json}\n").as_bytes())?,
+        None => println!("{json}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,18 @@
+//! One module per subcommand; [`run`] dispatches.
+
+mod instance;
+mod plan;
+mod schemes;
+
+use std::process::ExitCode;
+
+use crate::cli::{Cli, Command};
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Plan(args) => plan::run(&args),
+        Command::Instance(args) => instance::run(&args),
+        Command::Schemes(args) => schemes::run(&args),
+    }
+}

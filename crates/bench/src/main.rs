@@ -1,0 +1,23 @@
+//! `ubershuffle`: plan, verify, run and compare coded data shuffling schemes.
+//!
+//! The binary is thin: it parses arguments, calls the library crates and prints. `--json`
+//! prints one JSON object on stdout; errors are one line on stderr with a non-zero exit.
+
+mod cli;
+mod commands;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    match commands::run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {}", output::one_line(&e));
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! Runs the real `ubershuffle` binary on real inputs and checks its JSON and its errors.
+
+#![allow(clippy::unwrap_used)] // a test that unwraps fails loudly, which is what it should do
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn ubershuffle(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ubershuffle")).args(args).output().expect("the binary runs")
+}
+
+/// Runs with `--json` and returns the parsed object; the run must succeed.
+fn json(args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let out = ubershuffle(&all);
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("stdout is one JSON object")
+}
+
+/// Runs expecting failure; returns stderr, which must be one line (after clap's usage notes).
+fn fails(args: &[&str]) -> String {
+    let out = ubershuffle(args);
+    assert!(!out.status.success(), "{args:?} should fail");
+    assert!(out.stdout.is_empty(), "{args:?} printed on stdout");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
+    stderr
+}
+
+fn temp_path(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ubershuffle-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir.join(name)
+}
+
+const PAPER_EXAMPLE: &str = r#"{"workers": 3, "points": 9,
+  "cache": [[1, 2, 3, 7], [5, 6, 7, 8], [0, 2, 3, 4]],
+  "assignment": [[2, 4, 7], [0, 3, 8], [1, 5, 6]]}"#;
+
+#[test]
+fn paper_example_counts() {
+    let path = temp_path("paper.json");
+    std::fs::write(&path, PAPER_EXAMPLE).expect("write");
+    let p = path.to_str().expect("utf-8 path");
+    let uncoded = json(&["plan", "--scheme", "uncoded", "--instance", p]);
+    assert_eq!(uncoded["transmissions"], 6);
+    assert_eq!(uncoded["verified"], true);
+    let coded = json(&["plan", "--scheme", "coded", "--instance", p]);
+    assert_eq!(coded["transmissions"], 4);
+    assert_eq!(coded["uncoded_transmissions"], 6);
+    assert_eq!(coded["lower_bound"], 3);
+    assert_eq!(coded["cache_size"], 4);
+}
+
+#[test]
+fn generated_plan_has_every_field() {
+    let v = json(&[
+        "plan",
+        "--scheme",
+        "coded",
+        "--workers",
+        "20",
+        "--points",
+        "10000",
+        "--alpha",
+        "0.4",
+        "--seed",
+        "3",
+    ]);
+    for key in [
+        "scheme",
+        "workers",
+        "points",
+        "cache_size",
+        "transmissions",
+        "uncoded_transmissions",
+        "lower_bound",
+        "lower_bound_kind",
+        "verified",
+        "plan_seconds",
+        "theorem1_transmissions",
+    ] {
+        assert!(v.get(key).is_some(), "missing {key}: {v}");
+    }
+    assert_eq!(v["cache_size"], 4000);
+    assert_eq!(v["verified"], true);
+    let t = v["transmissions"].as_u64().expect("count");
+    assert!(t < v["uncoded_transmissions"].as_u64().expect("count"));
+    assert!(t >= v["lower_bound"].as_u64().expect("bound"));
+    // Same seed, same count.
+    let again = json(&["plan", "--workers", "20", "--points", "10000", "--alpha", "0.4", "--seed", "3"]);
+    assert_eq!(again["transmissions"], v["transmissions"]);
+}
+
+#[test]
+fn instance_round_trips_through_a_file() {
+    let path = temp_path("gen.json");
+    let p = path.to_str().expect("utf-8 path");
+    let out = ubershuffle(&["instance", "-n", "4", "-q", "40", "-a", "0.5", "--seed", "9", "--out", p]);
+    assert!(out.status.success());
+    let from_file = json(&["plan", "--instance", p]);
+    let generated = json(&["plan", "-n", "4", "-q", "40", "-a", "0.5", "--seed", "9"]);
+    assert_eq!(from_file["transmissions"], generated["transmissions"]);
+    let stdout = ubershuffle(&["instance", "-n", "4", "-q", "40", "-a", "0.5", "--seed", "9"]).stdout;
+    assert_eq!(String::from_utf8_lossy(&stdout).trim(), std::fs::read_to_string(&path).expect("read").trim());
+}
+
+#[test]
+fn plan_out_writes_a_plan_that_parses() {
+    let path = temp_path("plan.json");
+    let p = path.to_str().expect("utf-8 path");
+    let v = json(&["plan", "-n", "3", "-q", "30", "-a", "0.5", "--plan-out", p]);
+    let plan = shuffle_core::Plan::from_json(&std::fs::read_to_string(&path).expect("read")).expect("parses");
+    assert_eq!(plan.len() as u64, v["transmissions"].as_u64().expect("count"));
+}
+
+#[test]
+fn bad_input_gets_a_one_line_error() {
+    let e = fails(&["plan", "-n", "4", "-q", "100", "-a", "0.1"]);
+    assert!(e.starts_with("error: cache size") && e.trim().lines().count() == 1, "{e}");
+    let e = fails(&["plan", "-n", "200", "-q", "100", "-a", "0.5"]);
+    assert!(e.contains("more workers (200) than points (100)"), "{e}");
+    let e = fails(&["plan", "-n", "2", "-q", "10", "-a", "1.5"]);
+    assert!(e.contains("alpha must lie in (0, 1]"), "{e}");
+    let e = fails(&["plan", "--scheme", "nope", "-n", "2", "-q", "10", "-a", "0.5"]);
+    assert!(e.contains("invalid value 'nope' for '--scheme'"), "{e}");
+
+    let twice = temp_path("twice.json");
+    std::fs::write(&twice, r#"{"workers": 2, "points": 4, "cache": [[0],[1]], "assignment": [[0,1],[1,3]]}"#)
+        .expect("write");
+    let e = fails(&["plan", "--instance", twice.to_str().expect("utf-8")]);
+    assert!(e.contains("point 1 is assigned to both worker 0 and worker 1"), "{e}");
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+
+    let garbage = temp_path("garbage.json");
+    std::fs::write(&garbage, "{not json").expect("write");
+    let e = fails(&["plan", "--instance", garbage.to_str().expect("utf-8")]);
+    assert!(e.contains("malformed instance JSON"), "{e}");
+
+    let e = fails(&["plan", "--instance", "/nonexistent/x.json"]);
+    assert!(e.contains("cannot read /nonexistent/x.json"), "{e}");
+    let e = fails(&["plan"]);
+    assert!(e.contains("give an instance"), "{e}");
+    let e = fails(&["plan", "--time-budget=-1", "-n", "2", "-q", "4", "-a", "0.5"]);
+    assert!(e.contains("--time-budget"), "{e}");
+}
+
+#[test]
+fn failed_write_leaves_nothing_behind() {
+    let dir = temp_path("no-such-dir");
+    let target = dir.join("inst.json");
+    let e = fails(&["instance", "-n", "2", "-q", "4", "-a", "0.5", "--out", target.to_str().expect("utf-8")]);
+    assert!(e.contains("cannot write"), "{e}");
+    assert!(!dir.exists());
+}
+
+#[test]
+fn help_everywhere_and_scheme_listing() {
+    for args in
+        [vec!["--help"], vec!["plan", "--help"], vec!["instance", "--help"], vec!["schemes", "--help"]]
+    {
+        let out = ubershuffle(&args);
+        assert!(out.status.success(), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("Usage"), "{args:?}");
+    }
+    let v = json(&["schemes"]);
+    let names: Vec<&str> = v.as_array().expect("array").iter().filter_map(|e| e["name"].as_str()).collect();
+    assert!(names.contains(&"uncoded") && names.contains(&"coded"), "{names:?}");
+}

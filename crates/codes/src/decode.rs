@@ -1,0 +1,264 @@
+//! [`Decoder`]: one worker's peeling decoder. It takes packets in any order, XORs out what it
+//! knows, and returns exactly its new records, byte for byte, or a typed error.
+//!
+//! The decoder is scheduled from the plan's headers (which the master sends before the
+//! payloads): symbolic peeling at this worker tells which transmissions it needs and which
+//! intermediate points it must keep (the two-step decoding of Attia-Tandon's ignored worker).
+//! Every other packet is dropped on arrival, so a worker never buffers what it cannot use.
+
+use std::collections::HashMap;
+
+use shuffle_core::{Part, Plan, VerifyError, peel};
+
+use crate::xor::xor_into;
+use crate::{CodecError, Packet, RecordStore};
+
+/// Why a worker cannot return its new records.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    /// The plan itself does not let this worker decode these points.
+    #[error("the plan does not let worker {worker} decode point {} ({} points in all)", .points[0], .points.len())]
+    Undecodable {
+        /// The worker.
+        worker: usize,
+        /// The points it can never decode, sorted.
+        points: Vec<u32>,
+    },
+    /// Decoding ended before the packets for these points arrived.
+    #[error("worker {worker} is still missing point {} ({} points in all)", .points[0], .points.len())]
+    Missing {
+        /// The worker.
+        worker: usize,
+        /// The points not yet decoded, sorted.
+        points: Vec<u32>,
+    },
+    /// A packet's header differs from the plan's transmission with the same index.
+    #[error("packet {seq} names other parts than transmission {seq} of the plan")]
+    HeaderMismatch {
+        /// The packet's index.
+        seq: u32,
+    },
+    /// A packet's payload has the wrong length.
+    #[error("packet {seq} has a {len}-byte payload, records are {width} bytes")]
+    WrongWidth {
+        /// The packet's index.
+        seq: u32,
+        /// Its payload length.
+        len: usize,
+        /// The record width.
+        width: usize,
+    },
+    /// The plan is malformed.
+    #[error(transparent)]
+    Plan(#[from] VerifyError),
+    /// A record-level error.
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+}
+
+/// A transmission this worker needs: its parts and the point it yields here.
+#[derive(Debug)]
+struct Scheduled {
+    parts: Vec<Part>,
+    learns: u32,
+    done: bool,
+}
+
+/// A payload that arrived before the points it must be combined with.
+#[derive(Debug)]
+struct Buffered {
+    payload: Vec<u8>,
+    missing: usize,
+}
+
+/// Marks a transmission this worker does not need in `Decoder::by_seq`.
+const NOT_NEEDED: u32 = u32::MAX;
+
+/// One worker's decoder.
+#[derive(Debug)]
+pub struct Decoder {
+    worker: usize,
+    store: RecordStore,
+    wanted: Vec<u32>,
+    /// For every transmission of the plan, its index in `scheduled`, or `NOT_NEEDED`.
+    by_seq: Vec<u32>,
+    scheduled: Vec<Scheduled>,
+    waiting_on: HashMap<u32, Vec<u32>>,
+    buffered: HashMap<u32, Buffered>,
+    scratch: Vec<u8>,
+}
+
+impl Decoder {
+    /// A decoder for `worker`, which holds `store` (its cache) and must end holding `wanted`.
+    /// Fails at once, with [`DecodeError::Undecodable`], if the plan cannot deliver `wanted`.
+    pub fn new(worker: usize, plan: &Plan, store: RecordStore, wanted: &[u32]) -> Result<Self, DecodeError> {
+        let peeling = peel(store.universe(), plan, store.ids())?;
+        let mut undecodable: Vec<u32> =
+            wanted.iter().copied().filter(|&p| !store.contains(p) && !peeling.knows(p)).collect();
+        if !undecodable.is_empty() {
+            undecodable.sort_unstable();
+            return Err(DecodeError::Undecodable { worker, points: undecodable });
+        }
+        // Walk back from the wanted points through the transmissions that teach them.
+        let mut by_seq = vec![NOT_NEEDED; plan.len()];
+        let mut scheduled = Vec::new();
+        let mut stack: Vec<u32> = wanted.iter().copied().filter(|&p| !store.contains(p)).collect();
+        while let Some(point) = stack.pop() {
+            let Some(seq) = peeling.learned_from(point) else { continue };
+            if by_seq[seq] != NOT_NEEDED {
+                continue;
+            }
+            let parts = plan.transmission(seq).to_vec();
+            stack.extend(parts.iter().map(|p| p.point).filter(|&p| p != point && !store.contains(p)));
+            by_seq[seq] = scheduled.len() as u32;
+            scheduled.push(Scheduled { parts, learns: point, done: false });
+        }
+        // Room for every point it will learn, so decoding never moves the cache in memory.
+        let mut store = store;
+        store.reserve(scheduled.len());
+        let mut wanted = wanted.to_vec();
+        wanted.sort_unstable();
+        wanted.dedup();
+        Ok(Decoder {
+            worker,
+            scratch: vec![0; store.width()],
+            store,
+            wanted,
+            by_seq,
+            scheduled,
+            waiting_on: HashMap::new(),
+            buffered: HashMap::new(),
+        })
+    }
+
+    /// The worker this decoder serves.
+    pub fn worker(&self) -> usize {
+        self.worker
+    }
+
+    /// How many packets this worker needs from the plan.
+    pub fn packets_needed(&self) -> usize {
+        self.scheduled.len()
+    }
+
+    /// Whether packet `seq` is one this worker needs (the others can be dropped unread).
+    pub fn needs_packet(&self, seq: u32) -> bool {
+        self.entry(seq).is_some_and(|s| !s.done)
+    }
+
+    fn entry(&self, seq: u32) -> Option<&Scheduled> {
+        let k = *self.by_seq.get(seq as usize)?;
+        self.scheduled.get(k as usize)
+    }
+
+    /// Takes a packet.
+    pub fn receive_packet(&mut self, packet: &Packet) -> Result<(), DecodeError> {
+        self.receive(packet.seq, &packet.parts, &packet.payload)
+    }
+
+    /// Takes the payload of transmission `seq` whose header names `parts`. Packets this worker
+    /// does not need, and repeats, are ignored; the rest are decoded now or buffered until the
+    /// points they need arrive.
+    pub fn receive(&mut self, seq: u32, parts: &[Part], payload: &[u8]) -> Result<(), DecodeError> {
+        let width = self.store.width();
+        if payload.len() != width {
+            return Err(DecodeError::WrongWidth { seq, len: payload.len(), width });
+        }
+        let Some(entry) = self.entry(seq) else { return Ok(()) };
+        if entry.parts != parts {
+            return Err(DecodeError::HeaderMismatch { seq });
+        }
+        if entry.done || self.buffered.contains_key(&seq) {
+            return Ok(());
+        }
+        let missing: Vec<u32> = entry
+            .parts
+            .iter()
+            .map(|p| p.point)
+            .filter(|&p| p != entry.learns && !self.store.contains(p))
+            .collect();
+        if missing.is_empty() {
+            self.scratch.copy_from_slice(payload);
+            return self.decode_scratch(seq);
+        }
+        for &p in &missing {
+            self.waiting_on.entry(p).or_default().push(seq);
+        }
+        self.buffered.insert(seq, Buffered { payload: payload.to_vec(), missing: missing.len() });
+        Ok(())
+    }
+
+    /// Decodes the payload in `scratch` as transmission `seq`, then every buffered packet
+    /// that this unblocks.
+    fn decode_scratch(&mut self, seq: u32) -> Result<(), DecodeError> {
+        let mut unblocked = Vec::new();
+        self.decode_one(seq, &mut unblocked)?;
+        while let Some(next) = unblocked.pop() {
+            if let Some(buffered) = self.buffered.remove(&next) {
+                self.scratch.copy_from_slice(&buffered.payload);
+                self.decode_one(next, &mut unblocked)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// XORs the known parts of `seq` out of `scratch`, stores the point it yields, and lists
+    /// the buffered packets that were waiting only for that point.
+    fn decode_one(&mut self, seq: u32, unblocked: &mut Vec<u32>) -> Result<(), DecodeError> {
+        let Some(entry) = self.by_seq.get(seq as usize).and_then(|&k| self.scheduled.get_mut(k as usize))
+        else {
+            return Ok(());
+        };
+        entry.done = true;
+        let learns = entry.learns;
+        for part in entry.parts.iter().filter(|p| p.point != learns) {
+            let known = self.store.get(part.point).ok_or(CodecError::UnknownPoint { point: part.point })?;
+            xor_into(&mut self.scratch, known);
+        }
+        self.store.insert(learns, &self.scratch)?;
+        for waiting in self.waiting_on.remove(&learns).unwrap_or_default() {
+            if let Some(b) = self.buffered.get_mut(&waiting) {
+                b.missing -= 1;
+                if b.missing == 0 {
+                    unblocked.push(waiting);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends decoding: the new records, or the points still missing.
+    pub fn finish(self) -> Result<Decoded, DecodeError> {
+        let missing: Vec<u32> = self.wanted.iter().copied().filter(|&p| !self.store.contains(p)).collect();
+        if !missing.is_empty() {
+            return Err(DecodeError::Missing { worker: self.worker, points: missing });
+        }
+        Ok(Decoded { worker: self.worker, store: self.store, wanted: self.wanted })
+    }
+}
+
+/// A worker's records after decoding: its cache, the intermediate points it learned, and the
+/// new points it wanted.
+#[derive(Debug)]
+pub struct Decoded {
+    worker: usize,
+    store: RecordStore,
+    wanted: Vec<u32>,
+}
+
+impl Decoded {
+    /// The worker.
+    pub fn worker(&self) -> usize {
+        self.worker
+    }
+
+    /// The points it wanted, sorted, each with its bytes.
+    pub fn new_records(&self) -> impl Iterator<Item = (u32, &[u8])> + '_ {
+        self.wanted.iter().filter_map(|&p| self.store.get(p).map(|b| (p, b)))
+    }
+
+    /// Everything the worker holds now (cache, intermediate and new points).
+    pub fn into_store(self) -> RecordStore {
+        self.store
+    }
+}

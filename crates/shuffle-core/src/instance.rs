@@ -1,0 +1,397 @@
+//! [`ShuffleInstance`]: one epoch's shuffle problem (caches `C_i`, new assignment `D_i`), its
+//! validation and its JSON form.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::worker_set::{MAX_SET_WORKERS, WorkerSet};
+
+/// Why a set of caches and assignments is not a valid shuffle instance.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum InstanceError {
+    /// The instance has no worker.
+    #[error("an instance needs at least one worker")]
+    NoWorkers,
+    /// Some worker would be assigned no point at all.
+    #[error("more workers ({workers}) than points ({points}): every worker needs a batch")]
+    MoreWorkersThanPoints {
+        /// Number of workers.
+        workers: usize,
+        /// Number of points.
+        points: usize,
+    },
+    /// `cache` or `assignment` does not have one list per worker.
+    #[error("\"{field}\" has {got} lists but there are {workers} workers")]
+    ListCount {
+        /// `"cache"` or `"assignment"`.
+        field: &'static str,
+        /// Lists given.
+        got: usize,
+        /// Workers declared.
+        workers: usize,
+    },
+    /// A point id is not below the number of points.
+    #[error("\"{field}\" of worker {worker} names point {point}, but ids run from 0 to {}", .points - 1)]
+    PointOutOfRange {
+        /// `"cache"` or `"assignment"`.
+        field: &'static str,
+        /// The worker whose list holds the id.
+        worker: usize,
+        /// The id.
+        point: u64,
+        /// Number of points.
+        points: usize,
+    },
+    /// A list names the same point twice.
+    #[error("\"{field}\" of worker {worker} names point {point} twice")]
+    DuplicateInList {
+        /// `"cache"` or `"assignment"`.
+        field: &'static str,
+        /// The worker.
+        worker: usize,
+        /// The repeated id.
+        point: u32,
+    },
+    /// A point is assigned to two workers.
+    #[error("point {point} is assigned to both worker {first} and worker {second}")]
+    AssignedTwice {
+        /// The point.
+        point: u32,
+        /// One worker it is assigned to.
+        first: usize,
+        /// Another worker it is assigned to.
+        second: usize,
+    },
+    /// A point is assigned to no worker.
+    #[error("point {point} is assigned to no worker")]
+    Unassigned {
+        /// The point.
+        point: u32,
+    },
+    /// Batch sizes differ by more than one.
+    #[error(
+        "the assignment is not balanced: worker {small_worker} gets {small} points but worker \
+         {large_worker} gets {large} (sizes may differ by at most one)"
+    )]
+    Unbalanced {
+        /// A worker with the smallest batch.
+        small_worker: usize,
+        /// Its batch size.
+        small: usize,
+        /// A worker with the largest batch.
+        large_worker: usize,
+        /// Its batch size.
+        large: usize,
+    },
+    /// Too many points for 32-bit ids.
+    #[error("{points} points is more than this build supports (ids are 32-bit)")]
+    TooManyPoints {
+        /// Number of points.
+        points: usize,
+    },
+    /// The JSON text is malformed or has the wrong layout.
+    #[error("malformed instance JSON: {0}")]
+    Json(String),
+}
+
+/// One epoch of the shuffle problem: `n` workers, `q` points with ids `0..q`, the caches `C_i`
+/// the workers hold now, and the balanced assignment `D_i` they must hold after the shuffle.
+///
+/// Construction validates everything ([`ShuffleInstance::new`]); every other part of the
+/// workspace trusts an instance. Lists are kept sorted.
+///
+/// ```
+/// use shuffle_core::ShuffleInstance;
+/// let inst = ShuffleInstance::from_json(
+///     r#"{"workers": 2, "points": 4, "cache": [[0, 1, 2], [2, 3]], "assignment": [[0, 3], [1, 2]]}"#,
+/// ).unwrap();
+/// assert_eq!(inst.needs(0), vec![3]);
+/// assert_eq!(inst.uncoded_transmissions(), 2);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShuffleInstance {
+    points: usize,
+    cache: Vec<Vec<u32>>,
+    assignment: Vec<Vec<u32>>,
+    owner: Vec<u32>,
+}
+
+impl ShuffleInstance {
+    /// Validates and builds an instance. Lists may come in any order; they are sorted.
+    pub fn new(
+        workers: usize,
+        points: usize,
+        mut cache: Vec<Vec<u32>>,
+        mut assignment: Vec<Vec<u32>>,
+    ) -> Result<Self, InstanceError> {
+        if workers == 0 {
+            return Err(InstanceError::NoWorkers);
+        }
+        if u32::try_from(points).is_err() {
+            return Err(InstanceError::TooManyPoints { points });
+        }
+        if workers > points {
+            return Err(InstanceError::MoreWorkersThanPoints { workers, points });
+        }
+        for (field, lists) in [("cache", &mut cache), ("assignment", &mut assignment)] {
+            if lists.len() != workers {
+                return Err(InstanceError::ListCount { field, got: lists.len(), workers });
+            }
+            for (worker, list) in lists.iter_mut().enumerate() {
+                list.sort_unstable();
+                if let Some(&point) = list.last().filter(|&&p| p as usize >= points) {
+                    return Err(InstanceError::PointOutOfRange {
+                        field,
+                        worker,
+                        point: point.into(),
+                        points,
+                    });
+                }
+                if let Some(w) = list.windows(2).find(|w| w[0] == w[1]) {
+                    return Err(InstanceError::DuplicateInList { field, worker, point: w[0] });
+                }
+            }
+        }
+        let mut owner = vec![u32::MAX; points];
+        for (worker, batch) in assignment.iter().enumerate() {
+            for &p in batch {
+                let slot = &mut owner[p as usize];
+                if *slot != u32::MAX {
+                    return Err(InstanceError::AssignedTwice {
+                        point: p,
+                        first: *slot as usize,
+                        second: worker,
+                    });
+                }
+                *slot = worker as u32;
+            }
+        }
+        if let Some(p) = owner.iter().position(|&w| w == u32::MAX) {
+            return Err(InstanceError::Unassigned { point: p as u32 });
+        }
+        let sizes = assignment.iter().map(Vec::len).enumerate();
+        let (small_worker, small) = sizes.clone().min_by_key(|&(_, s)| s).unwrap_or((0, 0));
+        let (large_worker, large) = sizes.max_by_key(|&(_, s)| s).unwrap_or((0, 0));
+        if large > small + 1 {
+            return Err(InstanceError::Unbalanced { small_worker, small, large_worker, large });
+        }
+        Ok(ShuffleInstance { points, cache, assignment, owner })
+    }
+
+    /// Parses and validates the JSON layout
+    /// `{"workers": n, "points": q, "cache": [[ids of C_0], ...], "assignment": [[ids of D_0], ...]}`.
+    pub fn from_json(text: &str) -> Result<Self, InstanceError> {
+        let raw: InstanceJson = serde_json::from_str(text).map_err(|e| InstanceError::Json(e.to_string()))?;
+        raw.try_into()
+    }
+
+    /// The JSON layout of [`ShuffleInstance::from_json`], on one line.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| unreachable!("instance JSON cannot fail: {e}"))
+    }
+
+    /// Number of workers `n`.
+    pub fn workers(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Number of points `q`.
+    pub fn points(&self) -> usize {
+        self.points
+    }
+
+    /// The sorted cache `C_i` of worker `i`.
+    pub fn cache(&self, worker: usize) -> &[u32] {
+        &self.cache[worker]
+    }
+
+    /// The sorted new batch `D_i` of worker `i`.
+    pub fn assignment(&self, worker: usize) -> &[u32] {
+        &self.assignment[worker]
+    }
+
+    /// The worker the new assignment gives `point` to.
+    pub fn owner(&self, point: u32) -> usize {
+        self.owner[point as usize] as usize
+    }
+
+    /// The largest cache, `max_i |C_i|` (the cache size `s` for generated instances).
+    pub fn cache_size(&self) -> usize {
+        self.cache.iter().map(Vec::len).max().unwrap_or(0)
+    }
+
+    /// The points worker `i` must receive, `D_i \ C_i`, sorted.
+    pub fn needs(&self, worker: usize) -> Vec<u32> {
+        sorted_difference(&self.assignment[worker], &self.cache[worker])
+    }
+
+    /// `|D_i \ C_i|` for every worker.
+    pub fn need_counts(&self) -> Vec<usize> {
+        (0..self.workers()).map(|w| self.needs(w).len()).collect()
+    }
+
+    /// The number of unicasts of the uncoded scheme, `sum_i |D_i \ C_i|`.
+    pub fn uncoded_transmissions(&self) -> usize {
+        self.need_counts().iter().sum()
+    }
+
+    /// For every point, the set of workers caching it. Needs at most [`MAX_SET_WORKERS`] workers.
+    pub fn cachers(&self) -> Option<Vec<WorkerSet>> {
+        if self.workers() > MAX_SET_WORKERS {
+            return None;
+        }
+        let mut sets = vec![WorkerSet::EMPTY; self.points];
+        for (w, cache) in self.cache.iter().enumerate() {
+            for &p in cache {
+                sets[p as usize].insert(w);
+            }
+        }
+        Some(sets)
+    }
+}
+
+/// `a \ b` for sorted, duplicate-free slices.
+pub(crate) fn sorted_difference(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(a.len());
+    let mut j = 0;
+    for &x in a {
+        while j < b.len() && b[j] < x {
+            j += 1;
+        }
+        if j >= b.len() || b[j] != x {
+            out.push(x);
+        }
+    }
+    out
+}
+
+/// The JSON layout of an instance, before validation.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InstanceJson {
+    workers: usize,
+    points: usize,
+    cache: Vec<Vec<u32>>,
+    assignment: Vec<Vec<u32>>,
+}
+
+impl TryFrom<InstanceJson> for ShuffleInstance {
+    type Error = InstanceError;
+    fn try_from(raw: InstanceJson) -> Result<Self, InstanceError> {
+        ShuffleInstance::new(raw.workers, raw.points, raw.cache, raw.assignment)
+    }
+}
+
+#[derive(Serialize)]
+struct InstanceJsonRef<'a> {
+    workers: usize,
+    points: usize,
+    cache: &'a [Vec<u32>],
+    assignment: &'a [Vec<u32>],
+}
+
+impl Serialize for ShuffleInstance {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        InstanceJsonRef {
+            workers: self.workers(),
+            points: self.points,
+            cache: &self.cache,
+            assignment: &self.assignment,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for ShuffleInstance {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = InstanceJson::deserialize(deserializer)?;
+        raw.try_into().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paper() -> ShuffleInstance {
+        crate::examples::ubershuffle_paper_example()
+    }
+
+    #[test]
+    fn json_round_trip() {
+        let inst = paper();
+        let back = ShuffleInstance::from_json(&inst.to_json()).unwrap();
+        assert_eq!(inst, back);
+    }
+
+    #[test]
+    fn needs_and_uncoded_count() {
+        let inst = paper();
+        assert_eq!(inst.needs(0), vec![4]);
+        assert_eq!(inst.needs(1), vec![0, 3]);
+        assert_eq!(inst.needs(2), vec![1, 5, 6]);
+        assert_eq!(inst.uncoded_transmissions(), 6);
+        assert_eq!(inst.cache_size(), 4);
+        assert_eq!(inst.owner(8), 1);
+    }
+
+    fn err(json: &str) -> String {
+        ShuffleInstance::from_json(json).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn rejects_bad_instances_with_a_message_naming_the_problem() {
+        assert!(
+            err(r#"{"workers": 2, "points": 4, "cache": [[0],[1]], "assignment": [[0,1],[1,3]]}"#)
+                .contains("point 1 is assigned to both worker 0 and worker 1")
+        );
+        assert!(
+            err(r#"{"workers": 2, "points": 4, "cache": [[0],[1]], "assignment": [[0,1],[3]]}"#)
+                .contains("point 2 is assigned to no worker")
+        );
+        assert!(
+            err(r#"{"workers": 2, "points": 4, "cache": [[0],[9]], "assignment": [[0,1],[2,3]]}"#)
+                .contains("names point 9")
+        );
+        assert!(
+            err(r#"{"workers": 2, "points": 4, "cache": [[0]], "assignment": [[0,1],[2,3]]}"#)
+                .contains("\"cache\" has 1 lists")
+        );
+        assert!(
+            err(r#"{"workers": 2, "points": 4, "cache": [[0,0],[1]], "assignment": [[0,1],[2,3]]}"#)
+                .contains("twice")
+        );
+        assert!(
+            err(r#"{"workers": 2, "points": 4, "cache": [[0],[1]], "assignment": [[0,1,2],[3]]}"#)
+                .contains("not balanced")
+        );
+        assert!(
+            err(r#"{"workers": 0, "points": 4, "cache": [], "assignment": []}"#).contains("at least one")
+        );
+        assert!(
+            err(r#"{"workers": 5, "points": 4, "cache": [], "assignment": []}"#).contains("more workers")
+        );
+        assert!(err(r#"{"workers": 2, "points": 4}"#).contains("malformed"));
+        assert!(
+            err(r#"{"workers": 2, "points": 4, "cache": [[0],[1]], "assignment": [[0,1],[2,3]], "x": 1}"#)
+                .contains("unknown field")
+        );
+        assert!(err("[1, 2").contains("malformed"));
+        assert!(
+            err(r#"{"workers": 2, "points": 4, "cache": [[-1],[1]], "assignment": [[0,1],[2,3]]}"#)
+                .contains("malformed")
+        );
+    }
+
+    #[test]
+    fn near_balanced_is_accepted() {
+        let inst = ShuffleInstance::new(2, 3, vec![vec![0, 1], vec![2]], vec![vec![0, 2], vec![1]]).unwrap();
+        assert_eq!(inst.needs(0), vec![2]);
+    }
+
+    #[test]
+    fn difference() {
+        assert_eq!(sorted_difference(&[1, 2, 5, 7], &[0, 2, 7, 9]), vec![1, 5]);
+        assert_eq!(sorted_difference(&[], &[1]), Vec::<u32>::new());
+        assert_eq!(sorted_difference(&[3], &[]), vec![3]);
+    }
+}

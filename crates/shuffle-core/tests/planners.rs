@@ -1,0 +1,114 @@
+//! Every built-in planner on the papers' examples and on random instances: counts where the
+//! papers give them, and `verify` on every plan.
+
+#![allow(clippy::unwrap_used)] // a test that unwraps fails loudly, which is what it should do
+
+use proptest::prelude::*;
+use shuffle_core::examples::{arbitrary_instance, ubershuffle_paper_example};
+use shuffle_core::tables::{encoding_tables, tables_cost};
+use shuffle_core::{
+    GeneratorParams, PlannerOptions, ShuffleInstance, builtin_planners, planner_by_name, seeded, verify,
+};
+
+fn count(scheme: &str, inst: &ShuffleInstance) -> usize {
+    let planner = planner_by_name(scheme, &PlannerOptions::default()).unwrap();
+    let plan = planner.plan(inst, &mut seeded(0)).unwrap();
+    let report = verify(inst, &plan).unwrap();
+    assert!(report.is_valid(), "{scheme}: {report:?}");
+    plan.len()
+}
+
+/// Plans `inst` with every built-in planner and checks each plan decodes everywhere and never
+/// costs more than uncoded.
+fn check_every_planner(inst: &ShuffleInstance) {
+    let uncoded = inst.uncoded_transmissions();
+    for entry in builtin_planners() {
+        let n = count(entry.name, inst);
+        assert!(n <= uncoded, "{} sent {n} > uncoded {uncoded}", entry.name);
+    }
+}
+
+#[test]
+fn paper_examples_1_and_2() {
+    let inst = ubershuffle_paper_example();
+    assert_eq!(count("uncoded", &inst), 6);
+    assert_eq!(count("coded", &inst), 4);
+}
+
+#[test]
+fn coded_count_is_the_sum_of_table_heights() {
+    let inst = GeneratorParams { workers: 8, points: 2000, alpha: 0.3, seed: 5 }.check().unwrap().generate();
+    let tables = encoding_tables(&inst, "coded").unwrap();
+    assert_eq!(count("coded", &inst), tables_cost(&tables));
+    assert!(tables_cost(&tables) < inst.uncoded_transmissions());
+}
+
+#[test]
+fn planners_are_deterministic_under_a_seed() {
+    let inst = GeneratorParams { workers: 6, points: 600, alpha: 0.4, seed: 2 }.check().unwrap().generate();
+    for entry in builtin_planners() {
+        let p = (entry.build)(&PlannerOptions::default());
+        assert_eq!(p.plan(&inst, &mut seeded(9)).unwrap(), p.plan(&inst, &mut seeded(9)).unwrap());
+    }
+}
+
+#[test]
+fn edge_cases() {
+    // alpha exactly q/n: no excess storage.
+    check_every_planner(
+        &GeneratorParams { workers: 5, points: 100, alpha: 0.2, seed: 1 }.check().unwrap().generate(),
+    );
+    // Everything cached: nothing to send.
+    let all = GeneratorParams { workers: 4, points: 40, alpha: 1.0, seed: 1 }.check().unwrap().generate();
+    assert_eq!(count("coded", &all), 0);
+    assert_eq!(count("uncoded", &all), 0);
+    // One worker.
+    check_every_planner(
+        &GeneratorParams { workers: 1, points: 10, alpha: 1.0, seed: 1 }.check().unwrap().generate(),
+    );
+    // Nothing cached anywhere: every needed point is a unicast.
+    let bare = arbitrary_instance(4, 20, 0.0, 3);
+    assert_eq!(count("coded", &bare), 20);
+    // One point per worker.
+    check_every_planner(
+        &GeneratorParams { workers: 3, points: 3, alpha: 1.0 / 3.0, seed: 4 }.check().unwrap().generate(),
+    );
+}
+
+#[test]
+fn too_many_workers_for_sets_is_a_typed_error() {
+    let inst = arbitrary_instance(130, 130, 0.01, 1);
+    let coded = planner_by_name("coded", &PlannerOptions::default()).unwrap();
+    let err = coded.plan(&inst, &mut seeded(0)).unwrap_err();
+    assert!(err.to_string().contains("at most 128 workers"), "{err}");
+    assert_eq!(count("uncoded", &inst), inst.uncoded_transmissions());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn every_planner_verifies_on_model_instances(
+        workers in 1usize..9,
+        batch in 1usize..12,
+        extra_points in 0usize..8,
+        excess in 0.0f64..1.0,
+        seed in any::<u64>(),
+    ) {
+        let points = workers * batch + extra_points % workers;
+        let min_alpha = points.div_ceil(workers) as f64 / points as f64;
+        let alpha = min_alpha + (1.0 - min_alpha) * excess;
+        let inst = GeneratorParams { workers, points, alpha, seed }.check().unwrap().generate();
+        check_every_planner(&inst);
+    }
+
+    #[test]
+    fn every_planner_verifies_on_arbitrary_instances(
+        workers in 1usize..8,
+        points in 1usize..60,
+        cache_probability in 0.0f64..1.0,
+        seed in any::<u64>(),
+    ) {
+        check_every_planner(&arbitrary_instance(workers, points, cache_probability, seed));
+    }
+}

@@ -1,0 +1,52 @@
+//! Project chores, run as `cargo xtask <task>`: the CI checks (and, as they land, the papers'
+//! experiments). Nothing here needs a Makefile or shell glue.
+
+use std::process::Command;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+
+/// Project chores.
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", about)]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Debug, Subcommand)]
+enum Task {
+    /// The checks CI runs: rustfmt, clippy with warnings denied, and the test suite.
+    Ci,
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().task {
+        Task::Ci => ci(),
+    }
+}
+
+/// Runs `cargo` with `args` from the workspace root, failing if it fails.
+fn cargo(args: &[&str]) -> anyhow::Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    eprintln!("$ cargo {}", args.join(" "));
+    let status = Command::new(&cargo)
+        .args(args)
+        .current_dir(workspace_root())
+        .status()
+        .with_context(|| format!("cannot run {cargo}"))?;
+    if !status.success() {
+        bail!("cargo {} failed ({status})", args.join(" "));
+    }
+    Ok(())
+}
+
+fn workspace_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Into::into).unwrap_or_else(|| ".".into())
+}
+
+fn ci() -> anyhow::Result<()> {
+    cargo(&["fmt", "--all", "--", "--check"])?;
+    cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
+    cargo(&["test", "--workspace"])
+}
