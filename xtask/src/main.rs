@@ -1,5 +1,5 @@
-//! Project chores, run as `cargo xtask <task>`: the CI checks (and, as they land, the papers'
-//! experiments). Nothing here needs a Makefile or shell glue.
+//! Project chores, run as `cargo xtask <task>`: the CI checks and the papers' experiments.
+//! Nothing here needs a Makefile or shell glue.
 
 use std::process::Command;
 
@@ -18,11 +18,40 @@ struct Cli {
 enum Task {
     /// The checks CI runs: rustfmt, clippy with warnings denied, and the test suite.
     Ci,
+    /// Regenerate the papers' experiments into `results/` (CSV, SVG, results/README.md).
+    /// Builds the `experiments` program in release mode and runs it; `--list` names them.
+    Experiments {
+        /// Experiments to run (all when none is named).
+        names: Vec<String>,
+        /// The small subset that finishes in minutes on 2 cores.
+        #[arg(long)]
+        quick: bool,
+        /// Where to write results (default: results/ of the workspace).
+        #[arg(long, value_name = "DIR")]
+        out: Option<String>,
+        /// List the experiments and exit.
+        #[arg(long)]
+        list: bool,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().task {
         Task::Ci => ci(),
+        Task::Experiments { names, quick, out, list } => {
+            let mut args = vec!["run", "--release", "--quiet", "-p", "bench", "--bin", "experiments", "--"];
+            args.extend(names.iter().map(String::as_str));
+            if quick {
+                args.push("--quick");
+            }
+            if list {
+                args.push("--list");
+            }
+            if let Some(dir) = &out {
+                args.extend(["--out", dir.as_str()]);
+            }
+            cargo(&args)
+        }
     }
 }
 

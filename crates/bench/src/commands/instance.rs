@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use shuffle_core::GeneratorParams;
 
 use crate::cli::InstanceArgs;
-use crate::output::write_atomically;
+use bench::files::write_atomically;
 
 /// Generates the instance and writes it to `--out` or stdout.
 pub fn run(args: &InstanceArgs) -> anyhow::Result<ExitCode> {

@@ -14,7 +14,9 @@ use shuffle_core::{
 };
 
 use crate::cli::{InstanceSource, PlanArgs};
-use crate::output::{print_json, print_table, write_atomically};
+use bench::files::write_atomically;
+
+use crate::output::{print_json, print_table};
 
 /// The stream of the run's seed that planners draw their tie-breaks from (the instance uses
 /// the seed's default stream).

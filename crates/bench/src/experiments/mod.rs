@@ -1,0 +1,117 @@
+//! The papers' experiments, each one file, and the runner that writes their results.
+//!
+//! An experiment returns an [`Outcome`] (a CSV table, SVG figures and a Markdown summary); the
+//! runner writes `results/NAME.csv`, `results/NAME.svg` (plus `NAME-<suffix>.svg` for further
+//! figures) and replaces the experiment's section of `results/README.md`, with the command that
+//! made it and the machine it ran on. Adding an experiment: write `experiments/<name>.rs` with a
+//! `run(&Context) -> anyhow::Result<Outcome>` and add one entry to [`EXPERIMENTS`].
+
+mod machine;
+mod results_readme;
+mod theorem1;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context as _;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::csv_table::CsvTable;
+use crate::files::write_atomically;
+use crate::svg_chart::LineChart;
+
+pub use machine::{machine_description, today};
+
+/// What an experiment runs with.
+#[derive(Clone, Debug)]
+pub struct Context {
+    /// Run the small subset that finishes in minutes (the full run may take much longer).
+    pub quick: bool,
+    /// Where results go (`results/` of the workspace by default).
+    pub out_dir: PathBuf,
+}
+
+impl Context {
+    /// A progress bar of `len` steps on stderr (hidden when stderr is not a terminal).
+    pub fn progress(&self, len: u64, message: &str) -> ProgressBar {
+        let bar = ProgressBar::new(len);
+        if let Ok(style) =
+            ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len} ({elapsed}, eta {eta})")
+        {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_message(message.to_string());
+        bar
+    }
+}
+
+/// What an experiment measured.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    /// One row per measurement, in tidy (long) form.
+    pub table: CsvTable,
+    /// Figures: `("", chart)` is written as `NAME.svg`, `(suffix, chart)` as `NAME-suffix.svg`.
+    pub figures: Vec<(String, LineChart)>,
+    /// Markdown for the README section: findings, and the paper's numbers beside ours.
+    pub summary: String,
+}
+
+/// An experiment in the registry.
+#[derive(Clone, Copy)]
+pub struct Experiment {
+    /// The name `cargo xtask experiments NAME` takes.
+    pub name: &'static str,
+    /// One line saying what it shows.
+    pub about: &'static str,
+    /// Runs it.
+    pub run: fn(&Context) -> anyhow::Result<Outcome>,
+}
+
+/// Every experiment, in the order `cargo xtask experiments` runs them and README lists them.
+pub static EXPERIMENTS: &[Experiment] = &[Experiment {
+    name: "theorem1",
+    about: "Lee et al.'s coded shuffling at finite q against its asymptotic count (UberShuffle paper, Theorem 1)",
+    run: theorem1::run,
+}];
+
+/// The experiment called `name`.
+pub fn experiment_by_name(name: &str) -> Option<&'static Experiment> {
+    EXPERIMENTS.iter().find(|e| e.name == name)
+}
+
+/// Runs `experiment` and writes its files and README section into `ctx.out_dir`.
+pub fn run_and_write(experiment: &Experiment, ctx: &Context) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&ctx.out_dir)
+        .with_context(|| format!("cannot create {}", ctx.out_dir.display()))?;
+    let started = Instant::now();
+    let outcome = (experiment.run)(ctx).with_context(|| format!("experiment {}", experiment.name))?;
+    let seconds = started.elapsed().as_secs_f64();
+    let name = experiment.name;
+    write_atomically(&ctx.out_dir.join(format!("{name}.csv")), outcome.table.to_csv().as_bytes())?;
+    let mut figure_links = String::new();
+    for (suffix, chart) in &outcome.figures {
+        let file = if suffix.is_empty() { format!("{name}.svg") } else { format!("{name}-{suffix}.svg") };
+        write_atomically(&ctx.out_dir.join(&file), chart.to_svg().as_bytes())?;
+        figure_links.push_str(&format!("![{}]({file})\n\n", chart.title));
+    }
+    let quick = if ctx.quick { " --quick" } else { "" };
+    let section = format!(
+        "## {name}\n\n{about}.\n\n{figure_links}{summary}\n\nData: [`{name}.csv`]({name}.csv). \
+         Regenerate: `cargo xtask experiments {name}{quick}`{mode}. Ran {date} in {seconds:.0} s on {machine}.\n",
+        about = experiment.about,
+        summary = outcome.summary.trim_end(),
+        mode = if ctx.quick { " (the quick subset)" } else { " (the full run)" },
+        date = today(),
+        machine = machine_description(),
+    );
+    results_readme::update_section(&ctx.out_dir.join("README.md"), name, &section, &registry_order())
+}
+
+fn registry_order() -> Vec<&'static str> {
+    EXPERIMENTS.iter().map(|e| e.name).collect()
+}
+
+/// The workspace's `results/` folder.
+pub fn default_out_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../results")
+}
