@@ -1,0 +1,38 @@
+//! Lower bounds on the number of transmissions any scheme needs for an instance, printed beside
+//! every plan's count. Each bound is one file; [`best_lower_bound`] takes the largest that
+//! applies. Adding a bound: write `bounds/<name>.rs` with a function
+//! `fn(&ShuffleInstance) -> Option<LowerBound>` and add it to [`BOUNDS`].
+
+mod max_need;
+
+pub use max_need::max_need_bound;
+
+use crate::ShuffleInstance;
+
+/// A lower bound on the transmissions of every scheme for one instance, and which bound it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LowerBound {
+    /// The bound, in point-sized transmissions.
+    pub value: usize,
+    /// Which bound gave it (`max-need`, ...).
+    pub kind: &'static str,
+}
+
+/// A bound: `None` when it does not apply to the instance (or would take too long).
+pub type BoundFn = fn(&ShuffleInstance) -> Option<LowerBound>;
+
+/// Every bound this crate knows, weakest and cheapest first.
+pub static BOUNDS: &[BoundFn] = &[|inst| Some(max_need_bound(inst))];
+
+/// Every bound that applies to `inst`.
+pub fn all_lower_bounds(inst: &ShuffleInstance) -> Vec<LowerBound> {
+    BOUNDS.iter().filter_map(|bound| bound(inst)).collect()
+}
+
+/// The largest bound that applies to `inst` (the first listed wins ties).
+pub fn best_lower_bound(inst: &ShuffleInstance) -> LowerBound {
+    all_lower_bounds(inst)
+        .into_iter()
+        .reduce(|best, b| if b.value > best.value { b } else { best })
+        .unwrap_or(LowerBound { value: 0, kind: "none" })
+}
