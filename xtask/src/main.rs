@@ -32,13 +32,21 @@ enum Task {
         /// List the experiments and exit.
         #[arg(long)]
         list: bool,
+        /// A plugin library for the `plugins` experiment (repeatable; default: the example
+        /// plugin examples/plugins/pairwise-xor, built in release mode first).
+        #[arg(long = "plugin", value_name = "LIBRARY")]
+        plugins: Vec<String>,
     },
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().task {
         Task::Ci => ci(),
-        Task::Experiments { names, quick, out, list } => {
+        Task::Experiments { names, quick, out, list, mut plugins } => {
+            let wants_plugins = names.is_empty() || names.iter().any(|n| n == "plugins");
+            if plugins.is_empty() && wants_plugins && !list {
+                plugins.push(build_example_plugin()?);
+            }
             let mut args = vec!["run", "--release", "--quiet", "-p", "bench", "--bin", "experiments", "--"];
             args.extend(names.iter().map(String::as_str));
             if quick {
@@ -49,6 +57,9 @@ fn main() -> anyhow::Result<()> {
             }
             if let Some(dir) = &out {
                 args.extend(["--out", dir.as_str()]);
+            }
+            for plugin in &plugins {
+                args.extend(["--plugin", plugin.as_str()]);
             }
             cargo(&args)
         }
@@ -68,6 +79,15 @@ fn cargo(args: &[&str]) -> anyhow::Result<()> {
         bail!("cargo {} failed ({status})", args.join(" "));
     }
     Ok(())
+}
+
+/// Builds the example plugin in release mode; returns its library's path (relative to the
+/// workspace root unless `CARGO_TARGET_DIR` says otherwise).
+fn build_example_plugin() -> anyhow::Result<String> {
+    cargo(&["build", "--release", "--quiet", "-p", "pairwise-xor-plugin"])?;
+    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
+    let file = format!("{}pairwise_xor{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX);
+    Ok(format!("{target}/release/{file}"))
 }
 
 fn workspace_root() -> std::path::PathBuf {

@@ -21,7 +21,7 @@ pub enum Command {
     Plan(PlanArgs),
     /// Generate a seeded instance (caches and new assignment) and write it as JSON.
     Instance(InstanceArgs),
-    /// List the built-in schemes.
+    /// List the built-in schemes, or those of a plugin library.
     Schemes(SchemesArgs),
 }
 
@@ -51,12 +51,18 @@ pub struct InstanceSource {
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  ubershuffle plan --scheme coded --workers 20 --points 100000 --alpha 0.4\n  \
-                        ubershuffle plan --scheme uncoded --instance epoch.json --json"
+                        ubershuffle plan --scheme uncoded --instance epoch.json --json\n  \
+                        ubershuffle plan --plugin target/release/libpairwise_xor.so -n 20 -q 100000 -a 0.4"
 )]
 pub struct PlanArgs {
-    /// The scheme (see `ubershuffle schemes`).
-    #[arg(long, default_value = "coded")]
-    pub scheme: String,
+    /// The scheme (see `ubershuffle schemes`) [default: coded, or with --plugin the plugin's
+    /// only scheme].
+    #[arg(long, value_name = "NAME")]
+    pub scheme: Option<String>,
+    /// Take the scheme from this plugin library (built with the plugin-api crate); --scheme
+    /// names one of its schemes and may be left out when it exports only one.
+    #[arg(long, value_name = "LIBRARY")]
+    pub plugin: Option<PathBuf>,
     /// The instance.
     #[command(flatten)]
     pub source: InstanceSource,
@@ -94,6 +100,9 @@ pub struct InstanceArgs {
 /// Flags of `ubershuffle schemes`.
 #[derive(Debug, Args)]
 pub struct SchemesArgs {
+    /// List the schemes of this plugin library instead of the built-in ones.
+    #[arg(long, value_name = "LIBRARY")]
+    pub plugin: Option<PathBuf>,
     /// Print a JSON array instead of a table.
     #[arg(long)]
     pub json: bool,

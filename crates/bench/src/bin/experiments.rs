@@ -22,6 +22,9 @@ struct Args {
     /// List the experiments and exit.
     #[arg(long)]
     list: bool,
+    /// A plugin library for the `plugins` experiment (repeatable).
+    #[arg(long = "plugin", value_name = "LIBRARY")]
+    plugins: Vec<PathBuf>,
 }
 
 fn after_help() -> String {
@@ -49,7 +52,11 @@ fn main() -> ExitCode {
     if chosen.is_empty() {
         chosen = EXPERIMENTS.iter().collect();
     }
-    let ctx = Context { quick: args.quick, out_dir: args.out.unwrap_or_else(default_out_dir) };
+    let ctx = Context {
+        quick: args.quick,
+        out_dir: args.out.unwrap_or_else(default_out_dir),
+        plugins: args.plugins,
+    };
     let mut failed = 0;
     for experiment in chosen {
         eprintln!("experiment {}: {}", experiment.name, experiment.about);

@@ -5,12 +5,13 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use plugin_host::PluginLibrary;
 use serde_json::json;
 use shuffle_core::bounds::best_lower_bound;
 use shuffle_core::theory::theorem1_coded_transmissions;
 use shuffle_core::{
-    GeneratorParams, PlannerOptions, ShuffleInstance, builtin_names, planner_by_name, rng::seeded_stream,
-    verify,
+    GeneratorParams, PlannerOptions, ShuffleInstance, ShufflePlanner, builtin_names, planner_by_name,
+    rng::seeded_stream, verify,
 };
 
 use crate::cli::{InstanceSource, PlanArgs};
@@ -21,6 +22,9 @@ use crate::output::{print_json, print_table};
 /// The stream of the run's seed that planners draw their tie-breaks from (the instance uses
 /// the seed's default stream).
 const PLANNER_STREAM: u64 = 1;
+
+/// The scheme `plan` uses when `--scheme` is not given (and no plugin is).
+const DEFAULT_SCHEME: &str = "coded";
 
 /// Loads or generates the instance the flags describe.
 pub fn load_instance(source: &InstanceSource) -> anyhow::Result<ShuffleInstance> {
@@ -37,23 +41,33 @@ pub fn load_instance(source: &InstanceSource) -> anyhow::Result<ShuffleInstance>
     }
 }
 
+/// The scheme the flags name: a built-in, or a scheme of the `--plugin` library (whose plans
+/// the plugin host verifies before handing them over).
+fn choose_planner(args: &PlanArgs, options: &PlannerOptions) -> anyhow::Result<Box<dyn ShufflePlanner>> {
+    if let Some(path) = &args.plugin {
+        return Ok(Box::new(PluginLibrary::load(path)?.planner(args.scheme.as_deref())?));
+    }
+    let scheme = args.scheme.as_deref().unwrap_or(DEFAULT_SCHEME);
+    planner_by_name(scheme, options).with_context(|| {
+        format!("invalid value '{scheme}' for '--scheme': known schemes are {}", builtin_names())
+    })
+}
+
 /// Plans, verifies, prints; exits non-zero if the plan does not decode.
 pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     if !(args.time_budget > 0.0 && args.time_budget.is_finite()) {
         bail!("--time-budget must be a positive number of seconds, got {}", args.time_budget);
     }
     let options = PlannerOptions::default().with_time_budget(Duration::from_secs_f64(args.time_budget));
-    let Some(planner) = planner_by_name(&args.scheme, &options) else {
-        bail!("invalid value '{}' for '--scheme': known schemes are {}", args.scheme, builtin_names());
-    };
+    let planner = choose_planner(args, &options)?;
     let inst = load_instance(&args.source)?;
 
     let started = Instant::now();
     let plan = planner.plan(&inst, &mut seeded_stream(args.source.seed, PLANNER_STREAM))?;
     let plan_seconds = started.elapsed().as_secs_f64();
     let started = Instant::now();
-    let report =
-        verify(&inst, &plan).with_context(|| format!("scheme {} returned a malformed plan", args.scheme))?;
+    let report = verify(&inst, &plan)
+        .with_context(|| format!("scheme {} returned a malformed plan", planner.name()))?;
     let verify_seconds = started.elapsed().as_secs_f64();
 
     if let Some(path) = &args.plan_out {
@@ -63,7 +77,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     let bound = best_lower_bound(&inst);
     let theorem1 = theorem1_coded_transmissions(inst.workers(), inst.points(), inst.cache_size());
     if args.json {
-        print_json(&json!({
+        let mut fields = json!({
             "scheme": planner.name(),
             "workers": inst.workers(),
             "points": inst.points(),
@@ -78,7 +92,11 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
             "verified": report.is_valid(),
             "plan_seconds": plan_seconds,
             "verify_seconds": verify_seconds,
-        }));
+        });
+        if let Some(path) = &args.plugin {
+            fields["plugin"] = json!(path.display().to_string());
+        }
+        print_json(&fields);
     } else {
         let ratio =
             |x: usize| if x == 0 { "-".to_string() } else { format!("{:.2}x", uncoded as f64 / x as f64) };
@@ -100,7 +118,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         ]);
     }
     if let Err(e) = report.ensure_valid() {
-        bail!("scheme {} produced a plan that does not decode: {e}", args.scheme);
+        bail!("scheme {} produced a plan that does not decode: {e}", planner.name());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -7,6 +7,7 @@
 //! `run(&Context) -> anyhow::Result<Outcome>` and add one entry to [`EXPERIMENTS`].
 
 mod machine;
+mod plugins;
 mod results_readme;
 mod theorem1;
 
@@ -29,6 +30,8 @@ pub struct Context {
     pub quick: bool,
     /// Where results go (`results/` of the workspace by default).
     pub out_dir: PathBuf,
+    /// Plugin libraries to compare (`--plugin PATH`; the `plugins` experiment needs one).
+    pub plugins: Vec<PathBuf>,
 }
 
 impl Context {
@@ -68,11 +71,18 @@ pub struct Experiment {
 }
 
 /// Every experiment, in the order `cargo xtask experiments` runs them and README lists them.
-pub static EXPERIMENTS: &[Experiment] = &[Experiment {
-    name: "theorem1",
-    about: "Lee et al.'s coded shuffling at finite q against its asymptotic count (UberShuffle paper, Theorem 1)",
-    run: theorem1::run,
-}];
+pub static EXPERIMENTS: &[Experiment] = &[
+    Experiment {
+        name: "theorem1",
+        about: "Lee et al.'s coded shuffling at finite q against its asymptotic count (UberShuffle paper, Theorem 1)",
+        run: theorem1::run,
+    },
+    Experiment {
+        name: "plugins",
+        about: "Schemes loaded from plugin libraries (by default the pairwise-XOR example) against the built-ins",
+        run: plugins::run,
+    },
+];
 
 /// The experiment called `name`.
 pub fn experiment_by_name(name: &str) -> Option<&'static Experiment> {
