@@ -28,7 +28,7 @@ pub mod straggler;
 
 pub use error::LearnerError;
 pub use learner::{Learner, LocalStep};
-pub use matrix_completion::MatrixCompletionSgd;
+pub use matrix_completion::{MatrixCompletionParams, MatrixCompletionSgd};
 pub use model::{Model, Update, UpdateBody};
 pub use psgd::LinearRegressionPsgd;
 pub use straggler::{IterationOutcome, StragglerModel};

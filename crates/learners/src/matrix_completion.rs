@@ -23,25 +23,31 @@ use crate::{Learner, LearnerError, LocalStep, Model, Update, UpdateBody};
 /// changes is our choice (it keeps the step size of one worker, unlike summing).
 #[derive(Clone, Debug, PartialEq)]
 pub struct MatrixCompletionSgd {
-    rows: usize,
-    cols: usize,
-    rank: usize,
-    step_size: f64,
-    regularization: f64,
-    init_scale: f64,
+    params: MatrixCompletionParams,
 }
 
-impl MatrixCompletionSgd {
-    /// A `rows x cols` problem with factors of rank `rank`, SGD step size `step_size`, l2
-    /// penalty `regularization`; initial factor entries are `N(0, init_scale^2)`.
-    pub fn new(
-        rows: usize,
-        cols: usize,
-        rank: usize,
-        step_size: f64,
-        regularization: f64,
-        init_scale: f64,
-    ) -> Result<Self, LearnerError> {
+/// The hyper-parameters of [`MatrixCompletionSgd`]; [`MatrixCompletionParams::check`] validates
+/// them once and gives the learner.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MatrixCompletionParams {
+    /// Matrix rows (users).
+    pub rows: usize,
+    /// Matrix columns (items).
+    pub cols: usize,
+    /// Rank of the factors.
+    pub rank: usize,
+    /// SGD step size.
+    pub step_size: f64,
+    /// The l2 penalty `lambda`.
+    pub regularization: f64,
+    /// Initial factor entries are `N(0, init_scale^2)`.
+    pub init_scale: f64,
+}
+
+impl MatrixCompletionParams {
+    /// The learner, or a one-line error naming the bad parameter.
+    pub fn check(self) -> Result<MatrixCompletionSgd, LearnerError> {
+        let MatrixCompletionParams { rows, cols, rank, step_size, regularization, init_scale } = self;
         if rows == 0 || cols == 0 || rank == 0 {
             return Err(LearnerError::InvalidParameter(format!(
                 "matrix completion needs positive rows, cols and rank, got {rows} x {cols}, rank {rank}"
@@ -59,16 +65,18 @@ impl MatrixCompletionSgd {
                 return Err(LearnerError::InvalidParameter(format!("{name} must be non-negative, got {v}")));
             }
         }
-        Ok(MatrixCompletionSgd { rows, cols, rank, step_size, regularization, init_scale })
+        Ok(MatrixCompletionSgd { params: self })
     }
+}
 
+impl MatrixCompletionSgd {
     fn check_rating(&self, r: &Rating) -> Result<(), LearnerError> {
-        if r.row as usize >= self.rows || r.col as usize >= self.cols {
+        if r.row as usize >= self.params.rows || r.col as usize >= self.params.cols {
             return Err(LearnerError::RatingOutOfRange {
                 row: r.row,
                 col: r.col,
-                rows: self.rows,
-                cols: self.cols,
+                rows: self.params.rows,
+                cols: self.params.cols,
             });
         }
         Ok(())
@@ -76,12 +84,12 @@ impl MatrixCompletionSgd {
 
     /// The factor row id of matrix row `i` (in `L`) and of column `j` (in `R`).
     fn ids(&self, r: &Rating) -> (u32, u32) {
-        (r.row, self.rows as u32 + r.col)
+        (r.row, self.params.rows as u32 + r.col)
     }
 
     fn factor<'a>(&self, params: &'a [f64], id: u32) -> &'a [f64] {
-        let start = id as usize * self.rank;
-        &params[start..start + self.rank]
+        let start = id as usize * self.params.rank;
+        &params[start..start + self.params.rank]
     }
 
     /// The model's prediction of entry `(row, col)`.
@@ -101,12 +109,14 @@ impl Learner for MatrixCompletionSgd {
     }
 
     fn parameter_count(&self) -> usize {
-        (self.rows + self.cols) * self.rank
+        (self.params.rows + self.params.cols) * self.params.rank
     }
 
     fn initial_model(&self, seed: u64) -> Model {
         let mut rng = seeded(seed);
-        Model::new((0..self.parameter_count()).map(|_| self.init_scale * standard_normal(&mut rng)).collect())
+        Model::new(
+            (0..self.parameter_count()).map(|_| self.params.init_scale * standard_normal(&mut rng)).collect(),
+        )
     }
 
     fn local_update(&self, model: &Model, batch: &[&[u8]], step: LocalStep) -> Result<Update, LearnerError> {
@@ -122,7 +132,7 @@ impl Learner for MatrixCompletionSgd {
         );
         // The worker's copies of the factor rows it touches.
         let mut local: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
-        let (eta, lambda) = (self.step_size, self.regularization);
+        let (eta, lambda) = (self.params.step_size, self.params.regularization);
         for &k in &order {
             let r = &ratings[k];
             let (i, j) = self.ids(r);
@@ -147,12 +157,12 @@ impl Learner for MatrixCompletionSgd {
                 (id, v.iter().zip(old).map(|(new, old)| new - old).collect())
             })
             .collect();
-        Ok(Update { points: batch.len() as u64, body: UpdateBody::Rows { width: self.rank, rows } })
+        Ok(Update { points: batch.len() as u64, body: UpdateBody::Rows { width: self.params.rank, rows } })
     }
 
     fn aggregate(&self, model: &Model, updates: &[Update]) -> Result<Model, LearnerError> {
         check_model(model, self.parameter_count())?;
-        let ids = (self.rows + self.cols) as u32;
+        let ids = (self.params.rows + self.params.cols) as u32;
         let mut sums: BTreeMap<u32, (Vec<f64>, usize)> = BTreeMap::new();
         for u in updates {
             let UpdateBody::Rows { width, rows } = &u.body else {
@@ -161,20 +171,20 @@ impl Learner for MatrixCompletionSgd {
                     reason: "expected factor rows".into(),
                 });
             };
-            if *width != self.rank {
+            if *width != self.params.rank {
                 return Err(LearnerError::Malformed {
                     what: "update",
-                    reason: format!("rows of width {width}, the rank is {}", self.rank),
+                    reason: format!("rows of width {width}, the rank is {}", self.params.rank),
                 });
             }
             for (id, delta) in rows {
-                if *id >= ids || delta.len() != self.rank {
+                if *id >= ids || delta.len() != self.params.rank {
                     return Err(LearnerError::Malformed {
                         what: "update",
                         reason: format!("factor row {id} (there are {ids}) of width {}", delta.len()),
                     });
                 }
-                let entry = sums.entry(*id).or_insert_with(|| (vec![0.0; self.rank], 0));
+                let entry = sums.entry(*id).or_insert_with(|| (vec![0.0; self.params.rank], 0));
                 for (s, d) in entry.0.iter_mut().zip(delta) {
                     *s += d;
                 }
@@ -183,8 +193,8 @@ impl Learner for MatrixCompletionSgd {
         }
         let mut params = model.params.clone();
         for (id, (sum, count)) in sums {
-            let start = id as usize * self.rank;
-            for (p, s) in params[start..start + self.rank].iter_mut().zip(sum) {
+            let start = id as usize * self.params.rank;
+            for (p, s) in params[start..start + self.params.rank].iter_mut().zip(sum) {
                 *p += s / count as f64;
             }
         }

@@ -3,12 +3,35 @@
 
 #![allow(clippy::unwrap_used)]
 
+use codes::Records;
 use learners::data::shipped::ShippedTask;
 use learners::data::{movielens, synthetic};
+use learners::epochs::EpochRecord;
 use learners::epochs::{EpochOptions, random_assignment, train_by_epochs};
 use learners::straggler::{IidStragglers, NoStragglers};
-use learners::{Learner, LinearRegressionPsgd, LocalStep, MatrixCompletionSgd};
+use learners::{Learner, LinearRegressionPsgd, LocalStep, MatrixCompletionParams};
 use shuffle_core::rng::seeded;
+
+/// Trains without stragglers and returns the held-out losses by epoch.
+fn train_all(
+    learner: &dyn Learner,
+    train: &Records,
+    held: &Records,
+    options: EpochOptions,
+) -> Vec<EpochRecord> {
+    train_by_epochs(learner, train, held, options, &mut NoStragglers::new(options.workers).unwrap()).unwrap()
+}
+
+fn mc(
+    rows: usize,
+    cols: usize,
+    rank: usize,
+    step_size: f64,
+    regularization: f64,
+    init_scale: f64,
+) -> learners::MatrixCompletionSgd {
+    MatrixCompletionParams { rows, cols, rank, step_size, regularization, init_scale }.check().unwrap()
+}
 
 #[test]
 fn psgd_recovers_a_synthetic_linear_model() {
@@ -36,14 +59,7 @@ fn psgd_fits_the_diabetes_data() {
     let (train, held) = ShippedTask::DiabetesRegression.prepare(0.2, 1).unwrap();
     let learner = LinearRegressionPsgd::new(train.features, 0.01, 1).unwrap();
     let options = EpochOptions { workers: 4, epochs: 60, seed: 1 };
-    let history = train_by_epochs(
-        &learner,
-        &train.to_records().unwrap(),
-        &held.to_records().unwrap(),
-        options,
-        &mut NoStragglers::new(4).unwrap(),
-    )
-    .unwrap();
+    let history = train_all(&learner, &train.to_records().unwrap(), &held.to_records().unwrap(), options);
     let last = history.last().unwrap().held_out_loss;
     // Standardised target: predicting the mean gives about 1; ordinary least squares on this
     // data explains about half the variance.
@@ -54,16 +70,9 @@ fn psgd_fits_the_diabetes_data() {
 fn matrix_completion_fits_a_synthetic_low_rank_matrix() {
     let data = synthetic::low_rank(120, 100, 3, 40, 0.05, 4).unwrap();
     let (train, held) = data.split(0.1, 5);
-    let learner = MatrixCompletionSgd::new(120, 100, 3, 0.05, 0.001, 0.3).unwrap();
+    let learner = mc(120, 100, 3, 0.05, 0.001, 0.3);
     let options = EpochOptions { workers: 4, epochs: 40, seed: 6 };
-    let history = train_by_epochs(
-        &learner,
-        &train.to_records().unwrap(),
-        &held.to_records().unwrap(),
-        options,
-        &mut NoStragglers::new(4).unwrap(),
-    )
-    .unwrap();
+    let history = train_all(&learner, &train.to_records().unwrap(), &held.to_records().unwrap(), options);
     let (first, last) = (history[0].held_out_loss, history.last().unwrap().held_out_loss);
     // Entries have unit variance; the noise is 0.05.
     assert!(first > 0.9 && last < 0.2, "held-out RMSE {first} -> {last}");
@@ -87,12 +96,21 @@ fn learners_reject_bad_records_and_updates() {
     let model = learner.initial_model(0);
     let step = LocalStep { epoch: 0, worker: 0, seed: 0 };
     assert!(learner.local_update(&model, &[&[0u8; 7]], step).is_err());
-    let mc = MatrixCompletionSgd::new(2, 2, 1, 0.1, 0.0, 0.1).unwrap();
+    let mc = mc(2, 2, 1, 0.1, 0.0, 0.1);
     let out_of_range = learners::sample::Rating { row: 5, col: 0, value: 1.0 }.to_record();
     assert!(mc.local_update(&mc.initial_model(0), &[&out_of_range], step).is_err());
     let wrong = learner.local_update(&model, &[], step).unwrap();
     assert!(mc.aggregate(&mc.initial_model(0), &[wrong]).is_err());
     assert!(LinearRegressionPsgd::new(3, -1.0, 1).is_err());
+    let bad = MatrixCompletionParams {
+        rows: 0,
+        cols: 2,
+        rank: 1,
+        step_size: 0.1,
+        regularization: 0.0,
+        init_scale: 0.1,
+    };
+    assert!(bad.check().is_err());
 }
 
 fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
@@ -125,7 +143,7 @@ fn movielens_files_in_both_formats() {
     assert_eq!(ml.data.ratings[2].value, 5.0);
     // The ratings train a matrix-completion learner.
     let (train, _) = ml.data.split(0.0, 1);
-    let learner = MatrixCompletionSgd::new(ml.data.rows, ml.data.cols, 2, 0.05, 0.0, 0.1).unwrap();
+    let learner = mc(ml.data.rows, ml.data.cols, 2, 0.05, 0.0, 0.1);
     let records = train.to_records().unwrap();
     let views = learners::data::record_views(&records);
     assert!(learner.loss(&learner.initial_model(1), &views).unwrap() > 2.0);
