@@ -135,6 +135,8 @@ fn zero_one_crc_is_not_always_s_minus_one_tolerant() {
     // Theorem 2 stops at r = n - s; for n = 5, s = 2 the 0/1 CRC loses accuracy with 4 of 5.
     let b = EncodingMatrix::crc(5, 2).unwrap();
     assert!(decode_mask(&b, 0b01111).error > 0.1);
+    let b = EncodingMatrix::crc(8, 3).unwrap();
+    assert!((0..256u64).filter(|m| m.count_ones() == 6).any(|m| decode_mask(&b, m).error > 0.1));
     let even = EncodingMatrix::crc(8, 2).unwrap();
     assert!((0..8).all(|w| decode_mask(&even, 0xff & !(1 << w)).error == 0.0));
 }

@@ -109,9 +109,11 @@ pub fn theorem1_frc(n: usize, s: usize, p_r: &[f64]) -> f64 {
 /// rows are cyclic shifts of each other, so cyclically shifted role sets decode equally well).
 ///
 /// Choice: the paper sums `r` up to `n - s` only, relying on `(s-1)`-tolerance; the 0/1 CRC
-/// is not `(s-1)`-tolerant for every `n` (for `n = 5, s = 2`, four consecutive roles cannot
-/// rebuild the all-ones vector), so we sum over every `r`. For `n = 8, s = 2` the extra terms
-/// are zero and both readings agree. `None` for `n > 20` (the classes are enumerated).
+/// is `(s-1)`-tolerant when `s` divides `n` (one of its `s` tilings by disjoint roles survives
+/// any `s - 1` losses) but not in general otherwise (for `n = 5, s = 2`, four consecutive roles
+/// cannot rebuild the all-ones vector; `n = 8, s = 3` fails too), so we sum over every `r`. For
+/// `n = 8, s = 2` the extra terms are zero and both readings agree. `None` for `n > 20` (the
+/// classes are enumerated).
 pub fn theorem2_crc(b: &EncodingMatrix, p_r: &[f64]) -> Option<f64> {
     let n = b.workers();
     if b.kind() != GradientCodeKind::Crc || n > 20 {
