@@ -23,6 +23,9 @@ pub enum Command {
     Instance(InstanceArgs),
     /// List the built-in schemes, or those of a plugin library.
     Schemes(SchemesArgs),
+    /// Expected decoding error of a gradient code (FRC, CRC) under heterogeneous stragglers,
+    /// by the paper's theorems, exact enumeration and Monte Carlo.
+    GradientCoding(GradientCodingArgs),
 }
 
 /// Where the instance comes from: a JSON file, or the seeded generator.
@@ -104,6 +107,54 @@ pub struct SchemesArgs {
     #[arg(long, value_name = "LIBRARY")]
     pub plugin: Option<PathBuf>,
     /// Print a JSON array instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Flags of `ubershuffle gradient-coding`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Parameter convention: n workers and n data partitions; each worker computes s partitions \
+and each partition is held by s workers (the papers' (s-1)-tolerant schemes; s = 1 is uncoded). Each worker is \
+slow with probability p_slow for the whole run; in every iteration a slow worker straggles with probability \
+p_slow_straggle and an active one with p_active_straggle. The error is ||B_S^T a - 1||^2 of the least-squares \
+decoding a from the non-stragglers S, per iteration.\n\nExample:\n  ubershuffle gradient-coding --code crc \
+--workers 8 --replication 2 --p-slow 0.3 --p-slow-straggle 0.8 --p-active-straggle 0.01 --shuffle random"
+)]
+pub struct GradientCodingArgs {
+    /// The code: uncoded, frc (fractional repetition; s must divide n), crc (cyclic repetition,
+    /// 0/1 entries) or crc-exact (Tandon et al.'s real-valued cyclic code).
+    #[arg(long, default_value = "frc")]
+    pub code: String,
+    /// Number of workers n (= number of partitions), 1 to 64 (exact enumeration up to 12).
+    #[arg(long, short = 'n', value_name = "N", default_value_t = 8)]
+    pub workers: usize,
+    /// Replication factor s: partitions per worker and workers per partition (1 = uncoded).
+    #[arg(long, short = 's', value_name = "S", default_value_t = 2)]
+    pub replication: usize,
+    /// p_hat: probability that a worker is slow (for the whole run).
+    #[arg(long, value_name = "P", default_value_t = 0.3)]
+    pub p_slow: f64,
+    /// p_ss: probability that a slow worker straggles in an iteration.
+    #[arg(long, value_name = "P", default_value_t = 0.8)]
+    pub p_slow_straggle: f64,
+    /// p_as: probability that an active worker straggles in an iteration.
+    #[arg(long, value_name = "P", default_value_t = 0.01)]
+    pub p_active_straggle: f64,
+    /// How worker roles (rows of B) are reassigned each iteration: none, cyclic ((w + t) mod n)
+    /// or random (a fresh seeded permutation).
+    #[arg(long, default_value = "random")]
+    pub shuffle: String,
+    /// Monte Carlo: independent runs (each draws its slow workers).
+    #[arg(long, value_name = "R", default_value_t = 4000)]
+    pub runs: usize,
+    /// Monte Carlo: iterations per run (default 2n).
+    #[arg(long, value_name = "T")]
+    pub iterations: Option<usize>,
+    /// Seed of the Monte Carlo runs (and of crc-exact's coefficients).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Print one JSON object on stdout instead of tables.
     #[arg(long)]
     pub json: bool,
 }

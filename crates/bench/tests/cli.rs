@@ -159,9 +159,13 @@ fn failed_write_leaves_nothing_behind() {
 
 #[test]
 fn help_everywhere_and_scheme_listing() {
-    for args in
-        [vec!["--help"], vec!["plan", "--help"], vec!["instance", "--help"], vec!["schemes", "--help"]]
-    {
+    for args in [
+        vec!["--help"],
+        vec!["plan", "--help"],
+        vec!["instance", "--help"],
+        vec!["schemes", "--help"],
+        vec!["gradient-coding", "--help"],
+    ] {
         let out = ubershuffle(&args);
         assert!(out.status.success(), "{args:?}");
         assert!(String::from_utf8_lossy(&out.stdout).contains("Usage"), "{args:?}");
@@ -169,4 +173,50 @@ fn help_everywhere_and_scheme_listing() {
     let v = json(&["schemes"]);
     let names: Vec<&str> = v.as_array().expect("array").iter().filter_map(|e| e["name"].as_str()).collect();
     assert!(names.contains(&"uncoded") && names.contains(&"coded"), "{names:?}");
+}
+
+#[test]
+fn gradient_coding_reports_three_methods_that_agree() {
+    let base = [
+        "gradient-coding",
+        "--workers",
+        "8",
+        "--p-slow",
+        "0.3",
+        "--p-slow-straggle",
+        "0.8",
+        "--p-active-straggle",
+        "0.01",
+    ];
+    let mut args = base.to_vec();
+    args.extend(["--code", "frc", "--replication", "1"]);
+    let v = json(&args);
+    let e = &v["expected_error"];
+    // s = 1 is uncoded: the expected error is the expected number of stragglers, 8 * 0.247.
+    assert!((e["analytic"].as_f64().unwrap() - 1.976).abs() < 1e-9);
+    assert!((e["enumeration"].as_f64().unwrap() - 1.976).abs() < 1e-9);
+    assert_eq!(v["by_slow_workers"].as_array().unwrap().len(), 9);
+    let mut args = base.to_vec();
+    args.extend(["--code", "crc", "--replication", "2", "--shuffle", "none", "--runs", "3000"]);
+    let v = json(&args);
+    let e = &v["expected_error"];
+    let exact = e["enumeration"].as_f64().unwrap();
+    assert!((e["analytic"].as_f64().unwrap() - exact).abs() < 1e-9);
+    let ci = e["monte_carlo_ci95"].as_array().unwrap();
+    // A 95 % interval may miss; widen it to 4 standard errors (1.96 -> 4) for the test.
+    let (lo, hi) = (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap());
+    let (mid, half) = ((lo + hi) / 2.0, (hi - lo) / 2.0 * 4.0 / 1.96);
+    assert!((exact - mid).abs() <= half, "{e}");
+    assert_eq!(v["shuffle"], "none");
+    assert_eq!(v["replication"], 2);
+}
+
+#[test]
+fn gradient_coding_bad_input_is_one_line() {
+    let e = fails(&["gradient-coding", "--code", "frc", "--workers", "9", "--replication", "2"]);
+    assert!(e.contains("s to divide n"), "{e}");
+    assert!(fails(&["gradient-coding", "--p-slow", "1.5"]).contains("p_slow"));
+    assert!(fails(&["gradient-coding", "--code", "lt"]).contains("unknown gradient code"));
+    assert!(fails(&["gradient-coding", "--shuffle", "sometimes"]).contains("unknown shuffle"));
+    assert!(fails(&["gradient-coding", "--workers", "0"]).contains("workers"));
 }

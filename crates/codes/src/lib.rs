@@ -4,7 +4,8 @@
 //! worker). [`Encoder`] XORs the records of each transmission of a [`shuffle_core::Plan`] into a
 //! [`Packet`] (a header naming its parts plus the payload); a worker's [`Decoder`] takes packets
 //! in any order and returns exactly its new records, byte for byte. The XOR kernel in [`xor`]
-//! works a word at a time.
+//! works a word at a time. [`gradient`] holds the gradient codes (FRC, CRC), their
+//! least-squares decoding and the shuffling of worker roles.
 //!
 //! ```
 //! use codes::{Decoder, Encoder, Records};
@@ -25,6 +26,7 @@
 
 mod decode;
 mod encode;
+pub mod gradient;
 mod packet;
 mod records;
 pub mod xor;

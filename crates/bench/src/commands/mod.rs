@@ -1,5 +1,6 @@
 //! One module per subcommand; [`run`] dispatches.
 
+mod gradient_coding;
 mod instance;
 mod plan;
 mod schemes;
@@ -14,5 +15,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plan(args) => plan::run(&args),
         Command::Instance(args) => instance::run(&args),
         Command::Schemes(args) => schemes::run(&args),
+        Command::GradientCoding(args) => gradient_coding::run(&args),
     }
 }

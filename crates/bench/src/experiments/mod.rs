@@ -6,6 +6,7 @@
 //! made it and the machine it ran on. Adding an experiment: write `experiments/<name>.rs` with a
 //! `run(&Context) -> anyhow::Result<Outcome>` and add one entry to [`EXPERIMENTS`].
 
+mod gradient_coding;
 mod machine;
 mod plugins;
 mod results_readme;
@@ -81,6 +82,11 @@ pub static EXPERIMENTS: &[Experiment] = &[
         name: "plugins",
         about: "Schemes loaded from plugin libraries (by default the pairwise-XOR example) against the built-ins",
         run: plugins::run,
+    },
+    Experiment {
+        name: "gradient-coding",
+        about: "Approximate gradient coding (FRC, CRC) under heterogeneous stragglers, with and without shuffled worker roles (Johri et al.)",
+        run: gradient_coding::run,
     },
 ];
 

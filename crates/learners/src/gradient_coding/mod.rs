@@ -1,0 +1,19 @@
+//! Gradient-coded gradient descent under stragglers (Tandon, Lei, Dimakis and Karampatziakis;
+//! Johri, Yardi and Bodas, "Approximate gradient coding for heterogeneous nodes").
+//!
+//! The training data is split into `n` partitions held in memory all workers can read (the
+//! paper's shared-memory architecture). Each iteration worker `w` plays a role `i` of the
+//! encoding matrix `B` ([`codes::gradient`]) and sends `sum_j B[i][j] g_j`; the master decodes
+//! the roles that arrived before the deadline with the least-squares combination and steps.
+//! Shuffling the roles each iteration ([`codes::gradient::RoleShuffle`]) keeps persistently
+//! slow workers from always blocking the same partitions.
+//!
+//! - [`glm`]: the losses (least squares, logistic) and their partial gradients over records,
+//! - [`expected`]: the expected decoding error three ways (the paper's Theorems 1-2, exact
+//!   enumeration, Monte Carlo), averaged over the class draw or for exactly `m` slow workers,
+//! - [`run`]: the executed run, one thread per worker.
+
+pub mod expected;
+pub mod glm;
+/// The executed run on threads.
+pub mod run;

@@ -1,0 +1,58 @@
+//! [`Learner`]: what a worker computes on its current data points, and how the master
+//! combines the results.
+
+use crate::{LearnerError, Model, Update};
+
+/// Where a worker's local work sits in a run (for its seeded randomness).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LocalStep {
+    /// The epoch (iteration of the master's loop), from 0.
+    pub epoch: usize,
+    /// The worker, from 0.
+    pub worker: usize,
+    /// The run's seed.
+    pub seed: u64,
+}
+
+/// A distributed learner, in the shape of the epoch loop: the master holds a [`Model`] and
+/// sends it (as bytes) to the workers; each worker trains on the records it holds this epoch
+/// (the data shuffle changes them every epoch) and returns an [`Update`] (as bytes); the master
+/// aggregates the updates that arrived before the deadline (stragglers are simply absent) and
+/// measures the loss on held-out records.
+///
+/// Records are fixed-width byte strings whose layout the learner defines (see
+/// [`crate::sample`]). Every method is deterministic given its inputs, so a run reproduces
+/// under a seed.
+pub trait Learner: Send + Sync {
+    /// A short name for tables.
+    fn name(&self) -> &'static str;
+
+    /// Bytes per data record.
+    fn record_width(&self) -> usize;
+
+    /// Number of model parameters.
+    fn parameter_count(&self) -> usize;
+
+    /// The master's starting model, drawn from `seed`.
+    fn initial_model(&self, seed: u64) -> Model;
+
+    /// A worker's local work on `batch` (its records this epoch) starting from `model`.
+    fn local_update(&self, model: &Model, batch: &[&[u8]], step: LocalStep) -> Result<Update, LearnerError>;
+
+    /// The master's next model from the updates that arrived (possibly none).
+    fn aggregate(&self, model: &Model, updates: &[Update]) -> Result<Model, LearnerError>;
+
+    /// The loss of `model` on `points` (held-out data), in the learner's own units.
+    fn loss(&self, model: &Model, points: &[&[u8]]) -> Result<f64, LearnerError>;
+}
+
+/// Checks that `model` has the learner's parameter count.
+pub(crate) fn check_model(model: &Model, expected: usize) -> Result<(), LearnerError> {
+    if model.params.len() != expected {
+        return Err(LearnerError::Malformed {
+            what: "model",
+            reason: format!("{} parameters, the learner has {expected}", model.params.len()),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,155 @@
+//! The learners converge epoch by epoch on batches reassigned every epoch, on synthetic data
+//! and on the shipped data; the MovieLens loader reads both formats.
+
+#![allow(clippy::unwrap_used)]
+
+use codes::Records;
+use learners::data::shipped::ShippedTask;
+use learners::data::{movielens, synthetic};
+use learners::epochs::EpochRecord;
+use learners::epochs::{EpochOptions, random_assignment, train_by_epochs};
+use learners::straggler::{IidStragglers, NoStragglers};
+use learners::{Learner, LinearRegressionPsgd, LocalStep, MatrixCompletionParams};
+use shuffle_core::rng::seeded;
+
+/// Trains without stragglers and returns the held-out losses by epoch.
+fn train_all(
+    learner: &dyn Learner,
+    train: &Records,
+    held: &Records,
+    options: EpochOptions,
+) -> Vec<EpochRecord> {
+    train_by_epochs(learner, train, held, options, &mut NoStragglers::new(options.workers).unwrap()).unwrap()
+}
+
+fn mc(
+    rows: usize,
+    cols: usize,
+    rank: usize,
+    step_size: f64,
+    regularization: f64,
+    init_scale: f64,
+) -> learners::MatrixCompletionSgd {
+    MatrixCompletionParams { rows, cols, rank, step_size, regularization, init_scale }.check().unwrap()
+}
+
+#[test]
+fn psgd_recovers_a_synthetic_linear_model() {
+    let (data, _truth) = synthetic::linear_regression(2000, 8, 0.1, 1).unwrap();
+    let (train, held) = data.split(0.2, 2);
+    let learner = LinearRegressionPsgd::new(8, 0.01, 1).unwrap();
+    let options = EpochOptions { workers: 8, epochs: 30, seed: 3 };
+    let mut stragglers = IidStragglers::new(8, 0.2).unwrap();
+    let history = train_by_epochs(
+        &learner,
+        &train.to_records().unwrap(),
+        &held.to_records().unwrap(),
+        options,
+        &mut stragglers,
+    )
+    .unwrap();
+    let (first, last) = (history[0].held_out_loss, history.last().unwrap().held_out_loss);
+    // The noise variance is 0.01: the held-out MSE must get close to it.
+    assert!(last < 0.02 && first > 5.0, "held-out MSE {first} -> {last}");
+    assert!(history.iter().skip(1).any(|h| h.stragglers > 0), "some updates were dropped");
+}
+
+#[test]
+fn psgd_fits_the_diabetes_data() {
+    let (train, held) = ShippedTask::DiabetesRegression.prepare(0.2, 1).unwrap();
+    let learner = LinearRegressionPsgd::new(train.features, 0.01, 1).unwrap();
+    let options = EpochOptions { workers: 4, epochs: 60, seed: 1 };
+    let history = train_all(&learner, &train.to_records().unwrap(), &held.to_records().unwrap(), options);
+    let last = history.last().unwrap().held_out_loss;
+    // Standardised target: predicting the mean gives about 1; ordinary least squares on this
+    // data explains about half the variance.
+    assert!(history[0].held_out_loss > 0.8 && last < 0.6, "{} -> {last}", history[0].held_out_loss);
+}
+
+#[test]
+fn matrix_completion_fits_a_synthetic_low_rank_matrix() {
+    let data = synthetic::low_rank(120, 100, 3, 40, 0.05, 4).unwrap();
+    let (train, held) = data.split(0.1, 5);
+    let learner = mc(120, 100, 3, 0.05, 0.001, 0.3);
+    let options = EpochOptions { workers: 4, epochs: 40, seed: 6 };
+    let history = train_all(&learner, &train.to_records().unwrap(), &held.to_records().unwrap(), options);
+    let (first, last) = (history[0].held_out_loss, history.last().unwrap().held_out_loss);
+    // Entries have unit variance; the noise is 0.05.
+    assert!(first > 0.9 && last < 0.2, "held-out RMSE {first} -> {last}");
+}
+
+#[test]
+fn batches_change_every_epoch() {
+    let mut rng = seeded(1);
+    let a = random_assignment(100, 4, &mut rng);
+    let b = random_assignment(100, 4, &mut rng);
+    assert_ne!(a, b);
+    let mut all: Vec<u32> = a.concat();
+    all.sort_unstable();
+    assert_eq!(all, (0..100).collect::<Vec<_>>());
+    assert_eq!(random_assignment(10, 3, &mut rng).iter().map(Vec::len).collect::<Vec<_>>(), vec![4, 3, 3]);
+}
+
+#[test]
+fn learners_reject_bad_records_and_updates() {
+    let learner = LinearRegressionPsgd::new(3, 0.1, 1).unwrap();
+    let model = learner.initial_model(0);
+    let step = LocalStep { epoch: 0, worker: 0, seed: 0 };
+    assert!(learner.local_update(&model, &[&[0u8; 7]], step).is_err());
+    let mc = mc(2, 2, 1, 0.1, 0.0, 0.1);
+    let out_of_range = learners::sample::Rating { row: 5, col: 0, value: 1.0 }.to_record();
+    assert!(mc.local_update(&mc.initial_model(0), &[&out_of_range], step).is_err());
+    let wrong = learner.local_update(&model, &[], step).unwrap();
+    assert!(mc.aggregate(&mc.initial_model(0), &[wrong]).is_err());
+    assert!(LinearRegressionPsgd::new(3, -1.0, 1).is_err());
+    let bad = MatrixCompletionParams {
+        rows: 0,
+        cols: 2,
+        rank: 1,
+        step_size: 0.1,
+        regularization: 0.0,
+        init_scale: 0.1,
+    };
+    assert!(bad.check().is_err());
+}
+
+fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("learners-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn movielens_files_in_both_formats() {
+    let udata = temp_file(
+        "u.data",
+        "196\t242\t3\t881250949\n186\t302\t3\t891717742\n22\t377\t1\t878887116\n196\t377\t4.5\t1\n",
+    );
+    let ml = movielens::load(&udata).unwrap();
+    assert_eq!((ml.data.rows, ml.data.cols, ml.data.ratings.len()), (3, 3, 4));
+    assert_eq!(ml.user_ids, vec![22, 186, 196]);
+    assert_eq!(ml.item_ids, vec![242, 302, 377]);
+    let last = ml.data.ratings[3];
+    assert_eq!((last.row, last.col, last.value), (2, 2, 4.5));
+
+    let csv = temp_file(
+        "ratings.csv",
+        "userId,movieId,rating,timestamp\n1,31,2.5,1260759144\n1,1029,3.0,1260759179\n7,31,5.0,1\n",
+    );
+    let ml = movielens::load(&csv).unwrap();
+    assert_eq!((ml.data.rows, ml.data.cols), (2, 2));
+    assert_eq!(ml.data.ratings[2].value, 5.0);
+    // The ratings train a matrix-completion learner.
+    let (train, _) = ml.data.split(0.0, 1);
+    let learner = mc(ml.data.rows, ml.data.cols, 2, 0.05, 0.0, 0.1);
+    let records = train.to_records().unwrap();
+    let views = learners::data::record_views(&records);
+    assert!(learner.loss(&learner.initial_model(1), &views).unwrap() > 2.0);
+
+    let bad = temp_file("bad.csv", "userId,movieId,rating,timestamp\n1,31,2.5,1\n1,x,3,1\n");
+    let e = movielens::load(&bad).unwrap_err().to_string();
+    assert!(e.contains("line 3") && e.contains("item id"), "{e}");
+    assert!(movielens::load(std::path::Path::new("/no/such/ratings.csv")).is_err());
+}
