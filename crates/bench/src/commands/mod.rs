@@ -2,6 +2,8 @@
 
 mod instance;
 mod plan;
+mod plan_no_excess;
+mod plan_policy;
 mod schemes;
 
 use std::process::ExitCode;

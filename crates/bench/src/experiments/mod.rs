@@ -9,6 +9,7 @@
 mod machine;
 mod results_readme;
 mod theorem1;
+mod worst_case;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -68,11 +69,18 @@ pub struct Experiment {
 }
 
 /// Every experiment, in the order `cargo xtask experiments` runs them and README lists them.
-pub static EXPERIMENTS: &[Experiment] = &[Experiment {
-    name: "theorem1",
-    about: "Lee et al.'s coded shuffling at finite q against its asymptotic count (UberShuffle paper, Theorem 1)",
-    run: theorem1::run,
-}];
+pub static EXPERIMENTS: &[Experiment] = &[
+    Experiment {
+        name: "theorem1",
+        about: "Lee et al.'s coded shuffling at finite q against its asymptotic count (UberShuffle paper, Theorem 1)",
+        run: theorem1::run,
+    },
+    Experiment {
+        name: "worst-case",
+        about: "No-excess shuffling (Attia-Tandon): eq. (43) vs cycle packing vs Theorem 2's bound, rate vs K",
+        run: worst_case::run,
+    },
+];
 
 /// The experiment called `name`.
 pub fn experiment_by_name(name: &str) -> Option<&'static Experiment> {
