@@ -175,3 +175,35 @@ fn exchange_epochs_plan_with_every_no_excess_scheme() {
     let epoch = ExchangeRun::new(policy, 5, 200, Some(0.4), 2).unwrap().next_epoch();
     assert!(planned("coded", &epoch.instance) < epoch.points_moved);
 }
+
+#[test]
+fn cycle_packing_can_sit_above_the_bound() {
+    // Found by scanning random matrices: the search finishes (so no split into cycles does
+    // better) one transmission above Theorem 2's bound. Whether another scheme reaches the
+    // bound here is open.
+    let s = ShuffleMatrix::parse(
+        "1,0,1,0,0,1,1,0;0,1,0,1,0,2,0,0;1,0,0,0,1,1,0,1;1,0,1,0,1,0,1,0;\
+         1,1,0,0,0,0,0,2;0,1,0,1,1,0,1,0;0,1,2,1,0,0,0,0;0,0,0,1,1,0,1,1",
+    )
+    .unwrap();
+    let packing = pack_cycles(&s);
+    assert!(packing.proven_optimal);
+    let (achievable, cycles, bound) = check_matrix(&s, &s.to_instance());
+    assert_eq!((cycles, bound), (19, 18));
+    assert!(cycles <= achievable);
+}
+
+#[test]
+fn many_workers_are_typed_errors_not_slow_or_huge() {
+    let inst = random_no_excess_instance(200, 400, &mut seeded(1)).unwrap();
+    let s = ShuffleMatrix::from_instance(&inst).unwrap();
+    assert_eq!(planned("worst-case", &inst), s.achievable_transmissions());
+    let cycles = planner_by_name("cycle-packing", &PlannerOptions::default()).unwrap();
+    let err = cycles.plan(&inst, &mut rng(0)).unwrap_err();
+    assert!(matches!(err, PlanError::TooManyWorkers { max: 128, .. }), "{err}");
+    assert!(best_lower_bound(&inst).kind.starts_with("attia-tandon-thm2"));
+    let huge = random_no_excess_instance(1100, 1100, &mut seeded(1)).unwrap();
+    let worst = planner_by_name("worst-case", &PlannerOptions::default()).unwrap();
+    assert!(matches!(worst.plan(&huge, &mut rng(0)), Err(PlanError::TooManyWorkers { max: 1024, .. })));
+    assert_eq!(best_lower_bound(&huge).kind, "max-need");
+}

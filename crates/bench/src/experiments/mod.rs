@@ -7,6 +7,7 @@
 //! `run(&Context) -> anyhow::Result<Outcome>` and add one entry to [`EXPERIMENTS`].
 
 mod machine;
+mod partial_local;
 mod results_readme;
 mod theorem1;
 mod worst_case;
@@ -79,6 +80,11 @@ pub static EXPERIMENTS: &[Experiment] = &[
         name: "worst-case",
         about: "No-excess shuffling (Attia-Tandon): eq. (43) vs cycle packing vs Theorem 2's bound, rate vs K",
         run: worst_case::run,
+    },
+    Experiment {
+        name: "partial-local",
+        about: "Partial-local exchange (fraction Q per epoch): points moved and what coded schemes send for it",
+        run: partial_local::run,
     },
 ];
 

@@ -4,9 +4,20 @@
 use crate::ShuffleInstance;
 use crate::no_excess::ShuffleMatrix;
 
+/// The most workers whose shuffle matrix (`K^2` blocks) this crate builds.
+pub const MAX_MATRIX_WORKERS: usize = 1024;
+
 /// Why an instance is outside the no-excess storage model (caches = previous batches).
 #[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
 pub enum NoExcessError {
+    /// Too many workers for a `K x K` matrix.
+    #[error("{workers} workers is more than the shuffle matrix supports (at most {max})")]
+    TooManyWorkers {
+        /// Workers in the instance.
+        workers: usize,
+        /// [`MAX_MATRIX_WORKERS`].
+        max: usize,
+    },
     /// Two workers cache the same point.
     #[error(
         "point {point} is cached by both worker {first} and worker {second}: the caches are not \
@@ -59,6 +70,9 @@ impl ShuffleBlocks {
     /// new batch holds.
     pub fn of(inst: &ShuffleInstance) -> Result<Self, NoExcessError> {
         let k = inst.workers();
+        if k > MAX_MATRIX_WORKERS {
+            return Err(NoExcessError::TooManyWorkers { workers: k, max: MAX_MATRIX_WORKERS });
+        }
         let mut cacher = vec![u32::MAX; inst.points()];
         for worker in 0..k {
             for &p in inst.cache(worker) {

@@ -17,7 +17,7 @@ mod orderings;
 mod random;
 mod shuffle_matrix;
 
-pub use blocks::{NoExcessError, ShuffleBlocks};
+pub use blocks::{MAX_MATRIX_WORKERS, NoExcessError, ShuffleBlocks};
 pub use cycles::{
     CyclePacking, EXACT_SEARCH_MAX_WORKERS, EXACT_SEARCH_NODE_LIMIT, GreedyOrder, WorkerCycle,
     greedy_packing, pack_cycles,

@@ -3,7 +3,7 @@
 
 use crate::no_excess::pack_cycles;
 use crate::planners::worst_case::no_excess_blocks;
-use crate::{Part, Plan, PlanError, SeededRng, ShuffleInstance, ShufflePlanner};
+use crate::{MAX_SET_WORKERS, Part, Plan, PlanError, SeededRng, ShuffleInstance, ShufflePlanner};
 
 /// Splits what must move into as many directed cycles among workers as
 /// [`crate::no_excess::pack_cycles`] finds (exact search up to 10 workers, greedy shortest
@@ -17,7 +17,8 @@ use crate::{Part, Plan, PlanError, SeededRng, ShuffleInstance, ShufflePlanner};
 /// It is strictly better when the shuffle holds more disjoint cycles than one worker's
 /// leftovers, e.g. two disjoint 3-cycles among 6 workers: 4 transmissions against 5.
 /// Parts are tagged with the worker that needs the point. Other instances get
-/// [`PlanError::Unsupported`].
+/// [`PlanError::Unsupported`]; more than [`MAX_SET_WORKERS`] workers (where the greedy's
+/// breadth-first searches over `K^2` edges grow slow), [`PlanError::TooManyWorkers`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CyclePackingPlanner;
 
@@ -39,7 +40,7 @@ impl ShufflePlanner for CyclePackingPlanner {
     }
 
     fn plan(&self, inst: &ShuffleInstance, _rng: &mut SeededRng) -> Result<Plan, PlanError> {
-        let mut blocks = no_excess_blocks(inst, Self::NAME)?;
+        let mut blocks = no_excess_blocks(inst, Self::NAME, MAX_SET_WORKERS)?;
         let packing = pack_cycles(&blocks.matrix());
         let mut plan = Plan::with_capacity(packing.transmissions(), 2 * packing.transmissions());
         let mut points = Vec::new();

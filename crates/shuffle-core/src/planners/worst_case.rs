@@ -1,7 +1,7 @@
 //! Attia-Tandon's scheme for no excess storage: pairwise XORs, then leftover combining with an
 //! ignored worker that decodes in two steps.
 
-use crate::no_excess::ShuffleBlocks;
+use crate::no_excess::{MAX_MATRIX_WORKERS, ShuffleBlocks};
 use crate::{Part, Plan, PlanError, SeededRng, ShuffleInstance, ShufflePlanner};
 
 /// The achievable scheme of Attia and Tandon's Theorem 1 (Section V), for instances whose
@@ -23,7 +23,8 @@ use crate::{Part, Plan, PlanError, SeededRng, ShuffleInstance, ShufflePlanner};
 /// planner pairs in increasing order of (sending worker, point id) and (receiving worker,
 /// point id). Every part is tagged with the worker that needs the point (its owner).
 ///
-/// Other instances get [`PlanError::Unsupported`].
+/// Other instances get [`PlanError::Unsupported`]; more than
+/// [`MAX_MATRIX_WORKERS`] workers, [`PlanError::TooManyWorkers`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct WorstCasePlanner;
 
@@ -45,7 +46,7 @@ impl ShufflePlanner for WorstCasePlanner {
     }
 
     fn plan(&self, inst: &ShuffleInstance, _rng: &mut SeededRng) -> Result<Plan, PlanError> {
-        let mut blocks = no_excess_blocks(inst, Self::NAME)?;
+        let mut blocks = no_excess_blocks(inst, Self::NAME, MAX_MATRIX_WORKERS)?;
         let s = blocks.matrix();
         let k = s.workers();
         let owner = |p: u32| inst.owner(p);
@@ -77,8 +78,17 @@ impl ShufflePlanner for WorstCasePlanner {
     }
 }
 
-/// The blocks of a no-excess instance, or `Unsupported` naming what the instance lacks.
-pub(crate) fn no_excess_blocks(inst: &ShuffleInstance, planner: &str) -> Result<ShuffleBlocks, PlanError> {
+/// The blocks of a no-excess instance with at most `max_workers` workers, or why not:
+/// `TooManyWorkers`, or `Unsupported` naming what the instance lacks.
+pub(crate) fn no_excess_blocks(
+    inst: &ShuffleInstance,
+    planner: &str,
+    max_workers: usize,
+) -> Result<ShuffleBlocks, PlanError> {
+    let max = max_workers.min(MAX_MATRIX_WORKERS);
+    if inst.workers() > max {
+        return Err(PlanError::TooManyWorkers { planner: planner.to_string(), workers: inst.workers(), max });
+    }
     ShuffleBlocks::of(inst)
         .map_err(|e| PlanError::Unsupported { planner: planner.to_string(), reason: e.to_string() })
 }
