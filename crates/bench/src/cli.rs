@@ -101,13 +101,15 @@ pub struct PolicyArgs {
         conflicts_with_all = ["instance", "shuffle_matrix"]
     )]
     pub policy: Option<String>,
-    /// partial-local: the fraction Q in [0, 1] of each worker's points put into the exchange
-    /// every epoch (round(Q * batch) points drawn uniformly; the pool is dealt back uniformly at
-    /// random, as many to each worker as it gave, so a point may come back to its own worker).
+    /// partial-local (required there, refused by local and global): the fraction Q in [0, 1] of
+    /// each worker's points put into the exchange every epoch (round(Q * batch) points drawn
+    /// uniformly; the pool is dealt back uniformly at random, as many to each worker as it gave,
+    /// so a point may come back to its own worker).
     #[arg(long, value_name = "Q", requires = "policy")]
     pub fraction: Option<f64>,
-    /// With --policy: plan this many consecutive epochs, each verified, and report the points
-    /// moved and transmissions of each; the top-level counts are the first epoch's.
+    /// With --policy: plan this many consecutive epochs (default 1), each verified, and report
+    /// the points moved and transmissions of each (JSON: per_epoch); the top-level counts,
+    /// points_moved and points_exchanged are the first epoch's.
     #[arg(long, value_name = "E", requires = "policy")]
     pub epochs: Option<usize>,
 }

@@ -171,6 +171,7 @@ impl ExchangeRun {
         let cache_size = match alpha {
             Some(alpha) => Some(GeneratorParams { workers, points, alpha, seed }.check()?.cache_size()),
             None => {
+                // The generator's checks of workers and points (alpha = 1 always fits).
                 GeneratorParams { workers, points, alpha: 1.0, seed }.check()?;
                 None
             }

@@ -86,15 +86,15 @@ impl CyclePacking {
 /// # Ok::<(), shuffle_core::no_excess::ShuffleMatrixError>(())
 /// ```
 pub fn pack_cycles(s: &ShuffleMatrix) -> CyclePacking {
-    let mut start = Start::of(s);
+    let mut packing = PartialPacking::of(s);
     let k = s.workers();
     let mut finished = false;
     if k <= EXACT_SEARCH_MAX_WORKERS {
-        let (found, complete) = branch_and_bound(&mut start.weights, k, start.fas.unwrap_or(usize::MAX));
-        start.cycles.extend(found);
+        let (found, complete) = branch_and_bound(&mut packing.weights, k, packing.fas.unwrap_or(usize::MAX));
+        packing.cycles.extend(found);
         finished = complete;
     }
-    start.finish(finished)
+    packing.finish(finished)
 }
 
 /// In which order [`greedy_packing`] takes cycles.
@@ -114,24 +114,24 @@ pub fn greedy_packing(s: &ShuffleMatrix, order: GreedyOrder) -> Option<CyclePack
     if k > EXACT_SEARCH_MAX_WORKERS {
         return None;
     }
-    let mut start = Start::of(s);
-    let mut listed = simple_cycles(&start.weights, k);
+    let mut packing = PartialPacking::of(s);
+    let mut listed = simple_cycles(&packing.weights, k);
     if order == GreedyOrder::LongestFirst {
         listed.reverse();
     }
     for workers in listed {
         let e = edges(&workers, k);
-        let copies = e.iter().map(|&x| start.weights[x]).min().unwrap_or(0);
+        let copies = e.iter().map(|&x| packing.weights[x]).min().unwrap_or(0);
         if copies > 0 {
-            e.iter().for_each(|&x| start.weights[x] -= copies);
-            start.cycles.push(WorkerCycle { workers, copies });
+            e.iter().for_each(|&x| packing.weights[x] -= copies);
+            packing.cycles.push(WorkerCycle { workers, copies });
         }
     }
-    Some(start.finish(false))
+    Some(packing.finish(false))
 }
 
 /// A packing under way: the 2-cycles are taken, `weights` holds what is left.
-struct Start {
+struct PartialPacking {
     weights: Vec<usize>,
     points_moved: usize,
     cycles: Vec<WorkerCycle>,
@@ -141,8 +141,8 @@ struct Start {
     fas: Option<usize>,
 }
 
-impl Start {
-    fn of(s: &ShuffleMatrix) -> Start {
+impl PartialPacking {
+    fn of(s: &ShuffleMatrix) -> PartialPacking {
         let k = s.workers();
         let mut weights: Vec<usize> =
             (0..k * k).map(|e| if e / k == e % k { 0 } else { s.get(e / k, e % k) }).collect();
@@ -150,7 +150,7 @@ impl Start {
         let cycles = take_two_cycles(&mut weights, k);
         let two_cycles = cycles.iter().map(|c| c.copies).sum();
         let fas = (k <= EXACT_ORDERING_MAX_WORKERS).then(|| SubsetDp::new(k).min_backward(&weights, false).0);
-        Start { weights, points_moved, cycles, two_cycles, k, fas }
+        PartialPacking { weights, points_moved, cycles, two_cycles, k, fas }
     }
 
     /// Splits whatever is left greedily and wraps up; `finished` when a search proved optimality.

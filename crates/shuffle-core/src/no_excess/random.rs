@@ -3,7 +3,7 @@
 
 use crate::no_excess::ShuffleMatrix;
 use crate::rng::{SeededRng, shuffle};
-use crate::{GeneratorError, ShuffleInstance, balanced_assignment};
+use crate::{GeneratorError, GeneratorParams, ShuffleInstance, balanced_assignment};
 
 /// A random epoch with no excess storage: the previous batches and the new assignment are two
 /// independent uniformly random balanced assignments (batch sizes by position, so each worker
@@ -17,15 +17,8 @@ pub fn random_no_excess_instance(
     points: usize,
     rng: &mut SeededRng,
 ) -> Result<ShuffleInstance, GeneratorError> {
-    if workers == 0 {
-        return Err(GeneratorError::NoWorkers);
-    }
-    if u32::try_from(points).is_err() {
-        return Err(GeneratorError::TooManyPoints { points });
-    }
-    if workers > points {
-        return Err(GeneratorError::MoreWorkersThanPoints { workers, points });
-    }
+    // The generator's checks of workers and points (alpha = 1 always fits).
+    GeneratorParams { workers, points, alpha: 1.0, seed: 0 }.check()?;
     let previous = balanced_assignment(rng, workers, points);
     let assignment = balanced_assignment(rng, workers, points);
     Ok(ShuffleInstance::new(workers, points, previous, assignment)
@@ -56,7 +49,6 @@ pub fn random_permutation_sum(workers: usize, batch: usize, rng: &mut SeededRng)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::GeneratorParams;
     use crate::rng::seeded;
 
     #[test]
