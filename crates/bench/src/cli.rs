@@ -36,15 +36,22 @@ pub struct InstanceSource {
     #[arg(long, value_name = "FILE", conflicts_with_all = ["workers", "points", "alpha"])]
     pub instance: Option<PathBuf>,
     /// Generate: number of workers n.
-    #[arg(long, short = 'n', value_name = "N", requires_all = ["points", "alpha"])]
+    #[arg(long, short = 'n', value_name = "N", requires = "points")]
     pub workers: Option<usize>,
     /// Generate: number of data points q.
-    #[arg(long, short = 'q', value_name = "Q", requires_all = ["workers", "alpha"])]
+    #[arg(long, short = 'q', value_name = "Q", requires = "workers")]
     pub points: Option<usize>,
     /// Generate: storage ratio alpha in (0, 1]; each worker caches floor(alpha*q) points, its
-    /// previous batch plus points drawn uniformly from the rest.
+    /// previous batch plus points drawn uniformly from the rest. Without --alpha there is no
+    /// excess storage: each worker caches exactly its previous batch (alpha = 1/n; n need not
+    /// divide q), the model of the worst-case and cycle-packing schemes.
     #[arg(long, short = 'a', value_name = "A", requires_all = ["workers", "points"])]
     pub alpha: Option<f64>,
+    /// Use the no-excess instance of this Attia-Tandon shuffle matrix S: rows separated by
+    /// ';', entries by ','; S[i][j] counts the points worker i held that worker j needs now,
+    /// and every row and column sums to N/K. Point ids are laid out block by block, row by row.
+    #[arg(long, value_name = "S", conflicts_with_all = ["instance", "workers", "points", "alpha"])]
+    pub shuffle_matrix: Option<String>,
     /// Seed of the ChaCha8 stream that draws the instance (and the planner's tie-breaks).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -55,7 +62,10 @@ pub struct InstanceSource {
 #[command(
     after_help = "Examples:\n  ubershuffle plan --scheme coded --workers 20 --points 100000 --alpha 0.4\n  \
                         ubershuffle plan --scheme uncoded --instance epoch.json --json\n  \
-                        ubershuffle plan --plugin target/release/libpairwise_xor.so -n 20 -q 100000 -a 0.4"
+                        ubershuffle plan --plugin target/release/libpairwise_xor.so -n 20 -q 100000 -a 0.4\n  \
+                        ubershuffle plan --scheme worst-case --shuffle-matrix \"2,1,2;2,1,2;1,3,1\"\n  \
+                        ubershuffle plan --scheme cycle-packing --workers 6 --points 600 --seed 3\n  \
+                        ubershuffle plan --policy partial-local --fraction 0.3 --scheme coded -n 8 -q 8000 -a 0.25 --epochs 5"
 )]
 pub struct PlanArgs {
     /// The scheme (see `ubershuffle schemes`) [default: coded, or with --plugin the plugin's
@@ -78,6 +88,39 @@ pub struct PlanArgs {
     /// Print one JSON object on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Plan the exchange of partitioned data under a policy.
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+}
+
+/// Flags of `ubershuffle plan` for partial-local shuffling (Nguyen et al.).
+#[derive(Debug, Args)]
+pub struct PolicyArgs {
+    /// Plan the exchange of partitioned data under this policy instead of a fresh random
+    /// assignment: local (no exchange), partial-local (each worker exchanges --fraction of its
+    /// points), global (a full reshuffle). The workers start from a seeded random partition;
+    /// each epoch's caches are their current batches (plus excess storage with --alpha) and its
+    /// assignment the batches after the exchange, which --scheme plans. Needs --workers and
+    /// --points.
+    #[arg(
+        long,
+        value_name = "POLICY",
+        value_parser = ["local", "partial-local", "global"],
+        requires = "workers",
+        conflicts_with_all = ["instance", "shuffle_matrix"]
+    )]
+    pub policy: Option<String>,
+    /// partial-local (required there, refused by local and global): the fraction Q in [0, 1] of
+    /// each worker's points put into the exchange every epoch (round(Q * batch) points drawn
+    /// uniformly; the pool is dealt back uniformly at random, as many to each worker as it gave,
+    /// so a point may come back to its own worker).
+    #[arg(long, value_name = "Q", requires = "policy")]
+    pub fraction: Option<f64>,
+    /// With --policy: plan this many consecutive epochs (default 1), each verified, and report
+    /// the points moved and transmissions of each (JSON: per_epoch); the top-level counts,
+    /// points_moved and points_exchanged are the first epoch's.
+    #[arg(long, value_name = "E", requires = "policy")]
+    pub epochs: Option<usize>,
 }
 
 /// Flags of `ubershuffle instance`.

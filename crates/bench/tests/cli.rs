@@ -220,3 +220,98 @@ fn gradient_coding_bad_input_is_one_line() {
     assert!(fails(&["gradient-coding", "--shuffle", "sometimes"]).contains("unknown shuffle"));
     assert!(fails(&["gradient-coding", "--workers", "0"]).contains("workers"));
 }
+
+#[test]
+fn attia_tandon_example_1_counts_and_bounds() {
+    let s = ["--shuffle-matrix", "2,1,2;2,1,2;1,3,1"];
+    let worst = json(&["plan", "--scheme", "worst-case", s[0], s[1]]);
+    assert_eq!(worst["transmissions"], 6);
+    assert_eq!(worst["uncoded_transmissions"], 11);
+    assert_eq!(worst["achievable_bound"], 6);
+    assert_eq!(worst["lower_bound"], 6);
+    assert_eq!(worst["lower_bound_kind"], "attia-tandon-thm2");
+    assert_eq!(worst["worst_case"], 10);
+    assert_eq!(worst["verified"], true);
+    let cycles = json(&["plan", "--scheme", "cycle-packing", s[0], s[1]]);
+    assert_eq!(cycles["transmissions"], 6);
+    assert_eq!(json(&["plan", "--scheme", "uncoded", s[0], s[1]])["transmissions"], 11);
+    // A cyclic shuffle meets Theorem 3's (K-1) N/K.
+    let cyclic = json(&["plan", "--scheme", "worst-case", "--shuffle-matrix", "0,5,0;0,0,5;5,0,0"]);
+    assert_eq!((cyclic["transmissions"].as_u64(), cyclic["worst_case"].as_u64()), (Some(10), Some(10)));
+}
+
+#[test]
+fn no_alpha_means_no_excess_storage() {
+    let v = json(&["plan", "--scheme", "cycle-packing", "--workers", "6", "--points", "60", "--seed", "4"]);
+    assert_eq!(v["cache_size"], 10);
+    let t = v["transmissions"].as_u64().unwrap();
+    assert!(t >= v["lower_bound"].as_u64().unwrap() && t <= v["achievable_bound"].as_u64().unwrap(), "{v}");
+    let w = json(&["plan", "--scheme", "worst-case", "-n", "6", "-q", "60", "--seed", "4"]);
+    assert_eq!(w["transmissions"], w["achievable_bound"]);
+    // The worst-case scheme refuses excess storage with a one-line reason.
+    let e = fails(&["plan", "--scheme", "worst-case", "-n", "4", "-q", "40", "-a", "0.5"]);
+    assert!(e.contains("does not apply to this instance") && e.contains("no excess storage"), "{e}");
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+}
+
+#[test]
+fn bad_shuffle_matrices_get_one_line_errors() {
+    for (matrix, want) in [
+        ("2,-1,2;2,1,2;1,3,1", "cannot be negative"),
+        ("2,x,2;2,1,2;1,3,1", "non-negative integers"),
+        ("2,1.5;1,1", "non-negative integers"),
+        ("1,1;1,1;1,1", "must be square"),
+        ("2,1;1,1", "every row and column must sum to N/K"),
+        ("2,1;0,3", "column 0 sums to 2"),
+    ] {
+        let e = fails(&["plan", "--scheme", "worst-case", "--shuffle-matrix", matrix]);
+        assert!(e.starts_with("error: invalid --shuffle-matrix") && e.contains(want), "{matrix}: {e}");
+        assert_eq!(e.trim().lines().count(), 1, "{e}");
+    }
+    let e = fails(&["plan", "--shuffle-matrix", "1,0;0,1", "--workers", "2"]);
+    assert!(e.contains("cannot be used with"), "{e}");
+}
+
+#[test]
+fn exchange_policies_report_points_moved_per_epoch() {
+    let base = ["plan", "--scheme", "coded", "-n", "5", "-q", "500", "--seed", "2"];
+    let local = json(&[&base[..], &["--policy", "local"]].concat());
+    assert_eq!((local["points_moved"].as_u64(), local["transmissions"].as_u64()), (Some(0), Some(0)));
+    let partial =
+        json(&[&base[..], &["--policy", "partial-local", "--fraction", "0.3", "--epochs", "4"]].concat());
+    assert_eq!(partial["points_exchanged"], 150);
+    let epochs = partial["per_epoch"].as_array().unwrap();
+    assert_eq!(epochs.len(), 4);
+    for e in epochs {
+        assert!(e["points_moved"].as_u64().unwrap() <= 150 && e["verified"] == true, "{e}");
+        assert_eq!(e["points_moved"], e["uncoded_transmissions"]); // no excess storage
+    }
+    assert_eq!(epochs[0]["transmissions"], partial["transmissions"]);
+    let global = json(&[&base[..], &["--policy", "global", "--alpha", "0.4"]].concat());
+    assert!(global["points_moved"].as_u64().unwrap() > 300, "{global}");
+    assert!(global["transmissions"].as_u64().unwrap() < global["uncoded_transmissions"].as_u64().unwrap());
+    // The partial exchange is itself a no-excess shuffle: the worst-case scheme plans it.
+    let coded = json(&[
+        "plan",
+        "--scheme",
+        "worst-case",
+        "-n",
+        "5",
+        "-q",
+        "500",
+        "--policy",
+        "partial-local",
+        "--fraction",
+        "0.3",
+    ]);
+    assert_eq!(coded["transmissions"], coded["achievable_bound"]);
+    for (args, want) in [
+        (vec!["--policy", "partial-local"], "needs the fraction"),
+        (vec!["--policy", "partial-local", "--fraction", "1.5"], "[0, 1]"),
+        (vec!["--policy", "global", "--fraction", "0.5"], "only to partial-local"),
+        (vec!["--policy", "local", "--epochs", "0"], "at least 1"),
+    ] {
+        let e = fails(&[&base[..], &args[..]].concat());
+        assert!(e.contains(want), "{args:?}: {e}");
+    }
+}

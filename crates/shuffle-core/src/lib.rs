@@ -14,6 +14,10 @@
 //! - [`tables`]: Lee et al.'s encoding tables, shared by the coded and UberShuffle planners;
 //! - [`bounds`] and [`theory`]: lower bounds and the papers' closed forms to print beside counts.
 //!
+//! [`no_excess`] holds Attia-Tandon's no-excess storage model (the shuffle matrix, eq. (43),
+//! cycle packing) and [`exchange_policy`] the local, partial-local and global exchange of
+//! partitioned data, whose epochs any planner can plan.
+//!
 //! ```
 //! use shuffle_core::{GeneratorParams, PlannerOptions, planner_by_name, seeded, verify};
 //! let inst = GeneratorParams { workers: 5, points: 1000, alpha: 0.4, seed: 1 }.check()?.generate();
@@ -26,8 +30,10 @@
 
 pub mod bounds;
 pub mod examples;
+pub mod exchange_policy;
 mod generator;
 mod instance;
+pub mod no_excess;
 mod plan;
 mod planner;
 pub mod planners;

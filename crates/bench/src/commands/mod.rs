@@ -3,6 +3,8 @@
 mod gradient_coding;
 mod instance;
 mod plan;
+mod plan_no_excess;
+mod plan_policy;
 mod schemes;
 
 use std::process::ExitCode;

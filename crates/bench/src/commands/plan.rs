@@ -8,13 +8,16 @@ use anyhow::{Context, bail};
 use plugin_host::PluginLibrary;
 use serde_json::json;
 use shuffle_core::bounds::best_lower_bound;
+use shuffle_core::exchange_policy::ExchangeRun;
+use shuffle_core::no_excess::{ShuffleMatrix, random_no_excess_instance};
 use shuffle_core::theory::theorem1_coded_transmissions;
 use shuffle_core::{
     GeneratorParams, PlannerOptions, ShuffleInstance, ShufflePlanner, builtin_names, planner_by_name,
-    rng::seeded_stream, verify,
+    rng::seeded_stream, seeded, verify,
 };
 
 use crate::cli::{InstanceSource, PlanArgs};
+use crate::commands::{plan_no_excess, plan_policy};
 use bench::files::write_atomically;
 
 use crate::output::{print_json, print_table};
@@ -33,11 +36,19 @@ pub fn load_instance(source: &InstanceSource) -> anyhow::Result<ShuffleInstance>
         return ShuffleInstance::from_json(&text)
             .with_context(|| format!("instance file {}", path.display()));
     }
+    if let Some(text) = &source.shuffle_matrix {
+        return Ok(ShuffleMatrix::parse(text).context("invalid --shuffle-matrix")?.to_instance());
+    }
     match (source.workers, source.points, source.alpha) {
         (Some(workers), Some(points), Some(alpha)) => {
             Ok(GeneratorParams { workers, points, alpha, seed: source.seed }.check()?.generate())
         }
-        _ => bail!("give an instance: --instance FILE, or --workers N --points Q --alpha A [--seed S]"),
+        (Some(workers), Some(points), None) => {
+            Ok(random_no_excess_instance(workers, points, &mut seeded(source.seed))?)
+        }
+        _ => bail!(
+            "give an instance: --instance FILE, --shuffle-matrix S, or --workers N --points Q [--alpha A] [--seed S]"
+        ),
     }
 }
 
@@ -60,7 +71,12 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     }
     let options = PlannerOptions::default().with_time_budget(Duration::from_secs_f64(args.time_budget));
     let planner = choose_planner(args, &options)?;
-    let inst = load_instance(&args.source)?;
+    let mut exchange = plan_policy::start(&args.source, &args.policy)?;
+    let first_epoch = exchange.as_mut().map(ExchangeRun::next_epoch);
+    let inst = match &first_epoch {
+        Some(epoch) => epoch.instance.clone(),
+        None => load_instance(&args.source)?,
+    };
 
     let started = Instant::now();
     let plan = planner.plan(&inst, &mut seeded_stream(args.source.seed, PLANNER_STREAM))?;
@@ -76,8 +92,19 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     let uncoded = inst.uncoded_transmissions();
     let bound = best_lower_bound(&inst);
     let theorem1 = theorem1_coded_transmissions(inst.workers(), inst.points(), inst.cache_size());
+    let mut extra = plan_no_excess::fields(&inst);
+    if let (Some(run), Some(first)) = (exchange.as_mut(), &first_epoch) {
+        extra.extend(plan_policy::fields(
+            run,
+            first,
+            plan.len(),
+            planner.as_ref(),
+            &args.policy,
+            args.source.seed,
+        )?);
+    }
     if args.json {
-        let mut fields = json!({
+        let mut out = json!({
             "scheme": planner.name(),
             "workers": inst.workers(),
             "points": inst.points(),
@@ -94,13 +121,17 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
             "verify_seconds": verify_seconds,
         });
         if let Some(path) = &args.plugin {
-            fields["plugin"] = json!(path.display().to_string());
+            out["plugin"] = json!(path.display().to_string());
         }
-        print_json(&fields);
+        for (key, value) in extra {
+            out[key] = value;
+        }
+        print_json(&out);
     } else {
         let ratio =
             |x: usize| if x == 0 { "-".to_string() } else { format!("{:.2}x", uncoded as f64 / x as f64) };
-        print_table(&[
+        let extra_rows = extra_table_rows(&extra);
+        let mut rows = vec![
             ("scheme", planner.name().to_string()),
             ("workers", inst.workers().to_string()),
             ("points", inst.points().to_string()),
@@ -115,10 +146,32 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
             ),
             ("plan time", format!("{plan_seconds:.3} s")),
             ("verify time", format!("{verify_seconds:.3} s")),
-        ]);
+        ];
+        rows.extend(extra_rows.iter().map(|(k, v)| (k.as_str(), v.clone())));
+        print_table(&rows);
     }
     if let Err(e) = report.ensure_valid() {
         bail!("scheme {} produced a plan that does not decode: {e}", planner.name());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The extra fields as table rows: `achievable_bound` as "achievable bound", one row per epoch.
+fn extra_table_rows(extra: &[(&str, serde_json::Value)]) -> Vec<(String, String)> {
+    let mut rows = Vec::new();
+    for (key, value) in extra {
+        match value.as_array() {
+            Some(epochs) => rows.extend(epochs.iter().map(|e| {
+                (
+                    format!("epoch {}", e["epoch"]),
+                    format!(
+                        "{} points moved, {} transmissions (uncoded {})",
+                        e["points_moved"], e["transmissions"], e["uncoded_transmissions"]
+                    ),
+                )
+            })),
+            None => rows.push((key.replace('_', " "), value.to_string().trim_matches('"').to_string())),
+        }
+    }
+    rows
 }

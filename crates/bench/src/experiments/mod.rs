@@ -8,9 +8,11 @@
 
 mod gradient_coding;
 mod machine;
+mod partial_local;
 mod plugins;
 mod results_readme;
 mod theorem1;
+mod worst_case;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -87,6 +89,16 @@ pub static EXPERIMENTS: &[Experiment] = &[
         name: "gradient-coding",
         about: "Approximate gradient coding (FRC, CRC) under heterogeneous stragglers, with and without shuffled worker roles (Johri et al.)",
         run: gradient_coding::run,
+    },
+    Experiment {
+        name: "worst-case",
+        about: "No-excess shuffling (Attia-Tandon): eq. (43) vs cycle packing vs Theorem 2's bound, rate vs K",
+        run: worst_case::run,
+    },
+    Experiment {
+        name: "partial-local",
+        about: "Partial-local exchange (fraction Q per epoch): points moved and what coded schemes send for it",
+        run: partial_local::run,
     },
 ];
 

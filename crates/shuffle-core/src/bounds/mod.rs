@@ -3,8 +3,10 @@
 //! applies. Adding a bound: write `bounds/<name>.rs` with a function
 //! `fn(&ShuffleInstance) -> Option<LowerBound>` and add it to [`BOUNDS`].
 
+mod attia_tandon;
 mod max_need;
 
+pub use attia_tandon::{THEOREM2_KIND, THEOREM2_LOCAL_KIND, attia_tandon_bound, theorem2_ordering};
 pub use max_need::max_need_bound;
 
 use crate::ShuffleInstance;
@@ -22,7 +24,7 @@ pub struct LowerBound {
 pub type BoundFn = fn(&ShuffleInstance) -> Option<LowerBound>;
 
 /// Every bound this crate knows, weakest and cheapest first.
-pub static BOUNDS: &[BoundFn] = &[|inst| Some(max_need_bound(inst))];
+pub static BOUNDS: &[BoundFn] = &[|inst| Some(max_need_bound(inst)), attia_tandon_bound];
 
 /// Every bound that applies to `inst`.
 pub fn all_lower_bounds(inst: &ShuffleInstance) -> Vec<LowerBound> {

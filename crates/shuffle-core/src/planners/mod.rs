@@ -1,10 +1,14 @@
 //! The built-in planners, one file each, and the registry that names them.
 
 mod coded;
+mod cycle_packing;
 mod uncoded;
+mod worst_case;
 
 pub use coded::CodedPlanner;
+pub use cycle_packing::CyclePackingPlanner;
 pub use uncoded::UncodedPlanner;
+pub use worst_case::WorstCasePlanner;
 
 use crate::planner::PlannerEntry;
 
@@ -20,5 +24,15 @@ pub(crate) static REGISTRY: &[PlannerEntry] = &[
         name: CodedPlanner::NAME,
         description: CodedPlanner::DESCRIPTION,
         build: |_| Box::new(CodedPlanner),
+    },
+    PlannerEntry {
+        name: WorstCasePlanner::NAME,
+        description: WorstCasePlanner::DESCRIPTION,
+        build: |_| Box::new(WorstCasePlanner),
+    },
+    PlannerEntry {
+        name: CyclePackingPlanner::NAME,
+        description: CyclePackingPlanner::DESCRIPTION,
+        build: |_| Box::new(CyclePackingPlanner),
     },
 ];
