@@ -6,6 +6,8 @@
 //! in any order and returns exactly its new records, byte for byte. The XOR kernel in [`xor`]
 //! works a word at a time.
 //!
+//! [`msr`] holds coded map-shuffle-reduce with stragglers (MDS + repetition codes over GF(p)).
+//!
 //! ```
 //! use codes::{Decoder, Encoder, Records};
 //! use shuffle_core::{examples::ubershuffle_paper_example, planner_by_name, seeded, PlannerOptions};
@@ -25,6 +27,7 @@
 
 mod decode;
 mod encode;
+pub mod msr;
 mod packet;
 mod records;
 pub mod xor;
