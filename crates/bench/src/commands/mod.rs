@@ -1,6 +1,7 @@
 //! One module per subcommand; [`run`] dispatches.
 
 mod instance;
+mod msr;
 mod plan;
 mod schemes;
 
@@ -14,5 +15,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plan(args) => plan::run(&args),
         Command::Instance(args) => instance::run(&args),
         Command::Schemes(args) => schemes::run(&args),
+        Command::Msr(args) => msr::run(&args),
     }
 }
