@@ -7,6 +7,7 @@
 //! `run(&Context) -> anyhow::Result<Outcome>` and add one entry to [`EXPERIMENTS`].
 
 mod machine;
+mod msr;
 mod results_readme;
 mod theorem1;
 
@@ -68,11 +69,18 @@ pub struct Experiment {
 }
 
 /// Every experiment, in the order `cargo xtask experiments` runs them and README lists them.
-pub static EXPERIMENTS: &[Experiment] = &[Experiment {
-    name: "theorem1",
-    about: "Lee et al.'s coded shuffling at finite q against its asymptotic count (UberShuffle paper, Theorem 1)",
-    run: theorem1::run,
-}];
+pub static EXPERIMENTS: &[Experiment] = &[
+    Experiment {
+        name: "theorem1",
+        about: "Lee et al.'s coded shuffling at finite q against its asymptotic count (UberShuffle paper, Theorem 1)",
+        run: theorem1::run,
+    },
+    Experiment {
+        name: "msr",
+        about: "Coded map-shuffle-reduce with stragglers: latency-load trade-off of the unified and the improved (reconstructed) scheme, executed over GF(p)",
+        run: msr::run,
+    },
+];
 
 /// The experiment called `name`.
 pub fn experiment_by_name(name: &str) -> Option<&'static Experiment> {
