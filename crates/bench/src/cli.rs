@@ -26,6 +26,10 @@ pub enum Command {
     /// Expected decoding error of a gradient code (FRC, CRC) under heterogeneous stragglers,
     /// by the paper's theorems, exact enumeration and Monte Carlo.
     GradientCoding(GradientCodingArgs),
+    /// Coded map-shuffle-reduce with stragglers (Y = A X over GF(2^31-1)): the unified and the
+    /// improved scheme's loads in closed form, both executed with real MDS + repetition codes
+    /// and coded multicast, and Y checked against A X.
+    Msr(MsrArgs),
 }
 
 /// Where the instance comes from: a JSON file, or the seeded generator.
@@ -198,6 +202,37 @@ pub struct GradientCodingArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Print one JSON object on stdout instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Flags of `ubershuffle msr`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  ubershuffle msr --servers 4 --storage 1/2 --wait 3\n  \
+                        ubershuffle msr --servers 6 --storage 0.5 --wait 4 --rows 20 --columns 12 --json")]
+pub struct MsrArgs {
+    /// K, the number of servers (1 to 64).
+    #[arg(long, value_name = "K")]
+    pub servers: usize,
+    /// mu, the fraction of A's rows a server may store: a fraction like 1/3 or a decimal like 0.25.
+    #[arg(long, value_name = "MU")]
+    pub storage: String,
+    /// q, how many servers the master waits for (the first q to finish the map phase).
+    #[arg(long, value_name = "Q")]
+    pub wait: usize,
+    /// M, rows of A (default: the smallest for which both schemes' counts are whole).
+    #[arg(long, value_name = "M")]
+    pub rows: Option<usize>,
+    /// N, columns of X (default: the smallest for which both schemes' counts are whole).
+    #[arg(long, value_name = "N")]
+    pub columns: Option<usize>,
+    /// lambda, the rate of the shifted-exponential map times (mean mu N (1 + 1/lambda)).
+    #[arg(long, value_name = "LAMBDA", default_value_t = 1.0)]
+    pub rate: f64,
+    /// Seed of A, X and the map times that decide who straggles.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Print one JSON object on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
 }

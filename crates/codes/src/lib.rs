@@ -7,6 +7,8 @@
 //! works a word at a time. [`gradient`] holds the gradient codes (FRC, CRC), their
 //! least-squares decoding and the shuffling of worker roles.
 //!
+//! [`msr`] holds coded map-shuffle-reduce with stragglers (MDS + repetition codes over GF(p)).
+//!
 //! ```
 //! use codes::{Decoder, Encoder, Records};
 //! use shuffle_core::{examples::ubershuffle_paper_example, planner_by_name, seeded, PlannerOptions};
@@ -27,6 +29,7 @@
 mod decode;
 mod encode;
 pub mod gradient;
+pub mod msr;
 mod packet;
 mod records;
 pub mod xor;

@@ -2,6 +2,7 @@
 
 mod gradient_coding;
 mod instance;
+mod msr;
 mod plan;
 mod plan_no_excess;
 mod plan_policy;
@@ -18,5 +19,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Instance(args) => instance::run(&args),
         Command::Schemes(args) => schemes::run(&args),
         Command::GradientCoding(args) => gradient_coding::run(&args),
+        Command::Msr(args) => msr::run(&args),
     }
 }

@@ -8,6 +8,7 @@
 
 mod gradient_coding;
 mod machine;
+mod msr;
 mod partial_local;
 mod plugins;
 mod results_readme;
@@ -99,6 +100,11 @@ pub static EXPERIMENTS: &[Experiment] = &[
         name: "partial-local",
         about: "Partial-local exchange (fraction Q per epoch): points moved and what coded schemes send for it",
         run: partial_local::run,
+    },
+    Experiment {
+        name: "msr",
+        about: "Coded map-shuffle-reduce with stragglers: latency-load trade-off of the unified and the improved (reconstructed) scheme, executed over GF(p)",
+        run: msr::run,
     },
 ];
 
