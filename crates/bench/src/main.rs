@@ -15,6 +15,7 @@ fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     match commands::run(cli) {
         Ok(code) => code,
+        Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", output::one_line(&e));
             ExitCode::FAILURE

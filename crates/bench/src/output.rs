@@ -1,19 +1,36 @@
-//! Printing: one-line errors, aligned tables, JSON on stdout.
+//! Printing: one-line errors, aligned tables, JSON and plain lines on stdout.
+//!
+//! Everything goes through [`print_line`], which returns an error instead of panicking when
+//! stdout is closed (`ubershuffle ... --json | head`); `main` ends quietly on a broken pipe.
+
+use std::io::{self, Write};
 
 /// An error and its causes on one line, `outer: inner: ...`, with any newlines flattened.
 pub fn one_line(e: &anyhow::Error) -> String {
     format!("{e:#}").replace('\n', " ")
 }
 
+/// Whether `e` is stdout closing under us (the reader went away), which is not a failure.
+pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<io::Error>().is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe))
+}
+
+/// Writes `text` and a newline to stdout.
+pub fn print_line(text: &str) -> anyhow::Result<()> {
+    let mut out = io::stdout().lock();
+    writeln!(out, "{text}")?;
+    out.flush()?;
+    Ok(())
+}
+
 /// Prints `rows` as two aligned columns on stdout.
-pub fn print_table(rows: &[(&str, String)]) {
+pub fn print_table(rows: &[(&str, String)]) -> anyhow::Result<()> {
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-    for (key, value) in rows {
-        println!("{key:<width$}  {value}");
-    }
+    let text: Vec<String> = rows.iter().map(|(key, value)| format!("{key:<width$}  {value}")).collect();
+    print_line(&text.join("\n"))
 }
 
 /// Prints `value` as one line of JSON on stdout.
-pub fn print_json(value: &serde_json::Value) {
-    println!("{value}");
+pub fn print_json(value: &serde_json::Value) -> anyhow::Result<()> {
+    print_line(&value.to_string())
 }

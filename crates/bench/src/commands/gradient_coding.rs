@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use shuffle_core::rng::seeded_stream;
 
 use crate::cli::GradientCodingArgs;
-use crate::output::{print_json, print_table};
+use crate::output::{print_json, print_line, print_table};
 
 /// 95 % normal confidence intervals.
 const Z95: f64 = 1.96;
@@ -76,7 +76,7 @@ pub fn run(args: &GradientCodingArgs) -> anyhow::Result<ExitCode> {
             "monte_carlo_runs": args.runs,
             "monte_carlo_iterations_per_run": iterations,
             "seed": args.seed,
-        }));
+        }))?;
         return Ok(ExitCode::SUCCESS);
     }
     let (lo, hi) = report.drawn.monte_carlo.interval(Z95);
@@ -96,25 +96,25 @@ pub fn run(args: &GradientCodingArgs) -> anyhow::Result<ExitCode> {
                 report.drawn.monte_carlo.mean, args.runs
             ),
         ),
-    ]);
-    println!();
-    println!(
-        "Exactly m slow workers (placed uniformly at random); placement range = long-run error of the best and worst placement under this shuffle:"
-    );
-    println!(
+    ])?;
+    print_line("")?;
+    print_line(
+        "Exactly m slow workers (placed uniformly at random); placement range = long-run error of the best and worst placement under this shuffle:",
+    )?;
+    print_line(&format!(
         "{:>3} {:>8} {:>9} {:>11} {:>21} {:>9}",
         "m", "P_m", "analytic", "enumeration", "placement range", "MC"
-    );
+    ))?;
     for (m, p, t) in &report.by_slow_count {
         let range = t
             .enumeration
             .map_or("-".into(), |e| format!("{:.4} .. {:.4}", e.min_over_placements, e.max_over_placements));
-        println!(
+        print_line(&format!(
             "{m:>3} {p:>8.4} {:>9} {:>11} {range:>21} {:>9.4}",
             show(t.analytic),
             show(t.enumeration.map(|e| e.mean)),
             t.monte_carlo.mean
-        );
+        ))?;
     }
     Ok(ExitCode::SUCCESS)
 }

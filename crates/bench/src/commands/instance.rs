@@ -7,6 +7,8 @@ use shuffle_core::GeneratorParams;
 use crate::cli::InstanceArgs;
 use bench::files::write_atomically;
 
+use crate::output::print_line;
+
 /// Generates the instance and writes it to `--out` or stdout.
 pub fn run(args: &InstanceArgs) -> anyhow::Result<ExitCode> {
     let params =
@@ -15,7 +17,7 @@ pub fn run(args: &InstanceArgs) -> anyhow::Result<ExitCode> {
     let json = inst.to_json();
     match &args.out {
         Some(path) => write_atomically(path, format!("{json}\n").as_bytes())?,
-        None => println!("{json}"),
+        None => print_line(&json)?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -135,7 +135,7 @@ pub fn run(args: &MsrArgs) -> anyhow::Result<ExitCode> {
             "product_matches_unified": reports.as_ref().map(|(u, _)| u.product_matches),
             "product_matches_improved": reports.as_ref().map(|(_, i)| i.product_matches),
             "product_matches": products_match,
-        }));
+        }))?;
     } else {
         let describe = |d: &SchemeDesign| {
             format!(
@@ -159,7 +159,7 @@ pub fn run(args: &MsrArgs) -> anyhow::Result<ExitCode> {
             ("map latency", format!("{:.4} sampled, {expected_latency:.4} expected (eq. 4)", round.latency)),
             ("executed unified", executed(|r| &r.0, closed_unified)),
             ("executed improved", executed(|r| &r.1, closed_improved)),
-        ]);
+        ])?;
     }
     let ok = counts_match.unwrap_or(true) && products_match.unwrap_or(true);
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })

@@ -126,7 +126,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         for (key, value) in extra {
             out[key] = value;
         }
-        print_json(&out);
+        print_json(&out)?;
     } else {
         let ratio =
             |x: usize| if x == 0 { "-".to_string() } else { format!("{:.2}x", uncoded as f64 / x as f64) };
@@ -148,7 +148,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
             ("verify time", format!("{verify_seconds:.3} s")),
         ];
         rows.extend(extra_rows.iter().map(|(k, v)| (k.as_str(), v.clone())));
-        print_table(&rows);
+        print_table(&rows)?;
     }
     if let Err(e) = report.ensure_valid() {
         bail!("scheme {} produced a plan that does not decode: {e}", planner.name());

@@ -35,10 +35,10 @@ pub fn run(args: &SchemesArgs) -> anyhow::Result<ExitCode> {
                     entry
                 })
                 .collect::<Vec<_>>()
-        ));
+        ))?;
     } else {
         let rows: Vec<(&str, String)> = schemes.iter().map(|(n, d)| (n.as_str(), d.clone())).collect();
-        print_table(&rows);
+        print_table(&rows)?;
     }
     Ok(ExitCode::SUCCESS)
 }
