@@ -315,3 +315,20 @@ fn exchange_policies_report_points_moved_per_epoch() {
         assert!(e.contains(want), "{args:?}: {e}");
     }
 }
+
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    use std::process::Stdio;
+    // Several megabytes of JSON into a pipe whose reader has gone away.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ubershuffle"))
+        .args(["instance", "-n", "10", "-q", "400000", "-a", "0.5"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(out.status.success(), "{stderr}");
+}
