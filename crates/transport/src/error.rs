@@ -89,13 +89,12 @@ pub enum TransportError {
         reason: String,
     },
     /// An I/O error outside any one peer (binding, accepting).
-    #[error("{context}: {source}")]
+    #[error("{context}: {error}")]
     Io {
         /// What was being done.
         context: String,
-        /// The error.
-        #[source]
-        source: std::io::Error,
+        /// The error (in the message, not a separate cause, so it is printed once).
+        error: std::io::Error,
     },
     /// A frame failed its checks outside an established link (during setup).
     #[error("bad frame from {from}: {error}")]
@@ -103,7 +102,6 @@ pub enum TransportError {
         /// Who sent it (an address or a rank).
         from: String,
         /// What was wrong.
-        #[source]
         error: FrameError,
     },
 }

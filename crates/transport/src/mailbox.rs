@@ -20,6 +20,8 @@ pub(crate) enum Delivery {
         tag: Tag,
         /// Its bytes.
         bytes: Vec<u8>,
+        /// When it arrived on the emulated network's schedule (shaped in-process links only).
+        arrival: Option<Instant>,
     },
     /// A peer is gone: it closed, failed, or sent a corrupt frame. Comes after its last message.
     Gone {
@@ -30,11 +32,14 @@ pub(crate) enum Delivery {
     },
 }
 
+/// A message waiting to be received: sender, tag, bytes, scheduled arrival.
+type Pending = (usize, Tag, Vec<u8>, Option<Instant>);
+
 /// A rank's inbox.
 #[derive(Debug)]
 pub(crate) struct Mailbox {
     inbox: Receiver<Delivery>,
-    pending: VecDeque<(usize, Tag, Vec<u8>)>,
+    pending: VecDeque<Pending>,
     gone: Vec<Option<String>>,
 }
 
@@ -58,12 +63,24 @@ impl Mailbox {
         timeout: Duration,
         op: &'static str,
     ) -> Result<(usize, Vec<u8>), TransportError> {
+        self.recv_stamped(from, tag, timeout, op).map(|(f, _, b, _)| (f, b))
+    }
+
+    /// [`Mailbox::recv`], also returning the message's scheduled arrival, if it has one.
+    pub(crate) fn recv_stamped(
+        &mut self,
+        from: &[usize],
+        tag: Tag,
+        timeout: Duration,
+        op: &'static str,
+    ) -> Result<Pending, TransportError> {
         let deadline = Instant::now() + timeout;
         let mut scanned = 0;
         loop {
-            let found = self.pending.iter().skip(scanned).position(|(f, t, _)| *t == tag && from.contains(f));
-            if let Some((f, _, bytes)) = found.and_then(|i| self.pending.remove(scanned + i)) {
-                return Ok((f, bytes));
+            let found =
+                self.pending.iter().skip(scanned).position(|(f, t, ..)| *t == tag && from.contains(f));
+            if let Some(message) = found.and_then(|i| self.pending.remove(scanned + i)) {
+                return Ok(message);
             }
             scanned = self.pending.len();
             if let Some((&peer, detail)) =
@@ -72,7 +89,9 @@ impl Mailbox {
                 return Err(TransportError::PeerGone { peer, op, detail: detail.clone() });
             }
             match self.inbox.recv_deadline(deadline) {
-                Ok(Delivery::Message { from, tag, bytes }) => self.pending.push_back((from, tag, bytes)),
+                Ok(Delivery::Message { from, tag, bytes, arrival }) => {
+                    self.pending.push_back((from, tag, bytes, arrival));
+                }
                 Ok(Delivery::Gone { from, detail }) => {
                     if let Some(slot) = self.gone.get_mut(from) {
                         slot.get_or_insert(detail);
@@ -94,7 +113,9 @@ impl Mailbox {
     pub(crate) fn poll(&mut self) {
         while let Ok(d) = self.inbox.try_recv() {
             match d {
-                Delivery::Message { from, tag, bytes } => self.pending.push_back((from, tag, bytes)),
+                Delivery::Message { from, tag, bytes, arrival } => {
+                    self.pending.push_back((from, tag, bytes, arrival));
+                }
                 Delivery::Gone { from, detail } => {
                     if let Some(slot) = self.gone.get_mut(from) {
                         slot.get_or_insert(detail);

@@ -1,6 +1,6 @@
 //! The [`Transport`] trait.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::TransportError;
 
@@ -53,6 +53,13 @@ pub trait Transport {
 
     /// Returns once every rank has called it.
     fn barrier(&mut self) -> Result<(), TransportError>;
+
+    /// The clock to time this transport's operations with: real time, except on emulated
+    /// links, where it is the rank's emulated time (shaped in-process links count transfers on
+    /// the modelled network's schedule, not the emulator's own copies and thread wake-ups).
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
 }
 
 /// Checks a user tag.

@@ -1,8 +1,10 @@
 //! One module per subcommand; [`run`] dispatches.
 
 mod instance;
+mod master;
 mod plan;
 mod schemes;
+mod worker;
 
 use std::process::ExitCode;
 
@@ -14,5 +16,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plan(args) => plan::run(&args),
         Command::Instance(args) => instance::run(&args),
         Command::Schemes(args) => schemes::run(&args),
+        Command::Master(args) => master::run(&args),
+        Command::Worker(args) => worker::run(&args),
     }
 }

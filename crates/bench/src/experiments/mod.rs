@@ -6,6 +6,7 @@
 //! made it and the machine it ran on. Adding an experiment: write `experiments/<name>.rs` with a
 //! `run(&Context) -> anyhow::Result<Outcome>` and add one entry to [`EXPERIMENTS`].
 
+mod broadcast;
 mod machine;
 mod results_readme;
 mod theorem1;
@@ -68,11 +69,18 @@ pub struct Experiment {
 }
 
 /// Every experiment, in the order `cargo xtask experiments` runs them and README lists them.
-pub static EXPERIMENTS: &[Experiment] = &[Experiment {
-    name: "theorem1",
-    about: "Lee et al.'s coded shuffling at finite q against its asymptotic count (UberShuffle paper, Theorem 1)",
-    run: theorem1::run,
-}];
+pub static EXPERIMENTS: &[Experiment] = &[
+    Experiment {
+        name: "theorem1",
+        about: "Lee et al.'s coded shuffling at finite q against its asymptotic count (UberShuffle paper, Theorem 1)",
+        run: theorem1::run,
+    },
+    Experiment {
+        name: "broadcast",
+        about: "Pseudo-broadcast (scatter + ring, UberShuffle Section 3.1) against plain broadcast on emulated 1 Gbit/s links and TCP loopback",
+        run: broadcast::run,
+    },
+];
 
 /// The experiment called `name`.
 pub fn experiment_by_name(name: &str) -> Option<&'static Experiment> {

@@ -4,7 +4,7 @@
 
 mod shaping;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Sender, unbounded};
 
@@ -14,7 +14,7 @@ use crate::transport::{check_peer, check_user_tag};
 use crate::{Tag, Transport, TransportError};
 
 pub use shaping::LinkShaping;
-use shaping::{Nic, Ports};
+use shaping::{Nic, Ports, QueueError, RankClock};
 
 /// How an in-process cluster behaves.
 #[derive(Clone, Debug)]
@@ -56,7 +56,10 @@ pub fn cluster(size: usize, config: &InProcessConfig) -> Result<Vec<InProcessTra
         .map(|(rank, inbox)| {
             let out = match &config.shaping {
                 None => Outbound::Direct(senders.clone()),
-                Some(shaping) => Outbound::Shaped(Nic::spawn(rank, *shaping, ports.clone(), senders.clone())),
+                Some(shaping) => Outbound::Shaped(
+                    Nic::spawn(rank, *shaping, ports.clone(), senders.clone()),
+                    RankClock::new(),
+                ),
             };
             InProcessTransport {
                 rank,
@@ -76,8 +79,8 @@ pub fn cluster(size: usize, config: &InProcessConfig) -> Result<Vec<InProcessTra
 enum Outbound {
     /// Straight into the peers' inboxes.
     Direct(Vec<Sender<Delivery>>),
-    /// Through this rank's shaped network interface.
-    Shaped(Nic),
+    /// Through this rank's shaped network interface, stamped with the rank's emulated clock.
+    Shaped(Nic, RankClock),
 }
 
 /// One rank of an in-process cluster. Dropping it is how a rank leaves (or dies): its peers'
@@ -102,6 +105,20 @@ impl InProcessTransport {
     /// Changes how this endpoint broadcasts (every rank must use the same method).
     pub fn set_broadcast_method(&mut self, method: BroadcastMethod) {
         self.method = method;
+    }
+}
+
+impl InProcessTransport {
+    fn stop_clock(&mut self) {
+        if let Outbound::Shaped(_, clock) = &mut self.out {
+            clock.stop();
+        }
+    }
+
+    fn start_clock(&mut self) {
+        if let Outbound::Shaped(_, clock) = &mut self.out {
+            clock.start();
+        }
     }
 }
 
@@ -138,13 +155,23 @@ impl Links for InProcessTransport {
         if let Some(detail) = self.mailbox.gone(to) {
             return Err(TransportError::PeerGone { peer: to, op, detail: detail.to_string() });
         }
+        // On shaped links the message leaves at the emulated time of the call: copying it is the
+        // emulator's work, not the modelled node's.
+        let sent_at = self.now();
         let bytes = parts.concat();
         let gone = || TransportError::PeerGone { peer: to, op, detail: "its endpoint was dropped".into() };
-        match &self.out {
-            Outbound::Direct(inboxes) => {
-                inboxes[to].send(Delivery::Message { from: self.rank, tag, bytes }).map_err(|_| gone())
+        match &mut self.out {
+            Outbound::Direct(inboxes) => inboxes[to]
+                .send(Delivery::Message { from: self.rank, tag, bytes, arrival: None })
+                .map_err(|_| gone()),
+            Outbound::Shaped(nic, clock) => {
+                let queued = nic.send(to, tag, bytes, sent_at, self.timeout);
+                clock.set(sent_at);
+                queued.map_err(|e| match e {
+                    QueueError::Full => TransportError::Timeout { peer: to, op, after: self.timeout },
+                    QueueError::Stopped => gone(),
+                })
             }
-            Outbound::Shaped(nic) => nic.send(to, tag, bytes).map_err(|_| gone()),
         }
     }
 
@@ -158,7 +185,13 @@ impl Links for InProcessTransport {
         for &f in from {
             check_peer(self.rank, self.size, f)?;
         }
-        self.mailbox.recv(from, tag, timeout, op)
+        let Outbound::Shaped(_, clock) = &mut self.out else {
+            return self.mailbox.recv(from, tag, timeout, op);
+        };
+        let waited_from = clock.now();
+        let (from, _, bytes, arrival) = self.mailbox.recv_stamped(from, tag, timeout, op)?;
+        clock.after_wait(waited_from, arrival);
+        Ok((from, bytes))
     }
 }
 
@@ -195,11 +228,25 @@ impl Transport for InProcessTransport {
     }
 
     fn broadcast(&mut self, root: usize, buf: &mut Vec<u8>) -> Result<(), TransportError> {
-        collectives::broadcast(self, self.method, root, buf)
+        self.stop_clock();
+        let result = collectives::broadcast(self, self.method, root, buf);
+        self.start_clock();
+        result
     }
 
     fn barrier(&mut self) -> Result<(), TransportError> {
-        collectives::barrier(self)
+        self.stop_clock();
+        let result = collectives::barrier(self);
+        self.start_clock();
+        result
+    }
+
+    /// Real time, or on shaped links this rank's emulated time (see [`LinkShaping`]).
+    fn now(&self) -> Instant {
+        match &self.out {
+            Outbound::Shaped(_, clock) => clock.now(),
+            Outbound::Direct(_) => Instant::now(),
+        }
     }
 }
 

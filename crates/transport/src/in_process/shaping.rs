@@ -7,15 +7,74 @@
 //! `latency` after its last byte left. Port times are kept on a virtual schedule (the end of
 //! the previous transfer, not the moment a sleeping thread woke), so sleep overshoot does not
 //! accumulate over a run of messages.
+//!
+//! Each endpoint also keeps an emulated clock ([`RankClock`], read with
+//! [`crate::Transport::now`]): it advances with the real time the rank spends outside the
+//! transport (its computation) and jumps to a message's scheduled arrival when it waits for
+//! one. It does not count the transport's own copying (a real NIC moves bytes by DMA while
+//! sending), nor the moments between a message's scheduled arrival and its thread actually
+//! being woken. Messages are queued at the sender's emulated time. So on a machine with fewer
+//! cores than emulated nodes, copies and thread wake-ups do not pile up along a chain of
+//! messages (a ring of n stages would otherwise pay n of them), while the ranks' own work is
+//! still charged. Wall-clock time is still real: ranks sleep until each transfer's end.
 
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, SendError, Sender, unbounded};
+use crossbeam_channel::{Receiver, SendTimeoutError, Sender, bounded, unbounded};
 
 use crate::mailbox::Delivery;
 use crate::{Tag, TransportError};
+
+/// A rank's emulated clock: its value at the real instant it was last set, and whether it is
+/// stopped (inside the transport's own work).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RankClock {
+    emulated: Instant,
+    set_at: Instant,
+    stopped: bool,
+}
+
+impl RankClock {
+    /// A running clock that starts equal to real time.
+    pub(crate) fn new() -> RankClock {
+        let now = Instant::now();
+        RankClock { emulated: now, set_at: now, stopped: false }
+    }
+
+    /// The emulated time now: the last value, plus the real time since if running.
+    pub(crate) fn now(&self) -> Instant {
+        if self.stopped { self.emulated } else { self.emulated + self.set_at.elapsed() }
+    }
+
+    /// Sets the clock to `at` as of now.
+    pub(crate) fn set(&mut self, at: Instant) {
+        self.emulated = at;
+        self.set_at = Instant::now();
+    }
+
+    /// Stops the clock (entering a collective operation: its copies are the emulator's, not
+    /// the modelled cluster's, and are not charged).
+    pub(crate) fn stop(&mut self) {
+        let now = self.now();
+        self.set(now);
+        self.stopped = true;
+    }
+
+    /// Restarts it.
+    pub(crate) fn start(&mut self) {
+        let now = self.now();
+        self.stopped = false;
+        self.set(now);
+    }
+
+    /// After a wait that started at emulated time `waited_from` and took a message scheduled to
+    /// arrive at `arrival`: the clock is the later of the two.
+    pub(crate) fn after_wait(&mut self, waited_from: Instant, arrival: Option<Instant>) {
+        self.set(arrival.map_or(waited_from, |a| a.max(waited_from)));
+    }
+}
 
 /// The shape of every link of an in-process cluster.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -79,6 +138,18 @@ struct Job {
     queued: Instant,
 }
 
+/// Messages an interface queues besides the one it is sending.
+const QUEUED_MESSAGES: usize = 2;
+
+/// Why a message could not be queued.
+#[derive(Debug)]
+pub(crate) enum QueueError {
+    /// The queue stayed full for the whole timeout.
+    Full,
+    /// The interface thread is gone.
+    Stopped,
+}
+
 /// One rank's shaped network interface: a thread sending queued messages one at a time.
 #[derive(Debug)]
 pub(crate) struct Nic {
@@ -94,7 +165,9 @@ impl Nic {
         ports: Arc<Ports>,
         inboxes: Vec<Sender<Delivery>>,
     ) -> Nic {
-        let (jobs, queue) = unbounded();
+        // A short queue, like a socket buffer: a sender blocks while its interface is busy,
+        // so a plain broadcast does not hold a copy per receiver in memory at once.
+        let (jobs, queue) = bounded(QUEUED_MESSAGES);
         let thread = thread::Builder::new()
             .name(format!("nic-{rank}"))
             .spawn(move || run_interface(rank, shaping, &ports, &queue, inboxes))
@@ -102,12 +175,21 @@ impl Nic {
         Nic { jobs: Some(jobs), thread }
     }
 
-    /// Queues a message.
-    pub(crate) fn send(&self, to: usize, tag: Tag, bytes: Vec<u8>) -> Result<(), SendError<()>> {
-        let job = Job { to, tag, bytes, queued: Instant::now() };
-        match &self.jobs {
-            Some(jobs) => jobs.send(job).map_err(|_| SendError(())),
-            None => Err(SendError(())),
+    /// Queues a message sent at `queued` on the sender's clock, waiting up to `timeout` for
+    /// room in the queue.
+    pub(crate) fn send(
+        &self,
+        to: usize,
+        tag: Tag,
+        bytes: Vec<u8>,
+        queued: Instant,
+        timeout: Duration,
+    ) -> Result<(), QueueError> {
+        let job = Job { to, tag, bytes, queued };
+        match self.jobs.as_ref().map(|jobs| jobs.send_timeout(job, timeout)) {
+            Some(Ok(())) => Ok(()),
+            Some(Err(SendTimeoutError::Timeout(_))) => Err(QueueError::Full),
+            _ => Err(QueueError::Stopped),
         }
     }
 }
@@ -122,16 +204,12 @@ impl Drop for Nic {
     }
 }
 
-/// Sleeps until `at`: a coarse sleep, then yielding for the last stretch, which thread::sleep
-/// overshoots by tens of microseconds.
+/// Sleeps until `at`. (It overshoots by tens of microseconds; the schedule, not the wake-up,
+/// decides the next transfer, so the error does not add up.)
 fn sleep_until(at: Instant) {
-    const SPIN: Duration = Duration::from_micros(200);
     let now = Instant::now();
-    if at > now + SPIN {
-        thread::sleep(at - now - SPIN);
-    }
-    while Instant::now() < at {
-        thread::yield_now();
+    if at > now {
+        thread::sleep(at - now);
     }
 }
 
@@ -175,7 +253,12 @@ fn run_interface(
         deliver(
             end + shaping.latency,
             job.to,
-            Delivery::Message { from: rank, tag: job.tag, bytes: job.bytes },
+            Delivery::Message {
+                from: rank,
+                tag: job.tag,
+                bytes: job.bytes,
+                arrival: Some(end + shaping.latency),
+            },
         );
     }
     let at = egress_free + shaping.latency;

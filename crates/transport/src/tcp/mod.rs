@@ -97,7 +97,7 @@ impl TcpTransport {
                 links.push(None);
                 continue;
             };
-            let io = |context: String| move |source| TransportError::Io { context, source };
+            let io = |context: String| move |source| TransportError::Io { context, error: source };
             stream.set_read_timeout(None).map_err(io(format!("configuring the link to rank {peer}")))?;
             stream
                 .set_write_timeout(Some(config.timeout))
@@ -140,7 +140,8 @@ fn spawn_reader(
                         && f.sender as usize == peer
                         && f.tag <= u16::MAX as u32 =>
                 {
-                    let d = Delivery::Message { from: peer, tag: f.tag as Tag, bytes: f.payload };
+                    let d =
+                        Delivery::Message { from: peer, tag: f.tag as Tag, bytes: f.payload, arrival: None };
                     if inbox.send(d).is_err() {
                         return;
                     }

@@ -26,7 +26,7 @@ pub struct Refusal {
 
 fn io_error(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> TransportError {
     let context = context.into();
-    move |source| TransportError::Io { context, source }
+    move |source| TransportError::Io { context, error: source }
 }
 
 /// Reads one setup frame with a read timeout; errors name `who`.
@@ -38,7 +38,9 @@ fn read_setup(stream: &mut TcpStream, timeout: Duration, who: &str) -> Result<Fr
         ReadFrameError::Io(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
             TransportError::Setup(format!("{who} sent nothing within {timeout:?} during setup"))
         }
-        ReadFrameError::Io(source) => TransportError::Io { context: format!("reading from {who}"), source },
+        ReadFrameError::Io(source) => {
+            TransportError::Io { context: format!("reading from {who}"), error: source }
+        }
     })
 }
 
