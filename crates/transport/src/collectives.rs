@@ -64,6 +64,8 @@ pub(crate) const TAG_ACK: Tag = 0x7004;
 pub(crate) const TAG_BARRIER_IN: Tag = 0x7005;
 /// Rank 0 releasing the barrier (or reporting who failed).
 pub(crate) const TAG_BARRIER_OUT: Tag = 0x7006;
+/// The root's "scatter finished" to the receiver scattered first.
+pub(crate) const TAG_SCATTER_DONE: Tag = 0x7007;
 
 /// Point-to-point links with the transport's own tags allowed: what the collectives need.
 pub(crate) trait Links {
@@ -188,14 +190,20 @@ fn collect_acks<L: Links + ?Sized>(links: &mut L, receivers: &[usize]) -> Result
 ///
 /// The paper leaves the order open; we scatter from the last receiver to the first. Receiver
 /// `j` forwards to `j + 1` as soon as it has its piece, and `j + 1` has then already received
-/// its own, so ring traffic does not compete with the root for a receive port (only the ring's
-/// wrap-around edge can). Scattering in ring order instead lets every early ring message delay
-/// the root's next piece: on emulated single-ported links it took `(2 + k)/n` more time.
+/// its own, so ring traffic never competes with the root for a receive port. The one edge
+/// where it could, from the last receiver (scattered first) to the first (scattered last),
+/// waits for the root's "scatter finished" message, as the paper's stage 2 waits for stage 1.
+/// On emulated single-ported links, scattering in ring order let early ring messages delay the
+/// root's pieces (up to several times the ideal), and the unguarded wrap-around edge cost one
+/// piece time.
 fn scatter<L: Links + ?Sized>(links: &mut L, receivers: &[usize], buf: &[u8]) -> Result<(), TransportError> {
     let m = receivers.len();
     for (j, &r) in receivers.iter().enumerate().rev() {
         let head = piece_head(buf.len() as u64, j as u32);
         links.send_parts(r, TAG_PIECE, &[&head, &buf[piece_range(buf.len(), m, j)]], OP)?;
+    }
+    if m >= 2 {
+        links.send_parts(receivers[m - 1], TAG_SCATTER_DONE, &[], OP)?;
     }
     Ok(())
 }
@@ -238,6 +246,9 @@ fn receive_pseudo<L: Links + ?Sized>(
     drop(first);
     let next = receivers[(me + 1) % m];
     let prev = receivers[(me + m - 1) % m];
+    if me == m - 1 && m >= 2 {
+        links.recv_from(&[root], TAG_SCATTER_DONE, links.wait_timeout(), OP)?;
+    }
     for stage in 1..m {
         let send_index = (me + m - (stage - 1)) % m;
         let recv_index = (me + m - stage) % m;

@@ -23,7 +23,7 @@ use mpi::request::scope;
 use mpi::topology::{Communicator, SimpleCommunicator};
 
 use crate::collectives::{self, Links};
-use crate::transport::{check_peer, check_user_tag};
+use crate::transport::{check_peer, links_accessors, point_to_point_via_links};
 use crate::{Tag, Transport, TransportError};
 
 /// A receiver's "ready for the broadcast" message.
@@ -65,21 +65,7 @@ fn backoff(round: &mut u32) {
 }
 
 impl Links for MpiTransport {
-    fn rank(&self) -> usize {
-        self.rank
-    }
-
-    fn size(&self) -> usize {
-        self.size
-    }
-
-    fn wait_timeout(&self) -> Duration {
-        self.timeout
-    }
-
-    fn max_message(&self) -> usize {
-        self.max_message
-    }
+    links_accessors!();
 
     fn send_parts(
         &mut self,
@@ -155,35 +141,10 @@ impl Links for MpiTransport {
 }
 
 impl Transport for MpiTransport {
-    fn rank(&self) -> usize {
-        self.rank
-    }
-
-    fn size(&self) -> usize {
-        self.size
-    }
-
-    fn timeout(&self) -> Duration {
-        self.timeout
-    }
+    point_to_point_via_links!();
 
     fn set_timeout(&mut self, timeout: Duration) {
         self.timeout = timeout;
-    }
-
-    fn send(&mut self, to: usize, tag: Tag, bytes: &[u8]) -> Result<(), TransportError> {
-        check_user_tag(tag)?;
-        self.send_parts(to, tag, &[bytes], "send")
-    }
-
-    fn recv(&mut self, from: usize, tag: Tag) -> Result<Vec<u8>, TransportError> {
-        check_user_tag(tag)?;
-        self.recv_from(&[from], tag, self.timeout, "recv").map(|(_, b)| b)
-    }
-
-    fn recv_any(&mut self, from: &[usize], tag: Tag) -> Result<(usize, Vec<u8>), TransportError> {
-        check_user_tag(tag)?;
-        self.recv_from(from, tag, self.timeout, "recv")
     }
 
     /// Ready/length handshake with clean timeouts, then `MPI_Bcast` (in chunks below 2 GiB).

@@ -80,3 +80,65 @@ pub(crate) fn check_peer(rank: usize, size: usize, peer: usize) -> Result<(), Tr
     }
     Ok(())
 }
+
+/// The point-to-point half of [`Transport`] for a type that implements
+/// [`crate::collectives::Links`] and has `rank`, `size` and `timeout` fields: the same for every
+/// transport, written once.
+macro_rules! point_to_point_via_links {
+    () => {
+        fn rank(&self) -> usize {
+            self.rank
+        }
+
+        fn size(&self) -> usize {
+            self.size
+        }
+
+        fn timeout(&self) -> std::time::Duration {
+            self.timeout
+        }
+
+        fn send(&mut self, to: usize, tag: $crate::Tag, bytes: &[u8]) -> Result<(), $crate::TransportError> {
+            $crate::transport::check_user_tag(tag)?;
+            $crate::collectives::Links::send_parts(self, to, tag, &[bytes], "send")
+        }
+
+        fn recv(&mut self, from: usize, tag: $crate::Tag) -> Result<Vec<u8>, $crate::TransportError> {
+            $crate::transport::check_user_tag(tag)?;
+            $crate::collectives::Links::recv_from(self, &[from], tag, self.timeout, "recv").map(|(_, b)| b)
+        }
+
+        fn recv_any(
+            &mut self,
+            from: &[usize],
+            tag: $crate::Tag,
+        ) -> Result<(usize, Vec<u8>), $crate::TransportError> {
+            $crate::transport::check_user_tag(tag)?;
+            $crate::collectives::Links::recv_from(self, from, tag, self.timeout, "recv")
+        }
+    };
+}
+pub(crate) use point_to_point_via_links;
+
+/// The accessors of [`crate::collectives::Links`] for a type with `rank`, `size`, `timeout` and
+/// `max_message` fields.
+macro_rules! links_accessors {
+    () => {
+        fn rank(&self) -> usize {
+            self.rank
+        }
+
+        fn size(&self) -> usize {
+            self.size
+        }
+
+        fn wait_timeout(&self) -> std::time::Duration {
+            self.timeout
+        }
+
+        fn max_message(&self) -> usize {
+            self.max_message
+        }
+    };
+}
+pub(crate) use links_accessors;

@@ -10,7 +10,7 @@ use crossbeam_channel::{Sender, unbounded};
 
 use crate::collectives::{self, BroadcastMethod, Links};
 use crate::mailbox::{Delivery, Mailbox};
-use crate::transport::{check_peer, check_user_tag};
+use crate::transport::{check_peer, links_accessors, point_to_point_via_links};
 use crate::{Tag, Transport, TransportError};
 
 pub use shaping::LinkShaping;
@@ -123,21 +123,7 @@ impl InProcessTransport {
 }
 
 impl Links for InProcessTransport {
-    fn rank(&self) -> usize {
-        self.rank
-    }
-
-    fn size(&self) -> usize {
-        self.size
-    }
-
-    fn wait_timeout(&self) -> Duration {
-        self.timeout
-    }
-
-    fn max_message(&self) -> usize {
-        self.max_message
-    }
+    links_accessors!();
 
     fn send_parts(
         &mut self,
@@ -196,35 +182,10 @@ impl Links for InProcessTransport {
 }
 
 impl Transport for InProcessTransport {
-    fn rank(&self) -> usize {
-        self.rank
-    }
-
-    fn size(&self) -> usize {
-        self.size
-    }
-
-    fn timeout(&self) -> Duration {
-        self.timeout
-    }
+    point_to_point_via_links!();
 
     fn set_timeout(&mut self, timeout: Duration) {
         self.timeout = timeout;
-    }
-
-    fn send(&mut self, to: usize, tag: Tag, bytes: &[u8]) -> Result<(), TransportError> {
-        check_user_tag(tag)?;
-        self.send_parts(to, tag, &[bytes], "send")
-    }
-
-    fn recv(&mut self, from: usize, tag: Tag) -> Result<Vec<u8>, TransportError> {
-        check_user_tag(tag)?;
-        self.recv_from(&[from], tag, self.timeout, "recv").map(|(_, b)| b)
-    }
-
-    fn recv_any(&mut self, from: &[usize], tag: Tag) -> Result<(usize, Vec<u8>), TransportError> {
-        check_user_tag(tag)?;
-        self.recv_from(from, tag, self.timeout, "recv")
     }
 
     fn broadcast(&mut self, root: usize, buf: &mut Vec<u8>) -> Result<(), TransportError> {

@@ -27,7 +27,7 @@ use crossbeam_channel::{Sender, unbounded};
 use crate::collectives::{self, BroadcastMethod, Links};
 use crate::frame::{FrameKind, ReadFrameError, read_frame, write_frame};
 use crate::mailbox::{Delivery, Mailbox};
-use crate::transport::{check_peer, check_user_tag};
+use crate::transport::{check_peer, links_accessors, point_to_point_via_links};
 use crate::{Tag, Transport, TransportError};
 
 pub use setup::{MasterListener, Refusal, connect_worker};
@@ -162,21 +162,7 @@ fn spawn_reader(
 }
 
 impl Links for TcpTransport {
-    fn rank(&self) -> usize {
-        self.rank
-    }
-
-    fn size(&self) -> usize {
-        self.size
-    }
-
-    fn wait_timeout(&self) -> Duration {
-        self.timeout
-    }
-
-    fn max_message(&self) -> usize {
-        self.max_message
-    }
+    links_accessors!();
 
     fn send_parts(
         &mut self,
@@ -231,38 +217,13 @@ impl Links for TcpTransport {
 }
 
 impl Transport for TcpTransport {
-    fn rank(&self) -> usize {
-        self.rank
-    }
-
-    fn size(&self) -> usize {
-        self.size
-    }
-
-    fn timeout(&self) -> Duration {
-        self.timeout
-    }
+    point_to_point_via_links!();
 
     fn set_timeout(&mut self, timeout: Duration) {
         self.timeout = timeout;
         for link in self.links.iter().flatten() {
             let _ = link.stream.set_write_timeout(Some(timeout));
         }
-    }
-
-    fn send(&mut self, to: usize, tag: Tag, bytes: &[u8]) -> Result<(), TransportError> {
-        check_user_tag(tag)?;
-        self.send_parts(to, tag, &[bytes], "send")
-    }
-
-    fn recv(&mut self, from: usize, tag: Tag) -> Result<Vec<u8>, TransportError> {
-        check_user_tag(tag)?;
-        self.recv_from(&[from], tag, self.timeout, "recv").map(|(_, b)| b)
-    }
-
-    fn recv_any(&mut self, from: &[usize], tag: Tag) -> Result<(usize, Vec<u8>), TransportError> {
-        check_user_tag(tag)?;
-        self.recv_from(from, tag, self.timeout, "recv")
     }
 
     fn broadcast(&mut self, root: usize, buf: &mut Vec<u8>) -> Result<(), TransportError> {
