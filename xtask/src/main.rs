@@ -37,6 +37,10 @@ enum Task {
         #[arg(long = "plugin", value_name = "LIBRARY")]
         plugins: Vec<String>,
     },
+    /// Build the MPI transport (cargo feature `mpi`; needs libopenmpi-dev, openmpi-bin and
+    /// libclang-dev) and run, under `mpirun -np 4`, the coded-packet broadcast check and the
+    /// transport conformance suite.
+    MpiTest,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -63,7 +67,32 @@ fn main() -> anyhow::Result<()> {
             }
             cargo(&args)
         }
+        Task::MpiTest => mpi_test(),
     }
+}
+
+/// Builds the MPI examples and runs each under `mpirun -np 4`.
+fn mpi_test() -> anyhow::Result<()> {
+    cargo(&["build", "--quiet", "-p", "transport", "--features", "mpi", "--examples"])?;
+    let root = workspace_root();
+    let target = std::env::var("CARGO_TARGET_DIR").map_or_else(|_| root.join("target"), Into::into);
+    // As root (CI), Open MPI wants explicit consent; 4 ranks may exceed the cores.
+    let as_root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+    for example in ["mpi_coded_broadcast", "mpi_conformance"] {
+        let program = target.join("debug").join("examples").join(example);
+        let mut mpirun = Command::new("mpirun");
+        if as_root {
+            mpirun.args(["--allow-run-as-root", "--oversubscribe"]);
+        }
+        mpirun.args(["-np", "4"]).arg(&program).current_dir(&root);
+        eprintln!("$ {mpirun:?}");
+        let status =
+            mpirun.status().context("cannot run mpirun (apt-get install openmpi-bin libopenmpi-dev)")?;
+        if !status.success() {
+            bail!("{example} under mpirun failed ({status})");
+        }
+    }
+    Ok(())
 }
 
 /// Runs `cargo` with `args` from the workspace root, failing if it fails.

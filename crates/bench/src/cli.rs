@@ -30,6 +30,12 @@ pub enum Command {
     /// improved scheme's loads in closed form, both executed with real MDS + repetition codes
     /// and coded multicast, and Y checked against A X.
     Msr(MsrArgs),
+    /// Run the master of a TCP cluster: admit N workers with the token, broadcast seeded test
+    /// payloads (pseudo-broadcast or plain), and report the time of each broadcast.
+    Master(MasterArgs),
+    /// Join a TCP cluster as a worker: take part in the master's broadcasts and check every
+    /// byte.
+    Worker(WorkerArgs),
 }
 
 /// Where the instance comes from: a JSON file, or the seeded generator.
@@ -206,6 +212,46 @@ pub struct GradientCodingArgs {
     pub json: bool,
 }
 
+/// Flags of `ubershuffle master`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example (three shells):\n  ubershuffle master --listen 127.0.0.1:7070 --workers 2 --token s3cret --bytes 16777216\n  \
+                        ubershuffle worker --connect 127.0.0.1:7070 --token s3cret\n  \
+                        ubershuffle worker --connect 127.0.0.1:7070 --token s3cret"
+)]
+pub struct MasterArgs {
+    /// Address to listen on (port 0 picks a free port; the address is printed on stderr).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: String,
+    /// Number of workers to wait for.
+    #[arg(long, short = 'n', value_name = "N")]
+    pub workers: usize,
+    /// Shared secret every worker must present.
+    #[arg(long, value_name = "T")]
+    pub token: String,
+    /// Bytes per broadcast.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 24)]
+    pub bytes: u64,
+    /// Number of broadcasts.
+    #[arg(long, value_name = "R", default_value_t = 3)]
+    pub rounds: u32,
+    /// Broadcast method: pseudo-broadcast (scatter + ring, UberShuffle Section 3.1) or plain.
+    #[arg(long, value_name = "METHOD", default_value = "pseudo-broadcast")]
+    pub method: String,
+    /// Seconds any single wait may take before the peer is declared stalled.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    pub timeout: f64,
+    /// Seconds to wait for all workers to join.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    pub join_timeout: f64,
+    /// Seed of the payloads.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Flags of `ubershuffle msr`.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  ubershuffle msr --servers 4 --storage 1/2 --wait 3\n  \
@@ -235,4 +281,21 @@ pub struct MsrArgs {
     /// Print one JSON object on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Flags of `ubershuffle worker`.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// The master's address.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub connect: String,
+    /// Shared secret of the cluster.
+    #[arg(long, value_name = "T")]
+    pub token: String,
+    /// Seconds any single wait may take before the peer is declared stalled.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    pub timeout: f64,
+    /// Seconds to keep trying to reach the master and to wait for the cluster to start.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    pub join_timeout: f64,
 }

@@ -2,6 +2,7 @@
 //! tables, SVG charts, the `results/README.md` sections, atomic writes). The `ubershuffle`
 //! and `experiments` binaries are thin layers over it.
 
+pub mod broadcast_demo;
 pub mod csv_table;
 pub mod experiments;
 pub mod files;

@@ -2,11 +2,13 @@
 
 mod gradient_coding;
 mod instance;
+mod master;
 mod msr;
 mod plan;
 mod plan_no_excess;
 mod plan_policy;
 mod schemes;
+mod worker;
 
 use std::process::ExitCode;
 
@@ -20,5 +22,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Schemes(args) => schemes::run(&args),
         Command::GradientCoding(args) => gradient_coding::run(&args),
         Command::Msr(args) => msr::run(&args),
+        Command::Master(args) => master::run(&args),
+        Command::Worker(args) => worker::run(&args),
     }
 }

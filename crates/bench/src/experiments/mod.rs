@@ -6,6 +6,7 @@
 //! made it and the machine it ran on. Adding an experiment: write `experiments/<name>.rs` with a
 //! `run(&Context) -> anyhow::Result<Outcome>` and add one entry to [`EXPERIMENTS`].
 
+mod broadcast;
 mod gradient_coding;
 mod machine;
 mod msr;
@@ -105,6 +106,11 @@ pub static EXPERIMENTS: &[Experiment] = &[
         name: "msr",
         about: "Coded map-shuffle-reduce with stragglers: latency-load trade-off of the unified and the improved (reconstructed) scheme, executed over GF(p)",
         run: msr::run,
+    },
+    Experiment {
+        name: "broadcast",
+        about: "Pseudo-broadcast (scatter + ring, UberShuffle Section 3.1) against plain broadcast on emulated 1 Gbit/s links and TCP loopback",
+        run: broadcast::run,
     },
 ];
 

@@ -1,0 +1,172 @@
+//! `ubershuffle master` and `ubershuffle worker` as real processes on 127.0.0.1: a run that
+//! checks every byte, a wrong token refused on both sides, and a killed or stopped worker
+//! named by the master within the timeout.
+
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// A running `ubershuffle` process whose stderr lines arrive on a channel.
+struct Proc {
+    child: Child,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Proc {
+    fn spawn(args: &[&str]) -> Proc {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ubershuffle"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = channel();
+        let stderr = child.stderr.take().unwrap();
+        thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        Proc { child, lines, seen: Vec::new() }
+    }
+
+    /// Waits for a stderr line containing `needle` and returns it.
+    fn wait_for(&mut self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(100)) {
+                self.seen.push(line.clone());
+                if line.contains(needle) {
+                    return line;
+                }
+            }
+        }
+        panic!("no line with {needle:?}; saw {:?}", self.seen);
+    }
+
+    /// Waits for exit (at most `limit`); returns success and all of stderr.
+    fn finish(mut self, limit: Duration) -> (bool, String) {
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("did not exit within {limit:?}; stderr so far: {:?}", self.seen);
+            }
+            thread::sleep(Duration::from_millis(20));
+        };
+        thread::sleep(Duration::from_millis(50));
+        self.seen.extend(self.lines.try_iter());
+        (status.success(), self.seen.join("\n"))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts a master on a free port and returns it with its address.
+fn master(extra: &[&str]) -> (Proc, String) {
+    let mut args = vec!["master", "--listen", "127.0.0.1:0", "--token", "s3cret"];
+    args.extend_from_slice(extra);
+    let mut m = Proc::spawn(&args);
+    let line = m.wait_for("listening on ");
+    let addr = line.trim_start_matches("listening on ").split(',').next().unwrap().to_string();
+    (m, addr)
+}
+
+fn worker(addr: &str, token: &str) -> Proc {
+    Proc::spawn(&["worker", "--connect", addr, "--token", token, "--timeout", "2"])
+}
+
+#[test]
+fn master_and_workers_check_every_byte() {
+    let (mut m, addr) =
+        master(&["--workers", "3", "--bytes", "300001", "--rounds", "2", "--method", "plain", "--json"]);
+    let workers: Vec<Proc> = (0..3).map(|_| worker(&addr, "s3cret")).collect();
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut m.child.stdout.take().unwrap(), &mut stdout).unwrap();
+    let (ok, stderr) = m.finish(Duration::from_secs(30));
+    assert!(ok, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["verified"], true);
+    assert_eq!(v["method"], "plain");
+    assert_eq!(v["seconds"].as_array().unwrap().len(), 2);
+    for w in workers {
+        let (ok, stderr) = w.finish(Duration::from_secs(20));
+        assert!(ok, "{stderr}");
+        assert!(stderr.contains("received and checked 2 broadcasts of 300001 bytes"), "{stderr}");
+    }
+}
+
+#[test]
+fn a_wrong_token_is_refused_with_a_clear_error() {
+    let (mut m, addr) = master(&["--workers", "1", "--bytes", "1000", "--rounds", "1"]);
+    let (ok, stderr) = worker(&addr, "guess").finish(Duration::from_secs(20));
+    assert!(!ok);
+    assert_eq!(stderr.trim(), "error: the master refused this worker: wrong token");
+    m.wait_for("refused a connection from 127.0.0.1");
+    let good = worker(&addr, "s3cret");
+    let (ok, stderr) = m.finish(Duration::from_secs(20));
+    assert!(ok, "{stderr}");
+    assert!(good.finish(Duration::from_secs(20)).0);
+}
+
+/// Kills (or stops) the worker of rank 2 mid-run; the master must fail naming rank 2.
+fn master_names_the_lost_worker(stop_instead_of_kill: bool) {
+    let (mut m, addr) =
+        master(&["--workers", "3", "--bytes", "65536", "--rounds", "1000000", "--timeout", "2"]);
+    let mut workers: Vec<Proc> = (0..3).map(|_| worker(&addr, "s3cret")).collect();
+    let mut ranks = Vec::new();
+    for w in &mut workers {
+        let line = w.wait_for("joined as rank ");
+        ranks.push(line.split_whitespace().nth(3).unwrap().parse::<usize>().unwrap());
+    }
+    m.wait_for("all 3 workers joined");
+    thread::sleep(Duration::from_millis(300));
+    let victim = ranks.iter().position(|&r| r == 2).unwrap();
+    let pid = workers[victim].child.id().to_string();
+    let lost = Instant::now();
+    if stop_instead_of_kill {
+        assert!(Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
+    } else {
+        workers[victim].child.kill().unwrap();
+    }
+    let (ok, stderr) = m.finish(Duration::from_secs(20));
+    let took = lost.elapsed();
+    assert!(!ok, "the master succeeded without rank 2: {stderr}");
+    let error = stderr.lines().find(|l| l.starts_with("error: ")).unwrap_or_default().to_string();
+    assert!(error.contains("rank 2 "), "the error does not name rank 2: {stderr}");
+    // Within a few timeouts (2 s each): the ack wait is twice the timeout.
+    assert!(took < Duration::from_secs(8), "took {took:?}: {error}");
+    if stop_instead_of_kill {
+        let _ = Command::new("kill").args(["-CONT", &pid]).status();
+    }
+    for (k, w) in workers.into_iter().enumerate() {
+        if k != victim {
+            let (ok, stderr) = w.finish(Duration::from_secs(20));
+            assert!(!ok, "a worker succeeded although the run failed: {stderr}");
+        }
+    }
+}
+
+#[test]
+fn a_killed_worker_is_named_by_the_master() {
+    master_names_the_lost_worker(false);
+}
+
+#[test]
+fn a_stopped_worker_is_named_by_the_master() {
+    master_names_the_lost_worker(true);
+}

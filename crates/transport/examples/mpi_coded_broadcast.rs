@@ -1,0 +1,126 @@
+//! Broadcasts the coded packets of a real shuffle plan from rank 0 with `MPI_Bcast`, decodes
+//! them at every worker rank with `codes::Decoder`, and checks every new record byte for byte.
+//!
+//! Run under mpirun (what `cargo xtask mpi-test` does):
+//! `mpirun -np 4 target/debug/examples/mpi_coded_broadcast [POINTS] [RECORD_BYTES] [SEED]`.
+//! Every rank draws the same instance and plan from the seed (the generator and planners are
+//! deterministic); rank 0 encodes and broadcasts, each worker verifies the packets' headers
+//! against the plan while decoding.
+
+use std::process::ExitCode;
+
+use codes::{Decoder, Encoder, Packet, Records};
+use shuffle_core::{GeneratorParams, PlannerOptions, planner_by_name, rng::seeded_stream, verify};
+use transport::Transport;
+use transport::mpi::MpiTransport;
+
+const REPORT: u16 = 1;
+
+fn arg(n: usize, default: u64) -> Result<u64, String> {
+    std::env::args()
+        .nth(n)
+        .map_or(Ok(default), |a| a.parse().map_err(|_| format!("argument {n}: '{a}' is not a number")))
+}
+
+/// Packets back to back, each preceded by its length (u32 LE).
+fn pack(packets: impl Iterator<Item = Packet>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for p in packets {
+        let bytes = p.to_bytes();
+        out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        out.extend_from_slice(&bytes);
+    }
+    out
+}
+
+fn unpack(mut bytes: &[u8]) -> Result<Vec<Packet>, String> {
+    let mut packets = Vec::new();
+    while let Some((len, rest)) = bytes.split_first_chunk::<4>() {
+        let len = u32::from_le_bytes(*len) as usize;
+        let body = rest.get(..len).ok_or("truncated packet stream")?;
+        packets.push(Packet::from_bytes(body).map_err(|e| e.to_string())?);
+        bytes = &rest[len..];
+    }
+    if bytes.is_empty() { Ok(packets) } else { Err("trailing bytes in the packet stream".into()) }
+}
+
+fn run(t: &mut MpiTransport) -> Result<String, String> {
+    let (points, width, seed) = (arg(1, 2000)? as usize, arg(2, 256)? as usize, arg(3, 7)?);
+    let workers = t.size().checked_sub(1).filter(|&w| w > 0).ok_or("run with at least 2 ranks")?;
+    let inst =
+        GeneratorParams { workers, points, alpha: 0.4, seed }.check().map_err(|e| e.to_string())?.generate();
+    let planner = planner_by_name("coded", &PlannerOptions::default()).ok_or("no coded planner")?;
+    let plan = planner.plan(&inst, &mut seeded_stream(seed, 1)).map_err(|e| e.to_string())?;
+    verify(&inst, &plan).and_then(|r| r.ensure_valid()).map_err(|e| format!("plan does not verify: {e}"))?;
+    let records = Records::random(points, width, seed).map_err(|e| e.to_string())?;
+
+    let mut buf = Vec::new();
+    if t.rank() == 0 {
+        let encoder = Encoder::new(&plan, &records).map_err(|e| e.to_string())?;
+        buf = pack(encoder.packets());
+    }
+    t.broadcast(0, &mut buf).map_err(|e| e.to_string())?;
+
+    if t.rank() == 0 {
+        let mut lines = vec![format!(
+            "rank 0: broadcast {} coded packets ({} bytes) of a verified coded plan (n = {workers}, q = {points}, {width}-byte records) with MPI_Bcast",
+            plan.len(),
+            buf.len()
+        )];
+        for _ in 1..t.size() {
+            let (from, report) =
+                t.recv_any(&(1..t.size()).collect::<Vec<_>>(), REPORT).map_err(|e| e.to_string())?;
+            let report = String::from_utf8_lossy(&report).into_owned();
+            if !report.starts_with("ok") {
+                return Err(format!("rank {from}: {report}"));
+            }
+            lines.push(format!("rank {from}: {report}"));
+        }
+        return Ok(lines.join("\n"));
+    }
+    let worker = t.rank() - 1;
+    let outcome = (|| {
+        let packets = unpack(&buf)?;
+        let store = records.store_of(inst.cache(worker)).map_err(|e| e.to_string())?;
+        let mut decoder =
+            Decoder::new(worker, &plan, store, &inst.needs(worker)).map_err(|e| e.to_string())?;
+        for p in &packets {
+            decoder.receive_packet(p).map_err(|e| e.to_string())?;
+        }
+        let decoded = decoder.finish().map_err(|e| e.to_string())?;
+        let mut count = 0;
+        for (point, bytes) in decoded.new_records() {
+            if Some(bytes) != records.get(point) {
+                return Err(format!("worker {worker} decoded point {point} wrongly"));
+            }
+            count += 1;
+        }
+        if count != inst.needs(worker).iter().filter(|p| !inst.cache(worker).contains(p)).count() {
+            return Err(format!("worker {worker} decoded {count} points, fewer than it needs"));
+        }
+        Ok(format!("ok: decoded {count} new points byte for byte from {} packets", packets.len()))
+    })();
+    let report = outcome.clone().unwrap_or_else(|e| format!("FAILED: {e}"));
+    t.send(0, REPORT, report.as_bytes()).map_err(|e| e.to_string())?;
+    outcome
+}
+
+fn main() -> ExitCode {
+    let Some(universe) = mpi::initialize() else {
+        eprintln!("error: MPI could not be initialised");
+        return ExitCode::FAILURE;
+    };
+    let mut t = MpiTransport::new(universe.world());
+    match run(&mut t) {
+        Ok(summary) => {
+            if t.rank() == 0 {
+                println!("{summary}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: rank {}: {e}", t.rank());
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! Broadcast and barrier built from point-to-point messages, shared by the in-process and TCP
+//! transports: the UberShuffle paper's pseudo-broadcast (Section 3.1: scatter, then a ring
+//! allgather among the receivers), the plain "root sends to each" broadcast, and a barrier
+//! coordinated by rank 0.
+
+use std::time::Duration;
+
+use crate::{Tag, TransportError};
+
+/// How a transport built on point-to-point links broadcasts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BroadcastMethod {
+    /// Van de Geijn's pseudo-broadcast as in the UberShuffle paper, Section 3.1: the root cuts
+    /// the buffer into `m` pieces (one per receiver) and scatters them, then the receivers pass
+    /// pieces around a ring for `m - 1` stages. The root sends each byte once; on single-ported
+    /// links of rate `B` it takes `(2m - 1)/m * len/B` instead of `m * len/B`.
+    #[default]
+    PseudoBroadcast,
+    /// The root sends the whole buffer to each receiver in turn.
+    Plain,
+}
+
+impl BroadcastMethod {
+    /// The name used on command lines and in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            BroadcastMethod::PseudoBroadcast => "pseudo-broadcast",
+            BroadcastMethod::Plain => "plain",
+        }
+    }
+
+    /// The method called `name` (`pseudo-broadcast`/`pseudo`, or `plain`).
+    pub fn from_name(name: &str) -> Option<BroadcastMethod> {
+        match name {
+            "pseudo-broadcast" | "pseudo" => Some(BroadcastMethod::PseudoBroadcast),
+            "plain" => Some(BroadcastMethod::Plain),
+            _ => None,
+        }
+    }
+
+    /// The ideal time to broadcast `len` bytes to `receivers` ranks over single-ported links of
+    /// `bytes_per_second`: `(2m-1)/m * len/B` for pseudo-broadcast (UberShuffle Section 3.1),
+    /// `m * len/B` for plain.
+    pub fn ideal_seconds(self, len: usize, receivers: usize, bytes_per_second: f64) -> f64 {
+        let unicast = len as f64 / bytes_per_second;
+        let m = receivers as f64;
+        match self {
+            BroadcastMethod::PseudoBroadcast if receivers > 0 => (2.0 * m - 1.0) / m * unicast,
+            BroadcastMethod::PseudoBroadcast => 0.0,
+            BroadcastMethod::Plain => m * unicast,
+        }
+    }
+}
+
+/// Scatter pieces of a pseudo-broadcast.
+pub(crate) const TAG_PIECE: Tag = 0x7001;
+/// Ring stages of a pseudo-broadcast.
+pub(crate) const TAG_RING: Tag = 0x7002;
+/// The whole buffer of a plain broadcast.
+pub(crate) const TAG_PLAIN: Tag = 0x7003;
+/// A receiver's acknowledgement (or failure report) of a broadcast.
+pub(crate) const TAG_ACK: Tag = 0x7004;
+/// A rank arriving at the barrier.
+pub(crate) const TAG_BARRIER_IN: Tag = 0x7005;
+/// Rank 0 releasing the barrier (or reporting who failed).
+pub(crate) const TAG_BARRIER_OUT: Tag = 0x7006;
+/// The root's "scatter finished" to the receiver scattered first.
+pub(crate) const TAG_SCATTER_DONE: Tag = 0x7007;
+
+/// Point-to-point links with the transport's own tags allowed: what the collectives need.
+pub(crate) trait Links {
+    /// This rank.
+    fn rank(&self) -> usize;
+    /// The number of ranks.
+    fn size(&self) -> usize;
+    /// The timeout of one wait.
+    fn wait_timeout(&self) -> Duration;
+    /// The longest message accepted.
+    fn max_message(&self) -> usize;
+    /// Sends the concatenation of `parts` to `to`.
+    fn send_parts(
+        &mut self,
+        to: usize,
+        tag: Tag,
+        parts: &[&[u8]],
+        op: &'static str,
+    ) -> Result<(), TransportError>;
+    /// Receives the first message with `tag` from any of `from`.
+    fn recv_from(
+        &mut self,
+        from: &[usize],
+        tag: Tag,
+        timeout: Duration,
+        op: &'static str,
+    ) -> Result<(usize, Vec<u8>), TransportError>;
+}
+
+/// The byte range of piece `j` of `m` of a `len`-byte buffer (sizes differ by at most one).
+fn piece_range(len: usize, m: usize, j: usize) -> std::ops::Range<usize> {
+    let at = |k: usize| ((len as u128 * k as u128) / m as u128) as usize;
+    at(j)..at(j + 1)
+}
+
+/// Broadcasts `buf` from `root` with `method`.
+pub(crate) fn broadcast<L: Links + ?Sized>(
+    links: &mut L,
+    method: BroadcastMethod,
+    root: usize,
+    buf: &mut Vec<u8>,
+) -> Result<(), TransportError> {
+    let (rank, size) = (links.rank(), links.size());
+    if root >= size {
+        return Err(TransportError::NoSuchRank { rank: root, size });
+    }
+    let receivers: Vec<usize> = (0..size).filter(|&r| r != root).collect();
+    if receivers.is_empty() {
+        return Ok(());
+    }
+    if rank == root {
+        if buf.len() > links.max_message() {
+            return Err(TransportError::MessageTooLarge { len: buf.len(), max: links.max_message() });
+        }
+        match method {
+            BroadcastMethod::PseudoBroadcast => scatter(links, &receivers, buf)?,
+            BroadcastMethod::Plain => {
+                for &r in &receivers {
+                    links.send_parts(r, TAG_PLAIN, &[buf], OP)?;
+                }
+            }
+        }
+        return collect_acks(links, &receivers);
+    }
+    let received = match method {
+        BroadcastMethod::PseudoBroadcast => receive_pseudo(links, root, &receivers),
+        BroadcastMethod::Plain => links.recv_from(&[root], TAG_PLAIN, links.wait_timeout(), OP).map(|m| m.1),
+    };
+    match received {
+        Ok(bytes) => {
+            links.send_parts(root, TAG_ACK, &[&[ACK_OK]], OP)?;
+            *buf = bytes;
+            Ok(())
+        }
+        Err(e) => {
+            report_failure(links, root, TAG_ACK, &e);
+            Err(e)
+        }
+    }
+}
+
+const OP: &str = "broadcast";
+const ACK_OK: u8 = 0;
+const ACK_FAILED: u8 = 1;
+
+/// Best effort: tells `to` which rank made this one fail (the report itself may fail too).
+fn report_failure<L: Links + ?Sized>(links: &mut L, to: usize, tag: Tag, e: &TransportError) {
+    let culprit = e.peer().unwrap_or(links.rank()) as u32;
+    let detail = e.to_string();
+    let _ = links.send_parts(to, tag, &[&[ACK_FAILED], &culprit.to_le_bytes(), detail.as_bytes()], OP);
+}
+
+/// Reads an acknowledgement: `Ok` or the failure it reports.
+fn parse_ack(from: usize, msg: &[u8], op: &'static str) -> Result<(), TransportError> {
+    match msg {
+        [ACK_OK] => Ok(()),
+        [ACK_FAILED, a, b, c, d, detail @ ..] => Err(TransportError::PeerFailed {
+            peer: u32::from_le_bytes([*a, *b, *c, *d]) as usize,
+            reported_by: from,
+            op,
+            detail: String::from_utf8_lossy(detail).into_owned(),
+        }),
+        _ => Err(TransportError::Protocol { peer: from, op, detail: "malformed acknowledgement".into() }),
+    }
+}
+
+/// The root's wait for acknowledgements. It waits twice the timeout for each one, so that a
+/// receiver that timed out on a stalled peer has reported that peer before the root gives up.
+fn collect_acks<L: Links + ?Sized>(links: &mut L, receivers: &[usize]) -> Result<(), TransportError> {
+    let mut waiting = receivers.to_vec();
+    let timeout = links.wait_timeout() * 2;
+    while !waiting.is_empty() {
+        let (from, msg) = links.recv_from(&waiting, TAG_ACK, timeout, OP)?;
+        waiting.retain(|&r| r != from);
+        parse_ack(from, &msg, OP)?;
+    }
+    Ok(())
+}
+
+/// Stage 1 of the pseudo-broadcast: piece `j` to receiver `j`, prefixed by the total length and
+/// the piece index.
+///
+/// The paper leaves the order open; we scatter from the last receiver to the first. Receiver
+/// `j` forwards to `j + 1` as soon as it has its piece, and `j + 1` has then already received
+/// its own, so ring traffic never competes with the root for a receive port. The one edge
+/// where it could, from the last receiver (scattered first) to the first (scattered last),
+/// waits for the root's "scatter finished" message, as the paper's stage 2 waits for stage 1.
+/// On emulated single-ported links, scattering in ring order let early ring messages delay the
+/// root's pieces (up to several times the ideal), and the unguarded wrap-around edge cost one
+/// piece time.
+fn scatter<L: Links + ?Sized>(links: &mut L, receivers: &[usize], buf: &[u8]) -> Result<(), TransportError> {
+    let m = receivers.len();
+    for (j, &r) in receivers.iter().enumerate().rev() {
+        let head = piece_head(buf.len() as u64, j as u32);
+        links.send_parts(r, TAG_PIECE, &[&head, &buf[piece_range(buf.len(), m, j)]], OP)?;
+    }
+    if m >= 2 {
+        links.send_parts(receivers[m - 1], TAG_SCATTER_DONE, &[], OP)?;
+    }
+    Ok(())
+}
+
+fn piece_head(len: u64, j: u32) -> [u8; 12] {
+    let mut h = [0u8; 12];
+    h[..8].copy_from_slice(&len.to_le_bytes());
+    h[8..].copy_from_slice(&j.to_le_bytes());
+    h
+}
+
+/// A receiver's part of the pseudo-broadcast: its scattered piece, then `m - 1` ring stages in
+/// which it forwards to its successor the piece it got in the previous stage and takes a new
+/// one from its predecessor. (The paper's Section 3.1 writes the piece index of stage `j + 1`
+/// as `((i + j - 2) mod n) + 1`; we use the standard ring allgather, which moves the same
+/// bytes over the same links: worker `j` forwards what it received last.)
+fn receive_pseudo<L: Links + ?Sized>(
+    links: &mut L,
+    root: usize,
+    receivers: &[usize],
+) -> Result<Vec<u8>, TransportError> {
+    let m = receivers.len();
+    let me = receivers.iter().position(|&r| r == links.rank()).unwrap_or(0);
+    let protocol = |peer: usize, detail: String| TransportError::Protocol { peer, op: OP, detail };
+    let (_, first) = links.recv_from(&[root], TAG_PIECE, links.wait_timeout(), OP)?;
+    let Some((head, piece)) = first.split_first_chunk::<12>() else {
+        return Err(protocol(root, "scatter piece shorter than its header".into()));
+    };
+    let len = u64::from_le_bytes([head[0], head[1], head[2], head[3], head[4], head[5], head[6], head[7]]);
+    let index = u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as usize;
+    let len = usize::try_from(len)
+        .ok()
+        .filter(|&l| l <= links.max_message())
+        .ok_or_else(|| protocol(root, format!("announces a {len}-byte broadcast, above the bound")))?;
+    if index != me || piece.len() != piece_range(len, m, me).len() {
+        return Err(protocol(root, format!("sent piece {index} of {} bytes to receiver {me}", piece.len())));
+    }
+    let mut buf = vec![0u8; len];
+    buf[piece_range(len, m, me)].copy_from_slice(piece);
+    drop(first);
+    let next = receivers[(me + 1) % m];
+    let prev = receivers[(me + m - 1) % m];
+    if me == m - 1 && m >= 2 {
+        links.recv_from(&[root], TAG_SCATTER_DONE, links.wait_timeout(), OP)?;
+    }
+    for stage in 1..m {
+        let send_index = (me + m - (stage - 1)) % m;
+        let recv_index = (me + m - stage) % m;
+        let head = (send_index as u32).to_le_bytes();
+        links.send_parts(next, TAG_RING, &[&head, &buf[piece_range(len, m, send_index)]], OP)?;
+        let (_, msg) = links.recv_from(&[prev], TAG_RING, links.wait_timeout(), OP)?;
+        let range = piece_range(len, m, recv_index);
+        match msg.split_first_chunk::<4>() {
+            Some((h, piece))
+                if u32::from_le_bytes(*h) as usize == recv_index && piece.len() == range.len() =>
+            {
+                buf[range].copy_from_slice(piece);
+            }
+            _ => return Err(protocol(prev, format!("ring stage {stage}: not piece {recv_index}"))),
+        }
+    }
+    Ok(buf)
+}
+
+/// A barrier coordinated by rank 0: everyone reports in, rank 0 releases everyone (or tells
+/// them which rank never came).
+pub(crate) fn barrier<L: Links + ?Sized>(links: &mut L) -> Result<(), TransportError> {
+    const OP: &str = "barrier";
+    let size = links.size();
+    if size < 2 {
+        return Ok(());
+    }
+    if links.rank() != 0 {
+        links.send_parts(0, TAG_BARRIER_IN, &[], OP)?;
+        let (_, msg) = links.recv_from(&[0], TAG_BARRIER_OUT, links.wait_timeout() * 2, OP)?;
+        return parse_ack(0, &msg, OP);
+    }
+    let mut waiting: Vec<usize> = (1..size).collect();
+    let timeout = links.wait_timeout();
+    while !waiting.is_empty() {
+        match links.recv_from(&waiting, TAG_BARRIER_IN, timeout, OP) {
+            Ok((from, _)) => waiting.retain(|&r| r != from),
+            Err(e) => {
+                for r in (1..size).filter(|r| !waiting.contains(r)) {
+                    report_failure(links, r, TAG_BARRIER_OUT, &e);
+                }
+                return Err(e);
+            }
+        }
+    }
+    for r in 1..size {
+        links.send_parts(r, TAG_BARRIER_OUT, &[&[ACK_OK]], OP)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_cover_the_buffer_exactly() {
+        for (len, m) in [(0, 3), (1, 3), (10, 3), (1 << 20, 7), (5, 8)] {
+            let ranges: Vec<_> = (0..m).map(|j| piece_range(len, m, j)).collect();
+            assert_eq!(ranges[0].start, 0);
+            assert_eq!(ranges[m - 1].end, len);
+            assert!(ranges.windows(2).all(|w| w[0].end == w[1].start));
+            assert!(ranges.iter().all(|r| r.len() <= len.div_ceil(m)));
+        }
+    }
+
+    #[test]
+    fn ideal_times_follow_the_paper() {
+        let pseudo = BroadcastMethod::PseudoBroadcast.ideal_seconds(1000, 4, 1000.0);
+        assert!((pseudo - 7.0 / 4.0).abs() < 1e-12);
+        assert_eq!(BroadcastMethod::Plain.ideal_seconds(1000, 4, 1000.0), 4.0);
+        assert_eq!(BroadcastMethod::from_name("pseudo"), Some(BroadcastMethod::PseudoBroadcast));
+        assert_eq!(BroadcastMethod::from_name(BroadcastMethod::Plain.name()), Some(BroadcastMethod::Plain));
+    }
+
+    #[test]
+    fn acks_parse_or_fail_cleanly() {
+        assert!(parse_ack(1, &[ACK_OK], OP).is_ok());
+        let mut failed = vec![ACK_FAILED];
+        failed.extend_from_slice(&3u32.to_le_bytes());
+        failed.extend_from_slice(b"gone");
+        assert_eq!(parse_ack(1, &failed, OP).unwrap_err().peer(), Some(3));
+        assert!(matches!(parse_ack(1, &[7, 7], OP), Err(TransportError::Protocol { peer: 1, .. })));
+    }
+}

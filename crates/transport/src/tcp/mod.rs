@@ -1,0 +1,249 @@
+//! The TCP transport: a master (rank 0) and `n` workers (ranks 1..=n), as separate processes
+//! or as threads on 127.0.0.1.
+//!
+//! Setup ([`MasterListener::accept_workers`], [`connect_worker`]): each worker connects to the
+//! master and sends the shared token with the address it listens on; the master refuses a
+//! wrong token (both sides see a one-line error), numbers the workers in arrival order, and
+//! sends each its rank, the size, the broadcast method and every worker's address. Workers then
+//! build a full mesh (each connects to the workers of lower rank, presenting the token), report
+//! ready, and the master starts them all at once.
+//!
+//! Once running, every connection has a reader thread that checks each [`crate::frame`] and
+//! hands it to the rank's mailbox; sends write frames straight to the socket with a write
+//! timeout. A peer that closes, resets or sends a corrupt frame makes waits for it fail with
+//! [`TransportError::PeerGone`]; one that stalls, with [`TransportError::Timeout`]; either
+//! names its rank. Broadcast is the pseudo-broadcast of the UberShuffle paper by default.
+
+mod handshake;
+mod setup;
+
+use std::io::{BufReader, ErrorKind};
+use std::net::{Shutdown, TcpStream};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use crossbeam_channel::{Sender, unbounded};
+
+use crate::collectives::{self, BroadcastMethod, Links};
+use crate::frame::{FrameKind, ReadFrameError, read_frame, write_frame};
+use crate::mailbox::{Delivery, Mailbox};
+use crate::transport::{check_peer, links_accessors, point_to_point_via_links};
+use crate::{Tag, Transport, TransportError};
+
+pub use setup::{MasterListener, Refusal, connect_worker};
+
+/// How a TCP cluster is set up and behaves.
+#[derive(Clone, Debug)]
+pub struct TcpConfig {
+    /// The shared secret a worker must present (compared in constant time; it travels in
+    /// clear text, so it keeps out strays and mistakes, not an eavesdropper).
+    pub token: String,
+    /// The timeout of every blocking wait once running.
+    pub timeout: Duration,
+    /// How long setup may take: the master waiting for workers, workers waiting to be started.
+    pub join_timeout: Duration,
+    /// How `broadcast` moves bytes; the master's choice is sent to every worker.
+    pub broadcast: BroadcastMethod,
+    /// The longest message (frame payload) accepted; longer frames are refused unread.
+    pub max_message: usize,
+}
+
+impl TcpConfig {
+    /// Defaults (10 s timeout, 60 s to join, pseudo-broadcast, 1 GiB messages) with `token`.
+    pub fn new(token: impl Into<String>) -> TcpConfig {
+        TcpConfig {
+            token: token.into(),
+            timeout: Duration::from_secs(10),
+            join_timeout: Duration::from_secs(60),
+            broadcast: BroadcastMethod::PseudoBroadcast,
+            max_message: 1 << 30,
+        }
+    }
+}
+
+/// One connected peer.
+#[derive(Debug)]
+struct Link {
+    stream: TcpStream,
+    reader: Option<JoinHandle<()>>,
+    broken: bool,
+}
+
+/// One rank of a TCP cluster. Dropping it closes its connections; its peers see it gone.
+#[derive(Debug)]
+pub struct TcpTransport {
+    rank: usize,
+    size: usize,
+    timeout: Duration,
+    method: BroadcastMethod,
+    max_message: usize,
+    mailbox: Mailbox,
+    links: Vec<Option<Link>>,
+}
+
+impl TcpTransport {
+    /// Wraps established, authenticated connections (`streams[r]` to rank `r`).
+    fn from_streams(
+        rank: usize,
+        size: usize,
+        method: BroadcastMethod,
+        config: &TcpConfig,
+        streams: Vec<Option<TcpStream>>,
+    ) -> Result<TcpTransport, TransportError> {
+        let (tx, rx) = unbounded();
+        let mut links = Vec::with_capacity(size);
+        for (peer, stream) in streams.into_iter().enumerate() {
+            let Some(stream) = stream else {
+                links.push(None);
+                continue;
+            };
+            let io = |context: String| move |source| TransportError::Io { context, error: source };
+            stream.set_read_timeout(None).map_err(io(format!("configuring the link to rank {peer}")))?;
+            stream
+                .set_write_timeout(Some(config.timeout))
+                .map_err(io(format!("configuring the link to rank {peer}")))?;
+            let read_half = stream.try_clone().map_err(io(format!("cloning the link to rank {peer}")))?;
+            let reader = spawn_reader(rank, peer, read_half, tx.clone(), config.max_message);
+            links.push(Some(Link { stream, reader, broken: false }));
+        }
+        Ok(TcpTransport {
+            rank,
+            size,
+            timeout: config.timeout,
+            method,
+            max_message: config.max_message,
+            mailbox: Mailbox::new(size, rx),
+            links,
+        })
+    }
+
+    /// How this cluster broadcasts (chosen by the master).
+    pub fn broadcast_method(&self) -> BroadcastMethod {
+        self.method
+    }
+}
+
+/// The thread that reads frames from `peer` into the mailbox until the link ends.
+fn spawn_reader(
+    rank: usize,
+    peer: usize,
+    stream: TcpStream,
+    inbox: Sender<Delivery>,
+    max_message: usize,
+) -> Option<JoinHandle<()>> {
+    let body = move || {
+        let mut reader = BufReader::with_capacity(64 * 1024, stream);
+        loop {
+            let detail = match read_frame(&mut reader, max_message) {
+                Ok(f)
+                    if f.kind == FrameKind::Message
+                        && f.sender as usize == peer
+                        && f.tag <= u16::MAX as u32 =>
+                {
+                    let d =
+                        Delivery::Message { from: peer, tag: f.tag as Tag, bytes: f.payload, arrival: None };
+                    if inbox.send(d).is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                Ok(f) => {
+                    format!("sent an unexpected {:?} frame (sender {}, tag {})", f.kind, f.sender, f.tag)
+                }
+                Err(ReadFrameError::Closed) => "closed the connection".to_string(),
+                Err(ReadFrameError::Frame(e)) => format!("sent a corrupt frame: {e}"),
+                Err(ReadFrameError::Io(e)) => format!("connection failed: {e}"),
+            };
+            let _ = inbox.send(Delivery::Gone { from: peer, detail });
+            return;
+        }
+    };
+    thread::Builder::new().name(format!("tcp-{rank}-from-{peer}")).spawn(body).ok()
+}
+
+impl Links for TcpTransport {
+    links_accessors!();
+
+    fn send_parts(
+        &mut self,
+        to: usize,
+        tag: Tag,
+        parts: &[&[u8]],
+        op: &'static str,
+    ) -> Result<(), TransportError> {
+        check_peer(self.rank, self.size, to)?;
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len > self.max_message {
+            return Err(TransportError::MessageTooLarge { len, max: self.max_message });
+        }
+        self.mailbox.poll();
+        if let Some(detail) = self.mailbox.gone(to) {
+            return Err(TransportError::PeerGone { peer: to, op, detail: detail.to_string() });
+        }
+        let Some(link) = self.links.get_mut(to).and_then(Option::as_mut) else {
+            return Err(TransportError::PeerGone { peer: to, op, detail: "no connection".into() });
+        };
+        if link.broken {
+            return Err(TransportError::PeerGone { peer: to, op, detail: "an earlier send failed".into() });
+        }
+        let sender = self.rank as u32;
+        match write_frame(&mut link.stream, FrameKind::Message, sender, u32::from(tag), parts) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                // A frame cut short would desynchronise the stream: this link is done.
+                link.broken = true;
+                let _ = link.stream.shutdown(Shutdown::Both);
+                if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
+                    Err(TransportError::Timeout { peer: to, op, after: self.timeout })
+                } else {
+                    Err(TransportError::PeerGone { peer: to, op, detail: format!("send failed: {e}") })
+                }
+            }
+        }
+    }
+
+    fn recv_from(
+        &mut self,
+        from: &[usize],
+        tag: Tag,
+        timeout: Duration,
+        op: &'static str,
+    ) -> Result<(usize, Vec<u8>), TransportError> {
+        for &f in from {
+            check_peer(self.rank, self.size, f)?;
+        }
+        self.mailbox.recv(from, tag, timeout, op)
+    }
+}
+
+impl Transport for TcpTransport {
+    point_to_point_via_links!();
+
+    fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+        for link in self.links.iter().flatten() {
+            let _ = link.stream.set_write_timeout(Some(timeout));
+        }
+    }
+
+    fn broadcast(&mut self, root: usize, buf: &mut Vec<u8>) -> Result<(), TransportError> {
+        collectives::broadcast(self, self.method, root, buf)
+    }
+
+    fn barrier(&mut self) -> Result<(), TransportError> {
+        collectives::barrier(self)
+    }
+}
+
+impl Drop for TcpTransport {
+    fn drop(&mut self) {
+        for link in self.links.iter_mut().flatten() {
+            let _ = link.stream.shutdown(Shutdown::Both);
+        }
+        for link in self.links.iter_mut().flatten() {
+            if let Some(t) = link.reader.take() {
+                let _ = t.join();
+            }
+        }
+    }
+}

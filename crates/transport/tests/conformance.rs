@@ -1,0 +1,66 @@
+//! The conformance suite on the in-process and TCP transports (MPI's runs under mpirun:
+//! `cargo xtask mpi-test`).
+
+#![allow(clippy::unwrap_used)]
+
+use std::thread;
+
+use transport::conformance::run_on_threads;
+use transport::in_process::{self, InProcessConfig, LinkShaping};
+use transport::tcp::{MasterListener, TcpConfig, TcpTransport, connect_worker};
+use transport::{BroadcastMethod, Transport};
+
+fn report(result: Result<(), Vec<transport::conformance::Failure>>) {
+    if let Err(failures) = result {
+        let lines: Vec<String> = failures.iter().map(ToString::to_string).collect();
+        panic!("conformance failed:\n{}", lines.join("\n"));
+    }
+}
+
+#[test]
+fn in_process_pseudo_broadcast() {
+    let config = InProcessConfig::default();
+    report(run_on_threads(in_process::cluster(4, &config).unwrap()));
+}
+
+#[test]
+fn in_process_plain_broadcast() {
+    let config = InProcessConfig { broadcast: BroadcastMethod::Plain, ..Default::default() };
+    report(run_on_threads(in_process::cluster(5, &config).unwrap()));
+}
+
+#[test]
+fn in_process_shaped() {
+    // Fast enough links that 64 MiB takes well under a second per hop.
+    let shaping = LinkShaping { bytes_per_second: 4e9, latency: std::time::Duration::from_micros(50) };
+    let config = InProcessConfig { shaping: Some(shaping), ..Default::default() };
+    report(run_on_threads(in_process::cluster(3, &config).unwrap()));
+}
+
+/// A master and `workers` workers on 127.0.0.1, each on its own thread.
+pub fn tcp_cluster(workers: usize, config: &TcpConfig) -> Vec<TcpTransport> {
+    let listener = MasterListener::bind("127.0.0.1:0", config.clone()).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let joins: Vec<_> = (0..workers)
+        .map(|_| {
+            let (addr, config) = (addr.clone(), config.clone());
+            thread::spawn(move || connect_worker(&addr, &config).unwrap())
+        })
+        .collect();
+    let master = listener.accept_workers(workers, |r| panic!("refused {r:?}")).unwrap();
+    let mut all = vec![master];
+    all.extend(joins.into_iter().map(|j| j.join().unwrap()));
+    all.sort_by_key(|t| t.rank());
+    all
+}
+
+#[test]
+fn tcp_pseudo_broadcast() {
+    report(run_on_threads(tcp_cluster(3, &TcpConfig::new("conformance"))));
+}
+
+#[test]
+fn tcp_plain_broadcast() {
+    let config = TcpConfig { broadcast: BroadcastMethod::Plain, ..TcpConfig::new("conformance") };
+    report(run_on_threads(tcp_cluster(3, &config)));
+}

@@ -1,0 +1,104 @@
+//! TCP-specific behaviour: token authentication, and a stalled or departed worker named by
+//! the master's error within the timeout.
+
+#![allow(clippy::unwrap_used)]
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use transport::tcp::{MasterListener, TcpConfig, connect_worker};
+use transport::{BroadcastMethod, Transport, TransportError};
+
+fn quick(token: &str, method: BroadcastMethod) -> TcpConfig {
+    TcpConfig {
+        timeout: Duration::from_millis(500),
+        join_timeout: Duration::from_secs(20),
+        broadcast: method,
+        ..TcpConfig::new(token)
+    }
+}
+
+#[test]
+fn a_wrong_token_is_refused_on_both_sides() {
+    let config = quick("right", BroadcastMethod::PseudoBroadcast);
+    let listener = MasterListener::bind("127.0.0.1:0", config.clone()).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let master = thread::spawn(move || {
+        let mut refusals = Vec::new();
+        let master = listener.accept_workers(1, |r| refusals.push(r.clone())).unwrap();
+        (master, refusals)
+    });
+    // The intruder is refused; the genuine worker then joins.
+    let wrong = TcpConfig { token: "wrong".into(), ..config.clone() };
+    let refused = connect_worker(&addr, &wrong).unwrap_err();
+    assert!(matches!(&refused, TransportError::Refused { reason } if reason == "wrong token"), "{refused}");
+    assert_eq!(refused.to_string(), "the master refused this worker: wrong token");
+    let mut worker = connect_worker(&addr, &config).unwrap();
+    let (mut master, refusals) = master.join().unwrap();
+    assert_eq!(refusals.len(), 1);
+    assert_eq!(refusals[0].reason, "wrong token");
+    master.send(1, 0, b"hello").unwrap();
+    assert_eq!(worker.recv(0, 0).unwrap(), b"hello");
+}
+
+#[test]
+fn the_master_gives_up_when_workers_do_not_come() {
+    let config = TcpConfig { join_timeout: Duration::from_millis(300), ..quick("t", BroadcastMethod::Plain) };
+    let listener = MasterListener::bind("127.0.0.1:0", config).unwrap();
+    let e = listener.accept_workers(2, |_| {}).unwrap_err();
+    assert_eq!(e.to_string(), "only 0 of 2 workers joined within 300ms");
+}
+
+/// Master plus 4 workers; worker `stalled` stops taking part (its endpoint stays open) or
+/// leaves (drops it); the master's broadcast must fail naming it, within a few timeouts.
+fn broadcast_without(method: BroadcastMethod, stalled: usize, leaves: bool) {
+    let config = quick("t", method);
+    let listener = MasterListener::bind("127.0.0.1:0", config.clone()).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            let (addr, config) = (addr.clone(), config.clone());
+            thread::spawn(move || {
+                let mut t = connect_worker(&addr, &config).unwrap();
+                if t.rank() == stalled {
+                    if leaves {
+                        drop(t);
+                    } else {
+                        thread::sleep(Duration::from_secs(3));
+                    }
+                    return None;
+                }
+                let mut buf = Vec::new();
+                Some(t.broadcast(0, &mut buf).map(|()| buf.len()))
+            })
+        })
+        .collect();
+    let mut master = listener.accept_workers(4, |_| {}).unwrap();
+    let started = Instant::now();
+    let mut buf = vec![7u8; 1 << 20];
+    let e = master.broadcast(0, &mut buf).unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(e.peer(), Some(stalled), "{method:?}: {e}");
+    assert!(e.to_string().contains(&format!("rank {stalled}")), "{e}");
+    assert!(took < Duration::from_secs(3), "{method:?}: took {took:?}");
+    drop(master);
+    for w in workers {
+        // Every other worker's broadcast fails too (or completed before the failure).
+        let _ = w.join().unwrap();
+    }
+}
+
+#[test]
+fn a_stalled_worker_is_named_by_the_pseudo_broadcast() {
+    broadcast_without(BroadcastMethod::PseudoBroadcast, 2, false);
+}
+
+#[test]
+fn a_stalled_worker_is_named_by_the_plain_broadcast() {
+    broadcast_without(BroadcastMethod::Plain, 3, false);
+}
+
+#[test]
+fn a_departed_worker_is_named_by_the_pseudo_broadcast() {
+    broadcast_without(BroadcastMethod::PseudoBroadcast, 1, true);
+}
