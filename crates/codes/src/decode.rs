@@ -93,26 +93,17 @@ impl Decoder {
     /// Fails at once, with [`DecodeError::Undecodable`], if the plan cannot deliver `wanted`.
     pub fn new(worker: usize, plan: &Plan, store: RecordStore, wanted: &[u32]) -> Result<Self, DecodeError> {
         let peeling = peel(store.universe(), plan, store.ids())?;
-        let mut undecodable: Vec<u32> =
-            wanted.iter().copied().filter(|&p| !store.contains(p) && !peeling.knows(p)).collect();
-        if !undecodable.is_empty() {
-            undecodable.sort_unstable();
-            return Err(DecodeError::Undecodable { worker, points: undecodable });
-        }
-        // Walk back from the wanted points through the transmissions that teach them.
+        let schedule =
+            peeling.schedule(plan, wanted).map_err(|points| DecodeError::Undecodable { worker, points })?;
         let mut by_seq = vec![NOT_NEEDED; plan.len()];
-        let mut scheduled = Vec::new();
-        let mut stack: Vec<u32> = wanted.iter().copied().filter(|&p| !store.contains(p)).collect();
-        while let Some(point) = stack.pop() {
-            let Some(seq) = peeling.learned_from(point) else { continue };
-            if by_seq[seq] != NOT_NEEDED {
-                continue;
-            }
-            let parts = plan.transmission(seq).to_vec();
-            stack.extend(parts.iter().map(|p| p.point).filter(|&p| p != point && !store.contains(p)));
-            by_seq[seq] = scheduled.len() as u32;
-            scheduled.push(Scheduled { parts, learns: point, done: false });
-        }
+        let scheduled: Vec<Scheduled> = schedule
+            .into_iter()
+            .enumerate()
+            .map(|(k, (seq, learns))| {
+                by_seq[seq] = k as u32;
+                Scheduled { parts: plan.transmission(seq).to_vec(), learns, done: false }
+            })
+            .collect();
         // Room for every point it will learn, so decoding never moves the cache in memory.
         let mut store = store;
         store.reserve(scheduled.len());

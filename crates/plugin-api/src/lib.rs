@@ -42,7 +42,8 @@
 pub mod abi;
 pub mod export;
 mod macros;
-pub mod wire;
+/// The byte forms of instances and plans (defined in `shuffle_core`, re-exported here).
+pub use shuffle_core::wire;
 
 pub use export::PlannerSet;
 /// The crate that defines instances, plans and the planner trait, re-exported so that a plugin

@@ -41,6 +41,7 @@ pub mod rng;
 pub mod tables;
 pub mod theory;
 mod verify;
+pub mod wire;
 mod worker_set;
 
 pub use generator::{

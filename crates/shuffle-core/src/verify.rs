@@ -278,6 +278,36 @@ impl Peeling {
     }
 }
 
+impl Peeling {
+    /// The transmissions this worker must receive to decode `wanted`, each with the point it
+    /// yields here, in plan order: the wanted points' transmissions and, walking back, those of
+    /// every intermediate point they are combined with (Attia-Tandon's two-step decoding).
+    /// `Err` lists the wanted points the plan never delivers, sorted.
+    pub fn schedule(&self, plan: &Plan, wanted: &[u32]) -> Result<Vec<(usize, u32)>, Vec<u32>> {
+        let knew_from_start = |p: u32| self.knows(p) && self.learned_from(p).is_none();
+        let mut undecodable: Vec<u32> = wanted.iter().copied().filter(|&p| !self.knows(p)).collect();
+        if !undecodable.is_empty() {
+            undecodable.sort_unstable();
+            undecodable.dedup();
+            return Err(undecodable);
+        }
+        let mut chosen: Vec<(usize, u32)> = Vec::new();
+        let mut taken = std::collections::HashSet::new();
+        let mut stack: Vec<u32> = wanted.iter().copied().filter(|&p| !knew_from_start(p)).collect();
+        while let Some(point) = stack.pop() {
+            let Some(t) = self.learned_from(point) else { continue };
+            if !taken.insert(t) {
+                continue;
+            }
+            chosen.push((t, point));
+            let others = plan.transmission(t).iter().map(|p| p.point);
+            stack.extend(others.filter(|&p| p != point && !knew_from_start(p)));
+        }
+        chosen.sort_unstable();
+        Ok(chosen)
+    }
+}
+
 /// Peels `plan` at a worker that starts knowing the points `start`, in a universe of `points`
 /// points. The plan must be well formed (see [`verify`]); out-of-range ids are an error.
 pub fn peel(points: usize, plan: &Plan, start: &[u32]) -> Result<Peeling, VerifyError> {

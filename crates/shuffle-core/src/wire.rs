@@ -1,4 +1,5 @@
-//! The byte forms in which instances go into a plugin and plans come out.
+//! Compact byte forms of instances and plans: how they cross the plugin boundary, and how a
+//! master sends a plan's headers to its workers.
 //!
 //! Compact and exact, so that a million-point instance crosses the boundary as a few memory
 //! copies rather than tens of megabytes of JSON. Every integer is a little-endian `u32`.
@@ -22,9 +23,9 @@
 //!
 //! Decoding checks every length against the bytes left before allocating, rejects trailing
 //! bytes, and validates an instance as [`ShuffleInstance::new`] does; whether a plan decodes is
-//! [`shuffle_core::verify`]'s question.
+//! [`crate::verify`]'s question.
 
-use shuffle_core::{InstanceError, Part, Plan, ShuffleInstance};
+use crate::{InstanceError, Part, Plan, ShuffleInstance};
 
 const INSTANCE_MAGIC: &[u8; 4] = b"USI1";
 const PLAN_MAGIC: &[u8; 4] = b"USP1";
@@ -222,7 +223,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use shuffle_core::examples::{arbitrary_instance, ubershuffle_paper_example};
+    use crate::examples::{arbitrary_instance, ubershuffle_paper_example};
 
     fn sample_plan() -> Plan {
         let mut plan = Plan::new();
