@@ -218,6 +218,12 @@ impl Decoder {
         Ok(())
     }
 
+    /// Gives up on this plan and hands back the store: the cache plus whatever was decoded so
+    /// far (a worker whose epoch was restarted restores its cache from it).
+    pub fn abandon(self) -> RecordStore {
+        self.store
+    }
+
     /// Ends decoding: the new records, or the points still missing.
     pub fn finish(self) -> Result<Decoded, DecodeError> {
         let missing: Vec<u32> = self.wanted.iter().copied().filter(|&p| !self.store.contains(p)).collect();

@@ -157,7 +157,7 @@ pub fn balanced_assignment(rng: &mut SeededRng, workers: usize, points: usize) -
 
 /// A cache of `size` points: all of `batch` plus `size - |batch|` points drawn uniformly
 /// without replacement from the other points.
-pub(crate) fn cache_around(rng: &mut SeededRng, batch: &[u32], points: usize, size: usize) -> Vec<u32> {
+pub fn cache_around(rng: &mut SeededRng, batch: &[u32], points: usize, size: usize) -> Vec<u32> {
     let mut in_batch = vec![false; points];
     for &p in batch {
         in_batch[p as usize] = true;

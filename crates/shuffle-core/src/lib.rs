@@ -45,7 +45,8 @@ pub mod wire;
 mod worker_set;
 
 pub use generator::{
-    CheckedGeneratorParams, GeneratorError, GeneratorParams, balanced_assignment, cache_size_for,
+    CheckedGeneratorParams, GeneratorError, GeneratorParams, balanced_assignment, cache_around,
+    cache_size_for,
 };
 pub use instance::{InstanceError, ShuffleInstance};
 pub use plan::{Part, Plan};

@@ -97,7 +97,7 @@ pub fn encode_instance(inst: &ShuffleInstance) -> Vec<u8> {
 
 /// Parses and validates the instance layout above.
 pub fn decode_instance(bytes: &[u8]) -> Result<ShuffleInstance, WireError> {
-    let mut r = Reader::new(bytes, "an instance");
+    let mut r = ByteReader::new(bytes, "an instance");
     r.magic(INSTANCE_MAGIC, "USI1")?;
     let workers = r.u32()? as usize;
     let points = r.u32()? as usize;
@@ -132,7 +132,7 @@ pub fn encode_plan(plan: &Plan) -> Result<Vec<u8>, WireError> {
 
 /// Parses the plan layout above.
 pub fn decode_plan(bytes: &[u8]) -> Result<Plan, WireError> {
-    let mut r = Reader::new(bytes, "a plan");
+    let mut r = ByteReader::new(bytes, "a plan");
     r.magic(PLAN_MAGIC, "USP1")?;
     let transmissions = r.u32()? as usize;
     if transmissions > r.remaining() / 4 {
@@ -158,23 +158,52 @@ pub fn decode_plan(bytes: &[u8]) -> Result<Plan, WireError> {
     Ok(plan)
 }
 
-fn push_u32(out: &mut Vec<u8>, value: u32) {
+/// Appends `value` as a little-endian `u32`.
+pub fn push_u32(out: &mut Vec<u8>, value: u32) {
     out.extend_from_slice(&value.to_le_bytes());
 }
 
-/// A cursor over bytes being decoded.
-struct Reader<'a> {
+/// Appends `value` as a little-endian `u64`.
+pub fn push_u64(out: &mut Vec<u8>, value: u64) {
+    out.extend_from_slice(&value.to_le_bytes());
+}
+
+/// Appends `value` as a little-endian `f64`.
+pub fn push_f64(out: &mut Vec<u8>, value: f64) {
+    out.extend_from_slice(&value.to_le_bytes());
+}
+
+/// Appends a `u32` length and then `list`'s `u32`s. Panics only if the list has 2^32 entries or
+/// more (callers' lists are point ids, which are 32-bit).
+pub fn push_u32_list(out: &mut Vec<u8>, list: &[u32]) {
+    push_u32(out, u32::try_from(list.len()).unwrap_or(u32::MAX));
+    for &v in list {
+        push_u32(out, v);
+    }
+}
+
+/// Appends a `u32` length and then `bytes`.
+pub fn push_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    push_u32(out, u32::try_from(bytes.len()).unwrap_or(u32::MAX));
+    out.extend_from_slice(bytes);
+}
+
+/// A cursor over bytes being decoded: every read checks the length left first, so hostile
+/// input gives a [`WireError`], never a panic or an allocation larger than the input.
+pub struct ByteReader<'a> {
     bytes: &'a [u8],
     at: usize,
     what: &'static str,
 }
 
-impl<'a> Reader<'a> {
-    fn new(bytes: &'a [u8], what: &'static str) -> Self {
-        Reader { bytes, at: 0, what }
+impl<'a> ByteReader<'a> {
+    /// A reader of `bytes`, which are `what` (for error messages: `"an epoch order"`).
+    pub fn new(bytes: &'a [u8], what: &'static str) -> Self {
+        ByteReader { bytes, at: 0, what }
     }
 
-    fn remaining(&self) -> usize {
+    /// Bytes not yet read.
+    pub fn remaining(&self) -> usize {
         self.bytes.len() - self.at
     }
 
@@ -182,7 +211,8 @@ impl<'a> Reader<'a> {
         WireError::Truncated { what: self.what, offset: self.at, needed, len: self.bytes.len() }
     }
 
-    fn take(&mut self, len: usize) -> Result<&'a [u8], WireError> {
+    /// The next `len` bytes.
+    pub fn take(&mut self, len: usize) -> Result<&'a [u8], WireError> {
         if len > self.remaining() {
             return Err(self.truncated(len));
         }
@@ -191,26 +221,47 @@ impl<'a> Reader<'a> {
         Ok(slice)
     }
 
-    fn magic(&mut self, magic: &[u8; 4], expected: &'static str) -> Result<(), WireError> {
+    /// Checks that the next four bytes are `magic` (`expected` names it in the error).
+    pub fn magic(&mut self, magic: &[u8; 4], expected: &'static str) -> Result<(), WireError> {
         match self.take(4) {
             Ok(found) if found == magic => Ok(()),
             _ => Err(WireError::BadMagic { what: self.what, expected }),
         }
     }
 
-    fn u32(&mut self) -> Result<u32, WireError> {
+    /// A little-endian `u32`.
+    pub fn u32(&mut self) -> Result<u32, WireError> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
+    /// A little-endian `u64`.
+    pub fn u64(&mut self) -> Result<u64, WireError> {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(w))
+    }
+
+    /// A little-endian `f64`.
+    pub fn f64(&mut self) -> Result<f64, WireError> {
+        Ok(f64::from_bits(self.u64()?))
+    }
+
+    /// A `u32` length, then that many bytes.
+    pub fn bytes(&mut self) -> Result<&'a [u8], WireError> {
+        let len = self.u32()? as usize;
+        self.take(len)
+    }
+
     /// A length, then that many `u32`s.
-    fn u32_list(&mut self) -> Result<Vec<u32>, WireError> {
+    pub fn u32_list(&mut self) -> Result<Vec<u32>, WireError> {
         let len = self.u32()? as usize;
         let raw = self.take(len.checked_mul(4).ok_or_else(|| self.truncated(usize::MAX))?)?;
         Ok(raw.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
     }
 
-    fn finish(&self) -> Result<(), WireError> {
+    /// Checks that every byte was read.
+    pub fn finish(&self) -> Result<(), WireError> {
         match self.remaining() {
             0 => Ok(()),
             extra => Err(WireError::TrailingBytes { what: self.what, extra }),

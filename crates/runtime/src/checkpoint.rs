@@ -1,0 +1,66 @@
+//! [`Checkpoint`]: the master's state after a completed epoch, written atomically, so that a
+//! run can resume from the last completed epoch.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{EpochMetrics, RuntimeError};
+
+/// Everything the master needs to go on after epoch `completed_epochs`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Describes the run's configuration; a resume with another configuration is refused.
+    pub fingerprint: String,
+    /// Epochs completed.
+    pub completed_epochs: usize,
+    /// The model's parameters.
+    pub model: Vec<f64>,
+    /// Every worker's batch (empty for a lost worker).
+    pub batches: Vec<Vec<u32>>,
+    /// Every worker's cache (empty for a lost worker).
+    pub caches: Vec<Vec<u32>>,
+    /// Which workers are still in the run.
+    pub alive: Vec<bool>,
+    /// Whether deliveries have fallen back to point to point after a failure.
+    pub point_to_point_only: bool,
+    /// The metrics of the completed epochs.
+    pub metrics: Vec<EpochMetrics>,
+}
+
+impl Checkpoint {
+    /// Writes the checkpoint through a temporary file and a rename.
+    pub fn save(&self, path: &Path) -> Result<(), RuntimeError> {
+        let fail = |reason: String| RuntimeError::Checkpoint { path: path.display().to_string(), reason };
+        let json = serde_json::to_vec(self).map_err(|e| fail(e.to_string()))?;
+        write_atomically(path, &json).map_err(|e| fail(e.to_string()))
+    }
+
+    /// Reads a checkpoint.
+    pub fn load(path: &Path) -> Result<Checkpoint, RuntimeError> {
+        let fail = |reason: String| RuntimeError::Checkpoint { path: path.display().to_string(), reason };
+        let bytes = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
+        serde_json::from_slice(&bytes).map_err(|e| fail(format!("malformed: {e}")))
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same folder and a rename, so a
+/// failure never leaves a half-written file behind.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file path"))?;
+    let tmp = dir.join(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}

@@ -1,0 +1,64 @@
+//! [`RuntimeError`]: why a run stopped.
+
+use codes::{CodecError, DecodeError};
+use learners::LearnerError;
+use shuffle_core::wire::WireError;
+use shuffle_core::{InstanceError, PlanError, VerifyError};
+use transport::TransportError;
+
+/// Why a master or worker stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// Moving bytes failed in a way the loop does not survive.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// An epoch's instance was invalid (a bug: the master builds it).
+    #[error("invalid epoch instance: {0}")]
+    Instance(#[from] InstanceError),
+    /// The planner failed.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// A plan was malformed or did not decode.
+    #[error("the plan failed verification: {0}")]
+    Verify(#[from] VerifyError),
+    /// The learner failed.
+    #[error(transparent)]
+    Learner(#[from] LearnerError),
+    /// Records or packets were malformed.
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    /// A worker could not decode its records.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// A message did not parse.
+    #[error("malformed message: {0}")]
+    Wire(#[from] WireError),
+    /// A peer broke the protocol (an unexpected message, a wrong epoch, a bad checksum).
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// A worker reported that it failed.
+    #[error("worker {worker} failed: {message}")]
+    WorkerFailed {
+        /// The worker (0-based; rank - 1).
+        worker: usize,
+        /// Its one-line message.
+        message: String,
+    },
+    /// Every worker has died.
+    #[error("no worker is left alive (the last ones lost: {lost})")]
+    NoWorkersLeft {
+        /// The workers lost, e.g. "2, 5".
+        lost: String,
+    },
+    /// Bad configuration.
+    #[error("invalid run configuration: {0}")]
+    Config(String),
+    /// Reading or writing a checkpoint failed.
+    #[error("checkpoint {path}: {reason}")]
+    Checkpoint {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+}

@@ -1,0 +1,54 @@
+//! Running a whole cluster in one process: the master in the calling thread, one thread per
+//! worker, over the in-process transport (optionally shaped to emulate a 1 Gbit/s cluster).
+
+use shuffle_core::ShufflePlanner;
+use transport::in_process::{InProcessConfig, cluster};
+
+use learners::StragglerModel;
+
+use crate::{
+    EpochMetrics, Master, RunConfig, RunData, RunReport, RuntimeError, WorkerOptions, WorkerSummary,
+    run_worker,
+};
+
+/// A run on threads of this process.
+pub struct InProcessRun<'a> {
+    /// What to run.
+    pub config: &'a RunConfig,
+    /// The shuffling scheme.
+    pub planner: &'a dyn ShufflePlanner,
+    /// Which workers straggle.
+    pub stragglers: &'a mut dyn StragglerModel,
+    /// The data.
+    pub data: &'a RunData,
+    /// The transport (timeouts, broadcast method, link shaping).
+    pub transport: InProcessConfig,
+    /// Fault injection: `(worker, epoch)` makes that worker leave, as if killed, when that
+    /// epoch's order reaches it.
+    pub faults: Vec<(usize, u32)>,
+}
+
+/// Runs the master here and every worker on its own thread; returns the master's report and
+/// each worker's summary (or its error, as one line).
+pub fn run_in_process(
+    run: InProcessRun<'_>,
+    on_epoch: &mut dyn FnMut(&EpochMetrics),
+) -> Result<(RunReport, Vec<Result<WorkerSummary, String>>), RuntimeError> {
+    let mut endpoints = cluster(run.config.workers + 1, &run.transport)?.into_iter();
+    let master_end = endpoints.next().ok_or_else(|| RuntimeError::Config("no master endpoint".into()))?;
+    let workers: Vec<_> = endpoints
+        .enumerate()
+        .map(|(w, t)| {
+            let exit_at_epoch = run.faults.iter().find(|f| f.0 == w).map(|f| f.1);
+            let options = WorkerOptions { exit_at_epoch, ..WorkerOptions::default() };
+            std::thread::spawn(move || run_worker(t, &options).map_err(|e| e.to_string()))
+        })
+        .collect();
+    let report = Master::new(master_end, run.config, run.planner, run.stragglers, run.data)
+        .and_then(|m| m.run(on_epoch));
+    let summaries = workers
+        .into_iter()
+        .map(|h| h.join().unwrap_or_else(|_| Err("the worker thread panicked".into())))
+        .collect();
+    Ok((report?, summaries))
+}

@@ -1,0 +1,448 @@
+//! The messages of the epoch loop and their byte forms.
+//!
+//! Everything the master sends a worker travels point to point with tag [`TAG_MASTER`] and
+//! starts with a kind byte ([`MasterMessage`]); coded packets needed by several workers travel
+//! in the transport's broadcast as a [`DataChunk`]; workers answer with [`TAG_UPDATE`]
+//! ([`UpdateReport`]). Every message of an epoch carries the epoch and the attempt, so a late
+//! message of an abandoned attempt is recognised and dropped. Parsing checks every length
+//! first: a malformed message is an error, never a panic.
+
+use shuffle_core::Plan;
+use shuffle_core::wire::{
+    ByteReader, decode_plan, encode_plan, push_bytes, push_f64, push_u32, push_u32_list, push_u64,
+};
+use transport::Tag;
+
+use crate::{LearnerSpec, RuntimeError};
+
+/// Tag of every message from the master to a worker.
+pub const TAG_MASTER: Tag = 1;
+/// Tag of a worker's report to the master.
+pub const TAG_UPDATE: Tag = 2;
+/// Tag of a worker's "every packet of this epoch has arrived" (an [`EpochAck`]); the master's
+/// transmit time ends with the last one.
+pub const TAG_RECEIVED: Tag = 3;
+
+/// A worker's acknowledgement that it holds every packet of an epoch attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpochAck {
+    /// The epoch.
+    pub epoch: u32,
+    /// The attempt.
+    pub attempt: u32,
+}
+
+impl EpochAck {
+    /// The byte form.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(8);
+        push_u32(&mut out, self.epoch);
+        push_u32(&mut out, self.attempt);
+        out
+    }
+
+    /// Parses the byte form.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, RuntimeError> {
+        let mut r = ByteReader::new(bytes, "an epoch acknowledgement");
+        let ack = EpochAck { epoch: r.u32()?, attempt: r.u32()? };
+        r.finish()?;
+        Ok(ack)
+    }
+}
+
+/// What a worker is asked to be, sent once when it joins.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobSpec {
+    /// The worker's index (its rank minus one).
+    pub worker: u32,
+    /// Number of workers at the start.
+    pub workers: u32,
+    /// Number of data points `q`.
+    pub points: u32,
+    /// Bytes per record.
+    pub record_width: u32,
+    /// Points a worker may cache (`s`).
+    pub cache_capacity: u32,
+    /// The run's seed (for the cache policy and local SGD orders).
+    pub seed: u64,
+    /// What to train.
+    pub learner: LearnerSpec,
+}
+
+/// One epoch's instructions for one worker.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EpochOrder {
+    /// The epoch, from 1.
+    pub epoch: u32,
+    /// The attempt at this epoch, from 0 (a worker's failure restarts the epoch).
+    pub attempt: u32,
+    /// The master's model, in the learner's byte form.
+    pub model: Vec<u8>,
+    /// The worker's new batch `D_i`, sorted.
+    pub batch: Vec<u32>,
+    /// The plan's transmissions this worker needs, in plan order, and their indices in the
+    /// plan (the indices data chunks carry).
+    pub plan: Plan,
+    /// Plan index of each transmission of `plan`.
+    pub seqs: Vec<u32>,
+    /// How many broadcasts of data chunks follow (every worker takes part in all of them).
+    pub broadcasts: u32,
+    /// How many point-to-point data chunks follow for this worker.
+    pub unicasts: u32,
+    /// Checksum of the worker's new records ([`records_checksum`]).
+    pub checksum: u32,
+    /// Emulated straggling: hold the update this many seconds before sending it (the straggler
+    /// model's verdict, played out for real on the wire).
+    pub hold_seconds: f64,
+}
+
+/// Coded packets: plan indices and their payloads, back to back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DataChunk {
+    /// The epoch.
+    pub epoch: u32,
+    /// The attempt.
+    pub attempt: u32,
+    /// Plan index of each packet.
+    pub seqs: Vec<u32>,
+    /// `seqs.len()` payloads of the record width.
+    pub payloads: Vec<u8>,
+}
+
+/// A message from the master to a worker.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MasterMessage {
+    /// Who the worker is (first message).
+    Job(JobSpec),
+    /// Records for the worker's starting cache (before the first epoch, or after a resume).
+    Records {
+        /// Their ids.
+        ids: Vec<u32>,
+        /// Their bytes, back to back.
+        bytes: Vec<u8>,
+    },
+    /// The next epoch.
+    Order(EpochOrder),
+    /// Coded packets for this worker alone.
+    Data(DataChunk),
+    /// The run is over.
+    Stop,
+}
+
+/// A worker's reply at the end of an epoch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UpdateReport {
+    /// The epoch.
+    pub epoch: u32,
+    /// The attempt.
+    pub attempt: u32,
+    /// The update or the failure.
+    pub outcome: UpdateOutcome,
+}
+
+/// What a worker's epoch gave.
+#[derive(Clone, Debug, PartialEq)]
+pub enum UpdateOutcome {
+    /// The learner's update and what the epoch cost at the worker.
+    Done {
+        /// The update's byte form.
+        update: Vec<u8>,
+        /// Seconds spent decoding (XOR work and bookkeeping).
+        decode_seconds: f64,
+        /// Seconds spent in local training.
+        compute_seconds: f64,
+        /// Payload bytes received this epoch (broadcasts and unicasts).
+        received_bytes: u64,
+    },
+    /// The worker cannot go on; the message says why in one line.
+    Failed(String),
+}
+
+const JOB: u8 = 1;
+const RECORDS: u8 = 2;
+const ORDER: u8 = 3;
+const DATA: u8 = 4;
+const STOP: u8 = 5;
+
+impl DataChunk {
+    /// Appends the byte form.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        push_u32(out, self.epoch);
+        push_u32(out, self.attempt);
+        push_u32_list(out, &self.seqs);
+        out.extend_from_slice(&self.payloads);
+    }
+
+    /// The byte form.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(12 + 4 * self.seqs.len() + self.payloads.len());
+        self.write(&mut out);
+        out
+    }
+
+    /// Parses the byte form; `width` is the record width (the rest of the bytes must be
+    /// exactly one payload per index).
+    pub fn read(r: &mut ByteReader<'_>, width: usize) -> Result<Self, RuntimeError> {
+        let epoch = r.u32()?;
+        let attempt = r.u32()?;
+        let seqs = r.u32_list()?;
+        let expected = seqs.len().saturating_mul(width);
+        if r.remaining() != expected {
+            return Err(RuntimeError::Protocol(format!(
+                "a data chunk of {} packets has {} payload bytes, expected {expected}",
+                seqs.len(),
+                r.remaining()
+            )));
+        }
+        let payloads = r.take(expected)?.to_vec();
+        Ok(DataChunk { epoch, attempt, seqs, payloads })
+    }
+
+    /// Parses a whole buffer (a broadcast).
+    pub fn from_bytes(bytes: &[u8], width: usize) -> Result<Self, RuntimeError> {
+        DataChunk::read(&mut ByteReader::new(bytes, "a data chunk"), width)
+    }
+
+    /// The packets: plan index and payload.
+    pub fn packets(&self) -> impl Iterator<Item = (u32, &[u8])> + '_ {
+        let width = self.payloads.len().checked_div(self.seqs.len()).unwrap_or(0);
+        self.seqs.iter().copied().zip(self.payloads.chunks_exact(width.max(1)))
+    }
+}
+
+impl MasterMessage {
+    /// The byte form.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, RuntimeError> {
+        let mut out = Vec::new();
+        match self {
+            MasterMessage::Job(job) => {
+                out.push(JOB);
+                push_u32(&mut out, job.worker);
+                push_u32(&mut out, job.workers);
+                push_u32(&mut out, job.points);
+                push_u32(&mut out, job.record_width);
+                push_u32(&mut out, job.cache_capacity);
+                push_u64(&mut out, job.seed);
+                job.learner.write(&mut out);
+            }
+            MasterMessage::Records { ids, bytes } => {
+                out.push(RECORDS);
+                push_u32_list(&mut out, ids);
+                out.extend_from_slice(bytes);
+            }
+            MasterMessage::Order(o) => {
+                out.push(ORDER);
+                push_u32(&mut out, o.epoch);
+                push_u32(&mut out, o.attempt);
+                push_bytes(&mut out, &o.model);
+                push_u32_list(&mut out, &o.batch);
+                push_bytes(&mut out, &encode_plan(&o.plan)?);
+                push_u32_list(&mut out, &o.seqs);
+                push_u32(&mut out, o.broadcasts);
+                push_u32(&mut out, o.unicasts);
+                push_u32(&mut out, o.checksum);
+                push_f64(&mut out, o.hold_seconds);
+            }
+            MasterMessage::Data(chunk) => {
+                out.push(DATA);
+                chunk.write(&mut out);
+            }
+            MasterMessage::Stop => out.push(STOP),
+        }
+        Ok(out)
+    }
+
+    /// Parses the byte form; `width` is the record width once the job is known (data and
+    /// records messages need it).
+    pub fn from_bytes(bytes: &[u8], width: usize) -> Result<Self, RuntimeError> {
+        let mut r = ByteReader::new(bytes, "a message from the master");
+        let message = match r.take(1)?[0] {
+            JOB => MasterMessage::Job(JobSpec {
+                worker: r.u32()?,
+                workers: r.u32()?,
+                points: r.u32()?,
+                record_width: r.u32()?,
+                cache_capacity: r.u32()?,
+                seed: r.u64()?,
+                learner: LearnerSpec::read(&mut r)?,
+            }),
+            RECORDS => {
+                let ids = r.u32_list()?;
+                let bytes = r.take(r.remaining())?.to_vec();
+                if width == 0 || bytes.len() != ids.len().saturating_mul(width) {
+                    return Err(RuntimeError::Protocol(format!(
+                        "{} records in {} bytes do not fit the record width {width}",
+                        ids.len(),
+                        bytes.len()
+                    )));
+                }
+                MasterMessage::Records { ids, bytes }
+            }
+            ORDER => {
+                let order = EpochOrder {
+                    epoch: r.u32()?,
+                    attempt: r.u32()?,
+                    model: r.bytes()?.to_vec(),
+                    batch: r.u32_list()?,
+                    plan: decode_plan(r.bytes()?)?,
+                    seqs: r.u32_list()?,
+                    broadcasts: r.u32()?,
+                    unicasts: r.u32()?,
+                    checksum: r.u32()?,
+                    hold_seconds: r.f64()?,
+                };
+                if order.seqs.len() != order.plan.len() {
+                    return Err(RuntimeError::Protocol(format!(
+                        "an order lists {} plan indices for {} transmissions",
+                        order.seqs.len(),
+                        order.plan.len()
+                    )));
+                }
+                MasterMessage::Order(order)
+            }
+            DATA => return Ok(MasterMessage::Data(DataChunk::read(&mut r, width)?)),
+            STOP => MasterMessage::Stop,
+            other => {
+                return Err(RuntimeError::Protocol(format!("unknown message kind {other} from the master")));
+            }
+        };
+        r.finish()?;
+        Ok(message)
+    }
+}
+
+const DONE: u8 = 1;
+const FAILED: u8 = 2;
+
+impl UpdateReport {
+    /// The byte form.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        push_u32(&mut out, self.epoch);
+        push_u32(&mut out, self.attempt);
+        match &self.outcome {
+            UpdateOutcome::Done { update, decode_seconds, compute_seconds, received_bytes } => {
+                out.push(DONE);
+                push_bytes(&mut out, update);
+                push_f64(&mut out, *decode_seconds);
+                push_f64(&mut out, *compute_seconds);
+                push_u64(&mut out, *received_bytes);
+            }
+            UpdateOutcome::Failed(message) => {
+                out.push(FAILED);
+                push_bytes(&mut out, message.as_bytes());
+            }
+        }
+        out
+    }
+
+    /// Parses the byte form.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, RuntimeError> {
+        let mut r = ByteReader::new(bytes, "an update report");
+        let epoch = r.u32()?;
+        let attempt = r.u32()?;
+        let outcome = match r.take(1)?[0] {
+            DONE => UpdateOutcome::Done {
+                update: r.bytes()?.to_vec(),
+                decode_seconds: r.f64()?,
+                compute_seconds: r.f64()?,
+                received_bytes: r.u64()?,
+            },
+            FAILED => UpdateOutcome::Failed(String::from_utf8_lossy(r.bytes()?).into_owned()),
+            other => return Err(RuntimeError::Protocol(format!("unknown update kind {other}"))),
+        };
+        r.finish()?;
+        Ok(UpdateReport { epoch, attempt, outcome })
+    }
+}
+
+/// The checksum a worker's new records must match: CRC32C over each record's id (little
+/// endian) and bytes, in increasing id order.
+pub fn records_checksum<'a>(records: impl IntoIterator<Item = (u32, &'a [u8])>) -> u32 {
+    records.into_iter().fold(0, |crc, (id, bytes)| {
+        crc32c::crc32c_append(crc32c::crc32c_append(crc, &id.to_le_bytes()), bytes)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use shuffle_core::Part;
+
+    fn order() -> EpochOrder {
+        let mut plan = Plan::new();
+        plan.push(&[Part::new(4, 0), Part::new(1, 2)]);
+        EpochOrder {
+            epoch: 3,
+            attempt: 1,
+            model: vec![1, 2, 3],
+            batch: vec![1, 5],
+            plan,
+            seqs: vec![7],
+            broadcasts: 2,
+            unicasts: 1,
+            checksum: 99,
+            hold_seconds: 0.5,
+        }
+    }
+
+    #[test]
+    fn messages_round_trip() {
+        let learner = LearnerSpec::LinearRegression { features: 3, step_size: 0.1, local_passes: 2 };
+        let job = JobSpec {
+            worker: 2,
+            workers: 4,
+            points: 100,
+            record_width: 32,
+            cache_capacity: 50,
+            seed: 9,
+            learner,
+        };
+        let chunk = DataChunk { epoch: 3, attempt: 1, seqs: vec![7, 9], payloads: vec![5; 8] };
+        for m in [
+            MasterMessage::Job(job),
+            MasterMessage::Records { ids: vec![1, 2], bytes: vec![0; 8] },
+            MasterMessage::Order(order()),
+            MasterMessage::Data(chunk.clone()),
+            MasterMessage::Stop,
+        ] {
+            assert_eq!(MasterMessage::from_bytes(&m.to_bytes().unwrap(), 4).unwrap(), m);
+        }
+        assert_eq!(DataChunk::from_bytes(&chunk.to_bytes(), 4).unwrap(), chunk);
+        assert_eq!(chunk.packets().map(|(s, p)| (s, p.len())).collect::<Vec<_>>(), vec![(7, 4), (9, 4)]);
+        for outcome in [
+            UpdateOutcome::Done {
+                update: vec![1],
+                decode_seconds: 0.1,
+                compute_seconds: 0.2,
+                received_bytes: 5,
+            },
+            UpdateOutcome::Failed("checksum".into()),
+        ] {
+            let r = UpdateReport { epoch: 1, attempt: 0, outcome };
+            assert_eq!(UpdateReport::from_bytes(&r.to_bytes()).unwrap(), r);
+        }
+    }
+
+    #[test]
+    fn malformed_messages_are_errors() {
+        assert!(MasterMessage::from_bytes(&[], 4).is_err());
+        assert!(MasterMessage::from_bytes(&[42], 4).is_err());
+        let mut bytes = MasterMessage::Order(order()).to_bytes().unwrap();
+        bytes.pop();
+        assert!(MasterMessage::from_bytes(&bytes, 4).is_err());
+        let chunk = DataChunk { epoch: 1, attempt: 0, seqs: vec![1], payloads: vec![0; 3] };
+        assert!(DataChunk::from_bytes(&chunk.to_bytes(), 4).is_err());
+        assert!(UpdateReport::from_bytes(&[0; 9]).is_err());
+    }
+
+    #[test]
+    fn checksum_depends_on_ids_and_bytes() {
+        let a = records_checksum([(1, &[1u8, 2][..]), (2, &[3u8][..])]);
+        assert_eq!(a, records_checksum([(1, &[1u8, 2][..]), (2, &[3u8][..])]));
+        assert_ne!(a, records_checksum([(1, &[1u8, 2][..]), (3, &[3u8][..])]));
+        assert_ne!(a, records_checksum([(1, &[1u8, 2][..]), (2, &[4u8][..])]));
+    }
+}

@@ -1,0 +1,273 @@
+//! The worker's side of the epoch loop: receive the order, decode the coded packets, check the
+//! new records against the master's checksum, keep the next cache, train, reply.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use codes::{Decoder, RecordStore};
+use learners::{Learner, LocalStep, Model};
+use transport::{Transport, TransportError};
+
+use crate::RuntimeError;
+use crate::cache_policy::next_cache;
+use crate::protocol::{
+    DataChunk, EpochAck, EpochOrder, JobSpec, MasterMessage, TAG_MASTER, TAG_RECEIVED, TAG_UPDATE,
+    UpdateOutcome, UpdateReport, records_checksum,
+};
+
+/// How a worker behaves.
+#[derive(Clone, Debug)]
+pub struct WorkerOptions {
+    /// How long to wait for the master's next message between epochs (the master plans in
+    /// the meantime).
+    pub idle_timeout: Duration,
+    /// Fault injection for tests and demonstrations: leave the run, as a killed process would
+    /// (dropping every connection), on receiving this epoch's order.
+    pub exit_at_epoch: Option<u32>,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> Self {
+        WorkerOptions { idle_timeout: Duration::from_secs(600), exit_at_epoch: None }
+    }
+}
+
+/// How a worker's run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerExit {
+    /// The master said stop.
+    Stopped,
+    /// It left on purpose ([`WorkerOptions::exit_at_epoch`]).
+    InjectedFailure,
+}
+
+/// What a worker did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkerSummary {
+    /// The worker's index (rank - 1).
+    pub worker: usize,
+    /// Epochs it completed.
+    pub epochs: usize,
+    /// How it ended.
+    pub exit: WorkerExit,
+}
+
+/// The worker's state once the master has said who it is.
+struct Joined {
+    job: JobSpec,
+    learner: Box<dyn Learner>,
+    store: RecordStore,
+}
+
+/// Runs a worker until the master says stop. Transport trouble inside an epoch (a peer that
+/// died, a broadcast that timed out) abandons that attempt and waits for the master's next
+/// order; losing the master, or a failure of the worker's own (a record that does not match the
+/// master's checksum), ends the run with an error (reported to the master first when possible).
+pub fn run_worker<T: Transport>(mut t: T, options: &WorkerOptions) -> Result<WorkerSummary, RuntimeError> {
+    let worker = t.rank().saturating_sub(1);
+    let mut joined: Option<Joined> = None;
+    let mut epochs = 0;
+    let mut next: Option<MasterMessage> = None;
+    loop {
+        let message = match next.take() {
+            Some(m) => m,
+            None => recv_master(&mut t, j_width(&joined), options.idle_timeout)?,
+        };
+        match message {
+            MasterMessage::Job(job) => {
+                let learner = job.learner.build()?;
+                let store = RecordStore::new(job.points as usize, job.record_width as usize)?;
+                joined = Some(Joined { job, learner, store });
+            }
+            MasterMessage::Records { ids, bytes } => {
+                let j = joined.as_mut().ok_or_else(|| not_joined("records"))?;
+                let width = j.job.record_width as usize;
+                for (id, record) in ids.iter().zip(bytes.chunks_exact(width)) {
+                    j.store.insert(*id, record)?;
+                }
+            }
+            MasterMessage::Order(order) => {
+                if options.exit_at_epoch == Some(order.epoch) {
+                    return Ok(WorkerSummary { worker, epochs, exit: WorkerExit::InjectedFailure });
+                }
+                let j = joined.as_mut().ok_or_else(|| not_joined("an epoch order"))?;
+                match run_epoch(&mut t, j, &order) {
+                    Ok(EpochEnd::Done) => epochs += 1,
+                    Ok(EpochEnd::Interrupted(m)) => next = Some(m),
+                    Err(Failure::Transport(e)) if e.peer() == Some(0) && !e.is_timeout() => {
+                        // The master may have finished while this worker straggled: its stop
+                        // is then waiting in the mailbox.
+                        return match recv_master(&mut t, j_width(&joined), Duration::ZERO) {
+                            Ok(MasterMessage::Stop) => {
+                                Ok(WorkerSummary { worker, epochs, exit: WorkerExit::Stopped })
+                            }
+                            _ => Err(e.into()),
+                        };
+                    }
+                    Err(Failure::Transport(_)) => {} // the master restarts the epoch; wait for it
+                    Err(Failure::Own(e)) => {
+                        let report = UpdateReport {
+                            epoch: order.epoch,
+                            attempt: order.attempt,
+                            outcome: UpdateOutcome::Failed(e.to_string().replace('\n', " ")),
+                        };
+                        let _ = t.send(0, TAG_UPDATE, &report.to_bytes());
+                        return Err(e);
+                    }
+                }
+            }
+            MasterMessage::Data(_) => {} // a late packet of an abandoned attempt
+            MasterMessage::Stop => return Ok(WorkerSummary { worker, epochs, exit: WorkerExit::Stopped }),
+        }
+    }
+}
+
+fn j_width(joined: &Option<Joined>) -> usize {
+    joined.as_ref().map_or(0, |j| j.job.record_width as usize)
+}
+
+fn not_joined(what: &str) -> RuntimeError {
+    RuntimeError::Protocol(format!("the master sent {what} before the job"))
+}
+
+fn recv_master<T: Transport>(t: &mut T, width: usize, wait: Duration) -> Result<MasterMessage, RuntimeError> {
+    let timeout = t.timeout();
+    t.set_timeout(wait);
+    let received = t.recv(0, TAG_MASTER);
+    t.set_timeout(timeout);
+    MasterMessage::from_bytes(&received?, width)
+}
+
+/// How an epoch attempt ended.
+enum EpochEnd {
+    /// Update sent.
+    Done,
+    /// A newer order (or a stop) arrived before this attempt's data did.
+    Interrupted(MasterMessage),
+}
+
+/// Why an epoch attempt failed: the network (the master will restart the epoch), or the
+/// worker itself (fatal).
+enum Failure {
+    Transport(TransportError),
+    Own(RuntimeError),
+}
+
+impl<E: Into<RuntimeError>> From<E> for Failure {
+    fn from(e: E) -> Self {
+        match e.into() {
+            RuntimeError::Transport(t) => Failure::Transport(t),
+            other => Failure::Own(other),
+        }
+    }
+}
+
+fn run_epoch<T: Transport>(t: &mut T, j: &mut Joined, order: &EpochOrder) -> Result<EpochEnd, Failure> {
+    let width = j.job.record_width as usize;
+    let worker = j.job.worker;
+    let old_cache = j.store.ids().to_vec();
+    let wanted: Vec<u32> = order.batch.iter().copied().filter(|&p| !j.store.contains(p)).collect();
+    let local: HashMap<u32, usize> = order.seqs.iter().enumerate().map(|(k, &s)| (s, k)).collect();
+    let store = std::mem::replace(&mut j.store, RecordStore::new(0, width)?);
+    let mut decoder = Decoder::new(worker as usize, &order.plan, store, &wanted)?;
+    let mut decode_seconds = 0.0;
+    let mut received_bytes = 0u64;
+    let mut feed = |decoder: &mut Decoder, chunk: &DataChunk| -> Result<(), RuntimeError> {
+        for (seq, payload) in chunk.packets() {
+            received_bytes += payload.len() as u64;
+            if let Some(&k) = local.get(&seq) {
+                let started = Instant::now();
+                decoder.receive(k as u32, order.plan.transmission(k), payload)?;
+                decode_seconds += started.elapsed().as_secs_f64();
+            }
+        }
+        Ok(())
+    };
+    let received: Result<Option<MasterMessage>, Failure> = (|| {
+        for _ in 0..order.broadcasts {
+            let mut buf = Vec::new();
+            t.broadcast(0, &mut buf)?;
+            let chunk = DataChunk::from_bytes(&buf, width)?;
+            check_current(&chunk, order)?;
+            feed(&mut decoder, &chunk)?;
+        }
+        let mut unicasts = 0;
+        while unicasts < order.unicasts {
+            match MasterMessage::from_bytes(&t.recv(0, TAG_MASTER)?, width)? {
+                MasterMessage::Data(chunk)
+                    if (chunk.epoch, chunk.attempt) == (order.epoch, order.attempt) =>
+                {
+                    feed(&mut decoder, &chunk)?;
+                    unicasts += 1;
+                }
+                MasterMessage::Data(_) => {}
+                interrupt @ (MasterMessage::Order(_) | MasterMessage::Stop) => return Ok(Some(interrupt)),
+                _ => return Err(RuntimeError::Protocol("unexpected message during an epoch".into()).into()),
+            }
+        }
+        Ok(None)
+    })();
+    let restore = |decoder: Decoder, j: &mut Joined| j.store = decoder.abandon().retain_only(&old_cache);
+    match received {
+        Ok(None) => {}
+        Ok(Some(interrupt)) => {
+            restore(decoder, j);
+            return Ok(EpochEnd::Interrupted(interrupt));
+        }
+        Err(e) => {
+            restore(decoder, j);
+            return Err(e);
+        }
+    }
+    t.send(0, TAG_RECEIVED, &EpochAck { epoch: order.epoch, attempt: order.attempt }.to_bytes())?;
+    let started = Instant::now();
+    let decoded = decoder.finish()?;
+    let checksum = records_checksum(decoded.new_records());
+    if checksum != order.checksum {
+        return Err(RuntimeError::Protocol(format!(
+            "worker {worker}: decoded records have checksum {checksum:08x}, the master's is {:08x}",
+            order.checksum
+        ))
+        .into());
+    }
+    let kept =
+        next_cache(&old_cache, &order.batch, j.job.cache_capacity as usize, j.job.seed, order.epoch, worker);
+    j.store = decoded.into_store().retain_only(&kept);
+    decode_seconds += started.elapsed().as_secs_f64();
+
+    let started = Instant::now();
+    let model = Model::from_bytes(&order.model, j.learner.parameter_count())?;
+    let batch: Vec<&[u8]> = order
+        .batch
+        .iter()
+        .map(|&p| j.store.get(p).ok_or(codes::CodecError::UnknownPoint { point: p }))
+        .collect::<Result<_, _>>()?;
+    let step = LocalStep { epoch: order.epoch as usize, worker: worker as usize, seed: j.job.seed };
+    let update = j.learner.local_update(&model, &batch, step)?;
+    let compute_seconds = started.elapsed().as_secs_f64();
+    if order.hold_seconds > 0.0 {
+        std::thread::sleep(Duration::from_secs_f64(order.hold_seconds));
+    }
+    let report = UpdateReport {
+        epoch: order.epoch,
+        attempt: order.attempt,
+        outcome: UpdateOutcome::Done {
+            update: update.to_bytes(),
+            decode_seconds,
+            compute_seconds,
+            received_bytes,
+        },
+    };
+    t.send(0, TAG_UPDATE, &report.to_bytes())?;
+    Ok(EpochEnd::Done)
+}
+
+fn check_current(chunk: &DataChunk, order: &EpochOrder) -> Result<(), RuntimeError> {
+    if (chunk.epoch, chunk.attempt) != (order.epoch, order.attempt) {
+        return Err(RuntimeError::Protocol(format!(
+            "a broadcast of epoch {} attempt {} arrived during epoch {} attempt {}",
+            chunk.epoch, chunk.attempt, order.epoch, order.attempt
+        )));
+    }
+    Ok(())
+}

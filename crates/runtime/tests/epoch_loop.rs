@@ -1,0 +1,215 @@
+//! The epoch loop end to end on threads: real records through real encoders, decoders and the
+//! in-process transport; stragglers, a killed worker, and a resumed run.
+
+#![allow(clippy::unwrap_used)] // a test that unwraps fails loudly, which is what it should do
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use learners::StragglerModel;
+use learners::data::synthetic::linear_regression;
+use learners::straggler::{IidStragglers, NoStragglers};
+use runtime::in_process::{InProcessRun, run_in_process};
+use runtime::{EpochMetrics, LearnerSpec, RunConfig, RunData, RunReport, WorkerExit};
+use shuffle_core::exchange_policy::ExchangePolicy;
+use shuffle_core::{PlannerOptions, planner_by_name};
+use transport::in_process::InProcessConfig;
+
+const WORKERS: usize = 4;
+const POINTS: usize = 400;
+const FEATURES: usize = 6;
+
+fn data() -> RunData {
+    let (all, _) = linear_regression(POINTS + 100, FEATURES, 0.05, 3).unwrap();
+    let (train, held_out) = all.split(100.0 / (POINTS + 100) as f64, 4);
+    RunData { train: train.to_records().unwrap(), held_out: held_out.to_records().unwrap() }
+}
+
+fn config(epochs: usize) -> RunConfig {
+    RunConfig {
+        workers: WORKERS,
+        cache_capacity: POINTS / 2,
+        epochs,
+        seed: 11,
+        policy: ExchangePolicy::Global,
+        learner: LearnerSpec::LinearRegression { features: FEATURES, step_size: 0.01, local_passes: 2 },
+        deadline: None,
+        chunk_bytes: 2048,
+        checkpoint: None,
+        resume: false,
+    }
+}
+
+fn transport() -> InProcessConfig {
+    InProcessConfig { timeout: Duration::from_secs(5), ..InProcessConfig::default() }
+}
+
+fn run_with(
+    config: &RunConfig,
+    scheme: &str,
+    stragglers: &mut dyn StragglerModel,
+    faults: Vec<(usize, u32)>,
+) -> RunReport {
+    let data = data();
+    let planner = planner_by_name(scheme, &PlannerOptions::default()).unwrap();
+    let run = InProcessRun {
+        config,
+        planner: planner.as_ref(),
+        stragglers,
+        data: &data,
+        transport: transport(),
+        faults: faults.clone(),
+    };
+    let (report, workers) = run_in_process(run, &mut |_| {}).unwrap();
+    for (w, summary) in workers.iter().enumerate() {
+        let summary = summary.as_ref().unwrap();
+        let injected = faults.iter().any(|f| f.0 == w);
+        assert_eq!(summary.exit == WorkerExit::InjectedFailure, injected, "worker {w}: {summary:?}");
+    }
+    report
+}
+
+fn losses(report: &RunReport) -> Vec<f64> {
+    report.epochs.iter().map(|e| e.loss).collect()
+}
+
+#[test]
+fn coded_shuffling_trains_and_sends_fewer_packets_than_uncoded() {
+    let config = config(4);
+    let mut none = NoStragglers::new(WORKERS).unwrap();
+    let coded = run_with(&config, "coded", &mut none, vec![]);
+    assert_eq!(coded.epochs.len(), 4);
+    for e in &coded.epochs {
+        assert_eq!((e.updates, e.stragglers, e.attempts, e.workers), (WORKERS, 0, 1, WORKERS), "{e:?}");
+        assert!(e.transmissions < e.uncoded_transmissions, "{e:?}");
+        assert!(e.broadcast_packets > 0 && e.payload_bytes > 0);
+        assert_eq!(e.payload_bytes, ((e.broadcast_packets + e.unicast_packets) * (8 * FEATURES + 8)) as u64);
+    }
+    let l = losses(&coded);
+    assert!(l[3] < coded.initial_loss / 5.0, "initial {} then {l:?}", coded.initial_loss);
+
+    let mut none = NoStragglers::new(WORKERS).unwrap();
+    let uncoded = run_with(&config, "uncoded", &mut none, vec![]);
+    for e in &uncoded.epochs {
+        assert_eq!(e.broadcast_packets, 0);
+        assert_eq!(e.transmissions, e.uncoded_transmissions);
+    }
+    // The same seed draws the same assignments, so the two schemes train identically.
+    assert_eq!(losses(&uncoded), l);
+    let counts = |r: &RunReport| r.epochs.iter().map(|e| e.uncoded_transmissions).collect::<Vec<_>>();
+    assert_eq!(counts(&uncoded), counts(&coded));
+}
+
+#[test]
+fn same_seed_same_run() {
+    let config = config(3);
+    let a = run_with(&config, "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![]);
+    let b = run_with(&config, "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![]);
+    assert_eq!(losses(&a), losses(&b));
+    let plan =
+        |r: &RunReport| r.epochs.iter().map(|e| (e.transmissions, e.broadcast_packets)).collect::<Vec<_>>();
+    assert_eq!(plan(&a), plan(&b));
+}
+
+#[test]
+fn stragglers_miss_the_deadline_and_the_run_goes_on() {
+    let config = RunConfig { deadline: Some(Duration::from_millis(150)), ..config(4) };
+    let mut iid = IidStragglers::new(WORKERS, 0.4).unwrap();
+    let report = run_with(&config, "coded", &mut iid, vec![]);
+    let late: usize = report.epochs.iter().map(|e| e.stragglers).sum();
+    assert!(late > 0, "{:?}", report.epochs);
+    for e in &report.epochs {
+        assert_eq!(e.updates + e.stragglers, WORKERS, "{e:?}");
+    }
+    assert!(report.epochs[3].loss < report.initial_loss);
+}
+
+#[test]
+fn a_killed_worker_is_reported_and_the_others_go_on() {
+    let config = config(4);
+    let report = run_with(&config, "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![(2, 2)]);
+    assert_eq!(report.lost_workers, vec![2]);
+    let e2 = &report.epochs[1];
+    assert_eq!((e2.attempts, e2.workers, e2.updates), (2, WORKERS - 1, WORKERS - 1), "{e2:?}");
+    assert_eq!(e2.lost_workers, vec![2]);
+    for e in &report.epochs[2..] {
+        assert_eq!((e.workers, e.updates, e.broadcast_packets), (WORKERS - 1, WORKERS - 1, 0), "{e:?}");
+    }
+    assert!(report.epochs[3].loss < report.initial_loss);
+}
+
+#[test]
+fn losing_every_worker_is_a_clear_error() {
+    let config = config(3);
+    let data = data();
+    let planner = planner_by_name("coded", &PlannerOptions::default()).unwrap();
+    let mut none = NoStragglers::new(WORKERS).unwrap();
+    let run = InProcessRun {
+        config: &config,
+        planner: planner.as_ref(),
+        stragglers: &mut none,
+        data: &data,
+        transport: transport(),
+        faults: (0..WORKERS).map(|w| (w, 2)).collect(),
+    };
+    let err = run_in_process(run, &mut |_| {}).unwrap_err();
+    assert!(err.to_string().contains("no worker is left"), "{err}");
+}
+
+fn temp_checkpoint(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("runtime-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+#[test]
+fn a_resumed_run_continues_exactly_where_it_stopped() {
+    let whole = run_with(&config(4), "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![]);
+    let path = temp_checkpoint("resume.json");
+    let first = RunConfig { checkpoint: Some(path.clone()), ..config(2) };
+    let first_half = run_with(&first, "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![]);
+    assert_eq!(first_half.epochs.len(), 2);
+    let rest = RunConfig { checkpoint: Some(path.clone()), resume: true, ..config(4) };
+    let mut seen: Vec<EpochMetrics> = Vec::new();
+    let data = data();
+    let planner = planner_by_name("coded", &PlannerOptions::default()).unwrap();
+    let mut none = NoStragglers::new(WORKERS).unwrap();
+    let run = InProcessRun {
+        config: &rest,
+        planner: planner.as_ref(),
+        stragglers: &mut none,
+        data: &data,
+        transport: transport(),
+        faults: vec![],
+    };
+    let (resumed, _) = run_in_process(run, &mut |m| seen.push(m.clone())).unwrap();
+    assert_eq!(seen.iter().map(|m| m.epoch).collect::<Vec<_>>(), vec![3, 4]);
+    assert_eq!(losses(&resumed), losses(&whole));
+    // A checkpoint of another run is refused.
+    let other = RunConfig { checkpoint: Some(path), resume: true, seed: 12, ..config(4) };
+    let mut none = NoStragglers::new(WORKERS).unwrap();
+    let run = InProcessRun {
+        config: &other,
+        planner: planner.as_ref(),
+        stragglers: &mut none,
+        data: &data,
+        transport: transport(),
+        faults: vec![],
+    };
+    let err = run_in_process(run, &mut |_| {}).unwrap_err().to_string();
+    assert!(err.contains("belongs to another run"), "{err}");
+}
+
+#[test]
+fn partial_local_moves_fewer_points_than_a_global_reshuffle() {
+    let partial = RunConfig { policy: ExchangePolicy::new("partial-local", Some(0.2)).unwrap(), ..config(3) };
+    let p = run_with(&partial, "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![]);
+    let g = run_with(&config(3), "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![]);
+    let moved = |r: &RunReport| r.epochs.iter().map(|e| e.uncoded_transmissions).sum::<usize>();
+    assert!(moved(&p) * 2 < moved(&g), "{} vs {}", moved(&p), moved(&g));
+    let local = RunConfig { policy: ExchangePolicy::Local, ..config(2) };
+    let l = run_with(&local, "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![]);
+    assert!(l.epochs.iter().all(|e| e.transmissions == 0 && e.updates == WORKERS));
+}
