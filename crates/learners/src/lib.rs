@@ -2,8 +2,9 @@
 //!
 //! - [`Learner`]: local work on a worker's current records from the master's [`Model`] giving
 //!   an [`Update`], aggregation of the updates that arrived, held-out loss. Implemented by
-//!   [`LinearRegressionPsgd`] (parallel SGD, local SGD then averaging) and
-//!   [`MatrixCompletionSgd`] (distributed SGD on rating triples); [`epochs`] is an in-process
+//!   [`LinearRegressionPsgd`] (parallel SGD, local SGD then averaging),
+//!   [`MatrixCompletionSgd`] (distributed SGD on rating triples) and [`MatrixCompletionRowsSgd`]
+//!   (the same on user rows, the UberShuffle paper's data points); [`epochs`] is an in-process
 //!   reference epoch loop that reassigns the data every epoch.
 //! - [`data`]: seeded synthetic data, the CSV tables shipped in `data/`, a MovieLens loader.
 //! - [`straggler`]: [`StragglerModel`] and its models (none, i.i.d., heterogeneous slow/active
@@ -21,6 +22,7 @@ mod error;
 pub mod gradient_coding;
 mod learner;
 mod matrix_completion;
+mod matrix_completion_rows;
 mod model;
 mod psgd;
 pub mod sample;
@@ -29,6 +31,7 @@ pub mod straggler;
 pub use error::LearnerError;
 pub use learner::{Learner, LocalStep};
 pub use matrix_completion::{MatrixCompletionParams, MatrixCompletionSgd};
+pub use matrix_completion_rows::MatrixCompletionRowsSgd;
 pub use model::{Model, Update, UpdateBody};
 pub use psgd::LinearRegressionPsgd;
 pub use straggler::{IterationOutcome, StragglerModel};

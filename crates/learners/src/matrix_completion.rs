@@ -70,7 +70,12 @@ impl MatrixCompletionParams {
 }
 
 impl MatrixCompletionSgd {
-    fn check_rating(&self, r: &Rating) -> Result<(), LearnerError> {
+    /// The hyper-parameters.
+    pub fn params(&self) -> &MatrixCompletionParams {
+        &self.params
+    }
+
+    pub(crate) fn check_rating(&self, r: &Rating) -> Result<(), LearnerError> {
         if r.row as usize >= self.params.rows || r.col as usize >= self.params.cols {
             return Err(LearnerError::RatingOutOfRange {
                 row: r.row,

@@ -9,7 +9,7 @@ use learners::data::{movielens, synthetic};
 use learners::epochs::EpochRecord;
 use learners::epochs::{EpochOptions, random_assignment, train_by_epochs};
 use learners::straggler::{IidStragglers, NoStragglers};
-use learners::{Learner, LinearRegressionPsgd, LocalStep, MatrixCompletionParams};
+use learners::{Learner, LinearRegressionPsgd, LocalStep, MatrixCompletionParams, MatrixCompletionRowsSgd};
 use shuffle_core::rng::seeded;
 
 /// Trains without stragglers and returns the held-out losses by epoch.
@@ -152,4 +152,39 @@ fn movielens_files_in_both_formats() {
     let e = movielens::load(&bad).unwrap_err().to_string();
     assert!(e.contains("line 3") && e.contains("item id"), "{e}");
     assert!(movielens::load(std::path::Path::new("/no/such/ratings.csv")).is_err());
+}
+
+#[test]
+fn matrix_completion_on_user_rows_fits_and_agrees_with_the_triples_learner() {
+    let data = synthetic::low_rank(120, 100, 3, 40, 0.05, 4).unwrap();
+    let (train, held) = data.split_within_rows(4, 5);
+    assert_eq!((train.ratings.len(), held.ratings.len()), (120 * 36, 120 * 4));
+    let params = MatrixCompletionParams {
+        rows: 120,
+        cols: 100,
+        rank: 3,
+        step_size: 0.05,
+        regularization: 0.001,
+        init_scale: 0.3,
+    };
+    let rows = MatrixCompletionRowsSgd::new(params, 36).unwrap();
+    let (train_rows, held_rows) = (train.to_row_records(36).unwrap(), held.to_row_records(36).unwrap());
+    assert_eq!((train_rows.len(), train_rows.width()), (120, 8 + 12 * 36));
+    // Same model, same ratings: the same loss as the learner on triples.
+    let triples = params.check().unwrap();
+    let model = rows.initial_model(9);
+    let views = learners::data::record_views(&held_rows);
+    let on_rows = rows.loss(&model, &views).unwrap();
+    let on_triples = triples.loss(&model, &learners::data::record_views(&held.to_records().unwrap())).unwrap();
+    assert!((on_rows - on_triples).abs() < 1e-12, "{on_rows} vs {on_triples}");
+    let options = EpochOptions { workers: 4, epochs: 40, seed: 6 };
+    let history = train_all(&rows, &train_rows, &held_rows, options);
+    let (first, last) = (history[0].held_out_loss, history.last().unwrap().held_out_loss);
+    assert!(first > 0.9 && last < 0.2, "held-out RMSE {first} -> {last}");
+    // A row with more entries than slots, a rating outside the matrix: errors, not panics.
+    assert!(train.to_row_records(35).is_err());
+    let outside = learners::sample::encode_rating_row(500, &[(1, 1.0)], 36).unwrap();
+    let step = LocalStep { epoch: 0, worker: 0, seed: 0 };
+    assert!(rows.local_update(&model, &[&outside], step).is_err());
+    assert!(MatrixCompletionRowsSgd::new(params, 0).is_err());
 }

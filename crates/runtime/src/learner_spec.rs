@@ -1,7 +1,7 @@
 //! [`LearnerSpec`]: which learner a run trains, in a form the master can send to workers that
 //! run in other processes.
 
-use learners::{Learner, LearnerError, LinearRegressionPsgd, MatrixCompletionParams};
+use learners::{Learner, LearnerError, LinearRegressionPsgd, MatrixCompletionParams, MatrixCompletionRowsSgd};
 use shuffle_core::wire::{ByteReader, push_f64, push_u32};
 
 use crate::RuntimeError;
@@ -20,6 +20,14 @@ pub enum LearnerSpec {
     },
     /// Low-rank matrix completion by distributed SGD on rating triples (Recht and Ré).
     MatrixCompletion(MatrixCompletionParams),
+    /// Low-rank matrix completion by distributed SGD where a data point is one user's row of
+    /// up to `slots` observed ratings (the UberShuffle paper's layout).
+    MatrixCompletionRows {
+        /// The model and SGD hyper-parameters.
+        params: MatrixCompletionParams,
+        /// Entry slots per record.
+        slots: usize,
+    },
 }
 
 impl LearnerSpec {
@@ -30,6 +38,9 @@ impl LearnerSpec {
                 Box::new(LinearRegressionPsgd::new(features, step_size, local_passes)?)
             }
             LearnerSpec::MatrixCompletion(params) => Box::new(params.check()?),
+            LearnerSpec::MatrixCompletionRows { params, slots } => {
+                Box::new(MatrixCompletionRowsSgd::new(params, slots)?)
+            }
         })
     }
 
@@ -44,12 +55,12 @@ impl LearnerSpec {
             }
             LearnerSpec::MatrixCompletion(p) => {
                 out.push(2);
-                push_u32(out, p.rows as u32);
-                push_u32(out, p.cols as u32);
-                push_u32(out, p.rank as u32);
-                push_f64(out, p.step_size);
-                push_f64(out, p.regularization);
-                push_f64(out, p.init_scale);
+                write_matrix_params(out, &p);
+            }
+            LearnerSpec::MatrixCompletionRows { params, slots } => {
+                out.push(3);
+                write_matrix_params(out, &params);
+                push_u32(out, slots as u32);
             }
         }
     }
@@ -62,15 +73,60 @@ impl LearnerSpec {
                 step_size: r.f64()?,
                 local_passes: r.u32()? as usize,
             }),
-            2 => Ok(LearnerSpec::MatrixCompletion(MatrixCompletionParams {
-                rows: r.u32()? as usize,
-                cols: r.u32()? as usize,
-                rank: r.u32()? as usize,
-                step_size: r.f64()?,
-                regularization: r.f64()?,
-                init_scale: r.f64()?,
-            })),
+            2 => Ok(LearnerSpec::MatrixCompletion(read_matrix_params(r)?)),
+            3 => Ok(LearnerSpec::MatrixCompletionRows { params: read_matrix_params(r)?, slots: r.u32()? as usize }),
             other => Err(RuntimeError::Protocol(format!("unknown learner kind {other}"))),
         }
+    }
+}
+
+fn write_matrix_params(out: &mut Vec<u8>, p: &MatrixCompletionParams) {
+    push_u32(out, p.rows as u32);
+    push_u32(out, p.cols as u32);
+    push_u32(out, p.rank as u32);
+    push_f64(out, p.step_size);
+    push_f64(out, p.regularization);
+    push_f64(out, p.init_scale);
+}
+
+fn read_matrix_params(r: &mut ByteReader<'_>) -> Result<MatrixCompletionParams, RuntimeError> {
+    Ok(MatrixCompletionParams {
+        rows: r.u32()? as usize,
+        cols: r.u32()? as usize,
+        rank: r.u32()? as usize,
+        step_size: r.f64()?,
+        regularization: r.f64()?,
+        init_scale: r.f64()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn every_learner_spec_round_trips_through_bytes() {
+        let params = MatrixCompletionParams {
+            rows: 30,
+            cols: 20,
+            rank: 3,
+            step_size: 0.05,
+            regularization: 0.001,
+            init_scale: 0.3,
+        };
+        for spec in [
+            LearnerSpec::LinearRegression { features: 5, step_size: 0.01, local_passes: 2 },
+            LearnerSpec::MatrixCompletion(params),
+            LearnerSpec::MatrixCompletionRows { params, slots: 12 },
+        ] {
+            let mut bytes = Vec::new();
+            spec.write(&mut bytes);
+            assert_eq!(LearnerSpec::read(&mut ByteReader::new(&bytes, "learner")).unwrap(), spec);
+            assert!(spec.build().is_ok());
+        }
+        let rows = LearnerSpec::MatrixCompletionRows { params, slots: 12 }.build().unwrap();
+        assert_eq!(rows.record_width(), 8 + 12 * 12);
     }
 }

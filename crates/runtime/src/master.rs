@@ -253,10 +253,38 @@ impl<'a, T: Transport> Master<'a, T> {
                 }
             }
         }
+        self.await_caches();
         if self.live().is_empty() {
             return Err(RuntimeError::NoWorkersLeft { lost: "every worker, before the first epoch".into() });
         }
         Ok(())
+    }
+
+    /// Waits until every live worker holds its starting cache (on shaped links those bytes
+    /// are still on their way when the last send returns; the first epoch must not pay for
+    /// them). A worker that does not answer is lost.
+    fn await_caches(&mut self) {
+        let mut pending = Vec::new();
+        for w in self.live() {
+            match self.send(w, &MasterMessage::Sync) {
+                Ok(_) => pending.push(w),
+                Err(_) => self.lose(w),
+            }
+        }
+        while !pending.is_empty() {
+            let ranks: Vec<usize> = pending.iter().map(|w| w + 1).collect();
+            match self.t.recv_any(&ranks, TAG_RECEIVED) {
+                Ok((rank, _)) => pending.retain(|&w| w + 1 != rank),
+                Err(e) => {
+                    // The named worker is lost; a timeout names none, so every silent one is.
+                    let gone = lost_worker(&e).filter(|w| pending.contains(w));
+                    for w in gone.map_or_else(|| std::mem::take(&mut pending), |w| vec![w]) {
+                        pending.retain(|&x| x != w);
+                        self.lose(w);
+                    }
+                }
+            }
+        }
     }
 
     fn stop_workers(&mut self) {
@@ -365,7 +393,10 @@ impl<'a, T: Transport> Master<'a, T> {
         }
         let mut waiting: Vec<usize> = live.clone();
         self.await_acks(&header, &mut waiting, &mut m)?;
-        m.transmit_seconds = seconds_since(&self.t, sending);
+        // The master encodes between sends and broadcasts the model in this span; both are
+        // counted on their own, so that the phases add up to the epoch's shuffle.
+        m.transmit_seconds =
+            (seconds_since(&self.t, sending) - m.encode_seconds - m.model_seconds).max(0.0);
 
         let updates = self.collect_updates(&header, &mut waiting, &mut m)?;
         m.stragglers = waiting.len();
@@ -402,6 +433,8 @@ impl<'a, T: Transport> Master<'a, T> {
         let per_chunk = (self.config.chunk_bytes / width).max(1);
         let broadcasts = h.routes.broadcast.len().div_ceil(per_chunk);
         let model = Model::new(self.state.model.clone()).to_bytes();
+        // One broadcast of the model instead of a copy per worker, unless broadcasts are off.
+        let model_by_broadcast = !self.state.point_to_point_only && live.len() > 1;
         for (k, &w) in live.iter().enumerate() {
             let seqs = &h.routes.needs[k];
             let mut sub_plan = Plan::with_capacity(seqs.len(), 0);
@@ -414,7 +447,7 @@ impl<'a, T: Transport> Master<'a, T> {
             let order = EpochOrder {
                 epoch: h.epoch,
                 attempt: h.attempt,
-                model: model.clone(),
+                model: if model_by_broadcast { Vec::new() } else { model.clone() },
                 batch: h.inst.assignment(k).to_vec(),
                 plan: sub_plan,
                 seqs: seqs.clone(),
@@ -425,6 +458,13 @@ impl<'a, T: Transport> Master<'a, T> {
                 hold_seconds: late.map_or(0.0, |d| d.as_secs_f64() * 1.25 + 0.01),
             };
             m.control_bytes += self.send(w, &MasterMessage::Order(order))?;
+        }
+        if model_by_broadcast {
+            let started = self.t.now();
+            let mut buf = model;
+            m.model_bytes = buf.len() as u64;
+            self.t.broadcast(0, &mut buf)?;
+            m.model_seconds = seconds_since(&self.t, started);
         }
         let encoder = Encoder::new(h.plan, &self.data.train)?;
         for seqs in h.routes.broadcast.chunks(per_chunk) {

@@ -2,9 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
-/// One epoch's measurements. Times are seconds on the master's transport clock (the emulated
-/// clock on shaped in-process links, real time otherwise); worker-side times are the slowest
-/// reporting worker's.
+/// One epoch's measurements. Master-side times are seconds on the master's transport clock (the
+/// emulated clock on shaped in-process links, real time otherwise); worker-side times (decode,
+/// compute) are the slowest reporting worker's CPU time, so that emulated nodes sharing a few
+/// cores are charged what a node of their own would spend.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EpochMetrics {
     /// The epoch, from 1.
@@ -23,8 +24,12 @@ pub struct EpochMetrics {
     pub unicast_packets: usize,
     /// Payload bytes the master sent (a broadcast counted once).
     pub payload_bytes: u64,
-    /// Bytes of orders (model, batch, plan headers) the master sent.
+    /// Bytes of orders (batch, plan headers, and the model when it is not broadcast) the
+    /// master sent.
     pub control_bytes: u64,
+    /// Bytes of the model broadcast (0 when the model travels in the orders).
+    #[serde(default)]
+    pub model_bytes: u64,
     /// Planning.
     pub plan_seconds: f64,
     /// Verifying the plan by peeling at every worker (a check, not counted as shuffle time).
@@ -33,11 +38,17 @@ pub struct EpochMetrics {
     pub route_seconds: f64,
     /// XOR-encoding the packets.
     pub encode_seconds: f64,
-    /// From the first order sent to the last worker holding all its packets.
+    /// From the first order sent to the last worker holding all its packets, less the master's
+    /// encoding and the model broadcast in that span (counted on their own).
     pub transmit_seconds: f64,
-    /// Decoding at the slowest worker.
+    /// Broadcasting the model to the workers (not part of the shuffle; 0 when the model
+    /// travels in the orders, after a worker was lost).
+    #[serde(default)]
+    pub model_seconds: f64,
+    /// Decoding (and checking the new records) at the slowest worker, once all its packets
+    /// have arrived, in that worker's CPU time.
     pub decode_seconds: f64,
-    /// Local training at the slowest worker whose update arrived.
+    /// Local training at the slowest worker whose update arrived, in that worker's CPU time.
     pub compute_seconds: f64,
     /// The whole epoch at the master, from assignment to the aggregated model.
     pub epoch_seconds: f64,
@@ -54,6 +65,9 @@ pub struct EpochMetrics {
 impl EpochMetrics {
     /// The shuffle's cost: planning (with routing), encoding, moving and decoding, as the
     /// UberShuffle paper's Table 1 counts it ("including all the extra computational overheads").
+    /// The parts do not overlap: transmit leaves out the encoding done between sends, and
+    /// workers decode once their last packet is in. Verifying (a check) and the model
+    /// broadcast (not data) are left out.
     pub fn shuffle_seconds(&self) -> f64 {
         self.plan_seconds
             + self.route_seconds
@@ -64,14 +78,14 @@ impl EpochMetrics {
 
     /// The CSV header of [`EpochMetrics::csv_row`].
     pub const CSV_HEADER: &'static str = "epoch,attempts,workers,transmissions,uncoded_transmissions,broadcast_packets,\
-unicast_packets,payload_bytes,control_bytes,plan_seconds,verify_seconds,route_seconds,encode_seconds,transmit_seconds,\
-decode_seconds,compute_seconds,shuffle_seconds,epoch_seconds,updates,stragglers,lost_workers,loss";
+unicast_packets,payload_bytes,control_bytes,model_bytes,plan_seconds,verify_seconds,route_seconds,encode_seconds,\
+transmit_seconds,model_seconds,decode_seconds,compute_seconds,shuffle_seconds,epoch_seconds,updates,stragglers,lost_workers,loss";
 
     /// The epoch as one CSV line.
     pub fn csv_row(&self) -> String {
         let lost: Vec<String> = self.lost_workers.iter().map(usize::to_string).collect();
         format!(
-            "{},{},{},{},{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{},{},{},{}",
             self.epoch,
             self.attempts,
             self.workers,
@@ -81,11 +95,13 @@ decode_seconds,compute_seconds,shuffle_seconds,epoch_seconds,updates,stragglers,
             self.unicast_packets,
             self.payload_bytes,
             self.control_bytes,
+            self.model_bytes,
             self.plan_seconds,
             self.verify_seconds,
             self.route_seconds,
             self.encode_seconds,
             self.transmit_seconds,
+            self.model_seconds,
             self.decode_seconds,
             self.compute_seconds,
             self.shuffle_seconds(),

@@ -76,7 +76,8 @@ pub struct EpochOrder {
     pub epoch: u32,
     /// The attempt at this epoch, from 0 (a worker's failure restarts the epoch).
     pub attempt: u32,
-    /// The master's model, in the learner's byte form.
+    /// The master's model, in the learner's byte form; empty when the master broadcasts it right
+    /// after the orders (every worker takes part in that broadcast before the data's).
     pub model: Vec<u8>,
     /// The worker's new batch `D_i`, sorted.
     pub batch: Vec<u32>,
@@ -127,6 +128,9 @@ pub enum MasterMessage {
     Data(DataChunk),
     /// The run is over.
     Stop,
+    /// Reply with an [`EpochAck`] of epoch 0 once everything sent before has arrived (the
+    /// master waits for the starting caches to land, so that no epoch is charged for them).
+    Sync,
 }
 
 /// A worker's reply at the end of an epoch.
@@ -163,6 +167,7 @@ const RECORDS: u8 = 2;
 const ORDER: u8 = 3;
 const DATA: u8 = 4;
 const STOP: u8 = 5;
+const SYNC: u8 = 6;
 
 impl DataChunk {
     /// Appends the byte form.
@@ -248,6 +253,7 @@ impl MasterMessage {
                 chunk.write(&mut out);
             }
             MasterMessage::Stop => out.push(STOP),
+            MasterMessage::Sync => out.push(SYNC),
         }
         Ok(out)
     }
@@ -302,6 +308,7 @@ impl MasterMessage {
             }
             DATA => return Ok(MasterMessage::Data(DataChunk::read(&mut r, width)?)),
             STOP => MasterMessage::Stop,
+            SYNC => MasterMessage::Sync,
             other => {
                 return Err(RuntimeError::Protocol(format!("unknown message kind {other} from the master")));
             }
@@ -407,6 +414,7 @@ mod tests {
             MasterMessage::Order(order()),
             MasterMessage::Data(chunk.clone()),
             MasterMessage::Stop,
+            MasterMessage::Sync,
         ] {
             assert_eq!(MasterMessage::from_bytes(&m.to_bytes().unwrap(), 4).unwrap(), m);
         }

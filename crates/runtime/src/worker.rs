@@ -2,7 +2,9 @@
 //! new records against the master's checksum, keep the next cache, train, reply.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use cpu_time::ThreadTime;
 
 use codes::{Decoder, RecordStore};
 use learners::{Learner, LocalStep, Model};
@@ -118,6 +120,7 @@ pub fn run_worker<T: Transport>(mut t: T, options: &WorkerOptions) -> Result<Wor
             }
             MasterMessage::Data(_) => {} // a late packet of an abandoned attempt
             MasterMessage::Stop => return Ok(WorkerSummary { worker, epochs, exit: WorkerExit::Stopped }),
+            MasterMessage::Sync => t.send(0, TAG_RECEIVED, &EpochAck { epoch: 0, attempt: 0 }.to_bytes())?,
         }
     }
 }
@@ -170,26 +173,32 @@ fn run_epoch<T: Transport>(t: &mut T, j: &mut Joined, order: &EpochOrder) -> Res
     let local: HashMap<u32, usize> = order.seqs.iter().enumerate().map(|(k, &s)| (s, k)).collect();
     let store = std::mem::replace(&mut j.store, RecordStore::new(0, width)?);
     let mut decoder = Decoder::new(worker as usize, &order.plan, store, &wanted)?;
-    let mut decode_seconds = 0.0;
     let mut received_bytes = 0u64;
-    let mut feed = |decoder: &mut Decoder, chunk: &DataChunk| -> Result<(), RuntimeError> {
+    // The payloads this worker needs, kept until every packet has arrived and decoded then, so
+    // that the master's transmit time is moving bytes and `decode_seconds` is decoding.
+    let mut needed: Vec<(u32, Vec<u8>)> = Vec::with_capacity(order.seqs.len());
+    let mut keep = |chunk: &DataChunk| {
         for (seq, payload) in chunk.packets() {
             received_bytes += payload.len() as u64;
             if let Some(&k) = local.get(&seq) {
-                let started = Instant::now();
-                decoder.receive(k as u32, order.plan.transmission(k), payload)?;
-                decode_seconds += started.elapsed().as_secs_f64();
+                needed.push((k as u32, payload.to_vec()));
             }
         }
-        Ok(())
     };
+    // An empty model in the order: the master broadcasts it right after the orders.
+    let mut model_bytes: Option<Vec<u8>> = None;
     let received: Result<Option<MasterMessage>, Failure> = (|| {
+        if order.model.is_empty() {
+            let mut buf = Vec::new();
+            t.broadcast(0, &mut buf)?;
+            model_bytes = Some(buf);
+        }
         for _ in 0..order.broadcasts {
             let mut buf = Vec::new();
             t.broadcast(0, &mut buf)?;
             let chunk = DataChunk::from_bytes(&buf, width)?;
             check_current(&chunk, order)?;
-            feed(&mut decoder, &chunk)?;
+            keep(&chunk);
         }
         let mut unicasts = 0;
         while unicasts < order.unicasts {
@@ -197,7 +206,7 @@ fn run_epoch<T: Transport>(t: &mut T, j: &mut Joined, order: &EpochOrder) -> Res
                 MasterMessage::Data(chunk)
                     if (chunk.epoch, chunk.attempt) == (order.epoch, order.attempt) =>
                 {
-                    feed(&mut decoder, &chunk)?;
+                    keep(&chunk);
                     unicasts += 1;
                 }
                 MasterMessage::Data(_) => {}
@@ -220,7 +229,13 @@ fn run_epoch<T: Transport>(t: &mut T, j: &mut Joined, order: &EpochOrder) -> Res
         }
     }
     t.send(0, TAG_RECEIVED, &EpochAck { epoch: order.epoch, attempt: order.attempt }.to_bytes())?;
-    let started = Instant::now();
+    // Worker-side phases are timed in this thread's CPU time: what a node of its own would
+    // spend, however many emulated nodes share this machine's cores.
+    let started = ThreadTime::now();
+    for (k, payload) in &needed {
+        decoder.receive(*k, order.plan.transmission(*k as usize), payload)?;
+    }
+    drop(needed);
     let decoded = decoder.finish()?;
     let checksum = records_checksum(decoded.new_records());
     if checksum != order.checksum {
@@ -233,10 +248,10 @@ fn run_epoch<T: Transport>(t: &mut T, j: &mut Joined, order: &EpochOrder) -> Res
     let kept =
         next_cache(&old_cache, &order.batch, j.job.cache_capacity as usize, j.job.seed, order.epoch, worker);
     j.store = decoded.into_store().retain_only(&kept);
-    decode_seconds += started.elapsed().as_secs_f64();
+    let decode_seconds = started.elapsed().as_secs_f64();
 
-    let started = Instant::now();
-    let model = Model::from_bytes(&order.model, j.learner.parameter_count())?;
+    let started = ThreadTime::now();
+    let model = Model::from_bytes(model_bytes.as_deref().unwrap_or(&order.model), j.learner.parameter_count())?;
     let batch: Vec<&[u8]> = order
         .batch
         .iter()

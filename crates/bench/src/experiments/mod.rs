@@ -7,12 +7,14 @@
 //! `run(&Context) -> anyhow::Result<Outcome>` and add one entry to [`EXPERIMENTS`].
 
 mod broadcast;
+mod epoch_runs;
 mod gradient_coding;
 mod machine;
 mod msr;
 mod partial_local;
 mod plugins;
 mod results_readme;
+mod table1;
 mod theorem1;
 mod worst_case;
 
@@ -111,6 +113,11 @@ pub static EXPERIMENTS: &[Experiment] = &[
         name: "broadcast",
         about: "Pseudo-broadcast (scatter + ring, UberShuffle Section 3.1) against plain broadcast on emulated 1 Gbit/s links and TCP loopback",
         run: broadcast::run,
+    },
+    Experiment {
+        name: "table1",
+        about: "UberShuffle paper, Table 1 scaled: shuffle and training time per epoch of uncoded, coded and UberShuffle on emulated 1, 10 and 50 Gbit/s links, real epoch loop",
+        run: table1::run,
     },
 ];
 

@@ -9,7 +9,7 @@ use codes::Records;
 use shuffle_core::rng::{seeded, shuffle};
 
 use crate::LearnerError;
-use crate::sample::{Rating, encode_sample, sample_width};
+use crate::sample::{Rating, encode_rating_row, encode_sample, rating_row_width, sample_width};
 
 /// Labelled samples: `features` inputs and one label each.
 #[derive(Clone, Debug, PartialEq)]
@@ -119,6 +119,50 @@ impl RatingData {
             RatingData { rows: self.rows, cols: self.cols, ratings: train },
             RatingData { rows: self.rows, cols: self.cols, ratings },
         )
+    }
+}
+
+impl RatingData {
+    /// The ratings grouped by matrix row, one user-row record of `slots` slots per row that
+    /// has ratings, in row order (the UberShuffle paper's matrix-completion data point).
+    pub fn to_row_records(&self, slots: usize) -> Result<Records, LearnerError> {
+        let mut by_row: Vec<Vec<(u32, f64)>> = vec![Vec::new(); self.rows];
+        for r in &self.ratings {
+            let row = by_row.get_mut(r.row as usize).ok_or(LearnerError::RatingOutOfRange {
+                row: r.row,
+                col: r.col,
+                rows: self.rows,
+                cols: self.cols,
+            })?;
+            row.push((r.col, r.value));
+        }
+        let mut bytes = Vec::with_capacity(self.rows * rating_row_width(slots));
+        for (row, entries) in by_row.iter().enumerate().filter(|(_, e)| !e.is_empty()) {
+            bytes.extend(encode_rating_row(row as u32, entries, slots)?);
+        }
+        Ok(Records::from_bytes(rating_row_width(slots), bytes)?)
+    }
+
+    /// Splits into `(train, held_out)` holding out `per_row` ratings of every row, drawn at
+    /// random (seeded); rows with no more than `per_row` ratings keep them all for training.
+    pub fn split_within_rows(&self, per_row: usize, seed: u64) -> (RatingData, RatingData) {
+        let mut by_row: Vec<Vec<Rating>> = vec![Vec::new(); self.rows];
+        for r in &self.ratings {
+            if let Some(row) = by_row.get_mut(r.row as usize) {
+                row.push(*r);
+            }
+        }
+        let mut rng = seeded(seed);
+        let (mut train, mut held) = (Vec::new(), Vec::new());
+        for mut row in by_row {
+            if row.len() > per_row {
+                shuffle(&mut rng, &mut row);
+                held.extend(row.drain(..per_row));
+            }
+            train.extend(row);
+        }
+        let part = |ratings| RatingData { rows: self.rows, cols: self.cols, ratings };
+        (part(train), part(held))
     }
 }
 

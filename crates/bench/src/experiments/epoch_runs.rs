@@ -1,0 +1,191 @@
+//! Shared by the experiments that run the real epoch loop (`table1`, `fig4`, `partial-local`):
+//! the scaled-down setups of the UberShuffle paper's Table 1, and one run of
+//! [`runtime::in_process::run_in_process`] over emulated links.
+//!
+//! Every run is the real thing on one machine: the master and `n` worker threads exchange real
+//! records through the real encoder and decoders over the in-process transport, whose links are
+//! shaped to emulate single-ported nodes at the given rate; shaped times are emulated time
+//! (see `transport::in_process::LinkShaping`).
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use learners::MatrixCompletionParams;
+use learners::data::synthetic::{linear_regression, low_rank};
+use learners::straggler::NoStragglers;
+use runtime::in_process::{InProcessRun, run_in_process};
+use runtime::{EpochMetrics, LearnerSpec, RunConfig, RunData, RunReport};
+use shuffle_core::exchange_policy::ExchangePolicy;
+use shuffle_core::{PlannerOptions, cache_size_for, planner_by_name};
+use transport::in_process::{InProcessConfig, LinkShaping};
+
+/// Largest payload of one data message (a broadcast chunk or a point-to-point message).
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// A scaled-down setup of the UberShuffle paper's Table 1.
+pub(crate) struct Setup {
+    /// Its row in the paper's Table 1: "(a)" or "(d)".
+    pub row: &'static str,
+    /// Short name for tables and file names ("mc", "lr").
+    pub key: &'static str,
+    /// What the workers train, in words.
+    pub learner_name: &'static str,
+    /// What the workers train.
+    pub learner: LearnerSpec,
+    /// Training and held-out records.
+    pub data: RunData,
+    /// Workers `n`.
+    pub workers: usize,
+    /// Storage ratio `alpha`.
+    pub alpha: f64,
+    /// The width the record stands for, in words ("m = 100 ratings").
+    pub width_note: String,
+}
+
+impl Setup {
+    /// Data points `q`.
+    pub fn points(&self) -> usize {
+        self.data.train.len()
+    }
+
+    /// Bytes per data point.
+    pub fn record_bytes(&self) -> usize {
+        self.data.train.width()
+    }
+
+    /// Cache capacity `s = floor(alpha q)`.
+    pub fn cache_capacity(&self) -> usize {
+        cache_size_for(self.alpha, self.points()).max(self.points().div_ceil(self.workers))
+    }
+}
+
+/// Matrix completion on a synthetic rank-`rank` matrix with `users` rows (the data points, one
+/// row of `per_row` observed ratings each, as in the paper) and `items` columns; 4 more ratings
+/// per row are held out for the loss.
+pub(crate) fn matrix_completion(
+    users: usize,
+    items: usize,
+    per_row: usize,
+    workers: usize,
+    alpha: f64,
+    seed: u64,
+) -> anyhow::Result<Setup> {
+    const HELD_OUT_PER_ROW: usize = 4;
+    const RANK: usize = 5;
+    let all = low_rank(users, items, RANK, per_row + HELD_OUT_PER_ROW, 0.05, seed)?;
+    let (train, held) = all.split_within_rows(HELD_OUT_PER_ROW, seed + 1);
+    let params = MatrixCompletionParams {
+        rows: users,
+        cols: items,
+        rank: RANK,
+        step_size: 0.02,
+        regularization: 0.001,
+        init_scale: 0.3,
+    };
+    Ok(Setup {
+        row: "(a)",
+        key: "mc",
+        learner_name: "matrix completion (synthetic, rank 5)",
+        learner: LearnerSpec::MatrixCompletionRows { params, slots: per_row },
+        data: RunData { train: train.to_row_records(per_row)?, held_out: held.to_row_records(per_row)? },
+        workers,
+        alpha,
+        width_note: format!("m = {per_row} ratings"),
+    })
+}
+
+/// Linear regression by parallel SGD on `points` synthetic samples of `features` features
+/// (plus a held-out tenth for the loss).
+pub(crate) fn linear_regression_setup(
+    points: usize,
+    features: usize,
+    workers: usize,
+    alpha: f64,
+    seed: u64,
+) -> anyhow::Result<Setup> {
+    let held = points / 10;
+    let (all, _) = linear_regression(points + held, features, 0.1, seed)?;
+    let (train, held_out) = all.split(held as f64 / (points + held) as f64, seed + 1);
+    Ok(Setup {
+        row: "(d)",
+        key: "lr",
+        learner_name: "linear regression (synthetic, parallel SGD)",
+        learner: LearnerSpec::LinearRegression { features, step_size: 0.002, local_passes: 1 },
+        data: RunData { train: train.to_records()?, held_out: held_out.to_records()? },
+        workers,
+        alpha,
+        width_note: format!("m = {features} features"),
+    })
+}
+
+/// How one run goes.
+pub(crate) struct RunSpec<'a> {
+    /// The shuffling scheme (a planner name).
+    pub scheme: &'a str,
+    /// How batches change between epochs.
+    pub policy: ExchangePolicy,
+    /// Epochs.
+    pub epochs: usize,
+    /// Emulated link rate in Gbit/s; `None`: unshaped.
+    pub gbit: Option<f64>,
+    /// Seed of every random choice of the run.
+    pub seed: u64,
+}
+
+/// Whether the planner `name` is built in (the UberShuffle planners may not have landed).
+pub(crate) fn have_planner(name: &str) -> bool {
+    planner_by_name(name, &PlannerOptions::default()).is_some()
+}
+
+/// Runs the epoch loop of `setup` as `spec` says, every worker a thread of this process.
+pub(crate) fn run(setup: &Setup, spec: &RunSpec<'_>) -> anyhow::Result<RunReport> {
+    let planner = planner_by_name(spec.scheme, &PlannerOptions { time_budget: Duration::from_secs(2) })
+        .with_context(|| format!("no planner {}", spec.scheme))?;
+    let config = RunConfig {
+        workers: setup.workers,
+        cache_capacity: setup.cache_capacity(),
+        epochs: spec.epochs,
+        seed: spec.seed,
+        policy: spec.policy,
+        learner: setup.learner,
+        deadline: None,
+        chunk_bytes: CHUNK_BYTES,
+        checkpoint: None,
+        resume: false,
+    };
+    let transport = InProcessConfig {
+        timeout: Duration::from_secs(120),
+        shaping: spec.gbit.map(LinkShaping::gbit_per_second),
+        ..InProcessConfig::default()
+    };
+    let mut stragglers = NoStragglers::new(setup.workers)?;
+    let run = InProcessRun {
+        config: &config,
+        planner: planner.as_ref(),
+        stragglers: &mut stragglers,
+        data: &setup.data,
+        transport,
+        faults: Vec::new(),
+    };
+    let (report, workers) = run_in_process(run, &mut |_| {})
+        .with_context(|| format!("{} run of {}", spec.scheme, setup.key))?;
+    for w in workers {
+        w.map_err(|e| anyhow::anyhow!("a worker of the {} run failed: {e}", spec.scheme))?;
+    }
+    Ok(report)
+}
+
+/// The median of `values` (0 for none).
+pub(crate) fn median(mut values: Vec<f64>) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len() % 2 == 1 { values[mid] } else { (values[mid - 1] + values[mid]) / 2.0 }
+}
+
+/// The median over `epochs` of `f`.
+pub(crate) fn median_of(epochs: &[EpochMetrics], f: impl Fn(&EpochMetrics) -> f64) -> f64 {
+    median(epochs.iter().map(f).collect())
+}
