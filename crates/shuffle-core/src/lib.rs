@@ -25,6 +25,7 @@
 //! ```
 
 pub mod bounds;
+mod carpool;
 pub mod examples;
 mod generator;
 mod instance;

@@ -6,6 +6,7 @@
 //! made it and the machine it ran on. Adding an experiment: write `experiments/<name>.rs` with a
 //! `run(&Context) -> anyhow::Result<Outcome>` and add one entry to [`EXPERIMENTS`].
 
+mod fig3;
 mod machine;
 mod results_readme;
 mod theorem1;
@@ -68,11 +69,18 @@ pub struct Experiment {
 }
 
 /// Every experiment, in the order `cargo xtask experiments` runs them and README lists them.
-pub static EXPERIMENTS: &[Experiment] = &[Experiment {
-    name: "theorem1",
-    about: "Lee et al.'s coded shuffling at finite q against its asymptotic count (UberShuffle paper, Theorem 1)",
-    run: theorem1::run,
-}];
+pub static EXPERIMENTS: &[Experiment] = &[
+    Experiment {
+        name: "theorem1",
+        about: "Lee et al.'s coded shuffling at finite q against its asymptotic count (UberShuffle paper, Theorem 1)",
+        run: theorem1::run,
+    },
+    Experiment {
+        name: "fig3",
+        about: "packets per epoch against alpha for uncoded, coded, UberShuffle and ubershuffle-opt, n = 20, q = 1e4..1e6 (UberShuffle paper, Fig. 3)",
+        run: fig3::run,
+    },
+];
 
 /// The experiment called `name`.
 pub fn experiment_by_name(name: &str) -> Option<&'static Experiment> {

@@ -3,8 +3,10 @@
 //! applies. Adding a bound: write `bounds/<name>.rs` with a function
 //! `fn(&ShuffleInstance) -> Option<LowerBound>` and add it to [`BOUNDS`].
 
+pub(crate) mod acyclic;
 mod max_need;
 
+pub use acyclic::{EXACT_MAX_WORKERS, acyclic_subgraph_bound};
 pub use max_need::max_need_bound;
 
 use crate::ShuffleInstance;
@@ -22,7 +24,7 @@ pub struct LowerBound {
 pub type BoundFn = fn(&ShuffleInstance) -> Option<LowerBound>;
 
 /// Every bound this crate knows, weakest and cheapest first.
-pub static BOUNDS: &[BoundFn] = &[|inst| Some(max_need_bound(inst))];
+pub static BOUNDS: &[BoundFn] = &[|inst| Some(max_need_bound(inst)), acyclic_subgraph_bound];
 
 /// Every bound that applies to `inst`.
 pub fn all_lower_bounds(inst: &ShuffleInstance) -> Vec<LowerBound> {

@@ -1,9 +1,13 @@
 //! The built-in planners, one file each, and the registry that names them.
 
 mod coded;
+mod ubershuffle;
+mod ubershuffle_opt;
 mod uncoded;
 
 pub use coded::CodedPlanner;
+pub use ubershuffle::UberShufflePlanner;
+pub use ubershuffle_opt::UberShuffleOptPlanner;
 pub use uncoded::UncodedPlanner;
 
 use crate::planner::PlannerEntry;
@@ -20,5 +24,15 @@ pub(crate) static REGISTRY: &[PlannerEntry] = &[
         name: CodedPlanner::NAME,
         description: CodedPlanner::DESCRIPTION,
         build: |_| Box::new(CodedPlanner),
+    },
+    PlannerEntry {
+        name: UberShufflePlanner::NAME,
+        description: UberShufflePlanner::DESCRIPTION,
+        build: |_| Box::new(UberShufflePlanner),
+    },
+    PlannerEntry {
+        name: UberShuffleOptPlanner::NAME,
+        description: UberShuffleOptPlanner::DESCRIPTION,
+        build: |options| Box::new(UberShuffleOptPlanner::new(options.time_budget)),
     },
 ];
