@@ -51,6 +51,7 @@ pub struct InstanceSource {
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  ubershuffle plan --scheme coded --workers 20 --points 100000 --alpha 0.4\n  \
+                        ubershuffle plan --scheme ubershuffle-opt --workers 20 --points 1000000 --alpha 0.55 --time-budget 5\n  \
                         ubershuffle plan --scheme uncoded --instance epoch.json --json"
 )]
 pub struct PlanArgs {
@@ -60,7 +61,9 @@ pub struct PlanArgs {
     /// The instance.
     #[command(flatten)]
     pub source: InstanceSource,
-    /// Wall-clock budget in seconds for schemes that search.
+    /// Budget in seconds for schemes that search. ubershuffle-opt counts it in work units
+    /// calibrated to seconds on a 2-core machine, so its plan depends only on the instance,
+    /// the seed and the budget, not on the machine's load.
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     pub time_budget: f64,
     /// Also write the plan as JSON to this file ({"transmissions": [[[point, worker], ...], ...]}).

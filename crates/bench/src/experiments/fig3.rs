@@ -24,9 +24,9 @@ const WORKERS: usize = 20;
 const ALPHAS: [f64; 6] = [0.1, 0.2, 0.325, 0.4, 0.55, 0.7];
 const SCHEMES: [&str; 4] = ["uncoded", "coded", "ubershuffle", "ubershuffle-opt"];
 /// `ubershuffle-opt`'s search budget in the full run.
-pub const FULL_OPT_BUDGET: Duration = Duration::from_secs(5);
+pub const FULL_OPT_BUDGET: Duration = Duration::from_secs(10);
 /// `ubershuffle-opt`'s search budget in the quick run.
-pub const QUICK_OPT_BUDGET: Duration = Duration::from_secs(2);
+pub const QUICK_OPT_BUDGET: Duration = Duration::from_secs(3);
 
 /// The paper's reported reductions of coded shuffling by UberShuffle (Section 3.2).
 const PAPER_RATIOS: [(usize, f64, f64); 2] = [(1_000_000, 0.55, 5.4), (100_000, 0.325, 2.58)];

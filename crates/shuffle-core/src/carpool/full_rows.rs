@@ -53,28 +53,16 @@ pub(crate) fn pack_full_rows(
 ) -> Option<u64> {
     let n = tables.workers();
     assert!(n <= PACK_MAX_WORKERS, "pack_full_rows handles at most {PACK_MAX_WORKERS} workers");
-    let homes = tables.table_count() as u32;
-    let (mut pool, first_column) = pool_columns(tables);
-    let column_at = |pool: &[PoolColumn], t: u32, w: usize| -> Option<usize> {
-        (first_column[t as usize] as usize..first_column[t as usize + 1] as usize)
-            .find(|&c| pool[c].worker as usize == w)
-    };
-    let mut live: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for (c, column) in pool.iter().enumerate() {
-        live[column.worker as usize].push(c as u32);
-    }
-    let max_k = pool.iter().map(|c| c.home.count_ones() as usize).max().unwrap_or(0);
+    let mut pool = Pool::new(tables);
+    let max_k = pool.columns.iter().map(|c| c.home.count_ones() as usize).max().unwrap_or(0);
     let mut counts = LayerCounts::new(n);
     let mut work = 0u64;
     let mut candidates: Vec<(u64, u32, u32)> = Vec::new();
     let mut chosen: Vec<(u32, u32, u32)> = Vec::new();
-    let full = (1u32 << n) - 1;
     for k in (1..=max_k).rev() {
-        for list in &mut live {
-            list.retain(|&c| pool[c as usize].left > 0);
-        }
+        pool.forget_empty_columns();
         counts.start_layer(k);
-        for column in pool.iter().filter(|c| c.left > 0 && c.home.count_ones() as usize >= k) {
+        for column in pool.columns.iter().filter(|c| c.left > 0 && c.home.count_ones() as usize >= k) {
             let (w, left) = (column.worker as usize, column.left);
             work += for_each_combination(u128::from(column.home & !(1 << w)), k - 1, |sub| {
                 counts.add(sub as u32 | 1 << w, w, left);
@@ -103,15 +91,13 @@ pub(crate) fn pack_full_rows(
             }
             let target = tables.find_or_add(u128::from(j));
             for w in (0..n).filter(|&w| j >> w & 1 == 1) {
-                chosen.clear();
-                work +=
-                    choose_columns(tables, &pool, &live[w], homes, j, w, rows, full, &column_at, &mut chosen);
+                work += pool.choose(tables, j, w, rows, &mut chosen);
                 let mut need = rows;
                 for &(_, _, c) in chosen.iter() {
                     if need == 0 {
                         break;
                     }
-                    let column = &mut pool[c as usize];
+                    let column = &mut pool.columns[c as usize];
                     let take = column.left.min(need);
                     for _ in 0..take {
                         column.left -= 1;
@@ -134,79 +120,109 @@ pub(crate) fn pack_full_rows(
     Some(work)
 }
 
-/// The columns of the home tables that hold entries, and for each home table the index of its
-/// first column (plus one past the end).
-fn pool_columns(tables: &CarpoolTables) -> (Vec<PoolColumn>, Vec<u32>) {
-    let n = tables.workers();
-    let homes = tables.table_count() as u32;
-    let mut pool = Vec::new();
-    let mut first_column = Vec::with_capacity(homes as usize + 1);
-    let mut e = 0u32;
-    for t in 0..homes {
-        first_column.push(pool.len() as u32);
-        let mask = tables.mask(t);
-        for w in (0..n).filter(|&w| mask >> w & 1 == 1) {
-            let left = tables.count(t, w);
-            if left > 0 {
-                debug_assert!(tables.owner(e) == w && tables.home(e) == mask && tables.table_of(e) == t);
-                pool.push(PoolColumn { start: e, left, home: mask as u32, worker: w as u8 });
-                e += left;
-            }
-        }
-    }
-    first_column.push(pool.len() as u32);
-    (pool, first_column)
+/// The entries not yet placed, by the column of the home table they started in.
+struct Pool {
+    /// The columns of the home tables that hold entries.
+    columns: Vec<PoolColumn>,
+    /// For each home table, the index of its first column (plus one past the end).
+    first_column: Vec<u32>,
+    /// For each worker, its columns that may still hold entries.
+    live: Vec<Vec<u32>>,
+    /// The workers' full mask.
+    full: u32,
 }
 
-/// Collects into `chosen`, as `(home size, home, column)`, pool columns of worker `w` with
-/// unplaced entries whose home contains `j`, smallest homes first, until they hold `rows`
-/// entries. Probes the home tables of `j`'s supersets in order of size while that is cheaper
-/// than scanning `w`'s live columns, then scans. Returns the work done.
-#[allow(clippy::too_many_arguments)]
-fn choose_columns(
-    tables: &CarpoolTables,
-    pool: &[PoolColumn],
-    live: &[u32],
-    homes: u32,
-    j: u32,
-    w: usize,
-    rows: u32,
-    full: u32,
-    column_at: &impl Fn(&[PoolColumn], u32, usize) -> Option<usize>,
-    chosen: &mut Vec<(u32, u32, u32)>,
-) -> u64 {
-    let budget = live.len() as u64;
-    let complement = full & !j;
-    let mut found = 0u32;
-    let mut probes = 0u64;
-    for extra in 0..=complement.count_ones() as usize {
-        for_each_combination(u128::from(complement), extra, |add| {
-            probes += 1;
-            if let Some(t) = tables.find(u128::from(j) | add).filter(|&t| t < homes)
-                && let Some(c) = column_at(pool, t, w)
-                && pool[c].left > 0
-            {
-                chosen.push((0, 0, c as u32));
-                found += pool[c].left;
+impl Pool {
+    fn new(tables: &CarpoolTables) -> Self {
+        let n = tables.workers();
+        let homes = tables.table_count() as u32;
+        let mut columns = Vec::new();
+        let mut first_column = Vec::with_capacity(homes as usize + 1);
+        let mut e = 0u32;
+        for t in 0..homes {
+            first_column.push(columns.len() as u32);
+            let mask = tables.mask(t);
+            for w in (0..n).filter(|&w| mask >> w & 1 == 1) {
+                let left = tables.count(t, w);
+                if left > 0 {
+                    debug_assert!(tables.owner(e) == w && tables.home(e) == mask && tables.table_of(e) == t);
+                    columns.push(PoolColumn { start: e, left, home: mask as u32, worker: w as u8 });
+                    e += left;
+                }
             }
-            found < rows && probes <= budget
-        });
-        if found >= rows {
-            return probes;
         }
-        if probes > budget {
-            break;
+        first_column.push(columns.len() as u32);
+        let mut live: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for (c, column) in columns.iter().enumerate() {
+            live[column.worker as usize].push(c as u32);
+        }
+        Pool { columns, first_column, live, full: (1u32 << n) - 1 }
+    }
+
+    /// The number of home tables (tables added later have larger ids).
+    fn homes(&self) -> u32 {
+        self.first_column.len() as u32 - 1
+    }
+
+    /// The column of worker `w` in home table `t`, if it holds entries.
+    fn column_at(&self, t: u32, w: usize) -> Option<usize> {
+        (self.first_column[t as usize] as usize..self.first_column[t as usize + 1] as usize)
+            .find(|&c| self.columns[c].worker as usize == w)
+    }
+
+    fn forget_empty_columns(&mut self) {
+        for list in &mut self.live {
+            list.retain(|&c| self.columns[c as usize].left > 0);
         }
     }
-    chosen.clear();
-    for &c in live {
-        let column = &pool[c as usize];
-        if column.left > 0 && column.home & j == j {
-            chosen.push((column.home.count_ones(), column.home, c));
+
+    /// Collects into `chosen`, as `(home size, home, column)`, columns of worker `w` with
+    /// unplaced entries whose home contains `j`, smallest homes first, until they hold `rows`
+    /// entries. Probes the home tables of `j`'s supersets in order of size while that is
+    /// cheaper than scanning `w`'s live columns, then scans. Returns the work done.
+    fn choose(
+        &self,
+        tables: &CarpoolTables,
+        j: u32,
+        w: usize,
+        rows: u32,
+        chosen: &mut Vec<(u32, u32, u32)>,
+    ) -> u64 {
+        chosen.clear();
+        let live = &self.live[w];
+        let budget = live.len() as u64;
+        let complement = self.full & !j;
+        let mut found = 0u32;
+        let mut probes = 0u64;
+        for extra in 0..=complement.count_ones() as usize {
+            for_each_combination(u128::from(complement), extra, |add| {
+                probes += 1;
+                if let Some(t) = tables.find(u128::from(j) | add).filter(|&t| t < self.homes())
+                    && let Some(c) = self.column_at(t, w)
+                    && self.columns[c].left > 0
+                {
+                    chosen.push((0, 0, c as u32));
+                    found += self.columns[c].left;
+                }
+                found < rows && probes <= budget
+            });
+            if found >= rows {
+                return probes;
+            }
+            if probes > budget {
+                break;
+            }
         }
+        chosen.clear();
+        for &c in live {
+            let column = &self.columns[c as usize];
+            if column.left > 0 && column.home & j == j {
+                chosen.push((column.home.count_ones(), column.home, c));
+            }
+        }
+        chosen.sort_unstable();
+        probes + live.len() as u64
     }
-    chosen.sort_unstable();
-    probes + live.len() as u64
 }
 
 #[cfg(test)]
