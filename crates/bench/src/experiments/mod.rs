@@ -7,6 +7,7 @@
 //! `run(&Context) -> anyhow::Result<Outcome>` and add one entry to [`EXPERIMENTS`].
 
 mod broadcast;
+mod fig3;
 mod gradient_coding;
 mod machine;
 mod msr;
@@ -81,6 +82,11 @@ pub static EXPERIMENTS: &[Experiment] = &[
         name: "theorem1",
         about: "Lee et al.'s coded shuffling at finite q against its asymptotic count (UberShuffle paper, Theorem 1)",
         run: theorem1::run,
+    },
+    Experiment {
+        name: "fig3",
+        about: "packets per epoch against alpha for uncoded, coded, UberShuffle and ubershuffle-opt, n = 20, q = 1e4..1e6 (UberShuffle paper, Fig. 3)",
+        run: fig3::run,
     },
     Experiment {
         name: "plugins",
