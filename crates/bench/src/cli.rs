@@ -71,6 +71,7 @@ pub struct InstanceSource {
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  ubershuffle plan --scheme coded --workers 20 --points 100000 --alpha 0.4\n  \
+                        ubershuffle plan --scheme ubershuffle-opt --workers 20 --points 1000000 --alpha 0.55 --time-budget 5\n  \
                         ubershuffle plan --scheme uncoded --instance epoch.json --json\n  \
                         ubershuffle plan --plugin target/release/libpairwise_xor.so -n 20 -q 100000 -a 0.4\n  \
                         ubershuffle plan --scheme worst-case --shuffle-matrix \"2,1,2;2,1,2;1,3,1\"\n  \
@@ -89,7 +90,9 @@ pub struct PlanArgs {
     /// The instance.
     #[command(flatten)]
     pub source: InstanceSource,
-    /// Wall-clock budget in seconds for schemes that search.
+    /// Budget in seconds for schemes that search. ubershuffle-opt counts it in work units
+    /// calibrated to seconds on a 2-core machine, so its plan depends only on the instance,
+    /// the seed and the budget, not on the machine's load.
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     pub time_budget: f64,
     /// Also write the plan as JSON to this file ({"transmissions": [[[point, worker], ...], ...]}).

@@ -53,6 +53,23 @@ fn paper_example_counts() {
     assert_eq!(coded["uncoded_transmissions"], 6);
     assert_eq!(coded["lower_bound"], 3);
     assert_eq!(coded["cache_size"], 4);
+    for scheme in ["ubershuffle", "ubershuffle-opt"] {
+        let v = json(&["plan", "--scheme", scheme, "--instance", p]);
+        assert_eq!(v["transmissions"], 3, "{scheme}");
+        assert_eq!(v["verified"], true);
+    }
+}
+
+#[test]
+fn ubershuffle_schemes_report_the_acyclic_bound() {
+    let args = ["-n", "10", "-q", "3000", "-a", "0.5", "--seed", "4", "--time-budget", "0.5"];
+    let greedy = json(&[&["plan", "--scheme", "ubershuffle"][..], &args].concat());
+    let opt = json(&[&["plan", "--scheme", "ubershuffle-opt"][..], &args].concat());
+    assert_eq!(greedy["lower_bound_kind"], "acyclic-subgraph");
+    assert_eq!(greedy["lower_bound"], opt["lower_bound"]);
+    let count = |v: &Value| v["transmissions"].as_u64().expect("count");
+    assert!(count(&opt) < count(&greedy), "{opt} vs {greedy}");
+    assert!(count(&opt) >= opt["lower_bound"].as_u64().expect("bound"));
 }
 
 #[test]

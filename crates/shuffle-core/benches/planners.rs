@@ -2,9 +2,14 @@
 //! (n = 20, q = 1e6). Run: `cargo bench -p shuffle-core --bench planners`.
 
 use std::hint::black_box;
+use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use shuffle_core::{GeneratorParams, PlannerOptions, builtin_planners, planner_by_name, seeded, verify};
+use shuffle_core::bounds::best_lower_bound;
+use shuffle_core::planners::UberShuffleOptPlanner;
+use shuffle_core::{
+    GeneratorParams, PlannerOptions, ShufflePlanner, builtin_planners, planner_by_name, seeded, verify,
+};
 
 fn plan_time(c: &mut Criterion) {
     let mut group = c.benchmark_group("plan n=20 q=1e6 alpha=0.55");
@@ -13,7 +18,8 @@ fn plan_time(c: &mut Criterion) {
         .check()
         .expect("valid parameters")
         .generate();
-    for entry in builtin_planners() {
+    // ubershuffle-opt searches for its whole budget: it has its own group below.
+    for entry in builtin_planners().iter().filter(|e| e.name != UberShuffleOptPlanner::NAME) {
         let planner = (entry.build)(&PlannerOptions::default());
         if planner.plan(&inst, &mut seeded(0)).is_err() {
             continue; // a planner for another model (no excess storage)
@@ -25,6 +31,16 @@ fn plan_time(c: &mut Criterion) {
     let coded = planner_by_name("coded", &PlannerOptions::default()).expect("built in");
     let plan = coded.plan(&inst, &mut seeded(0)).expect("plans");
     group.bench_function("verify coded plan", |b| b.iter(|| verify(black_box(&inst), black_box(&plan))));
+    group.bench_function("best lower bound", |b| b.iter(|| best_lower_bound(black_box(&inst))));
+    group.finish();
+
+    // About 11 s an iteration: ten samples take two minutes.
+    let mut group = c.benchmark_group("plan n=20 q=1e6 alpha=0.55, 10 s budget");
+    group.sample_size(10).measurement_time(Duration::from_secs(120)).warm_up_time(Duration::from_millis(1));
+    let opt = UberShuffleOptPlanner::new(PlannerOptions::default().time_budget);
+    group.bench_function(UberShuffleOptPlanner::NAME, |b| {
+        b.iter(|| opt.plan(black_box(&inst), &mut seeded(0)).expect("plans"))
+    });
     group.finish();
 }
 

@@ -29,6 +29,7 @@
 //! ```
 
 pub mod bounds;
+mod carpool;
 pub mod examples;
 pub mod exchange_policy;
 mod generator;

@@ -75,6 +75,24 @@ impl EncodingTable {
 ///
 /// Grouping sorts the needed points by (cacher set, worker): `O(q log q)`, never `2^n`.
 pub fn encoding_tables(inst: &ShuffleInstance, planner: &str) -> Result<Vec<EncodingTable>, PlanError> {
+    let mut tables: Vec<EncodingTable> = Vec::new();
+    for (bits, worker, point) in table_entries(inst, planner)? {
+        let members = WorkerSet::from_bits(bits);
+        if tables.last().is_none_or(|t| t.members != members) {
+            tables.push(EncodingTable::empty(members));
+        }
+        if let Some(column) = tables.last_mut().and_then(|t| t.column_mut(worker as usize)) {
+            column.points.push(point);
+        }
+    }
+    Ok(tables)
+}
+
+/// Every needed point as `(table mask, worker, point)`, sorted: the table mask is the set of
+/// workers caching the point plus the worker needing it. This is the order
+/// [`encoding_tables`] lays the tables out in; planners that keep their own compact form of the
+/// tables start from it. `planner` names the caller in the error for too many workers.
+pub fn table_entries(inst: &ShuffleInstance, planner: &str) -> Result<Vec<(u128, u32, u32)>, PlanError> {
     let cachers = inst.cachers().ok_or_else(|| PlanError::TooManyWorkers {
         planner: planner.to_string(),
         workers: inst.workers(),
@@ -89,17 +107,7 @@ pub fn encoding_tables(inst: &ShuffleInstance, planner: &str) -> Result<Vec<Enco
     }
     drop(cachers);
     entries.sort_unstable();
-    let mut tables: Vec<EncodingTable> = Vec::new();
-    for (bits, worker, point) in entries {
-        let members = WorkerSet::from_bits(bits);
-        if tables.last().is_none_or(|t| t.members != members) {
-            tables.push(EncodingTable::empty(members));
-        }
-        if let Some(column) = tables.last_mut().and_then(|t| t.column_mut(worker as usize)) {
-            column.points.push(point);
-        }
-    }
-    Ok(tables)
+    Ok(entries)
 }
 
 /// The number of packets the tables cost: the sum of their heights.

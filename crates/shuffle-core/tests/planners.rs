@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)] // a test that unwraps fails loudly, which is what it should do
 
 use proptest::prelude::*;
+use shuffle_core::bounds::{all_lower_bounds, best_lower_bound, max_need_bound};
 use shuffle_core::examples::{arbitrary_instance, ubershuffle_paper_example};
 use shuffle_core::tables::{encoding_tables, tables_cost};
 use shuffle_core::{
@@ -19,11 +20,13 @@ fn count(scheme: &str, inst: &ShuffleInstance) -> usize {
     plan.len()
 }
 
-/// Plans `inst` with every built-in planner and checks each plan decodes everywhere and never
-/// costs more than uncoded. A planner built for a narrower model (no excess storage, say) may
-/// refuse an instance outside it with `PlanError::Unsupported`.
+/// Plans `inst` with every built-in planner and checks each plan decodes everywhere, never
+/// costs more than uncoded, and never beats a lower bound; and that `ubershuffle-opt` never
+/// sends more than `ubershuffle`. A planner built for a narrower model (no excess storage, say)
+/// may refuse an instance outside it with `PlanError::Unsupported`.
 fn check_every_planner(inst: &ShuffleInstance) {
     let uncoded = inst.uncoded_transmissions();
+    let bounds = all_lower_bounds(inst);
     for entry in builtin_planners() {
         let planner = (entry.build)(&PlannerOptions::default());
         if let Err(PlanError::Unsupported { .. }) = planner.plan(inst, &mut seeded(0)) {
@@ -31,7 +34,11 @@ fn check_every_planner(inst: &ShuffleInstance) {
         }
         let n = count(entry.name, inst);
         assert!(n <= uncoded, "{} sent {n} > uncoded {uncoded}", entry.name);
+        for bound in &bounds {
+            assert!(n >= bound.value, "{} sent {n} < the {} bound {}", entry.name, bound.kind, bound.value);
+        }
     }
+    assert!(count("ubershuffle-opt", inst) <= count("ubershuffle", inst));
 }
 
 #[test]
@@ -39,6 +46,28 @@ fn paper_examples_1_and_2() {
     let inst = ubershuffle_paper_example();
     assert_eq!(count("uncoded", &inst), 6);
     assert_eq!(count("coded", &inst), 4);
+}
+
+#[test]
+fn paper_example_3_ubershuffle_sends_three() {
+    let inst = ubershuffle_paper_example();
+    assert_eq!(count("ubershuffle", &inst), 3);
+    assert_eq!(count("ubershuffle-opt", &inst), 3);
+    assert_eq!(best_lower_bound(&inst).value, 3);
+}
+
+#[test]
+fn the_acyclic_bound_is_stronger_than_max_need() {
+    let inst = GeneratorParams { workers: 8, points: 2000, alpha: 0.4, seed: 1 }.check().unwrap().generate();
+    let best = best_lower_bound(&inst);
+    assert_eq!(best.kind, "acyclic-subgraph");
+    assert!(best.value > 2 * max_need_bound(&inst).value, "{best:?}");
+    // Above 20 workers the order is greedy; it still beats max-need.
+    let wide = GeneratorParams { workers: 24, points: 2400, alpha: 0.3, seed: 2 }.check().unwrap().generate();
+    let best = best_lower_bound(&wide);
+    assert_eq!(best.kind, "acyclic-subgraph-greedy");
+    assert!(best.value > max_need_bound(&wide).value);
+    assert!(best.value <= count("ubershuffle-opt", &wide));
 }
 
 #[test]
@@ -116,5 +145,20 @@ proptest! {
         seed in any::<u64>(),
     ) {
         check_every_planner(&arbitrary_instance(workers, points, cache_probability, seed));
+    }
+}
+
+#[test]
+fn without_excess_storage_the_acyclic_bound_is_attia_tandon_theorem_2() {
+    use shuffle_core::bounds::{acyclic_subgraph_bound, attia_tandon_bound};
+    use shuffle_core::no_excess::random_no_excess_instance;
+    for seed in 0..40 {
+        let workers = 2 + (seed as usize % 9);
+        let inst = random_no_excess_instance(workers, workers * 7, &mut seeded(seed)).unwrap();
+        let (a, t) = (acyclic_subgraph_bound(&inst).unwrap(), attia_tandon_bound(&inst).unwrap());
+        assert_eq!(a.value, t.value, "seed {seed}, {workers} workers");
+        // Named by Theorem 2 unless the plain max-need bound (listed first) ties it.
+        let best = best_lower_bound(&inst);
+        assert!(best.kind == t.kind || (best.kind == "max-need" && best.value == t.value), "{best:?}");
     }
 }

@@ -8,6 +8,7 @@
 
 mod broadcast;
 mod epoch_runs;
+mod fig3;
 mod gradient_coding;
 mod machine;
 mod msr;
@@ -83,6 +84,11 @@ pub static EXPERIMENTS: &[Experiment] = &[
         name: "theorem1",
         about: "Lee et al.'s coded shuffling at finite q against its asymptotic count (UberShuffle paper, Theorem 1)",
         run: theorem1::run,
+    },
+    Experiment {
+        name: "fig3",
+        about: "packets per epoch against alpha for uncoded, coded, UberShuffle and ubershuffle-opt, n = 20, q = 1e4..1e6 (UberShuffle paper, Fig. 3)",
+        run: fig3::run,
     },
     Experiment {
         name: "plugins",

@@ -2,11 +2,15 @@
 
 mod coded;
 mod cycle_packing;
+mod ubershuffle;
+mod ubershuffle_opt;
 mod uncoded;
 mod worst_case;
 
 pub use coded::CodedPlanner;
 pub use cycle_packing::CyclePackingPlanner;
+pub use ubershuffle::UberShufflePlanner;
+pub use ubershuffle_opt::UberShuffleOptPlanner;
 pub use uncoded::UncodedPlanner;
 pub use worst_case::WorstCasePlanner;
 
@@ -24,6 +28,16 @@ pub(crate) static REGISTRY: &[PlannerEntry] = &[
         name: CodedPlanner::NAME,
         description: CodedPlanner::DESCRIPTION,
         build: |_| Box::new(CodedPlanner),
+    },
+    PlannerEntry {
+        name: UberShufflePlanner::NAME,
+        description: UberShufflePlanner::DESCRIPTION,
+        build: |_| Box::new(UberShufflePlanner),
+    },
+    PlannerEntry {
+        name: UberShuffleOptPlanner::NAME,
+        description: UberShuffleOptPlanner::DESCRIPTION,
+        build: |options| Box::new(UberShuffleOptPlanner::new(options.time_budget)),
     },
     PlannerEntry {
         name: WorstCasePlanner::NAME,

@@ -1,0 +1,14 @@
+//! Machinery shared by the UberShuffle planners: the encoding tables in a compact mutable form
+//! ([`CarpoolTables`]), a fast index from worker sets to tables, the enumeration of subsets, and the packing of full rows used by `ubershuffle-opt`.
+
+mod combinations;
+mod full_rows;
+mod layer_counts;
+mod mask_index;
+mod rows;
+mod tables;
+
+pub(crate) use combinations::for_each_combination;
+pub(crate) use full_rows::{PACK_MAX_WORKERS, PackOrder, pack_full_rows};
+pub(crate) use rows::Rows;
+pub(crate) use tables::CarpoolTables;
