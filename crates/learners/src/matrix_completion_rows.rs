@@ -6,13 +6,15 @@ use shuffle_core::rng::{seeded_stream, shuffle};
 
 use crate::learner::check_model;
 use crate::sample::{Rating, RatingRowView, rating_row_width};
-use crate::{Learner, LearnerError, LocalStep, MatrixCompletionParams, MatrixCompletionSgd, Model, Update, UpdateBody};
+use crate::{
+    Learner, LearnerError, LocalStep, MatrixCompletionParams, MatrixCompletionSgd, Model, Update, UpdateBody,
+};
 
 /// [`MatrixCompletionSgd`]'s model, objective, aggregation and loss on records that each hold
 /// one user's row of up to `slots` observed entries ([`crate::sample::encode_rating_row`]).
 ///
-/// Local work: SGD over every entry of the worker's rows in a seeded random order, on local
-/// copies of the user factors of its rows and of the whole item factor matrix `R` (the model
+/// Local work: SGD over the worker's rows in a seeded random order, each row's entries in
+/// turn (so one user's factor stays in cache), on local copies of the user factors of its rows and of the whole item factor matrix `R` (the model
 /// the master sends is already that large). The update holds the change of every user factor
 /// row and every item factor row touched, so the master's merge is [`MatrixCompletionSgd`]'s:
 /// a user's row lives on one worker in an epoch, so its factor has one change, as in Recht and
@@ -68,33 +70,46 @@ impl Learner for MatrixCompletionRowsSgd {
 
     fn local_update(&self, model: &Model, batch: &[&[u8]], step: LocalStep) -> Result<Update, LearnerError> {
         check_model(model, self.parameter_count())?;
-        let ratings = self.ratings(batch)?;
+        let views = batch.iter().map(|r| RatingRowView::new(r, self.slots)).collect::<Result<Vec<_>, _>>()?;
         let p = *self.inner.params();
+        for v in &views {
+            for rating in v.ratings() {
+                self.inner.check_rating(&rating)?;
+            }
+        }
         let k = p.rank;
         let (eta, lambda) = (p.step_size, p.regularization);
-        // Local user factors, one slot per distinct row of the batch (rows are sorted).
-        let mut users: Vec<u32> = ratings.iter().map(|r| r.row).collect();
+        // Local user factors, one slot per distinct row of the batch (sorted).
+        let mut users: Vec<u32> = views.iter().map(|v| v.row()).collect();
         users.sort_unstable();
         users.dedup();
-        let mut user_factors: Vec<f64> =
-            users.iter().flat_map(|&u| model.params[u as usize * k..(u as usize + 1) * k].iter().copied()).collect();
+        let mut user_factors: Vec<f64> = users
+            .iter()
+            .flat_map(|&u| model.params[u as usize * k..(u as usize + 1) * k].iter().copied())
+            .collect();
         let items_at = p.rows * k;
         let mut items: Vec<f64> = model.params[items_at..].to_vec();
         let mut touched = vec![false; p.cols];
-        let mut order: Vec<usize> = (0..ratings.len()).collect();
-        shuffle(&mut seeded_stream(step.seed.wrapping_add(step.epoch as u64), 1 + step.worker as u64), &mut order);
+        // Rows in a seeded random order, each row's entries in turn.
+        let mut order: Vec<usize> = (0..views.len()).collect();
+        shuffle(
+            &mut seeded_stream(step.seed.wrapping_add(step.epoch as u64), 1 + step.worker as u64),
+            &mut order,
+        );
         for &i in &order {
-            let r = &ratings[i];
-            let u = users.binary_search(&r.row).unwrap_or(0);
-            let c = r.col as usize;
-            touched[c] = true;
+            let v = &views[i];
+            let u = users.binary_search(&v.row()).unwrap_or(0);
             let li = &mut user_factors[u * k..(u + 1) * k];
-            let rj = &mut items[c * k..(c + 1) * k];
-            let e = li.iter().zip(rj.iter()).map(|(a, b)| a * b).sum::<f64>() - r.value;
-            for (a, b) in li.iter_mut().zip(rj.iter_mut()) {
-                let (old_a, old_b) = (*a, *b);
-                *a = old_a - eta * (e * old_b + lambda * old_a);
-                *b = old_b - eta * (e * old_a + lambda * old_b);
+            for r in v.ratings() {
+                let c = r.col as usize;
+                touched[c] = true;
+                let rj = &mut items[c * k..(c + 1) * k];
+                let e = li.iter().zip(rj.iter()).map(|(a, b)| a * b).sum::<f64>() - r.value;
+                for (a, b) in li.iter_mut().zip(rj.iter_mut()) {
+                    let (old_a, old_b) = (*a, *b);
+                    *a = old_a - eta * (e * old_b + lambda * old_a);
+                    *b = old_b - eta * (e * old_a + lambda * old_b);
+                }
             }
         }
         let delta = |new: &[f64], old: &[f64]| new.iter().zip(old).map(|(n, o)| n - o).collect::<Vec<f64>>();

@@ -196,7 +196,10 @@ mod tests {
         let v = RatingRowView::new(&rec, 4).unwrap();
         assert_eq!((v.row(), v.len()), (7, 2));
         let ratings: Vec<Rating> = v.ratings().collect();
-        assert_eq!(ratings, vec![Rating { row: 7, col: 3, value: 1.5 }, Rating { row: 7, col: 9, value: -2.0 }]);
+        assert_eq!(
+            ratings,
+            vec![Rating { row: 7, col: 3, value: 1.5 }, Rating { row: 7, col: 9, value: -2.0 }]
+        );
         assert!(encode_rating_row(7, &[(1, 1.0); 5], 4).is_err());
         assert!(RatingRowView::new(&rec, 3).is_err());
         let mut lying = rec.clone();

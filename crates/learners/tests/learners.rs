@@ -175,7 +175,8 @@ fn matrix_completion_on_user_rows_fits_and_agrees_with_the_triples_learner() {
     let model = rows.initial_model(9);
     let views = learners::data::record_views(&held_rows);
     let on_rows = rows.loss(&model, &views).unwrap();
-    let on_triples = triples.loss(&model, &learners::data::record_views(&held.to_records().unwrap())).unwrap();
+    let on_triples =
+        triples.loss(&model, &learners::data::record_views(&held.to_records().unwrap())).unwrap();
     assert!((on_rows - on_triples).abs() < 1e-12, "{on_rows} vs {on_triples}");
     let options = EpochOptions { workers: 4, epochs: 40, seed: 6 };
     let history = train_all(&rows, &train_rows, &held_rows, options);

@@ -34,6 +34,16 @@ pub fn run_in_process(
     run: InProcessRun<'_>,
     on_epoch: &mut dyn FnMut(&EpochMetrics),
 ) -> Result<(RunReport, Vec<Result<WorkerSummary, String>>), RuntimeError> {
+    run_in_process_from(run, None, on_epoch)
+}
+
+/// [`run_in_process`] from a given starting partition ([`Master::with_start`]) when `start` is
+/// given.
+pub fn run_in_process_from(
+    run: InProcessRun<'_>,
+    start: Option<Vec<Vec<u32>>>,
+    on_epoch: &mut dyn FnMut(&EpochMetrics),
+) -> Result<(RunReport, Vec<Result<WorkerSummary, String>>), RuntimeError> {
     let mut endpoints = cluster(run.config.workers + 1, &run.transport)?.into_iter();
     let master_end = endpoints.next().ok_or_else(|| RuntimeError::Config("no master endpoint".into()))?;
     let workers: Vec<_> = endpoints
@@ -45,6 +55,10 @@ pub fn run_in_process(
         })
         .collect();
     let report = Master::new(master_end, run.config, run.planner, run.stragglers, run.data)
+        .and_then(|m| match start {
+            Some(batches) => m.with_start(batches),
+            None => Ok(m),
+        })
         .and_then(|m| m.run(on_epoch));
     let summaries = workers
         .into_iter()

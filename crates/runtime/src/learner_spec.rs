@@ -1,7 +1,9 @@
 //! [`LearnerSpec`]: which learner a run trains, in a form the master can send to workers that
 //! run in other processes.
 
-use learners::{Learner, LearnerError, LinearRegressionPsgd, MatrixCompletionParams, MatrixCompletionRowsSgd};
+use learners::{
+    Learner, LearnerError, LinearRegressionPsgd, MatrixCompletionParams, MatrixCompletionRowsSgd,
+};
 use shuffle_core::wire::{ByteReader, push_f64, push_u32};
 
 use crate::RuntimeError;
@@ -74,7 +76,10 @@ impl LearnerSpec {
                 local_passes: r.u32()? as usize,
             }),
             2 => Ok(LearnerSpec::MatrixCompletion(read_matrix_params(r)?)),
-            3 => Ok(LearnerSpec::MatrixCompletionRows { params: read_matrix_params(r)?, slots: r.u32()? as usize }),
+            3 => Ok(LearnerSpec::MatrixCompletionRows {
+                params: read_matrix_params(r)?,
+                slots: r.u32()? as usize,
+            }),
             other => Err(RuntimeError::Protocol(format!("unknown learner kind {other}"))),
         }
     }

@@ -12,14 +12,15 @@ use transport::{Transport, TransportError};
 
 use crate::cache_policy::next_cache;
 use crate::protocol::{
-    DataChunk, EpochAck, EpochOrder, JobSpec, MasterMessage, TAG_MASTER, TAG_RECEIVED, TAG_UPDATE,
-    UpdateOutcome, UpdateReport, records_checksum,
+    EpochAck, EpochOrder, JobSpec, MasterMessage, TAG_MASTER, TAG_RECEIVED, TAG_UPDATE, UpdateOutcome,
+    UpdateReport, data_chunk_bytes, records_checksum,
 };
 use crate::routing::{Routes, route};
 use crate::{Checkpoint, EpochMetrics, RunConfig, RuntimeError};
 
 /// Streams of the run's seed, one per purpose, so that each reproduces on its own.
 const STREAM_START: u64 = 1;
+const STREAM_GIVEN_START: u64 = 3;
 const STREAM_STRAGGLERS: u64 = 2;
 const STREAM_EPOCH: u64 = 1 << 32;
 const STREAM_PLANNER: u64 = 2 << 32;
@@ -174,6 +175,47 @@ impl<'a, T: Transport> Master<'a, T> {
             stragglers.next_iteration(&mut straggler_rng);
         }
         Ok(Master { t, config, planner, stragglers, straggler_rng, data, learner, state })
+    }
+
+    /// Starts a fresh run from the given partition instead of a random one: `batches[i]` is
+    /// worker `i`'s batch "of the previous epoch" (for instance, blocks of the data in storage
+    /// order, which the local policy then keeps), and each cache is that batch plus random other
+    /// points, as usual. The batches must partition the points `0..q`, one per worker, each
+    /// within the cache capacity. A resumed run keeps its checkpointed state and ignores this.
+    pub fn with_start(mut self, batches: Vec<Vec<u32>>) -> Result<Self, RuntimeError> {
+        if self.state.completed_epochs > 0 {
+            return Ok(self);
+        }
+        let points = self.data.train.len();
+        let fail = |m: String| Err(RuntimeError::Config(format!("starting partition: {m}")));
+        if batches.len() != self.config.workers {
+            return fail(format!("{} batches for {} workers", batches.len(), self.config.workers));
+        }
+        let mut seen = vec![false; points];
+        for b in &batches {
+            if b.len() > self.config.cache_capacity {
+                return fail(format!("a batch of {} exceeds the cache ({})", b.len(), self.config.cache_capacity));
+            }
+            for &p in b {
+                match seen.get_mut(p as usize) {
+                    Some(s) if !*s => *s = true,
+                    Some(_) => return fail(format!("point {p} is in two batches")),
+                    None => return fail(format!("point {p} is not one of the {points} points")),
+                }
+            }
+        }
+        if let Some(p) = seen.iter().position(|s| !s) {
+            return fail(format!("point {p} is in no batch"));
+        }
+        let mut rng = seeded_stream(self.config.seed, STREAM_GIVEN_START);
+        let mut batches = batches;
+        for b in &mut batches {
+            b.sort_unstable();
+        }
+        self.state.caches =
+            batches.iter().map(|b| cache_around(&mut rng, b, points, self.config.cache_capacity)).collect();
+        self.state.batches = batches;
+        Ok(self)
     }
 
     /// Runs the remaining epochs; `on_epoch` sees each epoch's metrics as it completes.
@@ -395,8 +437,7 @@ impl<'a, T: Transport> Master<'a, T> {
         self.await_acks(&header, &mut waiting, &mut m)?;
         // The master encodes between sends and broadcasts the model in this span; both are
         // counted on their own, so that the phases add up to the epoch's shuffle.
-        m.transmit_seconds =
-            (seconds_since(&self.t, sending) - m.encode_seconds - m.model_seconds).max(0.0);
+        m.transmit_seconds = (seconds_since(&self.t, sending) - m.encode_seconds - m.model_seconds).max(0.0);
 
         let updates = self.collect_updates(&header, &mut waiting, &mut m)?;
         m.stragglers = waiting.len();
@@ -468,36 +509,16 @@ impl<'a, T: Transport> Master<'a, T> {
         }
         let encoder = Encoder::new(h.plan, &self.data.train)?;
         for seqs in h.routes.broadcast.chunks(per_chunk) {
-            let chunk = self.encode(&encoder, h, seqs, m);
-            m.payload_bytes += chunk.payloads.len() as u64;
-            let mut buf = chunk.to_bytes();
+            let mut buf = encode(&encoder, h, seqs, false, m);
             self.t.broadcast(0, &mut buf)?;
         }
         for (k, &w) in live.iter().enumerate() {
             for seqs in h.routes.unicast[k].chunks(per_chunk) {
-                let chunk = self.encode(&encoder, h, seqs, m);
-                m.payload_bytes += chunk.payloads.len() as u64;
-                self.send(w, &MasterMessage::Data(chunk))?;
+                let bytes = encode(&encoder, h, seqs, true, m);
+                self.t.send(w + 1, TAG_MASTER, &bytes)?;
             }
         }
         Ok(())
-    }
-
-    fn encode(
-        &self,
-        encoder: &Encoder<'_>,
-        h: &EpochHeader<'_>,
-        seqs: &[u32],
-        m: &mut EpochMetrics,
-    ) -> DataChunk {
-        let started = Instant::now();
-        let width = encoder.width();
-        let mut payloads = vec![0u8; seqs.len() * width];
-        for (out, &s) in payloads.chunks_exact_mut(width).zip(seqs) {
-            encoder.encode_into(s as usize, out);
-        }
-        m.encode_seconds += started.elapsed().as_secs_f64();
-        DataChunk { epoch: h.epoch, attempt: h.attempt, seqs: seqs.to_vec(), payloads }
     }
 
     /// Waits until every worker of `waiting` holds its packets. A worker lost now is dropped
@@ -590,6 +611,25 @@ impl<'a, T: Transport> Master<'a, T> {
         updates.sort_by_key(|(rank, _)| *rank);
         result.map(|()| updates.into_iter().map(|(_, u)| u).collect())
     }
+}
+
+/// The data chunk of `seqs`, XOR-encoded straight into its message (a broadcast buffer, or a
+/// point-to-point [`crate::protocol::MasterMessage::Data`]).
+fn encode(
+    encoder: &Encoder<'_>,
+    h: &EpochHeader<'_>,
+    seqs: &[u32],
+    point_to_point: bool,
+    m: &mut EpochMetrics,
+) -> Vec<u8> {
+    let width = encoder.width();
+    let started = Instant::now();
+    let bytes = data_chunk_bytes(h.epoch, h.attempt, seqs, width, point_to_point, |k, out| {
+        encoder.encode_into(seqs[k] as usize, out);
+    });
+    m.encode_seconds += started.elapsed().as_secs_f64();
+    m.payload_bytes += (seqs.len() * width) as u64;
+    bytes
 }
 
 /// What every message of one attempt refers to.

@@ -188,19 +188,13 @@ impl DataChunk {
     /// Parses the byte form; `width` is the record width (the rest of the bytes must be
     /// exactly one payload per index).
     pub fn read(r: &mut ByteReader<'_>, width: usize) -> Result<Self, RuntimeError> {
-        let epoch = r.u32()?;
-        let attempt = r.u32()?;
-        let seqs = r.u32_list()?;
-        let expected = seqs.len().saturating_mul(width);
-        if r.remaining() != expected {
-            return Err(RuntimeError::Protocol(format!(
-                "a data chunk of {} packets has {} payload bytes, expected {expected}",
-                seqs.len(),
-                r.remaining()
-            )));
-        }
-        let payloads = r.take(expected)?.to_vec();
-        Ok(DataChunk { epoch, attempt, seqs, payloads })
+        let chunk = DataChunkRef::read(r, width)?;
+        Ok(DataChunk {
+            epoch: chunk.epoch,
+            attempt: chunk.attempt,
+            seqs: chunk.seqs,
+            payloads: chunk.payloads.to_vec(),
+        })
     }
 
     /// Parses a whole buffer (a broadcast).
@@ -212,6 +206,76 @@ impl DataChunk {
     pub fn packets(&self) -> impl Iterator<Item = (u32, &[u8])> + '_ {
         let width = self.payloads.len().checked_div(self.seqs.len()).unwrap_or(0);
         self.seqs.iter().copied().zip(self.payloads.chunks_exact(width.max(1)))
+    }
+}
+
+/// The byte form of a [`DataChunk`] whose payloads `fill(k, out)` writes straight into the
+/// message (no intermediate copy): as a broadcast buffer, or with `point_to_point` as a
+/// [`MasterMessage::Data`].
+pub fn data_chunk_bytes(
+    epoch: u32,
+    attempt: u32,
+    seqs: &[u32],
+    width: usize,
+    point_to_point: bool,
+    mut fill: impl FnMut(usize, &mut [u8]),
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(13 + 4 * seqs.len() + seqs.len() * width);
+    if point_to_point {
+        out.push(DATA);
+    }
+    push_u32(&mut out, epoch);
+    push_u32(&mut out, attempt);
+    push_u32_list(&mut out, seqs);
+    let start = out.len();
+    out.resize(start + seqs.len() * width, 0);
+    for (k, payload) in out[start..].chunks_exact_mut(width.max(1)).enumerate() {
+        fill(k, payload);
+    }
+    out
+}
+
+/// A [`DataChunk`] read in place: the payloads stay in the received buffer (a worker copies
+/// only the packets it needs out of a broadcast).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DataChunkRef<'a> {
+    /// The epoch.
+    pub epoch: u32,
+    /// The attempt.
+    pub attempt: u32,
+    /// Plan index of each packet.
+    pub seqs: Vec<u32>,
+    /// `seqs.len()` payloads of the record width.
+    pub payloads: &'a [u8],
+    width: usize,
+}
+
+impl<'a> DataChunkRef<'a> {
+    /// Parses the byte form of a [`DataChunk`] without copying its payloads.
+    pub fn read(r: &mut ByteReader<'a>, width: usize) -> Result<Self, RuntimeError> {
+        let epoch = r.u32()?;
+        let attempt = r.u32()?;
+        let seqs = r.u32_list()?;
+        let expected = seqs.len().saturating_mul(width);
+        if r.remaining() != expected {
+            return Err(RuntimeError::Protocol(format!(
+                "a data chunk of {} packets has {} payload bytes, expected {expected}",
+                seqs.len(),
+                r.remaining()
+            )));
+        }
+        let payloads = r.take(expected)?;
+        Ok(DataChunkRef { epoch, attempt, seqs, payloads, width })
+    }
+
+    /// Parses a whole buffer (a broadcast).
+    pub fn from_bytes(bytes: &'a [u8], width: usize) -> Result<Self, RuntimeError> {
+        DataChunkRef::read(&mut ByteReader::new(bytes, "a data chunk"), width)
+    }
+
+    /// The packets: plan index and payload.
+    pub fn packets(&self) -> impl Iterator<Item = (u32, &'a [u8])> + '_ {
+        self.seqs.iter().copied().zip(self.payloads.chunks_exact(self.width.max(1)))
     }
 }
 

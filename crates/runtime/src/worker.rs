@@ -13,7 +13,7 @@ use transport::{Transport, TransportError};
 use crate::RuntimeError;
 use crate::cache_policy::next_cache;
 use crate::protocol::{
-    DataChunk, EpochAck, EpochOrder, JobSpec, MasterMessage, TAG_MASTER, TAG_RECEIVED, TAG_UPDATE,
+    DataChunkRef, EpochAck, EpochOrder, JobSpec, MasterMessage, TAG_MASTER, TAG_RECEIVED, TAG_UPDATE,
     UpdateOutcome, UpdateReport, records_checksum,
 };
 
@@ -177,8 +177,8 @@ fn run_epoch<T: Transport>(t: &mut T, j: &mut Joined, order: &EpochOrder) -> Res
     // The payloads this worker needs, kept until every packet has arrived and decoded then, so
     // that the master's transmit time is moving bytes and `decode_seconds` is decoding.
     let mut needed: Vec<(u32, Vec<u8>)> = Vec::with_capacity(order.seqs.len());
-    let mut keep = |chunk: &DataChunk| {
-        for (seq, payload) in chunk.packets() {
+    let mut keep = |packets: &mut dyn Iterator<Item = (u32, &[u8])>| {
+        for (seq, payload) in packets {
             received_bytes += payload.len() as u64;
             if let Some(&k) = local.get(&seq) {
                 needed.push((k as u32, payload.to_vec()));
@@ -196,9 +196,9 @@ fn run_epoch<T: Transport>(t: &mut T, j: &mut Joined, order: &EpochOrder) -> Res
         for _ in 0..order.broadcasts {
             let mut buf = Vec::new();
             t.broadcast(0, &mut buf)?;
-            let chunk = DataChunk::from_bytes(&buf, width)?;
-            check_current(&chunk, order)?;
-            keep(&chunk);
+            let chunk = DataChunkRef::from_bytes(&buf, width)?;
+            check_current(chunk.epoch, chunk.attempt, order)?;
+            keep(&mut chunk.packets());
         }
         let mut unicasts = 0;
         while unicasts < order.unicasts {
@@ -206,7 +206,7 @@ fn run_epoch<T: Transport>(t: &mut T, j: &mut Joined, order: &EpochOrder) -> Res
                 MasterMessage::Data(chunk)
                     if (chunk.epoch, chunk.attempt) == (order.epoch, order.attempt) =>
                 {
-                    keep(&chunk);
+                    keep(&mut chunk.packets());
                     unicasts += 1;
                 }
                 MasterMessage::Data(_) => {}
@@ -251,7 +251,8 @@ fn run_epoch<T: Transport>(t: &mut T, j: &mut Joined, order: &EpochOrder) -> Res
     let decode_seconds = started.elapsed().as_secs_f64();
 
     let started = ThreadTime::now();
-    let model = Model::from_bytes(model_bytes.as_deref().unwrap_or(&order.model), j.learner.parameter_count())?;
+    let model =
+        Model::from_bytes(model_bytes.as_deref().unwrap_or(&order.model), j.learner.parameter_count())?;
     let batch: Vec<&[u8]> = order
         .batch
         .iter()
@@ -277,11 +278,11 @@ fn run_epoch<T: Transport>(t: &mut T, j: &mut Joined, order: &EpochOrder) -> Res
     Ok(EpochEnd::Done)
 }
 
-fn check_current(chunk: &DataChunk, order: &EpochOrder) -> Result<(), RuntimeError> {
-    if (chunk.epoch, chunk.attempt) != (order.epoch, order.attempt) {
+fn check_current(epoch: u32, attempt: u32, order: &EpochOrder) -> Result<(), RuntimeError> {
+    if (epoch, attempt) != (order.epoch, order.attempt) {
         return Err(RuntimeError::Protocol(format!(
-            "a broadcast of epoch {} attempt {} arrived during epoch {} attempt {}",
-            chunk.epoch, chunk.attempt, order.epoch, order.attempt
+            "a broadcast of epoch {epoch} attempt {attempt} arrived during epoch {} attempt {}",
+            order.epoch, order.attempt
         )));
     }
     Ok(())

@@ -62,7 +62,10 @@ fn on_shaped_links_transmit_time_is_the_payload_on_the_masters_link() {
         // Uncoded: every packet leaves the master's single port once.
         let ideal = (e.payload_bytes + e.control_bytes) as f64 / RATE;
         assert!(e.payload_bytes > 80 * 2048, "{e:?}");
-        assert!(e.transmit_seconds > 0.95 * ideal && e.transmit_seconds < 1.25 * ideal + 0.02, "ideal {ideal}: {e:?}");
+        assert!(
+            e.transmit_seconds > 0.95 * ideal && e.transmit_seconds < 1.25 * ideal + 0.02,
+            "ideal {ideal}: {e:?}"
+        );
         assert!(e.decode_seconds > 0.0 && e.compute_seconds > 0.0, "{e:?}");
         assert!(e.shuffle_seconds() + e.model_seconds <= e.epoch_seconds, "{e:?}");
     }

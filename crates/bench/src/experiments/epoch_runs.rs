@@ -6,14 +6,22 @@
 //! records through the real encoder and decoders over the in-process transport, whose links are
 //! shaped to emulate single-ported nodes at the given rate; shaped times are emulated time
 //! (see `transport::in_process::LinkShaping`).
+//!
+//! Data order. The training records are stored sorted (regression samples by label, user rows
+//! by their mean rating), as data collected by category or over time often is, and every run
+//! starts from the partition of the data into contiguous blocks in that order. Shuffling
+//! policies mix the blocks from the first epoch on; "no shuffling" (the local policy) keeps
+//! them, so its workers train on biased samples, the situation shuffling is meant to cure.
 
 use std::time::Duration;
 
 use anyhow::Context as _;
+use codes::Records;
 use learners::MatrixCompletionParams;
 use learners::data::synthetic::{linear_regression, low_rank};
+use learners::sample::{RatingRowView, SampleView};
 use learners::straggler::NoStragglers;
-use runtime::in_process::{InProcessRun, run_in_process};
+use runtime::in_process::{InProcessRun, run_in_process_from};
 use runtime::{EpochMetrics, LearnerSpec, RunConfig, RunData, RunReport};
 use shuffle_core::exchange_policy::ExchangePolicy;
 use shuffle_core::{PlannerOptions, cache_size_for, planner_by_name};
@@ -87,7 +95,13 @@ pub(crate) fn matrix_completion(
         key: "mc",
         learner_name: "matrix completion (synthetic, rank 5)",
         learner: LearnerSpec::MatrixCompletionRows { params, slots: per_row },
-        data: RunData { train: train.to_row_records(per_row)?, held_out: held.to_row_records(per_row)? },
+        data: RunData {
+            train: sorted_by(&train.to_row_records(per_row)?, |r| {
+                let v = RatingRowView::new(r, per_row).ok()?;
+                Some(v.ratings().map(|x| x.value).sum::<f64>() / v.len().max(1) as f64)
+            })?,
+            held_out: held.to_row_records(per_row)?,
+        },
         workers,
         alpha,
         width_note: format!("m = {per_row} ratings"),
@@ -111,11 +125,39 @@ pub(crate) fn linear_regression_setup(
         key: "lr",
         learner_name: "linear regression (synthetic, parallel SGD)",
         learner: LearnerSpec::LinearRegression { features, step_size: 0.002, local_passes: 1 },
-        data: RunData { train: train.to_records()?, held_out: held_out.to_records()? },
+        data: RunData {
+            train: sorted_by(&train.to_records()?, |r| SampleView::new(r, features).ok().map(|v| v.label()))?,
+            held_out: held_out.to_records()?,
+        },
         workers,
         alpha,
         width_note: format!("m = {features} features"),
     })
+}
+
+/// `records` reordered by increasing `key` (records without a key first).
+fn sorted_by(records: &Records, key: impl Fn(&[u8]) -> Option<f64>) -> anyhow::Result<Records> {
+    let views = learners::data::record_views(records);
+    let mut order: Vec<(f64, usize)> =
+        views.iter().enumerate().map(|(i, r)| (key(r).unwrap_or(f64::NEG_INFINITY), i)).collect();
+    order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let bytes: Vec<u8> = order.iter().flat_map(|&(_, i)| views[i].iter().copied()).collect();
+    Ok(Records::from_bytes(records.width(), bytes)?)
+}
+
+/// The data in storage order cut into `workers` contiguous blocks (the first `q mod n` one
+/// point larger).
+pub(crate) fn storage_blocks(points: usize, workers: usize) -> Vec<Vec<u32>> {
+    let (base, extra) = (points / workers, points % workers);
+    let mut start = 0u32;
+    (0..workers)
+        .map(|w| {
+            let len = (base + usize::from(w < extra)) as u32;
+            let block = (start..start + len).collect();
+            start += len;
+            block
+        })
+        .collect()
 }
 
 /// How one run goes.
@@ -137,7 +179,8 @@ pub(crate) fn have_planner(name: &str) -> bool {
     planner_by_name(name, &PlannerOptions::default()).is_some()
 }
 
-/// Runs the epoch loop of `setup` as `spec` says, every worker a thread of this process.
+/// Runs the epoch loop of `setup` as `spec` says, every worker a thread of this process,
+/// starting from [`storage_blocks`].
 pub(crate) fn run(setup: &Setup, spec: &RunSpec<'_>) -> anyhow::Result<RunReport> {
     let planner = planner_by_name(spec.scheme, &PlannerOptions { time_budget: Duration::from_secs(2) })
         .with_context(|| format!("no planner {}", spec.scheme))?;
@@ -167,7 +210,8 @@ pub(crate) fn run(setup: &Setup, spec: &RunSpec<'_>) -> anyhow::Result<RunReport
         transport,
         faults: Vec::new(),
     };
-    let (report, workers) = run_in_process(run, &mut |_| {})
+    let start = storage_blocks(setup.points(), setup.workers);
+    let (report, workers) = run_in_process_from(run, Some(start), &mut |_| {})
         .with_context(|| format!("{} run of {}", spec.scheme, setup.key))?;
     for w in workers {
         w.map_err(|e| anyhow::anyhow!("a worker of the {} run failed: {e}", spec.scheme))?;

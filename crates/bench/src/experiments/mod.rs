@@ -9,10 +9,12 @@
 mod broadcast;
 mod epoch_runs;
 mod fig3;
+mod fig4;
 mod gradient_coding;
 mod machine;
 mod msr;
 mod partial_local;
+mod partial_local_training;
 mod plugins;
 mod results_readme;
 mod table1;
@@ -107,7 +109,7 @@ pub static EXPERIMENTS: &[Experiment] = &[
     },
     Experiment {
         name: "partial-local",
-        about: "Partial-local exchange (fraction Q per epoch): points moved and what coded schemes send for it",
+        about: "Partial-local exchange (fraction Q per epoch): points moved and what coded schemes send for it; loss vs epochs and bytes moved under local, partial-local and global in the real epoch loop",
         run: partial_local::run,
     },
     Experiment {
@@ -124,6 +126,11 @@ pub static EXPERIMENTS: &[Experiment] = &[
         name: "table1",
         about: "UberShuffle paper, Table 1 scaled: shuffle and training time per epoch of uncoded, coded and UberShuffle on emulated 1, 10 and 50 Gbit/s links, real epoch loop",
         run: table1::run,
+    },
+    Experiment {
+        name: "fig4",
+        about: "UberShuffle paper, Fig. 4: held-out loss vs emulated wall-clock time under uncoded, coded, UberShuffle and no shuffling, real epoch loop on emulated 1 Gbit/s links",
+        run: fig4::run,
     },
 ];
 

@@ -6,12 +6,15 @@
 //! excess storage (caches = current batches: uncoded, coded, worst-case, cycle-packing) and
 //! with alpha = 0.25 (twice the batch: uncoded, coded). Consecutive epochs from one seeded
 //! stream; every plan passes `verify` before it is counted.
+//!
+//! Then the real epoch loop under local, partial-local Q in {0.1, 0.3, 0.5} and global
+//! ([`super::partial_local_training`]): loss against epochs and bytes moved per epoch.
 
 use shuffle_core::exchange_policy::{ExchangePolicy, ExchangeRun};
 use shuffle_core::rng::seeded_stream;
 use shuffle_core::{PlannerOptions, planner_by_name, verify};
 
-use super::{Context, Outcome};
+use super::{Context, Outcome, partial_local_training};
 use crate::csv_table::{CsvTable, cell};
 use crate::svg_chart::{LineChart, Series};
 
@@ -27,9 +30,19 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         ("no excess", None, &["uncoded", "coded", "worst-case", "cycle-packing"]),
         ("alpha = 0.25", Some(EXCESS_ALPHA), &["uncoded", "coded"]),
     ];
-    let mut table =
-        CsvTable::new(&["storage", "fraction", "seed", "epoch", "points_moved", "scheme", "transmissions"]);
-    let bar = ctx.progress((storages.len() * fractions.len() * seeds.len()) as u64, "partial-local");
+    let mut table = CsvTable::new(&[
+        "part",
+        "storage",
+        "fraction",
+        "seed",
+        "epoch",
+        "points_moved",
+        "scheme",
+        "transmissions",
+        "payload_bytes",
+        "loss",
+    ]);
+    let bar = ctx.progress((storages.len() * fractions.len() * seeds.len() + 10) as u64, "partial-local");
     let mut chart = LineChart {
         title: format!("Partial-local exchange, n = {WORKERS}, q = {POINTS}"),
         x_label: "fraction Q exchanged per epoch".into(),
@@ -57,6 +70,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
                         verify(&epoch.instance, &plan)?.ensure_valid()?;
                         *total += plan.len();
                         table.push(vec![
+                            cell("plans"),
                             cell(storage),
                             cell(fraction),
                             cell(seed),
@@ -64,6 +78,8 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
                             cell(epoch.points_moved),
                             cell(name),
                             cell(plan.len()),
+                            cell(""),
+                            cell(""),
                         ]);
                     }
                 }
@@ -92,7 +108,11 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
             chart.series.push(Series::solid(format!("{name} ({storage})"), curve));
         }
     }
+    let training = partial_local_training::run(ctx.quick, &|| bar.inc(1))?;
     bar.finish_and_clear();
+    for row in training.rows {
+        table.push(row);
+    }
     let expected = fractions.iter().map(|&f| (f, f * (1.0 - 1.0 / WORKERS as f64))).collect();
     chart.series.push(Series::dashed("points moved", moved_curve));
     chart.series.push(Series::dashed("Q (1 - 1/n)", expected));
@@ -106,5 +126,8 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         seeds.len(),
         summary.join("\n")
     );
-    Ok(Outcome { table, figures: vec![(String::new(), chart)], summary })
+    let summary = format!("{summary}\n\n{}", training.summary);
+    let mut figures = vec![(String::new(), chart)];
+    figures.extend(training.figures);
+    Ok(Outcome { table, figures, summary })
 }

@@ -40,11 +40,13 @@ const PAPER: [(&str, &str, &str, &str, f64, f64, f64, f64); 4] = [
     ("(d)", "LR, synthetic", "7e5", "2e5", 0.14, 112.90, 94.60, 60.82),
 ];
 
-/// The scaled setups.
-pub(crate) fn setups(seed: u64) -> anyhow::Result<Vec<Setup>> {
+/// The scaled setups with `points` data points each: matrix completion with user rows of
+/// m = 100 ratings of 2000 items (1208 B), alpha = 0.2, and linear regression with m = 191
+/// features (1536 B), alpha = 0.14.
+pub(crate) fn setups(points: usize, seed: u64) -> anyhow::Result<Vec<Setup>> {
     Ok(vec![
-        epoch_runs::matrix_completion(10_000, 1000, 100, WORKERS, 0.2, seed)?,
-        epoch_runs::linear_regression_setup(10_000, 191, WORKERS, 0.14, seed)?,
+        epoch_runs::matrix_completion(points, 2000, 100, WORKERS, 0.2, seed)?,
+        epoch_runs::linear_regression_setup(points, 191, WORKERS, 0.14, seed)?,
     ])
 }
 
@@ -63,7 +65,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     let seed = 1;
     let schemes: Vec<&str> = SCHEMES.iter().copied().filter(|s| have_planner(s)).collect();
     let missing: Vec<&str> = SCHEMES.iter().copied().filter(|s| !have_planner(s)).collect();
-    let setups = setups(seed)?;
+    let setups = setups(100_000, seed)?;
     let mut table = CsvTable::new(&[
         "setup",
         "gbit",
@@ -166,7 +168,12 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
 
 fn figure(setup: &Setup, schemes: &[&str], cells: &[Vec<Cell>]) -> (String, LineChart) {
     let mut chart = LineChart {
-        title: format!("Shuffle time per epoch, {} (n = {}, q = {})", setup.key.to_uppercase(), setup.workers, setup.points()),
+        title: format!(
+            "Shuffle time per epoch, {} (n = {}, q = {})",
+            setup.key.to_uppercase(),
+            setup.workers,
+            setup.points()
+        ),
         x_label: "emulated link rate (Gbit/s)".into(),
         y_label: "median shuffle seconds per epoch (emulated)".into(),
         log_x: true,
