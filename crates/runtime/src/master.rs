@@ -194,7 +194,11 @@ impl<'a, T: Transport> Master<'a, T> {
         let mut seen = vec![false; points];
         for b in &batches {
             if b.len() > self.config.cache_capacity {
-                return fail(format!("a batch of {} exceeds the cache ({})", b.len(), self.config.cache_capacity));
+                return fail(format!(
+                    "a batch of {} exceeds the cache ({})",
+                    b.len(),
+                    self.config.cache_capacity
+                ));
             }
             for &p in b {
                 match seen.get_mut(p as usize) {
@@ -474,8 +478,19 @@ impl<'a, T: Transport> Master<'a, T> {
         let per_chunk = (self.config.chunk_bytes / width).max(1);
         let broadcasts = h.routes.broadcast.len().div_ceil(per_chunk);
         let model = Model::new(self.state.model.clone()).to_bytes();
-        // One broadcast of the model instead of a copy per worker, unless broadcasts are off.
+        // One broadcast of the model before the orders, instead of a copy in each, unless
+        // broadcasts are off.
         let model_by_broadcast = !self.state.point_to_point_only && live.len() > 1;
+        if model_by_broadcast {
+            let started = self.t.now();
+            for &w in live {
+                m.control_bytes += self.send(w, &MasterMessage::ModelFollows)?;
+            }
+            let mut buf = model.clone();
+            m.model_bytes = buf.len() as u64;
+            self.t.broadcast(0, &mut buf)?;
+            m.model_seconds = seconds_since(&self.t, started);
+        }
         for (k, &w) in live.iter().enumerate() {
             let seqs = &h.routes.needs[k];
             let mut sub_plan = Plan::with_capacity(seqs.len(), 0);
@@ -499,13 +514,6 @@ impl<'a, T: Transport> Master<'a, T> {
                 hold_seconds: late.map_or(0.0, |d| d.as_secs_f64() * 1.25 + 0.01),
             };
             m.control_bytes += self.send(w, &MasterMessage::Order(order))?;
-        }
-        if model_by_broadcast {
-            let started = self.t.now();
-            let mut buf = model;
-            m.model_bytes = buf.len() as u64;
-            self.t.broadcast(0, &mut buf)?;
-            m.model_seconds = seconds_since(&self.t, started);
         }
         let encoder = Encoder::new(h.plan, &self.data.train)?;
         for seqs in h.routes.broadcast.chunks(per_chunk) {

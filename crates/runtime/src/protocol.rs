@@ -76,8 +76,8 @@ pub struct EpochOrder {
     pub epoch: u32,
     /// The attempt at this epoch, from 0 (a worker's failure restarts the epoch).
     pub attempt: u32,
-    /// The master's model, in the learner's byte form; empty when the master broadcasts it right
-    /// after the orders (every worker takes part in that broadcast before the data's).
+    /// The master's model, in the learner's byte form; empty when the master broadcast it just
+    /// before ([`MasterMessage::ModelFollows`]).
     pub model: Vec<u8>,
     /// The worker's new batch `D_i`, sorted.
     pub batch: Vec<u32>,
@@ -131,6 +131,9 @@ pub enum MasterMessage {
     /// Reply with an [`EpochAck`] of epoch 0 once everything sent before has arrived (the
     /// master waits for the starting caches to land, so that no epoch is charged for them).
     Sync,
+    /// The model for the next epoch follows in a broadcast: take part in it. The next order
+    /// then carries an empty model.
+    ModelFollows,
 }
 
 /// A worker's reply at the end of an epoch.
@@ -168,6 +171,7 @@ const ORDER: u8 = 3;
 const DATA: u8 = 4;
 const STOP: u8 = 5;
 const SYNC: u8 = 6;
+const MODEL_FOLLOWS: u8 = 7;
 
 impl DataChunk {
     /// Appends the byte form.
@@ -318,6 +322,7 @@ impl MasterMessage {
             }
             MasterMessage::Stop => out.push(STOP),
             MasterMessage::Sync => out.push(SYNC),
+            MasterMessage::ModelFollows => out.push(MODEL_FOLLOWS),
         }
         Ok(out)
     }
@@ -373,6 +378,7 @@ impl MasterMessage {
             DATA => return Ok(MasterMessage::Data(DataChunk::read(&mut r, width)?)),
             STOP => MasterMessage::Stop,
             SYNC => MasterMessage::Sync,
+            MODEL_FOLLOWS => MasterMessage::ModelFollows,
             other => {
                 return Err(RuntimeError::Protocol(format!("unknown message kind {other} from the master")));
             }
@@ -479,6 +485,7 @@ mod tests {
             MasterMessage::Data(chunk.clone()),
             MasterMessage::Stop,
             MasterMessage::Sync,
+            MasterMessage::ModelFollows,
         ] {
             assert_eq!(MasterMessage::from_bytes(&m.to_bytes().unwrap(), 4).unwrap(), m);
         }

@@ -70,6 +70,8 @@ pub fn run_worker<T: Transport>(mut t: T, options: &WorkerOptions) -> Result<Wor
     let mut joined: Option<Joined> = None;
     let mut epochs = 0;
     let mut next: Option<MasterMessage> = None;
+    // The model of the next epoch, when the master broadcast it.
+    let mut model: Option<Vec<u8>> = None;
     loop {
         let message = match next.take() {
             Some(m) => m,
@@ -93,7 +95,7 @@ pub fn run_worker<T: Transport>(mut t: T, options: &WorkerOptions) -> Result<Wor
                     return Ok(WorkerSummary { worker, epochs, exit: WorkerExit::InjectedFailure });
                 }
                 let j = joined.as_mut().ok_or_else(|| not_joined("an epoch order"))?;
-                match run_epoch(&mut t, j, &order) {
+                match run_epoch(&mut t, j, &order, model.take().as_deref()) {
                     Ok(EpochEnd::Done) => epochs += 1,
                     Ok(EpochEnd::Interrupted(m)) => next = Some(m),
                     Err(Failure::Transport(e)) if e.peer() == Some(0) && !e.is_timeout() => {
@@ -121,6 +123,15 @@ pub fn run_worker<T: Transport>(mut t: T, options: &WorkerOptions) -> Result<Wor
             MasterMessage::Data(_) => {} // a late packet of an abandoned attempt
             MasterMessage::Stop => return Ok(WorkerSummary { worker, epochs, exit: WorkerExit::Stopped }),
             MasterMessage::Sync => t.send(0, TAG_RECEIVED, &EpochAck { epoch: 0, attempt: 0 }.to_bytes())?,
+            MasterMessage::ModelFollows => {
+                let mut buf = Vec::new();
+                match t.broadcast(0, &mut buf) {
+                    Ok(()) => model = Some(buf),
+                    Err(e) if e.peer() == Some(0) && !e.is_timeout() => return Err(e.into()),
+                    // Another worker was lost: the master restarts the epoch.
+                    Err(_) => model = None,
+                }
+            }
         }
     }
 }
@@ -165,7 +176,12 @@ impl<E: Into<RuntimeError>> From<E> for Failure {
     }
 }
 
-fn run_epoch<T: Transport>(t: &mut T, j: &mut Joined, order: &EpochOrder) -> Result<EpochEnd, Failure> {
+fn run_epoch<T: Transport>(
+    t: &mut T,
+    j: &mut Joined,
+    order: &EpochOrder,
+    broadcast_model: Option<&[u8]>,
+) -> Result<EpochEnd, Failure> {
     let width = j.job.record_width as usize;
     let worker = j.job.worker;
     let old_cache = j.store.ids().to_vec();
@@ -185,14 +201,7 @@ fn run_epoch<T: Transport>(t: &mut T, j: &mut Joined, order: &EpochOrder) -> Res
             }
         }
     };
-    // An empty model in the order: the master broadcasts it right after the orders.
-    let mut model_bytes: Option<Vec<u8>> = None;
     let received: Result<Option<MasterMessage>, Failure> = (|| {
-        if order.model.is_empty() {
-            let mut buf = Vec::new();
-            t.broadcast(0, &mut buf)?;
-            model_bytes = Some(buf);
-        }
         for _ in 0..order.broadcasts {
             let mut buf = Vec::new();
             t.broadcast(0, &mut buf)?;
@@ -251,8 +260,16 @@ fn run_epoch<T: Transport>(t: &mut T, j: &mut Joined, order: &EpochOrder) -> Res
     let decode_seconds = started.elapsed().as_secs_f64();
 
     let started = ThreadTime::now();
-    let model =
-        Model::from_bytes(model_bytes.as_deref().unwrap_or(&order.model), j.learner.parameter_count())?;
+    // An empty model in the order: the master broadcast it before the order.
+    let model_bytes = match (&order.model, broadcast_model) {
+        (m, _) if !m.is_empty() => m.as_slice(),
+        (_, Some(m)) => m,
+        (_, None) => {
+            let message = "the order's model was to come by broadcast; none arrived";
+            return Err(RuntimeError::Protocol(message.into()).into());
+        }
+    };
+    let model = Model::from_bytes(model_bytes, j.learner.parameter_count())?;
     let batch: Vec<&[u8]> = order
         .batch
         .iter()

@@ -16,7 +16,11 @@ use transport::in_process::InProcessConfig;
 const WORKERS: usize = 4;
 const POINTS: usize = 200;
 
-fn run(policy: ExchangePolicy, start: Vec<Vec<u32>>, checkpoint: &std::path::Path) -> Result<RunReport, RuntimeError> {
+fn run(
+    policy: ExchangePolicy,
+    start: Vec<Vec<u32>>,
+    checkpoint: &std::path::Path,
+) -> Result<RunReport, RuntimeError> {
     let (all, _) = linear_regression(POINTS + 40, 5, 0.05, 3).unwrap();
     let (train, held_out) = all.split(40.0 / (POINTS + 40) as f64, 4);
     let data = RunData { train: train.to_records().unwrap(), held_out: held_out.to_records().unwrap() };

@@ -39,8 +39,16 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     let curves: Vec<_> = CURVES.iter().filter(|c| have_planner(c.1)).collect();
     let missing: Vec<&str> = CURVES.iter().filter(|c| !have_planner(c.1)).map(|c| c.0).collect();
     let setups = setups(points, seed)?;
-    let mut table =
-        CsvTable::new(&["setup", "scheme", "epoch", "time_s", "loss", "shuffle_s", "epoch_s", "payload_bytes"]);
+    let mut table = CsvTable::new(&[
+        "setup",
+        "scheme",
+        "epoch",
+        "time_s",
+        "loss",
+        "shuffle_s",
+        "epoch_s",
+        "payload_bytes",
+    ]);
     let bar = ctx.progress((setups.len() * curves.len()) as u64, "fig4");
     let mut figures = Vec::new();
     let mut sections = Vec::new();
@@ -56,7 +64,16 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
             for e in &report.epochs {
                 time += e.epoch_seconds;
                 curve.push((time, e.loss));
-                table.push(row(setup, label, e.epoch, time, e.loss, e.shuffle_seconds(), e.epoch_seconds, e.payload_bytes));
+                table.push(row(
+                    setup,
+                    label,
+                    e.epoch,
+                    time,
+                    e.loss,
+                    e.shuffle_seconds(),
+                    e.epoch_seconds,
+                    e.payload_bytes,
+                ));
             }
             let n = report.epochs.len().max(1) as f64;
             done.push(Curve {
@@ -77,7 +94,8 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
          widths and alpha). Time per epoch is the whole epoch at the master: shuffle, model broadcast, local \
          training on 20 worker threads sharing 2 cores, aggregation, held-out loss.\n\n",
         n = super::table1::WORKERS,
-        quick = if ctx.quick { " (the quick subset; the full run has q = 100 000 and 20 epochs)" } else { "" },
+        quick =
+            if ctx.quick { " (the quick subset; the full run has q = 100 000 and 20 epochs)" } else { "" },
     );
     if !missing.is_empty() {
         summary.push_str(&format!("**Not run:** {} (planner not built in).\n\n", missing.join(", ")));
@@ -143,8 +161,12 @@ fn time_to(curve: &Curve, target: f64) -> Option<f64> {
 
 fn section(setup: &Setup, curves: &[Curve], epochs: usize) -> String {
     // Target: within 5 % of the loss the shuffling schemes reach at the last epoch.
-    let shuffled_final =
-        curves.iter().filter(|c| c.label != "no shuffling").filter_map(|c| c.points.last()).map(|p| p.1).fold(f64::INFINITY, f64::min);
+    let shuffled_final = curves
+        .iter()
+        .filter(|c| c.label != "no shuffling")
+        .filter_map(|c| c.points.last())
+        .map(|p| p.1)
+        .fold(f64::INFINITY, f64::min);
     let target = shuffled_final * 1.05;
     let base = curves.iter().find(|c| c.label == "uncoded").and_then(|c| time_to(c, target));
     let mut out = format!(

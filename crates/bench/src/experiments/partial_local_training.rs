@@ -53,7 +53,10 @@ pub(crate) fn run(quick: bool, progress: &dyn Fn()) -> anyhow::Result<Training> 
         ..Default::default()
     };
     let mut bytes_chart = LineChart {
-        title: format!("Bytes moved per epoch: LR, n = {WORKERS}, q = {points} ({} B per point)", setup.record_bytes()),
+        title: format!(
+            "Bytes moved per epoch: LR, n = {WORKERS}, q = {points} ({} B per point)",
+            setup.record_bytes()
+        ),
         x_label: "fraction Q exchanged per epoch".into(),
         y_label: "payload MB per epoch (mean)".into(),
         ..Default::default()
@@ -75,7 +78,10 @@ pub(crate) fn run(quick: bool, progress: &dyn Fn()) -> anyhow::Result<Training> 
             match &losses {
                 None => losses = Some(curve.clone()),
                 Some(first) if *first != curve => {
-                    anyhow::bail!("{label}: {scheme} trained differently from {} on the same exchanges", schemes[0])
+                    anyhow::bail!(
+                        "{label}: {scheme} trained differently from {} on the same exchanges",
+                        schemes[0]
+                    )
                 }
                 Some(_) => {}
             }
@@ -129,9 +135,5 @@ pub(crate) fn run(quick: bool, progress: &dyn Fn()) -> anyhow::Result<Training> 
         setup.record_bytes(),
         quick = if quick { " (the quick subset; the full run has q = 40 000 and 30 epochs)" } else { "" },
     );
-    Ok(Training {
-        rows,
-        figures: vec![("loss".into(), loss_chart), ("bytes".into(), bytes_chart)],
-        summary,
-    })
+    Ok(Training { rows, figures: vec![("loss".into(), loss_chart), ("bytes".into(), bytes_chart)], summary })
 }
