@@ -2,10 +2,11 @@
 //! the learners under uncoded, coded and UberShuffle shuffling and without shuffling, running
 //! the real epoch loop over emulated 1 Gbit/s single-ported links.
 //!
-//! The setups are Table 1's ([`super::table1::setups`]). The shuffling schemes draw the same
-//! assignments from the same seed, so they train identically epoch by epoch and differ only in
-//! how long each epoch takes; "no shuffling" (the local policy) keeps every worker's first
-//! partition, moves no data and trains on different batches.
+//! The setups are Table 1's ([`super::table1::setups`]), with the data stored sorted and the
+//! workers starting from contiguous blocks of it ([`super::epoch_runs`]). The shuffling schemes
+//! draw the same assignments from the same seed, so they train identically epoch by epoch and
+//! differ only in how long each epoch takes; "no shuffling" (the local policy) keeps every
+//! worker's first block, moves no data and trains on biased batches.
 
 use shuffle_core::exchange_policy::ExchangePolicy;
 
@@ -91,8 +92,10 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     let mut summary = format!(
         "Held-out loss (MSE for LR, RMSE for MC) after each epoch against the emulated time since the start, \
          on 1 Gbit/s links, n = {n}, q = {points}, {epochs} epochs{quick}; setups as in `table1` (same record \
-         widths and alpha). Time per epoch is the whole epoch at the master: shuffle, model broadcast, local \
-         training on 20 worker threads sharing 2 cores, aggregation, held-out loss.\n\n",
+         widths and alpha). The data are stored sorted (samples by label, user rows by mean rating) and the \
+         workers start from contiguous blocks of them: the shuffling schemes reshuffle from the first epoch, no \
+         shuffling keeps the blocks. Time per epoch is the whole epoch at the master: shuffle, model broadcast, \
+         local training on 20 worker threads sharing 2 cores, aggregation, held-out loss.\n\n",
         n = super::table1::WORKERS,
         quick =
             if ctx.quick { " (the quick subset; the full run has q = 100 000 and 20 epochs)" } else { "" },
