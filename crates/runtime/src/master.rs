@@ -432,8 +432,26 @@ impl<'a, T: Transport> Master<'a, T> {
         m.broadcast_packets = routes.broadcast.len();
         m.unicast_packets = routes.unicast.iter().map(Vec::len).sum();
 
+        // Each worker's check on what it decodes: like verifying, a check, not shuffle work.
+        let t0 = self.t.now();
+        let checksums: Vec<u32> = (0..live.len())
+            .map(|k| {
+                records_checksum(
+                    inst.needs(k).into_iter().filter_map(|p| self.data.train.get(p).map(|r| (p, r))),
+                )
+            })
+            .collect();
+        m.verify_seconds += seconds_since(&self.t, t0);
+
         let sending = self.t.now();
-        let header = EpochHeader { epoch: epoch as u32, attempt, inst: &inst, plan: &plan, routes: &routes };
+        let header = EpochHeader {
+            epoch: epoch as u32,
+            attempt,
+            inst: &inst,
+            plan: &plan,
+            routes: &routes,
+            checksums: &checksums,
+        };
         if let Err(e) = self.distribute(&header, &live, outcome, &mut m) {
             return lost_or_fatal(e);
         }
@@ -497,8 +515,6 @@ impl<'a, T: Transport> Master<'a, T> {
             for &s in seqs {
                 sub_plan.push(h.plan.transmission(s as usize));
             }
-            let new_records =
-                h.inst.needs(k).into_iter().filter_map(|p| self.data.train.get(p).map(|r| (p, r)));
             let late = self.config.deadline.filter(|_| outcome.is_late(w));
             let order = EpochOrder {
                 epoch: h.epoch,
@@ -509,7 +525,7 @@ impl<'a, T: Transport> Master<'a, T> {
                 seqs: seqs.clone(),
                 broadcasts: broadcasts as u32,
                 unicasts: h.routes.unicast[k].len().div_ceil(per_chunk) as u32,
-                checksum: records_checksum(new_records),
+                checksum: h.checksums[k],
                 // A straggler holds its update past the deadline (the model's verdict, played out).
                 hold_seconds: late.map_or(0.0, |d| d.as_secs_f64() * 1.25 + 0.01),
             };
@@ -647,4 +663,6 @@ struct EpochHeader<'p> {
     inst: &'p ShuffleInstance,
     plan: &'p Plan,
     routes: &'p Routes,
+    /// Each worker's checksum of its new records.
+    checksums: &'p [u32],
 }

@@ -32,7 +32,8 @@ pub struct EpochMetrics {
     pub model_bytes: u64,
     /// Planning.
     pub plan_seconds: f64,
-    /// Verifying the plan by peeling at every worker (a check, not counted as shuffle time).
+    /// Checks, not counted as shuffle time: verifying the plan by peeling at every worker, and
+    /// the checksum of each worker's new records.
     pub verify_seconds: f64,
     /// Working out who needs which packet.
     pub route_seconds: f64,

@@ -279,7 +279,8 @@ fn section(setup: &Setup, schemes: &[&str], cells: &[Vec<Cell>], epochs: usize) 
                 format!("{:.1} % at {g} Gbit/s", 100.0 * (c - u) / c)
             })
             .collect();
-        let paper_cs_us = paper.map_or(String::new(), |(_, c, u)| format!(" (paper: {:.1} %)", 100.0 * (c - u) / c));
+        let paper_cs_us =
+            paper.map_or(String::new(), |(_, c, u)| format!(" (paper: {:.1} %)", 100.0 * (c - u) / c));
         out.push_str(&format!("\n(CS-US)/CS: {}{paper_cs_us}.", cols.join(", ")));
     }
     out
