@@ -109,7 +109,15 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     let at = |scheme: &str, q: usize, a: usize| medians.get(&(scheme.to_string(), q, a)).copied();
     let figures =
         points.iter().rev().enumerate().map(|(k, &q)| (figure_suffix(k, q), chart(q, &at))).collect();
-    let summary = summary(points, seeds.len(), budget, &at);
+    let summary = summary(points, seeds.len(), budget, &at)
+        + &super::quick_note(
+            ctx,
+            &format!(
+                "q in {{1e4, 1e5}}, one seed, a {} s budget for ubershuffle-opt; the full run adds q = 1e6, seeds 1-3 and a {} s budget",
+                QUICK_OPT_BUDGET.as_secs(),
+                FULL_OPT_BUDGET.as_secs()
+            ),
+        );
     Ok(Outcome { table, figures, summary })
 }
 

@@ -35,7 +35,7 @@ struct Curve {
 
 /// Runs the figure.
 pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
-    let (points, epochs) = if ctx.quick { (20_000, 10) } else { (100_000, 20) };
+    let (points, epochs) = if ctx.quick { (50_000, 8) } else { (100_000, 20) };
     let seed = 1;
     let curves: Vec<_> = CURVES.iter().filter(|c| have_planner(c.1)).collect();
     let missing: Vec<&str> = CURVES.iter().filter(|c| !have_planner(c.1)).map(|c| c.0).collect();

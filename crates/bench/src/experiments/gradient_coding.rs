@@ -110,6 +110,10 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     let (charts, text) = executed(ctx, &mut table)?;
     figures.extend(charts);
     summary.push_str(&text);
+    summary.push_str(&super::quick_note(
+        ctx,
+        "1500 Monte Carlo draws per point and executed runs of 200 iterations with 2 seeds; the full run has 6000 draws and 300 iterations with 6 seeds",
+    ));
     Ok(Outcome { table, figures, summary })
 }
 

@@ -134,6 +134,12 @@ pub static EXPERIMENTS: &[Experiment] = &[
     },
 ];
 
+/// A summary's closing line naming the quick subset (empty for a full run), so every section
+/// of results/README.md says what `--quick` left out.
+pub(crate) fn quick_note(ctx: &Context, subset: &str) -> String {
+    if ctx.quick { format!("\n\nQuick subset: {subset}.") } else { String::new() }
+}
+
 /// The experiment called `name`.
 pub fn experiment_by_name(name: &str) -> Option<&'static Experiment> {
     EXPERIMENTS.iter().find(|e| e.name == name)

@@ -276,5 +276,10 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         at(18, "1/3")?,
         sections.join("\n\n")
     );
+    let summary = summary
+        + &super::quick_note(
+            ctx,
+            "executions within 3e9 field operations and 600 MB; the full run allows 2e10 and 1.5 GB",
+        );
     Ok(Outcome { table, figures, summary })
 }

@@ -126,7 +126,11 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         seeds.len(),
         summary.join("\n")
     );
-    let summary = format!("{summary}\n\n{}", training.summary);
+    let summary = format!("{summary}\n\n{}", training.summary)
+        + &super::quick_note(
+            ctx,
+            "the plan counts over 1 seed x 3 epochs (the full run: 3 seeds x 5 epochs); training with q = 16 000 for 12 epochs (the full run: q = 40 000, 30 epochs)",
+        );
     let mut figures = vec![(String::new(), chart)];
     figures.extend(training.figures);
     Ok(Outcome { table, figures, summary })

@@ -131,6 +131,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         " --- |".repeat(ALPHAS.len()),
         rows.join("\n")
     );
+    let summary = summary + &super::quick_note(ctx, "q = 10 000; the full run has q = 100 000");
     Ok(Outcome { table, figures: vec![(String::new(), chart)], summary })
 }
 

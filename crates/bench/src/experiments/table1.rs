@@ -77,7 +77,7 @@ fn link_model(e: &EpochMetrics, width: usize, bytes_per_second: f64) -> f64 {
 
 /// Runs the table.
 pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
-    let epochs = if ctx.quick { 3 } else { 7 };
+    let epochs = if ctx.quick { 5 } else { 9 };
     let seed = 1;
     let schemes: Vec<&str> = SCHEMES.iter().copied().filter(|s| have_planner(s)).collect();
     let missing: Vec<&str> = SCHEMES.iter().copied().filter(|s| !have_planner(s)).collect();
@@ -174,7 +174,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
          (single-ported nodes); CPU work is charged at this machine's speed with 21 nodes on 2 cores, so at 10 \
          and 50 Gbit/s, where moving the bytes takes milliseconds, the times measure this machine's CPU (plan, \
          route, orders, copies) more than the network.\n\n{SCALE_NOTE}\n\n",
-        quick = if ctx.quick { " (the quick subset: 3 epochs per cell; the full run has 7)" } else { "" },
+        quick = if ctx.quick { " (the quick subset: 5 epochs per cell; the full run has 9)" } else { "" },
     );
     if !missing.is_empty() {
         summary.push_str(&format!(

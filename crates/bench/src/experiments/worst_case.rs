@@ -128,7 +128,11 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         figures.push((suffix, chart));
     }
     bar.finish_and_clear();
-    let summary = summarise(&stats, &summary_rows, samples);
+    let summary = summarise(&stats, &summary_rows, samples)
+        + &super::quick_note(
+            ctx,
+            "K up to 12 with 50 sampled instances per K; the full run goes to K = 16 with 200",
+        );
     Ok(Outcome { table, figures, summary })
 }
 
