@@ -1,0 +1,152 @@
+//! What the experiments rely on: on shaped links the model travels in one broadcast and the
+//! transmit time is the payload's time on the master's link (not the model's, not the
+//! encoding's, not the records' checksums), the phases add up to no more than the epoch; and a
+//! run can start from a given partition (blocks of the data in storage order), which the local
+//! policy then keeps, while a partition that is not one is a clear error.
+
+#![allow(clippy::unwrap_used)] // a test that unwraps fails loudly, which is what it should do
+
+use std::path::Path;
+use std::time::Duration;
+
+use learners::data::synthetic::linear_regression;
+use learners::straggler::NoStragglers;
+use runtime::in_process::{InProcessRun, run_in_process_from};
+use runtime::{Checkpoint, LearnerSpec, RunConfig, RunData, RunReport, RuntimeError};
+use shuffle_core::exchange_policy::ExchangePolicy;
+use shuffle_core::{PlannerOptions, planner_by_name};
+use transport::in_process::{InProcessConfig, LinkShaping};
+
+const WORKERS: usize = 4;
+const POINTS: usize = 200;
+
+/// A run of uncoded shuffling on linear-regression records of `features` features, each
+/// worker caching half the data.
+struct Run<'a> {
+    features: usize,
+    policy: ExchangePolicy,
+    chunk_bytes: usize,
+    shaping: Option<LinkShaping>,
+    start: Option<Vec<Vec<u32>>>,
+    checkpoint: Option<&'a Path>,
+}
+
+impl Run<'_> {
+    fn go(self) -> Result<RunReport, RuntimeError> {
+        let (all, _) = linear_regression(POINTS + 40, self.features, 0.05, 3).unwrap();
+        let (train, held_out) = all.split(40.0 / (POINTS + 40) as f64, 4);
+        let data = RunData { train: train.to_records().unwrap(), held_out: held_out.to_records().unwrap() };
+        let config = RunConfig {
+            workers: WORKERS,
+            cache_capacity: POINTS / 2,
+            epochs: 2,
+            seed: 5,
+            policy: self.policy,
+            learner: LearnerSpec::LinearRegression {
+                features: self.features,
+                step_size: 0.001,
+                local_passes: 1,
+            },
+            deadline: None,
+            chunk_bytes: self.chunk_bytes,
+            checkpoint: self.checkpoint.map(Path::to_path_buf),
+            resume: false,
+        };
+        let transport = InProcessConfig {
+            timeout: Duration::from_secs(20),
+            shaping: self.shaping,
+            ..InProcessConfig::default()
+        };
+        let planner = planner_by_name("uncoded", &PlannerOptions::default()).unwrap();
+        let mut none = NoStragglers::new(WORKERS).unwrap();
+        let run = InProcessRun {
+            config: &config,
+            planner: planner.as_ref(),
+            stragglers: &mut none,
+            data: &data,
+            transport,
+            faults: vec![],
+        };
+        run_in_process_from(run, self.start, &mut |_| {}).map(|(report, _)| report)
+    }
+}
+
+#[test]
+fn on_shaped_links_transmit_time_is_the_payload_on_the_masters_link() {
+    const FEATURES: usize = 255; // 2 KiB records: bytes, not messages, set the time
+    const RATE: f64 = 1.25e6; // 10 Mbit/s
+    let report = Run {
+        features: FEATURES,
+        policy: ExchangePolicy::Global,
+        chunk_bytes: 64 * 1024,
+        shaping: Some(LinkShaping { bytes_per_second: RATE, latency: Duration::ZERO }),
+        start: None,
+        checkpoint: None,
+    }
+    .go()
+    .unwrap();
+    let model_bytes = ((FEATURES + 1) * 8) as u64;
+    for e in &report.epochs {
+        // The model: one broadcast, not a copy in every order.
+        assert_eq!(e.model_bytes, model_bytes, "{e:?}");
+        assert!(e.control_bytes < WORKERS as u64 * model_bytes, "{e:?}");
+        let ideal_model = model_bytes as f64 / RATE;
+        assert!(e.model_seconds > 0.9 * ideal_model && e.model_seconds < 4.0 * ideal_model + 0.02, "{e:?}");
+        // Uncoded: every packet leaves the master's single port once. Before the first epoch
+        // the starting caches (100 records, 200 KB each) have landed: epoch 1 is not charged.
+        let ideal = (e.payload_bytes + e.control_bytes) as f64 / RATE;
+        assert!(e.payload_bytes > 80 * 2048, "{e:?}");
+        assert!(
+            e.transmit_seconds > 0.95 * ideal && e.transmit_seconds < 1.25 * ideal + 0.02,
+            "ideal {ideal}: {e:?}"
+        );
+        assert!(e.decode_seconds > 0.0 && e.compute_seconds > 0.0, "{e:?}");
+        assert!(e.shuffle_seconds() + e.model_seconds <= e.epoch_seconds, "{e:?}");
+    }
+}
+
+fn blocks() -> Vec<Vec<u32>> {
+    let per = (POINTS / WORKERS) as u32;
+    (0..WORKERS as u32).map(|w| (w * per..(w + 1) * per).collect()).collect()
+}
+
+fn from(policy: ExchangePolicy, start: Vec<Vec<u32>>, checkpoint: &Path) -> Result<RunReport, RuntimeError> {
+    Run {
+        features: 5,
+        policy,
+        chunk_bytes: 4096,
+        shaping: None,
+        start: Some(start),
+        checkpoint: Some(checkpoint),
+    }
+    .go()
+}
+
+#[test]
+fn the_local_policy_keeps_the_given_partition_and_bad_partitions_are_refused() {
+    let dir = std::env::temp_dir().join(format!("runtime-start-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("checkpoint.json");
+    let report = from(ExchangePolicy::Local, blocks(), &path).unwrap();
+    assert!(report.epochs.iter().all(|e| e.transmissions == 0 && e.updates == WORKERS));
+    let saved = Checkpoint::load(&path).unwrap();
+    assert_eq!(saved.batches, blocks());
+    for (cache, batch) in saved.caches.iter().zip(blocks()) {
+        assert!(batch.iter().all(|p| cache.binary_search(p).is_ok()) && cache.len() == POINTS / 2);
+    }
+    // A global reshuffle from the same start moves points.
+    let global = from(ExchangePolicy::Global, blocks(), &path).unwrap();
+    assert!(global.epochs.iter().all(|e| e.transmissions > 0));
+
+    let mut twice = blocks();
+    twice[1][0] = 0;
+    let err = from(ExchangePolicy::Local, twice, &path).unwrap_err().to_string();
+    assert!(err.contains("point 0 is in two batches"), "{err}");
+    let err = from(ExchangePolicy::Local, blocks()[..3].to_vec(), &path).unwrap_err().to_string();
+    assert!(err.contains("3 batches for 4 workers"), "{err}");
+    let mut outside = blocks();
+    outside[3].push(POINTS as u32);
+    let err = from(ExchangePolicy::Local, outside, &path).unwrap_err().to_string();
+    assert!(err.contains("not one of the 200 points"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
