@@ -92,6 +92,20 @@ pub(crate) trait Links {
         tag: Tag,
         timeout: Duration,
         op: &'static str,
+    ) -> Result<(usize, Vec<u8>), TransportError> {
+        self.recv_watching(from, &[], tag, timeout, op)
+    }
+    /// [`Links::recv_from`] that also fails at once, naming it, when a rank of `watch` is
+    /// known to be gone: a collective whose message must pass through that rank cannot
+    /// complete, so waiting out the timeout would only delay the failure. A transport that
+    /// cannot tell when a peer is gone ignores `watch`.
+    fn recv_watching(
+        &mut self,
+        from: &[usize],
+        watch: &[usize],
+        tag: Tag,
+        timeout: Duration,
+        op: &'static str,
     ) -> Result<(usize, Vec<u8>), TransportError>;
 }
 
@@ -120,15 +134,13 @@ pub(crate) fn broadcast<L: Links + ?Sized>(
         if buf.len() > links.max_message() {
             return Err(TransportError::MessageTooLarge { len: buf.len(), max: links.max_message() });
         }
-        match method {
-            BroadcastMethod::PseudoBroadcast => scatter(links, &receivers, buf)?,
+        let sent = match method {
+            BroadcastMethod::PseudoBroadcast => scatter(links, &receivers, buf),
             BroadcastMethod::Plain => {
-                for &r in &receivers {
-                    links.send_parts(r, TAG_PLAIN, &[buf], OP)?;
-                }
+                receivers.iter().try_for_each(|&r| links.send_parts(r, TAG_PLAIN, &[buf], OP))
             }
-        }
-        return collect_acks(links, &receivers);
+        };
+        return sent.and_then(|()| collect_acks(links, &receivers)).map_err(|e| cause_of(links, e));
     }
     let received = match method {
         BroadcastMethod::PseudoBroadcast => receive_pseudo(links, root, &receivers),
@@ -150,6 +162,39 @@ pub(crate) fn broadcast<L: Links + ?Sized>(
 const OP: &str = "broadcast";
 const ACK_OK: u8 = 0;
 const ACK_FAILED: u8 = 1;
+/// How long the root waits for the report of a rank another receiver blamed.
+const REPORT_GRACE: Duration = Duration::from_millis(200);
+
+/// The root's error, traced back to its cause. Survivors of a departure fail at once (their
+/// ring cannot complete), report the departed rank, and may then leave in turn, so the rank
+/// a failed send or a closed link names can be a survivor. Such a rank's report arrived
+/// before its link closed: follow the reports from rank to rank until one that left without
+/// reporting a failure (or that did not leave). Timeouts and stalled peers stay as they are.
+fn cause_of<L: Links + ?Sized>(links: &mut L, mut e: TransportError) -> TransportError {
+    let mut followed = Vec::new();
+    loop {
+        // A gone rank's report, if it sent one, comes before the news that it is gone, which
+        // is on its way; a rank another one reported may still be sending its own report.
+        let (suspect, wait) = match &e {
+            TransportError::PeerGone { peer, .. } => (*peer, links.wait_timeout()),
+            TransportError::PeerFailed { peer, .. } => (*peer, links.wait_timeout().min(REPORT_GRACE)),
+            _ => return e,
+        };
+        if followed.contains(&suspect) {
+            return e;
+        }
+        followed.push(suspect);
+        match links.recv_from(&[suspect], TAG_ACK, wait, OP) {
+            Ok((_, msg)) => match parse_ack(suspect, &msg, OP) {
+                Err(report @ TransportError::PeerFailed { .. }) if report.peer() != Some(suspect) => {
+                    e = report
+                }
+                _ => return e,
+            },
+            Err(_) => return e,
+        }
+    }
+}
 
 /// Best effort: tells `to` which rank made this one fail (the report itself may fail too).
 fn report_failure<L: Links + ?Sized>(links: &mut L, to: usize, tag: Tag, e: &TransportError) {
@@ -228,7 +273,11 @@ fn receive_pseudo<L: Links + ?Sized>(
     let m = receivers.len();
     let me = receivers.iter().position(|&r| r == links.rank()).unwrap_or(0);
     let protocol = |peer: usize, detail: String| TransportError::Protocol { peer, op: OP, detail };
-    let (_, first) = links.recv_from(&[root], TAG_PIECE, links.wait_timeout(), OP)?;
+    // Every piece passes through every receiver: once any of them is gone, no wait of this
+    // broadcast can end well, so each fails at once naming it (the others fail the same way
+    // instead of waiting out their timeouts one after another along the ring).
+    let others: Vec<usize> = receivers.iter().copied().filter(|&r| r != links.rank()).collect();
+    let (_, first) = links.recv_watching(&[root], &others, TAG_PIECE, links.wait_timeout(), OP)?;
     let Some((head, piece)) = first.split_first_chunk::<12>() else {
         return Err(protocol(root, "scatter piece shorter than its header".into()));
     };
@@ -247,14 +296,14 @@ fn receive_pseudo<L: Links + ?Sized>(
     let next = receivers[(me + 1) % m];
     let prev = receivers[(me + m - 1) % m];
     if me == m - 1 && m >= 2 {
-        links.recv_from(&[root], TAG_SCATTER_DONE, links.wait_timeout(), OP)?;
+        links.recv_watching(&[root], &others, TAG_SCATTER_DONE, links.wait_timeout(), OP)?;
     }
     for stage in 1..m {
         let send_index = (me + m - (stage - 1)) % m;
         let recv_index = (me + m - stage) % m;
         let head = (send_index as u32).to_le_bytes();
         links.send_parts(next, TAG_RING, &[&head, &buf[piece_range(len, m, send_index)]], OP)?;
-        let (_, msg) = links.recv_from(&[prev], TAG_RING, links.wait_timeout(), OP)?;
+        let (_, msg) = links.recv_watching(&[prev], &others, TAG_RING, links.wait_timeout(), OP)?;
         let range = piece_range(len, m, recv_index);
         match msg.split_first_chunk::<4>() {
             Some((h, piece))

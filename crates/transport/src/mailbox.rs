@@ -40,36 +40,58 @@ type Pending = (usize, Tag, Vec<u8>, Option<Instant>);
 pub(crate) struct Mailbox {
     inbox: Receiver<Delivery>,
     pending: VecDeque<Pending>,
-    gone: Vec<Option<String>>,
+    /// For each peer that is gone: when it was noticed (a count of departures) and why.
+    gone: Vec<Option<(u64, String)>>,
+    departures: u64,
 }
 
 impl Mailbox {
     /// A mailbox for a cluster of `size` ranks reading `inbox`.
     pub(crate) fn new(size: usize, inbox: Receiver<Delivery>) -> Mailbox {
-        Mailbox { inbox, pending: VecDeque::new(), gone: vec![None; size] }
+        Mailbox { inbox, pending: VecDeque::new(), gone: vec![None; size], departures: 0 }
     }
 
     /// Why `peer` is gone, if it is and nothing it sent is left unread.
     pub(crate) fn gone(&self, peer: usize) -> Option<&str> {
-        self.gone.get(peer).and_then(|g| g.as_deref())
+        self.gone.get(peer).and_then(|g| g.as_ref()).map(|(_, d)| d.as_str())
+    }
+
+    /// Of the ranks `among`, the one noticed gone first, and why. (When a departure makes
+    /// others give up and leave too, the first one noticed is the cause.)
+    pub(crate) fn first_gone(&self, among: &[usize]) -> Option<(usize, &str)> {
+        among
+            .iter()
+            .filter_map(|&p| self.gone.get(p).and_then(|g| g.as_ref()).map(|(at, d)| (*at, p, d.as_str())))
+            .min_by_key(|(at, ..)| *at)
+            .map(|(_, p, d)| (p, d))
+    }
+
+    fn note_gone(&mut self, from: usize, detail: String) {
+        if let Some(slot) = self.gone.get_mut(from).filter(|s| s.is_none()) {
+            *slot = Some((self.departures, detail));
+            self.departures += 1;
+        }
     }
 
     /// Takes the first message with `tag` from any rank of `from`, waiting up to `timeout`.
-    /// A peer of `from` that is gone with nothing matching left fails at once with its rank.
+    /// A peer of `from` that is gone with nothing matching left fails at once with its rank;
+    /// so does a gone peer of `watch` (one whose loss means the message cannot come).
     pub(crate) fn recv(
         &mut self,
         from: &[usize],
+        watch: &[usize],
         tag: Tag,
         timeout: Duration,
         op: &'static str,
     ) -> Result<(usize, Vec<u8>), TransportError> {
-        self.recv_stamped(from, tag, timeout, op).map(|(f, _, b, _)| (f, b))
+        self.recv_stamped(from, watch, tag, timeout, op).map(|(f, _, b, _)| (f, b))
     }
 
     /// [`Mailbox::recv`], also returning the message's scheduled arrival, if it has one.
     pub(crate) fn recv_stamped(
         &mut self,
         from: &[usize],
+        watch: &[usize],
         tag: Tag,
         timeout: Duration,
         op: &'static str,
@@ -83,20 +105,15 @@ impl Mailbox {
                 return Ok(message);
             }
             scanned = self.pending.len();
-            if let Some((&peer, detail)) =
-                from.iter().find_map(|p| self.gone.get(*p).and_then(|g| g.as_ref()).map(|d| (p, d)))
-            {
-                return Err(TransportError::PeerGone { peer, op, detail: detail.clone() });
+            let waited_for: Vec<usize> = from.iter().chain(watch).copied().collect();
+            if let Some((peer, detail)) = self.first_gone(&waited_for) {
+                return Err(TransportError::PeerGone { peer, op, detail: detail.to_string() });
             }
             match self.inbox.recv_deadline(deadline) {
                 Ok(Delivery::Message { from, tag, bytes, arrival }) => {
                     self.pending.push_back((from, tag, bytes, arrival));
                 }
-                Ok(Delivery::Gone { from, detail }) => {
-                    if let Some(slot) = self.gone.get_mut(from) {
-                        slot.get_or_insert(detail);
-                    }
-                }
+                Ok(Delivery::Gone { from, detail }) => self.note_gone(from, detail),
                 Err(RecvTimeoutError::Timeout) => {
                     let peer = from.iter().copied().min().unwrap_or(0);
                     return Err(TransportError::Timeout { peer, op, after: timeout });
@@ -116,11 +133,7 @@ impl Mailbox {
                 Delivery::Message { from, tag, bytes, arrival } => {
                     self.pending.push_back((from, tag, bytes, arrival));
                 }
-                Delivery::Gone { from, detail } => {
-                    if let Some(slot) = self.gone.get_mut(from) {
-                        slot.get_or_insert(detail);
-                    }
-                }
+                Delivery::Gone { from, detail } => self.note_gone(from, detail),
             }
         }
     }

@@ -111,9 +111,11 @@ impl Links for MpiTransport {
         Ok(())
     }
 
-    fn recv_from(
+    /// MPI does not tell when a peer is gone: `watch` is ignored (timeouts bound every wait).
+    fn recv_watching(
         &mut self,
         from: &[usize],
+        _watch: &[usize],
         tag: Tag,
         timeout: Duration,
         op: &'static str,

@@ -102,3 +102,50 @@ fn a_stalled_worker_is_named_by_the_plain_broadcast() {
 fn a_departed_worker_is_named_by_the_pseudo_broadcast() {
     broadcast_without(BroadcastMethod::PseudoBroadcast, 1, true);
 }
+
+#[test]
+fn every_survivor_of_a_departed_worker_fails_at_once() {
+    // Rank 2 leaves before a pseudo-broadcast. The broadcast cannot complete anywhere (every
+    // piece passes through every receiver), and no survivor may sit out its timeout waiting
+    // for a ring peer or a scatter piece: each fails at once, naming rank 2. (The survivors
+    // stay in the cluster until all have failed, as the epoch loop's workers do.)
+    let config =
+        TcpConfig { timeout: Duration::from_secs(3), ..quick("t", BroadcastMethod::PseudoBroadcast) };
+    let listener = MasterListener::bind("127.0.0.1:0", config.clone()).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let (result_tx, results) = crossbeam_channel::unbounded();
+    let (done_tx, done) = crossbeam_channel::unbounded::<()>();
+    let workers: Vec<_> = (0..5)
+        .map(|_| {
+            let (addr, config, result_tx, done) =
+                (addr.clone(), config.clone(), result_tx.clone(), done.clone());
+            thread::spawn(move || {
+                let mut t = connect_worker(&addr, &config).unwrap();
+                if t.rank() == 2 {
+                    return;
+                }
+                let started = Instant::now();
+                let mut buf = Vec::new();
+                let result = t.broadcast(0, &mut buf);
+                result_tx.send((t.rank(), started.elapsed(), result)).unwrap();
+                let _ = done.recv();
+            })
+        })
+        .collect();
+    let mut master = listener.accept_workers(5, |_| {}).unwrap();
+    let mut buf = vec![7u8; 1 << 20];
+    let started = Instant::now();
+    let e = master.broadcast(0, &mut buf).unwrap_err();
+    assert_eq!(e.peer(), Some(2), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(1), "the root took {:?}: {e}", started.elapsed());
+    for _ in 0..4 {
+        let (rank, took, result) = results.recv().unwrap();
+        let e = result.unwrap_err();
+        assert_eq!(e.peer(), Some(2), "rank {rank}: {e}");
+        assert!(took < Duration::from_secs(1), "rank {rank} took {took:?}: {e}");
+    }
+    drop(done_tx);
+    for w in workers {
+        w.join().unwrap();
+    }
+}

@@ -161,9 +161,10 @@ impl Links for InProcessTransport {
         }
     }
 
-    fn recv_from(
+    fn recv_watching(
         &mut self,
         from: &[usize],
+        watch: &[usize],
         tag: Tag,
         timeout: Duration,
         op: &'static str,
@@ -172,10 +173,10 @@ impl Links for InProcessTransport {
             check_peer(self.rank, self.size, f)?;
         }
         let Outbound::Shaped(_, clock) = &mut self.out else {
-            return self.mailbox.recv(from, tag, timeout, op);
+            return self.mailbox.recv(from, watch, tag, timeout, op);
         };
         let waited_from = clock.now();
-        let (from, _, bytes, arrival) = self.mailbox.recv_stamped(from, tag, timeout, op)?;
+        let (from, _, bytes, arrival) = self.mailbox.recv_stamped(from, watch, tag, timeout, op)?;
         clock.after_wait(waited_from, arrival);
         Ok((from, bytes))
     }

@@ -202,9 +202,10 @@ impl Links for TcpTransport {
         }
     }
 
-    fn recv_from(
+    fn recv_watching(
         &mut self,
         from: &[usize],
+        watch: &[usize],
         tag: Tag,
         timeout: Duration,
         op: &'static str,
@@ -212,7 +213,7 @@ impl Links for TcpTransport {
         for &f in from {
             check_peer(self.rank, self.size, f)?;
         }
-        self.mailbox.recv(from, tag, timeout, op)
+        self.mailbox.recv(from, watch, tag, timeout, op)
     }
 }
 
