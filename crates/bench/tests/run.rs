@@ -200,7 +200,7 @@ fn stragglers_matrix_completion_and_shaped_links() {
 
 #[test]
 fn fault_injection_drops_a_worker_and_the_run_goes_on() {
-    let v = json(&with(&["--workers", "4", "--epochs", "4", "--kill-worker", "2@2"]));
+    let v = json(&with(&["--workers", "4", "--epochs", "4", "--kill-worker", "2@2", "--timeout", "1"]));
     assert_eq!(v["totals"]["lost_workers"], serde_json::json!([2]));
     let epochs = v["epochs"].as_array().unwrap();
     assert_eq!(epochs.len(), 4);

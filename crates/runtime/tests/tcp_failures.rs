@@ -97,7 +97,8 @@ fn tcp_runs_give_the_numbers_of_in_process_runs() {
 #[test]
 fn a_worker_leaving_in_the_broadcast_ring_is_survived() {
     // Worker 1 leaves when epoch 2's order reaches it: the master's broadcast fails, so do the
-    // survivors' ring waits (at once: they see it gone), and the epoch restarts without it.
+    // survivors' (at once if they saw it gone before the broadcast began, else after waiting
+    // out a timeout in the ring), and the epoch restarts without it.
     let timeout = Duration::from_millis(800);
     let started = Instant::now();
     let report = run_tcp(4, 4, &[(1, 2)], timeout);
@@ -108,7 +109,7 @@ fn a_worker_leaving_in_the_broadcast_ring_is_survived() {
         assert_eq!((e.workers, e.updates, e.attempts, e.lost_workers.len()), (3, 3, 1, 0), "{e:?}");
     }
     assert!(report.epochs[3].loss < report.initial_loss / 2.0);
-    assert!(started.elapsed() < timeout * 2, "took {:?}", started.elapsed());
+    assert!(started.elapsed() < timeout * 5, "took {:?}", started.elapsed());
 }
 
 #[test]

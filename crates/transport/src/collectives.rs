@@ -92,21 +92,13 @@ pub(crate) trait Links {
         tag: Tag,
         timeout: Duration,
         op: &'static str,
-    ) -> Result<(usize, Vec<u8>), TransportError> {
-        self.recv_watching(from, &[], tag, timeout, op)
-    }
-    /// [`Links::recv_from`] that also fails at once, naming it, when a rank of `watch` is
-    /// known to be gone: a collective whose message must pass through that rank cannot
-    /// complete, so waiting out the timeout would only delay the failure. A transport that
-    /// cannot tell when a peer is gone ignores `watch`.
-    fn recv_watching(
-        &mut self,
-        from: &[usize],
-        watch: &[usize],
-        tag: Tag,
-        timeout: Duration,
-        op: &'static str,
     ) -> Result<(usize, Vec<u8>), TransportError>;
+    /// Of the ranks `among`, the one known to be gone first, and why (`None` when none is, or
+    /// when the transport cannot tell).
+    fn first_gone(&mut self, among: &[usize]) -> Option<(usize, String)> {
+        let _ = among;
+        None
+    }
 }
 
 /// The byte range of piece `j` of `m` of a `len`-byte buffer (sizes differ by at most one).
@@ -134,11 +126,15 @@ pub(crate) fn broadcast<L: Links + ?Sized>(
         if buf.len() > links.max_message() {
             return Err(TransportError::MessageTooLarge { len: buf.len(), max: links.max_message() });
         }
-        let sent = match method {
-            BroadcastMethod::PseudoBroadcast => scatter(links, &receivers, buf),
-            BroadcastMethod::Plain => {
-                receivers.iter().try_for_each(|&r| links.send_parts(r, TAG_PLAIN, &[buf], OP))
-            }
+        // A receiver known gone already: the broadcast cannot complete.
+        let sent = match links.first_gone(&receivers) {
+            Some((peer, detail)) => Err(TransportError::PeerGone { peer, op: OP, detail }),
+            None => match method {
+                BroadcastMethod::PseudoBroadcast => scatter(links, &receivers, buf),
+                BroadcastMethod::Plain => {
+                    receivers.iter().try_for_each(|&r| links.send_parts(r, TAG_PLAIN, &[buf], OP))
+                }
+            },
         };
         return sent.and_then(|()| collect_acks(links, &receivers)).map_err(|e| cause_of(links, e));
     }
@@ -165,11 +161,11 @@ const ACK_FAILED: u8 = 1;
 /// How long the root waits for the report of a rank another receiver blamed.
 const REPORT_GRACE: Duration = Duration::from_millis(200);
 
-/// The root's error, traced back to its cause. Survivors of a departure fail at once (their
-/// ring cannot complete), report the departed rank, and may then leave in turn, so the rank
-/// a failed send or a closed link names can be a survivor. Such a rank's report arrived
-/// before its link closed: follow the reports from rank to rank until one that left without
-/// reporting a failure (or that did not leave). Timeouts and stalled peers stay as they are.
+/// The root's error, traced back to its cause. A receiver that failed reports whom it blames
+/// and may then leave, so the rank a failed send, a closed link or a report names can be a
+/// receiver that only gave up (or one that timed out waiting on a ring peer that was itself
+/// waiting). Follow the reports from rank to rank (a rank's report comes before the news that
+/// it is gone) until one that sent none: a departed or stalled rank.
 fn cause_of<L: Links + ?Sized>(links: &mut L, mut e: TransportError) -> TransportError {
     let mut followed = Vec::new();
     loop {
@@ -273,11 +269,15 @@ fn receive_pseudo<L: Links + ?Sized>(
     let m = receivers.len();
     let me = receivers.iter().position(|&r| r == links.rank()).unwrap_or(0);
     let protocol = |peer: usize, detail: String| TransportError::Protocol { peer, op: OP, detail };
-    // Every piece passes through every receiver: once any of them is gone, no wait of this
-    // broadcast can end well, so each fails at once naming it (the others fail the same way
-    // instead of waiting out their timeouts one after another along the ring).
+    // Every piece passes through every receiver: with one of them known gone, this broadcast
+    // cannot complete, so it fails at once naming it (instead of waiting out a timeout on a
+    // ring peer). A departure during the broadcast is met by the timeouts, as a stall is: a
+    // receiver that gave up may leave, and must not then be taken for the cause.
     let others: Vec<usize> = receivers.iter().copied().filter(|&r| r != links.rank()).collect();
-    let (_, first) = links.recv_watching(&[root], &others, TAG_PIECE, links.wait_timeout(), OP)?;
+    if let Some((peer, detail)) = links.first_gone(&others) {
+        return Err(TransportError::PeerGone { peer, op: OP, detail });
+    }
+    let (_, first) = links.recv_from(&[root], TAG_PIECE, links.wait_timeout(), OP)?;
     let Some((head, piece)) = first.split_first_chunk::<12>() else {
         return Err(protocol(root, "scatter piece shorter than its header".into()));
     };
@@ -296,14 +296,14 @@ fn receive_pseudo<L: Links + ?Sized>(
     let next = receivers[(me + 1) % m];
     let prev = receivers[(me + m - 1) % m];
     if me == m - 1 && m >= 2 {
-        links.recv_watching(&[root], &others, TAG_SCATTER_DONE, links.wait_timeout(), OP)?;
+        links.recv_from(&[root], TAG_SCATTER_DONE, links.wait_timeout(), OP)?;
     }
     for stage in 1..m {
         let send_index = (me + m - (stage - 1)) % m;
         let recv_index = (me + m - stage) % m;
         let head = (send_index as u32).to_le_bytes();
         links.send_parts(next, TAG_RING, &[&head, &buf[piece_range(len, m, send_index)]], OP)?;
-        let (_, msg) = links.recv_watching(&[prev], &others, TAG_RING, links.wait_timeout(), OP)?;
+        let (_, msg) = links.recv_from(&[prev], TAG_RING, links.wait_timeout(), OP)?;
         let range = piece_range(len, m, recv_index);
         match msg.split_first_chunk::<4>() {
             Some((h, piece))

@@ -74,24 +74,21 @@ impl Mailbox {
     }
 
     /// Takes the first message with `tag` from any rank of `from`, waiting up to `timeout`.
-    /// A peer of `from` that is gone with nothing matching left fails at once with its rank;
-    /// so does a gone peer of `watch` (one whose loss means the message cannot come).
+    /// A peer of `from` that is gone with nothing matching left fails at once with its rank.
     pub(crate) fn recv(
         &mut self,
         from: &[usize],
-        watch: &[usize],
         tag: Tag,
         timeout: Duration,
         op: &'static str,
     ) -> Result<(usize, Vec<u8>), TransportError> {
-        self.recv_stamped(from, watch, tag, timeout, op).map(|(f, _, b, _)| (f, b))
+        self.recv_stamped(from, tag, timeout, op).map(|(f, _, b, _)| (f, b))
     }
 
     /// [`Mailbox::recv`], also returning the message's scheduled arrival, if it has one.
     pub(crate) fn recv_stamped(
         &mut self,
         from: &[usize],
-        watch: &[usize],
         tag: Tag,
         timeout: Duration,
         op: &'static str,
@@ -105,8 +102,7 @@ impl Mailbox {
                 return Ok(message);
             }
             scanned = self.pending.len();
-            let waited_for: Vec<usize> = from.iter().chain(watch).copied().collect();
-            if let Some((peer, detail)) = self.first_gone(&waited_for) {
+            if let Some((peer, detail)) = self.first_gone(from) {
                 return Err(TransportError::PeerGone { peer, op, detail: detail.to_string() });
             }
             match self.inbox.recv_deadline(deadline) {

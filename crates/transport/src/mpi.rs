@@ -111,11 +111,9 @@ impl Links for MpiTransport {
         Ok(())
     }
 
-    /// MPI does not tell when a peer is gone: `watch` is ignored (timeouts bound every wait).
-    fn recv_watching(
+    fn recv_from(
         &mut self,
         from: &[usize],
-        _watch: &[usize],
         tag: Tag,
         timeout: Duration,
         op: &'static str,

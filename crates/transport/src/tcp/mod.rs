@@ -202,10 +202,9 @@ impl Links for TcpTransport {
         }
     }
 
-    fn recv_watching(
+    fn recv_from(
         &mut self,
         from: &[usize],
-        watch: &[usize],
         tag: Tag,
         timeout: Duration,
         op: &'static str,
@@ -213,7 +212,12 @@ impl Links for TcpTransport {
         for &f in from {
             check_peer(self.rank, self.size, f)?;
         }
-        self.mailbox.recv(from, watch, tag, timeout, op)
+        self.mailbox.recv(from, tag, timeout, op)
+    }
+
+    fn first_gone(&mut self, among: &[usize]) -> Option<(usize, String)> {
+        self.mailbox.poll();
+        self.mailbox.first_gone(among).map(|(peer, detail)| (peer, detail.to_string()))
     }
 }
 
