@@ -1,7 +1,10 @@
-//! Project chores, run as `cargo xtask <task>`: the CI checks and the papers' experiments.
-//! Nothing here needs a Makefile or shell glue.
+//! Project chores, run as `cargo xtask <task>`: the CI checks, the papers' experiments, a
+//! cluster of processes, the MPI checks. Nothing here needs a Makefile or shell glue.
 
-use std::process::Command;
+mod cluster;
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
@@ -39,8 +42,13 @@ enum Task {
     },
     /// Build the MPI transport (cargo feature `mpi`; needs libopenmpi-dev, openmpi-bin and
     /// libclang-dev) and run, under `mpirun -np 4`, the coded-packet broadcast check and the
-    /// transport conformance suite.
+    /// transport conformance suite; then a short epoch loop under `mpirun -np 5`
+    /// (`ubershuffle run --transport mpi`), checking its JSON.
     MpiTest,
+    /// Build the release `ubershuffle` and run the epoch loop over TCP with the master and the
+    /// workers as separate processes on 127.0.0.1; `--kill W@E` kills worker W's process with
+    /// SIGKILL once epoch E has started and checks that the run goes on without it.
+    Cluster(cluster::ClusterArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -68,23 +76,37 @@ fn main() -> anyhow::Result<()> {
             cargo(&args)
         }
         Task::MpiTest => mpi_test(),
+        Task::Cluster(args) => cluster::run(&args, &workspace_root(), &target_dir()),
     }
 }
 
-/// Builds the MPI examples and runs each under `mpirun -np 4`.
+/// Where cargo builds (`CARGO_TARGET_DIR`, or target/ of the workspace).
+fn target_dir() -> PathBuf {
+    std::env::var("CARGO_TARGET_DIR").map_or_else(|_| workspace_root().join("target"), Into::into)
+}
+
+/// `mpirun`, with consent to run as root and to oversubscribe the cores when running as root
+/// (CI).
+fn mpirun() -> Command {
+    let as_root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+    let mut mpirun = Command::new("mpirun");
+    if as_root {
+        mpirun.args(["--allow-run-as-root", "--oversubscribe"]);
+    }
+    mpirun.current_dir(workspace_root());
+    mpirun
+}
+
+/// Builds the MPI examples and runs each under `mpirun -np 4`, then the epoch loop under
+/// `mpirun -np 5`.
 fn mpi_test() -> anyhow::Result<()> {
     cargo(&["build", "--quiet", "-p", "transport", "--features", "mpi", "--examples"])?;
-    let root = workspace_root();
-    let target = std::env::var("CARGO_TARGET_DIR").map_or_else(|_| root.join("target"), Into::into);
-    // As root (CI), Open MPI wants explicit consent; 4 ranks may exceed the cores.
-    let as_root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+    cargo(&["build", "--quiet", "-p", "bench", "--features", "mpi", "--bin", "ubershuffle"])?;
+    let target = target_dir();
     for example in ["mpi_coded_broadcast", "mpi_conformance"] {
         let program = target.join("debug").join("examples").join(example);
-        let mut mpirun = Command::new("mpirun");
-        if as_root {
-            mpirun.args(["--allow-run-as-root", "--oversubscribe"]);
-        }
-        mpirun.args(["-np", "4"]).arg(&program).current_dir(&root);
+        let mut mpirun = mpirun();
+        mpirun.args(["-np", "4"]).arg(&program);
         eprintln!("$ {mpirun:?}");
         let status =
             mpirun.status().context("cannot run mpirun (apt-get install openmpi-bin libopenmpi-dev)")?;
@@ -92,6 +114,48 @@ fn mpi_test() -> anyhow::Result<()> {
             bail!("{example} under mpirun failed ({status})");
         }
     }
+    mpi_epoch_loop(&target.join("debug").join("ubershuffle"))
+}
+
+/// `ubershuffle run --transport mpi` with 4 workers for 3 coded epochs: every epoch must
+/// complete with every worker's update, broadcasts must carry coded packets, and the loss must
+/// fall.
+fn mpi_epoch_loop(program: &std::path::Path) -> anyhow::Result<()> {
+    let mut mpirun = mpirun();
+    mpirun.args(["-np", "5"]).arg(program).args([
+        "run",
+        "--transport",
+        "mpi",
+        "--scheme",
+        "coded",
+        "--epochs",
+        "3",
+        "--points",
+        "2000",
+        "--json",
+    ]);
+    eprintln!("$ {mpirun:?}");
+    let out = mpirun.stderr(Stdio::inherit()).output().context("cannot run mpirun")?;
+    if !out.status.success() {
+        bail!("the epoch loop under mpirun failed ({})", out.status);
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().find(|l| l.starts_with('{')).context("the master printed no JSON")?;
+    let v: serde_json::Value = serde_json::from_str(line).context("the master's JSON")?;
+    let epochs = v["epochs"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let all_updates =
+        epochs.iter().all(|e| e["updates"] == 4 && e["lost_workers"].as_array().is_some_and(Vec::is_empty));
+    let broadcasts = epochs.iter().all(|e| e["broadcast_packets"].as_u64() > Some(0));
+    let (first, last) = (v["totals"]["initial_loss"].as_f64(), v["totals"]["final_loss"].as_f64());
+    let fell = matches!((first, last), (Some(a), Some(b)) if b < a);
+    if epochs.len() != 3 || !all_updates || !broadcasts || !fell || v["complete"] != true {
+        bail!("the epoch loop under mpirun gave unexpected results: {line}");
+    }
+    eprintln!(
+        "epoch loop under mpirun: 3 epochs, 4 workers, every update in, coded broadcasts, loss {:.4} -> {:.4}",
+        first.unwrap_or_default(),
+        last.unwrap_or_default()
+    );
     Ok(())
 }
 

@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgAction, Args, Parser, Subcommand};
+use serde::{Deserialize, Serialize};
 
 /// Plan, verify, run and compare coded data shuffling schemes for distributed learning.
 #[derive(Debug, Parser)]
@@ -33,9 +34,14 @@ pub enum Command {
     /// Run the master of a TCP cluster: admit N workers with the token, broadcast seeded test
     /// payloads (pseudo-broadcast or plain), and report the time of each broadcast.
     Master(MasterArgs),
-    /// Join a TCP cluster as a worker: take part in the master's broadcasts and check every
-    /// byte.
+    /// Join a TCP cluster as a worker: run the job the master gives (the epoch loop of
+    /// `ubershuffle run --transport tcp`, or the broadcasts of `ubershuffle master`, checking
+    /// every byte).
     Worker(WorkerArgs),
+    /// Train with data shuffling: the master/worker epoch loop (assign, plan, verify, encode,
+    /// send, decode, train, aggregate) in-process, over TCP processes or under mpirun, with a
+    /// progress bar, a summary table, --json and --out DIR.
+    Run(Box<RunArgs>),
 }
 
 /// Where the instance comes from: a JSON file, or the seeded generator.
@@ -295,10 +301,160 @@ pub struct WorkerArgs {
     /// Shared secret of the cluster.
     #[arg(long, value_name = "T")]
     pub token: String,
-    /// Seconds any single wait may take before the peer is declared stalled.
+    /// Seconds any single wait may take before the peer is declared stalled (until the job
+    /// arrives; the epoch loop then uses the master's --timeout).
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     pub timeout: f64,
     /// Seconds to keep trying to reach the master and to wait for the cluster to start.
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
     pub join_timeout: f64,
+}
+
+/// Flags of `ubershuffle run`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    ubershuffle run --scheme coded --workers 4 --epochs 5 --bandwidth 1gbit\n  \
+    ubershuffle run --learner matcomp --scheme uncoded --stragglers iid:0.2 --deadline 0.05 --json\n  \
+    ubershuffle run --config run.toml --out runs/a          # then: --resume --epochs 20\n  \
+    ubershuffle run --transport tcp --listen 127.0.0.1:7070 --token s3cret --workers 2\n  \
+    ubershuffle worker --connect 127.0.0.1:7070 --token s3cret   # once per worker\n  \
+    mpirun -np 5 ubershuffle run --transport mpi --epochs 3     # built with --features mpi\n\n\
+A config file (--config) is TOML whose keys are the long flags, e.g.\n  \
+    scheme = \"coded\"\n  workers = 8\n  step-size = 0.02\n  stragglers = \"iid:0.1\"\n\
+Flags on the command line override it; an unknown key is an error.")]
+pub struct RunArgs {
+    /// Read settings from this TOML file (keys: the long flags without dashes in front, e.g.
+    /// `workers = 8`, `step-size = 0.02`); flags given on the command line override it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The settings.
+    #[command(flatten)]
+    pub settings: RunSettings,
+}
+
+/// The settings of `ubershuffle run`, from flags or a TOML file (same names). Every one is
+/// optional here; defaults are applied once flags and file are merged.
+#[derive(Clone, Debug, Default, Args, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RunSettings {
+    /// The shuffling scheme (see `ubershuffle schemes`) [default: coded].
+    #[arg(long, value_name = "NAME", help_heading = "Scheme")]
+    pub scheme: Option<String>,
+    /// Take the scheme from this plugin library; --scheme names one of its schemes.
+    #[arg(long, value_name = "LIBRARY", help_heading = "Scheme")]
+    pub plugin: Option<PathBuf>,
+
+    /// What the workers train: linreg (linear regression by parallel SGD on seeded synthetic
+    /// data) or matcomp (low-rank matrix completion by distributed SGD on a seeded synthetic
+    /// rank-r matrix) [default: linreg].
+    #[arg(long, value_name = "LEARNER", help_heading = "Learner")]
+    pub learner: Option<String>,
+    /// linreg: training points q, the data shuffled (plus q/4 held-out points for the loss)
+    /// [default: 4000].
+    #[arg(long, short = 'q', value_name = "Q", help_heading = "Learner")]
+    pub points: Option<usize>,
+    /// linreg: input features [default: 10].
+    #[arg(long, value_name = "D", help_heading = "Learner")]
+    pub features: Option<usize>,
+    /// Standard deviation of the Gaussian noise on labels (linreg) or entries (matcomp)
+    /// [default: 0.1 (linreg), 0.05 (matcomp)].
+    #[arg(long, value_name = "SIGMA", help_heading = "Learner")]
+    pub noise: Option<f64>,
+    /// SGD step size [default: 0.001 (linreg), 0.05 (matcomp)].
+    #[arg(long, value_name = "ETA", help_heading = "Learner")]
+    pub step_size: Option<f64>,
+    /// linreg: passes over the local batch per epoch [default: 1].
+    #[arg(long, value_name = "P", help_heading = "Learner")]
+    pub local_passes: Option<usize>,
+    /// matcomp: matrix rows (users) [default: 300].
+    #[arg(long, value_name = "R", help_heading = "Learner")]
+    pub rows: Option<usize>,
+    /// matcomp: matrix columns (items) [default: 200].
+    #[arg(long, value_name = "C", help_heading = "Learner")]
+    pub cols: Option<usize>,
+    /// matcomp: rank of the matrix and of the factors [default: 3].
+    #[arg(long, value_name = "K", help_heading = "Learner")]
+    pub rank: Option<usize>,
+    /// matcomp: observed entries per row (10 % of all are held out for the loss) [default: 40].
+    #[arg(long, value_name = "M", help_heading = "Learner")]
+    pub ratings_per_row: Option<usize>,
+    /// matcomp: l2 penalty lambda [default: 0.001].
+    #[arg(long, value_name = "LAMBDA", help_heading = "Learner")]
+    pub regularization: Option<f64>,
+    /// matcomp: initial factor entries are N(0, s^2) [default: 0.3].
+    #[arg(long, value_name = "S", help_heading = "Learner")]
+    pub init_scale: Option<f64>,
+
+    /// How master and workers talk: inproc (threads of this process), tcp (this process is the
+    /// master; workers are `ubershuffle worker` processes) or mpi (under mpirun; needs a build
+    /// with --features mpi) [default: inproc].
+    #[arg(long, value_name = "KIND", help_heading = "Cluster")]
+    pub transport: Option<String>,
+    /// Number of workers n, at most 64 [default: 4; under mpi, the ranks after the master].
+    #[arg(long, short = 'n', value_name = "N", help_heading = "Cluster")]
+    pub workers: Option<usize>,
+    /// Epochs to run [default: 5].
+    #[arg(long, value_name = "E", help_heading = "Cluster")]
+    pub epochs: Option<usize>,
+    /// Storage ratio: each worker caches floor(alpha q) points [default: 2/n, at most 1].
+    #[arg(long, short = 'a', value_name = "A", help_heading = "Cluster")]
+    pub alpha: Option<f64>,
+    /// How batches change between epochs: global (fresh random assignment), partial-local
+    /// (each worker exchanges --fraction of its points) or local [default: global].
+    #[arg(long, value_name = "POLICY", help_heading = "Cluster")]
+    pub policy: Option<String>,
+    /// partial-local: the fraction Q in [0, 1] of each worker's points exchanged per epoch.
+    #[arg(long, value_name = "Q", help_heading = "Cluster")]
+    pub fraction: Option<f64>,
+    /// inproc: emulated link rate of every node's single send and receive port, e.g. 1gbit,
+    /// 10gbit, 500mbit, or none (unshaped) [default: none].
+    #[arg(long, value_name = "RATE", help_heading = "Cluster")]
+    pub bandwidth: Option<String>,
+    /// inproc and tcp: pseudo-broadcast (scatter + ring, UberShuffle Section 3.1) or plain
+    /// [default: pseudo-broadcast].
+    #[arg(long, value_name = "METHOD", help_heading = "Cluster")]
+    pub broadcast: Option<String>,
+    /// Straggler model: none, iid:P, heterogeneous:P_SLOW,P_SS,P_AS or markov:P_FALL,P_RECOVER;
+    /// a straggler holds its update past --deadline, which must be given [default: none].
+    #[arg(long, value_name = "MODEL", help_heading = "Cluster")]
+    pub stragglers: Option<String>,
+    /// Seconds the master waits for updates once every worker holds its packets; later
+    /// updates are dropped (their workers straggle) [default: wait for every live worker].
+    #[arg(long, value_name = "SECONDS", help_heading = "Cluster")]
+    pub deadline: Option<f64>,
+    /// Seed of the data and of every random choice [default: 0].
+    #[arg(long, value_name = "S", help_heading = "Cluster")]
+    pub seed: Option<u64>,
+    /// Largest payload of one data message, in bytes [default: 1048576].
+    #[arg(long, value_name = "BYTES", help_heading = "Cluster")]
+    pub chunk_bytes: Option<usize>,
+    /// Seconds any single wait may take before a peer counts as stalled [default: 10].
+    #[arg(long, value_name = "SECONDS", help_heading = "Cluster")]
+    pub timeout: Option<f64>,
+    /// tcp: the address to listen on (port 0 picks a free one; printed on stderr).
+    #[arg(long, value_name = "ADDR", help_heading = "Cluster")]
+    pub listen: Option<String>,
+    /// tcp: the shared secret every worker must present.
+    #[arg(long, value_name = "T", help_heading = "Cluster")]
+    pub token: Option<String>,
+    /// tcp: seconds to wait for every worker to join [default: 60].
+    #[arg(long, value_name = "SECONDS", help_heading = "Cluster")]
+    pub join_timeout: Option<f64>,
+
+    /// Print one JSON object on stdout (the configuration, every epoch, totals) instead of a table.
+    #[arg(long, action = ArgAction::SetTrue, help_heading = "Output")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub json: bool,
+    /// Write DIR/epochs.csv, DIR/summary.json and DIR/checkpoint.json after every epoch.
+    #[arg(long, value_name = "DIR", help_heading = "Output")]
+    pub out: Option<PathBuf>,
+    /// Continue the run in --out DIR from its last completed epoch (the checkpoint must come
+    /// from the same configuration; --epochs may grow).
+    #[arg(long, action = ArgAction::SetTrue, help_heading = "Output")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resume: bool,
+    /// Fault injection, for demonstrations: worker W (0-based) leaves the run, as if killed,
+    /// when epoch E's order reaches it (W@E). Not available under mpi.
+    #[arg(long, value_name = "W@E", help_heading = "Output")]
+    pub kill_worker: Option<String>,
 }

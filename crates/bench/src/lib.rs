@@ -3,6 +3,7 @@
 //! and `experiments` binaries are thin layers over it.
 
 pub mod broadcast_demo;
+pub mod cluster_job;
 pub mod csv_table;
 pub mod experiments;
 pub mod files;

@@ -4,6 +4,9 @@
 //! stdout is closed (`ubershuffle ... --json | head`); `main` ends quietly on a broken pipe.
 
 use std::io::{self, Write};
+use std::process::ExitCode;
+
+use clap::error::ErrorKind;
 
 /// An error and its causes on one line, `outer: inner: ...`, with any newlines flattened.
 pub fn one_line(e: &anyhow::Error) -> String {
@@ -33,4 +36,25 @@ pub fn print_table(rows: &[(&str, String)]) -> anyhow::Result<()> {
 /// Prints `value` as one line of JSON on stdout.
 pub fn print_json(value: &serde_json::Value) -> anyhow::Result<()> {
     print_line(&value.to_string())
+}
+
+/// A command line clap could not parse: help and version print as clap prints them; an error
+/// becomes one line on stderr (its usage and "for more information" lines dropped), exit 2.
+pub fn usage_error(e: clap::Error) -> ExitCode {
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit();
+    }
+    let text = e.render().to_string();
+    let parts: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .collect();
+    eprintln!("{}", parts.join(" "));
+    ExitCode::from(2)
 }

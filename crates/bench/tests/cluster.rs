@@ -4,77 +4,13 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
+mod common;
+
+use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// A running `ubershuffle` process whose stderr lines arrive on a channel.
-struct Proc {
-    child: Child,
-    lines: Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl Proc {
-    fn spawn(args: &[&str]) -> Proc {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ubershuffle"))
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, lines) = channel();
-        let stderr = child.stderr.take().unwrap();
-        thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        Proc { child, lines, seen: Vec::new() }
-    }
-
-    /// Waits for a stderr line containing `needle` and returns it.
-    fn wait_for(&mut self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(100)) {
-                self.seen.push(line.clone());
-                if line.contains(needle) {
-                    return line;
-                }
-            }
-        }
-        panic!("no line with {needle:?}; saw {:?}", self.seen);
-    }
-
-    /// Waits for exit (at most `limit`); returns success and all of stderr.
-    fn finish(mut self, limit: Duration) -> (bool, String) {
-        let deadline = Instant::now() + limit;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!("did not exit within {limit:?}; stderr so far: {:?}", self.seen);
-            }
-            thread::sleep(Duration::from_millis(20));
-        };
-        thread::sleep(Duration::from_millis(50));
-        self.seen.extend(self.lines.try_iter());
-        (status.success(), self.seen.join("\n"))
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::Proc;
 
 /// Starts a master on a free port and returns it with its address.
 fn master(extra: &[&str]) -> (Proc, String) {
@@ -95,8 +31,7 @@ fn master_and_workers_check_every_byte() {
     let (mut m, addr) =
         master(&["--workers", "3", "--bytes", "300001", "--rounds", "2", "--method", "plain", "--json"]);
     let workers: Vec<Proc> = (0..3).map(|_| worker(&addr, "s3cret")).collect();
-    let mut stdout = String::new();
-    std::io::Read::read_to_string(&mut m.child.stdout.take().unwrap(), &mut stdout).unwrap();
+    let stdout = m.stdout();
     let (ok, stderr) = m.finish(Duration::from_secs(30));
     assert!(ok, "{stderr}");
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();

@@ -57,6 +57,9 @@ pub struct Master<'a, T: Transport> {
     data: &'a RunData,
     learner: Box<dyn Learner>,
     state: Checkpoint,
+    /// Workers lost before the next epoch started (while receiving their starting caches);
+    /// the next epoch's metrics list them.
+    lost_before_epoch: Vec<usize>,
 }
 
 /// How an attempt at an epoch ended.
@@ -174,7 +177,17 @@ impl<'a, T: Transport> Master<'a, T> {
         for _ in 0..state.completed_epochs {
             stragglers.next_iteration(&mut straggler_rng);
         }
-        Ok(Master { t, config, planner, stragglers, straggler_rng, data, learner, state })
+        Ok(Master {
+            t,
+            config,
+            planner,
+            stragglers,
+            straggler_rng,
+            data,
+            learner,
+            state,
+            lost_before_epoch: Vec::new(),
+        })
     }
 
     /// Starts a fresh run from the given partition instead of a random one: `batches[i]` is
@@ -294,7 +307,10 @@ impl<'a, T: Transport> Master<'a, T> {
             });
             if let Err(e) = sent {
                 match lost_or_fatal(e)? {
-                    Attempt::LostWorker(lost) => self.lose(lost),
+                    Attempt::LostWorker(lost) => {
+                        self.lose(lost);
+                        self.lost_before_epoch.push(lost);
+                    }
                     Attempt::Done(_) => {}
                 }
             }
@@ -344,7 +360,7 @@ impl<'a, T: Transport> Master<'a, T> {
     fn run_epoch(&mut self, epoch: usize) -> Result<EpochMetrics, RuntimeError> {
         let started = self.t.now();
         let outcome = self.stragglers.next_iteration(&mut self.straggler_rng);
-        let mut lost = Vec::new();
+        let mut lost = std::mem::take(&mut self.lost_before_epoch);
         let mut attempt = 0;
         loop {
             match self.attempt(epoch, attempt, &outcome)? {
@@ -547,7 +563,26 @@ impl<'a, T: Transport> Master<'a, T> {
 
     /// Waits until every worker of `waiting` holds its packets. A worker lost now is dropped
     /// from the epoch (its update will not come) and from the run.
+    ///
+    /// Each wait lasts twice the transport's timeout: after a broadcast that a stalled (not
+    /// departed) worker broke, a survivor may sit in the pseudo-broadcast ring for one timeout
+    /// before it gives up and takes the restarted epoch's order. Workers still silent after
+    /// that are stalled: every one of them is dropped (a timeout names no single culprit) and
+    /// told to stop.
     fn await_acks(
+        &mut self,
+        h: &EpochHeader<'_>,
+        waiting: &mut Vec<usize>,
+        m: &mut EpochMetrics,
+    ) -> Result<(), RuntimeError> {
+        let timeout = self.t.timeout();
+        self.t.set_timeout(timeout.saturating_mul(2));
+        let result = self.await_acks_within(h, waiting, m);
+        self.t.set_timeout(timeout);
+        result
+    }
+
+    fn await_acks_within(
         &mut self,
         h: &EpochHeader<'_>,
         waiting: &mut Vec<usize>,
@@ -561,6 +596,15 @@ impl<'a, T: Transport> Master<'a, T> {
                     let ack = EpochAck::from_bytes(&bytes)?;
                     if (ack.epoch, ack.attempt) == (h.epoch, h.attempt) {
                         pending.retain(|&w| w + 1 != rank);
+                    }
+                }
+                Err(e) if e.is_timeout() => {
+                    for w in std::mem::take(&mut pending) {
+                        waiting.retain(|&x| x != w);
+                        m.lost_workers.push(w);
+                        self.lose(w);
+                        // Best effort: a stalled worker that wakes up should leave, not wait.
+                        let _ = self.send(w, &MasterMessage::Stop);
                     }
                 }
                 Err(e) => match lost_worker(&e) {

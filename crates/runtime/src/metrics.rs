@@ -57,7 +57,8 @@ pub struct EpochMetrics {
     pub updates: usize,
     /// Live workers whose update missed the deadline.
     pub stragglers: usize,
-    /// Workers lost during the epoch (0-based).
+    /// Workers lost during the epoch (0-based); the first epoch of a run also lists those lost
+    /// while receiving their starting caches.
     pub lost_workers: Vec<usize>,
     /// Held-out loss after the epoch.
     pub loss: f64,

@@ -58,7 +58,35 @@ pub struct WorkerSummary {
 struct Joined {
     job: JobSpec,
     learner: Box<dyn Learner>,
+    /// The records held: the cache, and after a finished epoch also what that epoch's cache
+    /// policy will drop (kept until the next epoch's order, see [`Finished`]).
     store: RecordStore,
+    /// The last epoch this worker finished.
+    finished: Option<Finished>,
+}
+
+/// An epoch the worker finished: its update may still be discarded by the master, which
+/// restarts the epoch when another worker is lost after this one replied. The cache the
+/// master then assumes is the one from before the epoch, so the worker keeps both until the
+/// next order says which.
+struct Finished {
+    epoch: u32,
+    /// The cache at the start of the epoch.
+    before: Vec<u32>,
+    /// The cache the policy keeps after it.
+    after: Vec<u32>,
+}
+
+impl Joined {
+    /// The cache the master assumes at the start of `epoch`: the one before the last finished
+    /// epoch if the master restarts that epoch, else the one after it.
+    fn cache_at(&self, epoch: u32) -> Vec<u32> {
+        match &self.finished {
+            Some(f) if f.epoch == epoch => f.before.clone(),
+            Some(f) => f.after.clone(),
+            None => self.store.ids().to_vec(),
+        }
+    }
 }
 
 /// Runs a worker until the master says stop. Transport trouble inside an epoch (a peer that
@@ -81,7 +109,7 @@ pub fn run_worker<T: Transport>(mut t: T, options: &WorkerOptions) -> Result<Wor
             MasterMessage::Job(job) => {
                 let learner = job.learner.build()?;
                 let store = RecordStore::new(job.points as usize, job.record_width as usize)?;
-                joined = Some(Joined { job, learner, store });
+                joined = Some(Joined { job, learner, store, finished: None });
             }
             MasterMessage::Records { ids, bytes } => {
                 let j = joined.as_mut().ok_or_else(|| not_joined("records"))?;
@@ -184,7 +212,11 @@ fn run_epoch<T: Transport>(
 ) -> Result<EpochEnd, Failure> {
     let width = j.job.record_width as usize;
     let worker = j.job.worker;
-    let old_cache = j.store.ids().to_vec();
+    let old_cache = j.cache_at(order.epoch);
+    if j.store.len() != old_cache.len() {
+        j.store = j.store.retain_only(&old_cache); // the old cache is a subset of the store
+    }
+    j.finished = None;
     let wanted: Vec<u32> = order.batch.iter().copied().filter(|&p| !j.store.contains(p)).collect();
     let local: HashMap<u32, usize> = order.seqs.iter().enumerate().map(|(k, &s)| (s, k)).collect();
     let store = std::mem::replace(&mut j.store, RecordStore::new(0, width)?);
@@ -256,7 +288,8 @@ fn run_epoch<T: Transport>(
     }
     let kept =
         next_cache(&old_cache, &order.batch, j.job.cache_capacity as usize, j.job.seed, order.epoch, worker);
-    j.store = decoded.into_store().retain_only(&kept);
+    j.store = decoded.into_store();
+    j.finished = Some(Finished { epoch: order.epoch, before: old_cache, after: kept });
     let decode_seconds = started.elapsed().as_secs_f64();
 
     let started = ThreadTime::now();

@@ -93,6 +93,12 @@ pub(crate) trait Links {
         timeout: Duration,
         op: &'static str,
     ) -> Result<(usize, Vec<u8>), TransportError>;
+    /// Of the ranks `among`, the one known to be gone first, and why (`None` when none is, or
+    /// when the transport cannot tell).
+    fn first_gone(&mut self, among: &[usize]) -> Option<(usize, String)> {
+        let _ = among;
+        None
+    }
 }
 
 /// The byte range of piece `j` of `m` of a `len`-byte buffer (sizes differ by at most one).
@@ -120,15 +126,17 @@ pub(crate) fn broadcast<L: Links + ?Sized>(
         if buf.len() > links.max_message() {
             return Err(TransportError::MessageTooLarge { len: buf.len(), max: links.max_message() });
         }
-        match method {
-            BroadcastMethod::PseudoBroadcast => scatter(links, &receivers, buf)?,
-            BroadcastMethod::Plain => {
-                for &r in &receivers {
-                    links.send_parts(r, TAG_PLAIN, &[buf], OP)?;
+        // A receiver known gone already: the broadcast cannot complete.
+        let sent = match links.first_gone(&receivers) {
+            Some((peer, detail)) => Err(TransportError::PeerGone { peer, op: OP, detail }),
+            None => match method {
+                BroadcastMethod::PseudoBroadcast => scatter(links, &receivers, buf),
+                BroadcastMethod::Plain => {
+                    receivers.iter().try_for_each(|&r| links.send_parts(r, TAG_PLAIN, &[buf], OP))
                 }
-            }
-        }
-        return collect_acks(links, &receivers);
+            },
+        };
+        return sent.and_then(|()| collect_acks(links, &receivers)).map_err(|e| cause_of(links, e));
     }
     let received = match method {
         BroadcastMethod::PseudoBroadcast => receive_pseudo(links, root, &receivers),
@@ -150,6 +158,39 @@ pub(crate) fn broadcast<L: Links + ?Sized>(
 const OP: &str = "broadcast";
 const ACK_OK: u8 = 0;
 const ACK_FAILED: u8 = 1;
+/// How long the root waits for the report of a rank another receiver blamed.
+const REPORT_GRACE: Duration = Duration::from_millis(200);
+
+/// The root's error, traced back to its cause. A receiver that failed reports whom it blames
+/// and may then leave, so the rank a failed send, a closed link or a report names can be a
+/// receiver that only gave up (or one that timed out waiting on a ring peer that was itself
+/// waiting). Follow the reports from rank to rank (a rank's report comes before the news that
+/// it is gone) until one that sent none: a departed or stalled rank.
+fn cause_of<L: Links + ?Sized>(links: &mut L, mut e: TransportError) -> TransportError {
+    let mut followed = Vec::new();
+    loop {
+        // A gone rank's report, if it sent one, comes before the news that it is gone, which
+        // is on its way; a rank another one reported may still be sending its own report.
+        let (suspect, wait) = match &e {
+            TransportError::PeerGone { peer, .. } => (*peer, links.wait_timeout()),
+            TransportError::PeerFailed { peer, .. } => (*peer, links.wait_timeout().min(REPORT_GRACE)),
+            _ => return e,
+        };
+        if followed.contains(&suspect) {
+            return e;
+        }
+        followed.push(suspect);
+        match links.recv_from(&[suspect], TAG_ACK, wait, OP) {
+            Ok((_, msg)) => match parse_ack(suspect, &msg, OP) {
+                Err(report @ TransportError::PeerFailed { .. }) if report.peer() != Some(suspect) => {
+                    e = report
+                }
+                _ => return e,
+            },
+            Err(_) => return e,
+        }
+    }
+}
 
 /// Best effort: tells `to` which rank made this one fail (the report itself may fail too).
 fn report_failure<L: Links + ?Sized>(links: &mut L, to: usize, tag: Tag, e: &TransportError) {
@@ -228,6 +269,14 @@ fn receive_pseudo<L: Links + ?Sized>(
     let m = receivers.len();
     let me = receivers.iter().position(|&r| r == links.rank()).unwrap_or(0);
     let protocol = |peer: usize, detail: String| TransportError::Protocol { peer, op: OP, detail };
+    // Every piece passes through every receiver: with one of them known gone, this broadcast
+    // cannot complete, so it fails at once naming it (instead of waiting out a timeout on a
+    // ring peer). A departure during the broadcast is met by the timeouts, as a stall is: a
+    // receiver that gave up may leave, and must not then be taken for the cause.
+    let others: Vec<usize> = receivers.iter().copied().filter(|&r| r != links.rank()).collect();
+    if let Some((peer, detail)) = links.first_gone(&others) {
+        return Err(TransportError::PeerGone { peer, op: OP, detail });
+    }
     let (_, first) = links.recv_from(&[root], TAG_PIECE, links.wait_timeout(), OP)?;
     let Some((head, piece)) = first.split_first_chunk::<12>() else {
         return Err(protocol(root, "scatter piece shorter than its header".into()));

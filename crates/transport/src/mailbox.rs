@@ -40,18 +40,37 @@ type Pending = (usize, Tag, Vec<u8>, Option<Instant>);
 pub(crate) struct Mailbox {
     inbox: Receiver<Delivery>,
     pending: VecDeque<Pending>,
-    gone: Vec<Option<String>>,
+    /// For each peer that is gone: when it was noticed (a count of departures) and why.
+    gone: Vec<Option<(u64, String)>>,
+    departures: u64,
 }
 
 impl Mailbox {
     /// A mailbox for a cluster of `size` ranks reading `inbox`.
     pub(crate) fn new(size: usize, inbox: Receiver<Delivery>) -> Mailbox {
-        Mailbox { inbox, pending: VecDeque::new(), gone: vec![None; size] }
+        Mailbox { inbox, pending: VecDeque::new(), gone: vec![None; size], departures: 0 }
     }
 
     /// Why `peer` is gone, if it is and nothing it sent is left unread.
     pub(crate) fn gone(&self, peer: usize) -> Option<&str> {
-        self.gone.get(peer).and_then(|g| g.as_deref())
+        self.gone.get(peer).and_then(|g| g.as_ref()).map(|(_, d)| d.as_str())
+    }
+
+    /// Of the ranks `among`, the one noticed gone first, and why. (When a departure makes
+    /// others give up and leave too, the first one noticed is the cause.)
+    pub(crate) fn first_gone(&self, among: &[usize]) -> Option<(usize, &str)> {
+        among
+            .iter()
+            .filter_map(|&p| self.gone.get(p).and_then(|g| g.as_ref()).map(|(at, d)| (*at, p, d.as_str())))
+            .min_by_key(|(at, ..)| *at)
+            .map(|(_, p, d)| (p, d))
+    }
+
+    fn note_gone(&mut self, from: usize, detail: String) {
+        if let Some(slot) = self.gone.get_mut(from).filter(|s| s.is_none()) {
+            *slot = Some((self.departures, detail));
+            self.departures += 1;
+        }
     }
 
     /// Takes the first message with `tag` from any rank of `from`, waiting up to `timeout`.
@@ -83,20 +102,14 @@ impl Mailbox {
                 return Ok(message);
             }
             scanned = self.pending.len();
-            if let Some((&peer, detail)) =
-                from.iter().find_map(|p| self.gone.get(*p).and_then(|g| g.as_ref()).map(|d| (p, d)))
-            {
-                return Err(TransportError::PeerGone { peer, op, detail: detail.clone() });
+            if let Some((peer, detail)) = self.first_gone(from) {
+                return Err(TransportError::PeerGone { peer, op, detail: detail.to_string() });
             }
             match self.inbox.recv_deadline(deadline) {
                 Ok(Delivery::Message { from, tag, bytes, arrival }) => {
                     self.pending.push_back((from, tag, bytes, arrival));
                 }
-                Ok(Delivery::Gone { from, detail }) => {
-                    if let Some(slot) = self.gone.get_mut(from) {
-                        slot.get_or_insert(detail);
-                    }
-                }
+                Ok(Delivery::Gone { from, detail }) => self.note_gone(from, detail),
                 Err(RecvTimeoutError::Timeout) => {
                     let peer = from.iter().copied().min().unwrap_or(0);
                     return Err(TransportError::Timeout { peer, op, after: timeout });
@@ -116,11 +129,7 @@ impl Mailbox {
                 Delivery::Message { from, tag, bytes, arrival } => {
                     self.pending.push_back((from, tag, bytes, arrival));
                 }
-                Delivery::Gone { from, detail } => {
-                    if let Some(slot) = self.gone.get_mut(from) {
-                        slot.get_or_insert(detail);
-                    }
-                }
+                Delivery::Gone { from, detail } => self.note_gone(from, detail),
             }
         }
     }

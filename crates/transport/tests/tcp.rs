@@ -102,3 +102,53 @@ fn a_stalled_worker_is_named_by_the_plain_broadcast() {
 fn a_departed_worker_is_named_by_the_pseudo_broadcast() {
     broadcast_without(BroadcastMethod::PseudoBroadcast, 1, true);
 }
+
+#[test]
+fn a_broadcast_without_a_departed_worker_fails_at_once_everywhere() {
+    // Rank 2 leaves; the next pseudo-broadcast cannot complete anywhere (every piece passes
+    // through every receiver), so no rank waits out its timeout on a ring peer or a scatter
+    // piece: each fails at once, naming rank 2. (The survivors stay in the cluster, as the
+    // epoch loop's workers do.)
+    let config =
+        TcpConfig { timeout: Duration::from_secs(3), ..quick("t", BroadcastMethod::PseudoBroadcast) };
+    let listener = MasterListener::bind("127.0.0.1:0", config.clone()).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let noticed = Duration::from_millis(300); // for every rank's links to see rank 2 gone
+    let (result_tx, results) = crossbeam_channel::unbounded();
+    let (done_tx, done) = crossbeam_channel::unbounded::<()>();
+    let workers: Vec<_> = (0..5)
+        .map(|_| {
+            let (addr, config, result_tx, done) =
+                (addr.clone(), config.clone(), result_tx.clone(), done.clone());
+            thread::spawn(move || {
+                let mut t = connect_worker(&addr, &config).unwrap();
+                if t.rank() == 2 {
+                    return;
+                }
+                thread::sleep(noticed);
+                let started = Instant::now();
+                let mut buf = Vec::new();
+                let result = t.broadcast(0, &mut buf);
+                result_tx.send((t.rank(), started.elapsed(), result)).unwrap();
+                let _ = done.recv();
+            })
+        })
+        .collect();
+    let mut master = listener.accept_workers(5, |_| {}).unwrap();
+    thread::sleep(noticed);
+    let mut buf = vec![7u8; 1 << 20];
+    let started = Instant::now();
+    let e = master.broadcast(0, &mut buf).unwrap_err();
+    assert_eq!(e.peer(), Some(2), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(1), "the root took {:?}: {e}", started.elapsed());
+    for _ in 0..4 {
+        let (rank, took, result) = results.recv().unwrap();
+        let e = result.unwrap_err();
+        assert_eq!(e.peer(), Some(2), "rank {rank}: {e}");
+        assert!(took < Duration::from_secs(1), "rank {rank} took {took:?}: {e}");
+    }
+    drop(done_tx);
+    for w in workers {
+        w.join().unwrap();
+    }
+}

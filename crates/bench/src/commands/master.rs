@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use bench::broadcast_demo::{DemoJob, run_master};
+use bench::cluster_job::ClusterJob;
 use serde_json::json;
 use transport::tcp::{MasterListener, TcpConfig};
 use transport::{BroadcastMethod, Transport};
@@ -47,6 +48,11 @@ pub fn run(args: &MasterArgs) -> anyhow::Result<ExitCode> {
         eprintln!("warning: refused a connection from {}: {}", r.from, r.reason);
     })?;
     eprintln!("all {} workers joined; broadcasting with {}", args.workers, method.name());
+    for rank in 1..t.size() {
+        ClusterJob::BroadcastDemo
+            .send(&mut t, rank)
+            .with_context(|| format!("sending the job to rank {rank}"))?;
+    }
     let job = DemoJob { rounds: args.rounds, bytes: args.bytes, seed: args.seed };
     let seconds: Vec<f64> =
         run_master(&mut t, &job).context("master")?.iter().map(|r| r.wall_seconds).collect();

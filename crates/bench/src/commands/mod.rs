@@ -7,6 +7,7 @@ mod msr;
 mod plan;
 mod plan_no_excess;
 mod plan_policy;
+mod run;
 mod schemes;
 mod worker;
 
@@ -24,5 +25,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Msr(args) => msr::run(&args),
         Command::Master(args) => master::run(&args),
         Command::Worker(args) => worker::run(&args),
+        Command::Run(args) => run::run(&args),
     }
 }

@@ -1,9 +1,12 @@
-//! `ubershuffle worker`: join the master's TCP cluster and check every broadcast.
+//! `ubershuffle worker`: join the master's TCP cluster and run the job it gives: the epoch
+//! loop (`ubershuffle run --transport tcp`) or the broadcast demo (`ubershuffle master`).
 
 use std::process::ExitCode;
 
 use anyhow::Context;
-use bench::broadcast_demo::run_worker;
+use bench::broadcast_demo;
+use bench::cluster_job::ClusterJob;
+use runtime::{WorkerExit, WorkerOptions, run_worker};
 use transport::Transport;
 use transport::tcp::{TcpConfig, connect_worker};
 
@@ -21,7 +24,26 @@ pub fn run(args: &WorkerArgs) -> anyhow::Result<ExitCode> {
     let mut t = connect_worker(&args.connect, &config)?;
     let rank = t.rank();
     eprintln!("joined as rank {rank} of {}", t.size());
-    let job = run_worker(&mut t).with_context(|| format!("rank {rank}"))?;
-    eprintln!("rank {rank}: received and checked {} broadcasts of {} bytes", job.rounds, job.bytes);
+    match ClusterJob::receive(&mut t).with_context(|| format!("rank {rank}"))? {
+        ClusterJob::BroadcastDemo => {
+            let job = broadcast_demo::run_worker(&mut t).with_context(|| format!("rank {rank}"))?;
+            eprintln!("rank {rank}: received and checked {} broadcasts of {} bytes", job.rounds, job.bytes);
+        }
+        ClusterJob::EpochLoop { timeout, exit_at_epoch } => {
+            t.set_timeout(timeout);
+            let options = WorkerOptions { exit_at_epoch, ..WorkerOptions::default() };
+            let summary = run_worker(t, &options).with_context(|| format!("rank {rank}"))?;
+            let worker = summary.worker;
+            match summary.exit {
+                WorkerExit::Stopped => {
+                    eprintln!("rank {rank}: worker {worker} finished {} epochs", summary.epochs);
+                }
+                WorkerExit::InjectedFailure => eprintln!(
+                    "rank {rank}: worker {worker} left after {} epochs (fault injection, --kill-worker)",
+                    summary.epochs
+                ),
+            }
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -179,6 +179,11 @@ impl Links for InProcessTransport {
         clock.after_wait(waited_from, arrival);
         Ok((from, bytes))
     }
+
+    fn first_gone(&mut self, among: &[usize]) -> Option<(usize, String)> {
+        self.mailbox.poll();
+        self.mailbox.first_gone(among).map(|(peer, detail)| (peer, detail.to_string()))
+    }
 }
 
 impl Transport for InProcessTransport {

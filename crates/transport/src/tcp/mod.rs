@@ -214,6 +214,11 @@ impl Links for TcpTransport {
         }
         self.mailbox.recv(from, tag, timeout, op)
     }
+
+    fn first_gone(&mut self, among: &[usize]) -> Option<(usize, String)> {
+        self.mailbox.poll();
+        self.mailbox.first_gone(among).map(|(peer, detail)| (peer, detail.to_string()))
+    }
 }
 
 impl Transport for TcpTransport {
