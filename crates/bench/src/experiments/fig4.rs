@@ -139,7 +139,11 @@ fn row(
 
 fn figure(setup: &Setup, curves: &[Curve]) -> (String, LineChart) {
     let mut chart = LineChart {
-        title: format!("{}: loss vs emulated time, 1 Gbit/s (UberShuffle Fig. 4)", setup.learner_name),
+        title: format!(
+            "{} {}: held-out loss vs emulated time, 1 Gbit/s",
+            setup.row,
+            setup.key.to_uppercase()
+        ),
         x_label: "emulated seconds since the start".into(),
         y_label: "held-out loss".into(),
         log_y: true,
