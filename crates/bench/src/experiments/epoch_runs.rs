@@ -174,11 +174,6 @@ pub(crate) struct RunSpec<'a> {
     pub seed: u64,
 }
 
-/// Whether the planner `name` is built in (the UberShuffle planners may not have landed).
-pub(crate) fn have_planner(name: &str) -> bool {
-    planner_by_name(name, &PlannerOptions::default()).is_some()
-}
-
 /// Runs the epoch loop of `setup` as `spec` says, every worker a thread of this process,
 /// starting from [`storage_blocks`].
 pub(crate) fn run(setup: &Setup, spec: &RunSpec<'_>) -> anyhow::Result<RunReport> {
@@ -232,4 +227,51 @@ pub(crate) fn median(mut values: Vec<f64>) -> f64 {
 /// The median over `epochs` of `f`.
 pub(crate) fn median_of(epochs: &[EpochMetrics], f: impl Fn(&EpochMetrics) -> f64) -> f64 {
     median(epochs.iter().map(f).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn losses(report: &RunReport) -> Vec<f64> {
+        std::iter::once(report.initial_loss).chain(report.epochs.iter().map(|e| e.loss)).collect()
+    }
+
+    #[test]
+    fn storage_blocks_partition_the_points_in_order() {
+        let blocks = storage_blocks(10, 3);
+        assert_eq!(blocks, vec![vec![0, 1, 2, 3], vec![4, 5, 6], vec![7, 8, 9]]);
+    }
+
+    #[test]
+    fn schemes_train_alike_and_coding_sends_less() -> anyhow::Result<()> {
+        let setups =
+            [linear_regression_setup(600, 8, 4, 0.5, 7)?, matrix_completion(600, 50, 10, 4, 0.5, 7)?];
+        for setup in &setups {
+            let spec =
+                |scheme| RunSpec { scheme, policy: ExchangePolicy::Global, epochs: 2, gbit: None, seed: 3 };
+            let uncoded = run(setup, &spec("uncoded"))?;
+            let uber = run(setup, &spec("ubershuffle"))?;
+            assert_eq!(losses(&uncoded), losses(&uber), "{}: same assignments, same training", setup.key);
+            let bytes = |r: &RunReport| r.epochs.iter().map(|e| e.payload_bytes).sum::<u64>();
+            assert!(bytes(&uber) < bytes(&uncoded), "{}: coding moves fewer bytes", setup.key);
+            assert!(uncoded.epochs.iter().all(|e| e.loss.is_finite()));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn no_shuffling_moves_nothing_and_keeps_the_sorted_blocks() -> anyhow::Result<()> {
+        let setup = linear_regression_setup(600, 8, 4, 0.5, 7)?;
+        let local =
+            RunSpec { scheme: "uncoded", policy: ExchangePolicy::Local, epochs: 2, gbit: None, seed: 3 };
+        let report = run(&setup, &local)?;
+        assert!(report.epochs.iter().all(|e| e.payload_bytes == 0 && e.uncoded_transmissions == 0));
+        // Sorted by label: the first record's label is the smallest.
+        let label = |i: usize| {
+            setup.data.train.get(i as u32).and_then(|r| SampleView::new(r, 8).ok()).map(|v| v.label())
+        };
+        assert!(label(0) <= label(setup.points() - 1));
+        Ok(())
+    }
 }

@@ -10,7 +10,7 @@
 
 use shuffle_core::exchange_policy::ExchangePolicy;
 
-use super::epoch_runs::{self, RunSpec, Setup, have_planner};
+use super::epoch_runs::{self, RunSpec, Setup};
 use super::table1::setups;
 use super::{Context, Outcome};
 use crate::csv_table::{CsvTable, cell};
@@ -37,8 +37,7 @@ struct Curve {
 pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     let (points, epochs) = if ctx.quick { (50_000, 8) } else { (100_000, 20) };
     let seed = 1;
-    let curves: Vec<_> = CURVES.iter().filter(|c| have_planner(c.1)).collect();
-    let missing: Vec<&str> = CURVES.iter().filter(|c| !have_planner(c.1)).map(|c| c.0).collect();
+    let curves = &CURVES;
     let setups = setups(points, seed)?;
     let mut table = CsvTable::new(&[
         "setup",
@@ -55,7 +54,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     let mut sections = Vec::new();
     for setup in &setups {
         let mut done = Vec::new();
-        for &&(label, scheme, shuffles) in &curves {
+        for &(label, scheme, shuffles) in curves {
             let policy = if shuffles { ExchangePolicy::Global } else { ExchangePolicy::Local };
             let spec = RunSpec { scheme, policy, epochs, gbit: Some(GBIT), seed };
             let report = epoch_runs::run(setup, &spec)?;
@@ -100,9 +99,6 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         quick =
             if ctx.quick { " (the quick subset; the full run has q = 100 000 and 20 epochs)" } else { "" },
     );
-    if !missing.is_empty() {
-        summary.push_str(&format!("**Not run:** {} (planner not built in).\n\n", missing.join(", ")));
-    }
     summary.push_str(&sections.join("\n\n"));
     summary.push_str(
         "\n\nThe paper (Fig. 4, 20 EC2 workers, 1 Gbit/s): in (a) and (b) (MC, synthetic) UberShuffle converges \

@@ -9,7 +9,7 @@
 
 use shuffle_core::exchange_policy::ExchangePolicy;
 
-use super::epoch_runs::{self, RunSpec, have_planner};
+use super::epoch_runs::{self, RunSpec};
 use crate::csv_table::cell;
 use crate::svg_chart::{LineChart, Series};
 
@@ -43,7 +43,7 @@ pub(crate) fn run(quick: bool, progress: &dyn Fn()) -> anyhow::Result<Training> 
     let (points, epochs) = if quick { (16_000, 12) } else { (40_000, 30) };
     let seed = 1;
     let setup = epoch_runs::linear_regression_setup(points, FEATURES, WORKERS, ALPHA, seed)?;
-    let schemes: Vec<&str> = ["uncoded", "ubershuffle"].into_iter().filter(|s| have_planner(s)).collect();
+    let schemes = ["uncoded", "ubershuffle"];
     let mut rows = Vec::new();
     let mut loss_chart = LineChart {
         title: format!("Partial-local training: LR, n = {WORKERS}, q = {points}, alpha = {ALPHA}"),

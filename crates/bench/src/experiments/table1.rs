@@ -12,7 +12,7 @@ use shuffle_core::exchange_policy::ExchangePolicy;
 
 use runtime::EpochMetrics;
 
-use super::epoch_runs::{self, RunSpec, Setup, have_planner, median_of};
+use super::epoch_runs::{self, RunSpec, Setup, median_of};
 use super::{Context, Outcome};
 use crate::csv_table::{CsvTable, cell};
 use crate::svg_chart::{LineChart, Series};
@@ -111,8 +111,7 @@ fn link_model(e: &EpochMetrics, width: usize, bytes_per_second: f64) -> f64 {
 pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     let epochs = if ctx.quick { 5 } else { 9 };
     let seed = 1;
-    let schemes: Vec<&str> = SCHEMES.iter().copied().filter(|s| have_planner(s)).collect();
-    let missing: Vec<&str> = SCHEMES.iter().copied().filter(|s| !have_planner(s)).collect();
+    let schemes: &[&str] = &SCHEMES;
     let setups = setups(POINTS, seed)?;
     let mut table = CsvTable::new(&[
         "setup",
@@ -147,7 +146,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         for &gbit in &RATES {
             let rate = gbit * 1e9 / 8.0;
             let mut row = Vec::new();
-            for &scheme in &schemes {
+            for &scheme in schemes {
                 let spec = RunSpec { scheme, policy: ExchangePolicy::Global, epochs, gbit: Some(gbit), seed };
                 let report = epoch_runs::run(setup, &spec)?;
                 for e in &report.epochs {
@@ -190,8 +189,8 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
             }
             cells.push(row);
         }
-        figures.push(figure(setup, &schemes, &cells));
-        sections.push(section(setup, &schemes, &cells, epochs));
+        figures.push(figure(setup, schemes, &cells));
+        sections.push(section(setup, schemes, &cells, epochs));
     }
     bar.finish_and_clear();
     let mut summary = format!(
@@ -208,12 +207,6 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
          route, orders, copies) more than the network.\n\n{SCALE_NOTE}\n\n",
         quick = if ctx.quick { " (the quick subset: 5 epochs per cell; the full run has 9)" } else { "" },
     );
-    if !missing.is_empty() {
-        summary.push_str(&format!(
-            "**Not run:** {} (the planner is not built into this checkout).\n\n",
-            missing.join(", ")
-        ));
-    }
     summary.push_str(&sections.join("\n\n"));
     summary.push_str("\n\nThe paper's Table 1 (20 EC2 workers, 1 Gbit/s Ethernet, seconds per shuffle):\n\n");
     summary.push_str("| row | setup | q | m | alpha | UN | CS | US | (CS-US)/CS | CS/UN | US/UN |\n");
