@@ -212,15 +212,10 @@ fn run_epoch<T: Transport>(
 ) -> Result<EpochEnd, Failure> {
     let width = j.job.record_width as usize;
     let worker = j.job.worker;
-    let old_cache = j.cache_at(order.epoch);
-    if j.store.len() != old_cache.len() {
-        j.store = j.store.retain_only(&old_cache); // the old cache is a subset of the store
-    }
-    j.finished = None;
-    let wanted: Vec<u32> = order.batch.iter().copied().filter(|&p| !j.store.contains(p)).collect();
+    // Between the order and the first broadcast only what receiving needs: every rank takes
+    // part in each pseudo-broadcast's ring, so work here holds up the whole cluster. Restoring
+    // the cache and scheduling the decoder wait until the packets are in (see `prepare`).
     let local: HashMap<u32, usize> = order.seqs.iter().enumerate().map(|(k, &s)| (s, k)).collect();
-    let store = std::mem::replace(&mut j.store, RecordStore::new(0, width)?);
-    let mut decoder = Decoder::new(worker as usize, &order.plan, store, &wanted)?;
     let mut received_bytes = 0u64;
     // The payloads this worker needs, kept until every packet has arrived and decoded then, so
     // that the master's transmit time is moving bytes and `decode_seconds` is decoding.
@@ -257,22 +252,17 @@ fn run_epoch<T: Transport>(
         }
         Ok(None)
     })();
-    let restore = |decoder: Decoder, j: &mut Joined| j.store = decoder.abandon().retain_only(&old_cache);
     match received {
         Ok(None) => {}
-        Ok(Some(interrupt)) => {
-            restore(decoder, j);
-            return Ok(EpochEnd::Interrupted(interrupt));
-        }
-        Err(e) => {
-            restore(decoder, j);
-            return Err(e);
-        }
+        // The store is untouched so far: the next order finds the cache where it was.
+        Ok(Some(interrupt)) => return Ok(EpochEnd::Interrupted(interrupt)),
+        Err(e) => return Err(e),
     }
     t.send(0, TAG_RECEIVED, &EpochAck { epoch: order.epoch, attempt: order.attempt }.to_bytes())?;
     // Worker-side phases are timed in this thread's CPU time: what a node of its own would
     // spend, however many emulated nodes share this machine's cores.
     let started = ThreadTime::now();
+    let (old_cache, mut decoder) = prepare(j, order)?;
     for (k, payload) in &needed {
         decoder.receive(*k, order.plan.transmission(*k as usize), payload)?;
     }
@@ -326,6 +316,22 @@ fn run_epoch<T: Transport>(
     };
     t.send(0, TAG_UPDATE, &report.to_bytes())?;
     Ok(EpochEnd::Done)
+}
+
+/// The decoder of `order`'s epoch over the cache the master assumes at its start (and that
+/// cache's points). Runs after the packets have arrived: it copies the cache (tens of MB) and
+/// peels the plan, work that must not stand between the order and the broadcasts.
+fn prepare(j: &mut Joined, order: &EpochOrder) -> Result<(Vec<u32>, Decoder), RuntimeError> {
+    let width = j.job.record_width as usize;
+    let old_cache = j.cache_at(order.epoch);
+    if j.store.len() != old_cache.len() {
+        j.store = j.store.retain_only(&old_cache); // the old cache is a subset of the store
+    }
+    j.finished = None;
+    let wanted: Vec<u32> = order.batch.iter().copied().filter(|&p| !j.store.contains(p)).collect();
+    let store = std::mem::replace(&mut j.store, RecordStore::new(0, width)?);
+    let decoder = Decoder::new(j.job.worker as usize, &order.plan, store, &wanted)?;
+    Ok((old_cache, decoder))
 }
 
 fn check_current(epoch: u32, attempt: u32, order: &EpochOrder) -> Result<(), RuntimeError> {

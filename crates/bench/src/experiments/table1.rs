@@ -35,7 +35,12 @@ machine hosts all 21 nodes, so an epoch must move ~100 MB (0.8-1.1 s at 1 Gbit/s
 for the whole table to run in about a minute; q is what sets the coding gain (how evenly the encoding tables \
 fill, Section 3.2), so q is kept and the width cut. Records stay wide enough that bytes, not per-message work, set \
 the time at 1 Gbit/s: the orders (plan headers) are 2-7 % of the payload, and uncoded shuffling runs at 97-99 % \
-of its link model.";
+of its link model. **Broadcast overhead.** Consecutive 1 MiB pseudo-broadcasts to 20 workers run at the link \
+model here (16.42 ms each against (2n-1)/n * 1 MiB/B = 16.36 ms, measured at the master in this experiment). An \
+earlier version of the worker restored its cache (a ~24 MB copy) and scheduled its decoder between the order and the first \
+broadcast; since every worker relays in each ring, the first chunk waited for the slowest of 20 such setups \
+sharing 2 cores (95-630 ms instead of ~44 ms), and UberShuffle's transmit was 149 % of its link model at 1 Gbit/s. \
+Workers now join the broadcasts first and do that work afterwards, counted in decode time.";
 
 /// A row of the paper's Table 1.
 struct PaperRow {
