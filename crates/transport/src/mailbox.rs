@@ -122,6 +122,16 @@ impl Mailbox {
         }
     }
 
+    /// Fails with [`TransportError::PeerGone`] when `peer` is known gone (after taking in what
+    /// is waiting): a send to it would go nowhere.
+    pub(crate) fn ensure_present(&mut self, peer: usize, op: &'static str) -> Result<(), TransportError> {
+        self.poll();
+        match self.gone(peer) {
+            Some(detail) => Err(TransportError::PeerGone { peer, op, detail: detail.to_string() }),
+            None => Ok(()),
+        }
+    }
+
     /// Takes in every delivery already waiting, so that `gone` is up to date.
     pub(crate) fn poll(&mut self) {
         while let Ok(d) = self.inbox.try_recv() {

@@ -23,7 +23,7 @@ use mpi::request::scope;
 use mpi::topology::{Communicator, SimpleCommunicator};
 
 use crate::collectives::{self, Links};
-use crate::transport::{check_peer, links_accessors, point_to_point_via_links};
+use crate::transport::{check_peers, check_send, links_accessors, point_to_point_via_links};
 use crate::{Tag, Transport, TransportError};
 
 /// A receiver's "ready for the broadcast" message.
@@ -74,7 +74,7 @@ impl Links for MpiTransport {
         parts: &[&[u8]],
         op: &'static str,
     ) -> Result<(), TransportError> {
-        check_peer(self.rank, self.size, to)?;
+        check_send(self.rank, self.size, to, parts, self.max_message)?;
         let joined;
         let bytes: &[u8] = match parts {
             [one] => one,
@@ -83,9 +83,6 @@ impl Links for MpiTransport {
                 &joined
             }
         };
-        if bytes.len() > self.max_message {
-            return Err(TransportError::MessageTooLarge { len: bytes.len(), max: self.max_message });
-        }
         let deadline = Instant::now() + self.timeout;
         let world = &self.world;
         scope(|scope| {
@@ -118,9 +115,7 @@ impl Links for MpiTransport {
         timeout: Duration,
         op: &'static str,
     ) -> Result<(usize, Vec<u8>), TransportError> {
-        for &f in from {
-            check_peer(self.rank, self.size, f)?;
-        }
+        check_peers(self.rank, self.size, from)?;
         let deadline = Instant::now() + timeout;
         let mut round = 0;
         loop {

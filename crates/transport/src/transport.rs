@@ -81,6 +81,28 @@ pub(crate) fn check_peer(rank: usize, size: usize, peer: usize) -> Result<(), Tr
     Ok(())
 }
 
+/// Checks a send before anything moves: `to` is another rank and the concatenation of `parts`
+/// is at most `max` bytes.
+pub(crate) fn check_send(
+    rank: usize,
+    size: usize,
+    to: usize,
+    parts: &[&[u8]],
+    max: usize,
+) -> Result<(), TransportError> {
+    check_peer(rank, size, to)?;
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    if len > max {
+        return Err(TransportError::MessageTooLarge { len, max });
+    }
+    Ok(())
+}
+
+/// Checks that every rank of `from` is another rank.
+pub(crate) fn check_peers(rank: usize, size: usize, from: &[usize]) -> Result<(), TransportError> {
+    from.iter().try_for_each(|&f| check_peer(rank, size, f))
+}
+
 /// The point-to-point half of [`Transport`] for a type that implements
 /// [`crate::collectives::Links`] and has `rank`, `size` and `timeout` fields: the same for every
 /// transport, written once.

@@ -10,7 +10,7 @@ use crossbeam_channel::{Sender, unbounded};
 
 use crate::collectives::{self, BroadcastMethod, Links};
 use crate::mailbox::{Delivery, Mailbox};
-use crate::transport::{check_peer, links_accessors, point_to_point_via_links};
+use crate::transport::{check_peers, check_send, links_accessors, point_to_point_via_links};
 use crate::{Tag, Transport, TransportError};
 
 pub use shaping::LinkShaping;
@@ -132,15 +132,8 @@ impl Links for InProcessTransport {
         parts: &[&[u8]],
         op: &'static str,
     ) -> Result<(), TransportError> {
-        check_peer(self.rank, self.size, to)?;
-        let len: usize = parts.iter().map(|p| p.len()).sum();
-        if len > self.max_message {
-            return Err(TransportError::MessageTooLarge { len, max: self.max_message });
-        }
-        self.mailbox.poll();
-        if let Some(detail) = self.mailbox.gone(to) {
-            return Err(TransportError::PeerGone { peer: to, op, detail: detail.to_string() });
-        }
+        check_send(self.rank, self.size, to, parts, self.max_message)?;
+        self.mailbox.ensure_present(to, op)?;
         // On shaped links the message leaves at the emulated time of the call: copying it is the
         // emulator's work, not the modelled node's.
         let sent_at = self.now();
@@ -168,9 +161,7 @@ impl Links for InProcessTransport {
         timeout: Duration,
         op: &'static str,
     ) -> Result<(usize, Vec<u8>), TransportError> {
-        for &f in from {
-            check_peer(self.rank, self.size, f)?;
-        }
+        check_peers(self.rank, self.size, from)?;
         let Outbound::Shaped(_, clock) = &mut self.out else {
             return self.mailbox.recv(from, tag, timeout, op);
         };

@@ -27,7 +27,7 @@ use crossbeam_channel::{Sender, unbounded};
 use crate::collectives::{self, BroadcastMethod, Links};
 use crate::frame::{FrameKind, ReadFrameError, read_frame, write_frame};
 use crate::mailbox::{Delivery, Mailbox};
-use crate::transport::{check_peer, links_accessors, point_to_point_via_links};
+use crate::transport::{check_peers, check_send, links_accessors, point_to_point_via_links};
 use crate::{Tag, Transport, TransportError};
 
 pub use setup::{MasterListener, Refusal, connect_worker};
@@ -171,15 +171,8 @@ impl Links for TcpTransport {
         parts: &[&[u8]],
         op: &'static str,
     ) -> Result<(), TransportError> {
-        check_peer(self.rank, self.size, to)?;
-        let len: usize = parts.iter().map(|p| p.len()).sum();
-        if len > self.max_message {
-            return Err(TransportError::MessageTooLarge { len, max: self.max_message });
-        }
-        self.mailbox.poll();
-        if let Some(detail) = self.mailbox.gone(to) {
-            return Err(TransportError::PeerGone { peer: to, op, detail: detail.to_string() });
-        }
+        check_send(self.rank, self.size, to, parts, self.max_message)?;
+        self.mailbox.ensure_present(to, op)?;
         let Some(link) = self.links.get_mut(to).and_then(Option::as_mut) else {
             return Err(TransportError::PeerGone { peer: to, op, detail: "no connection".into() });
         };
@@ -209,9 +202,7 @@ impl Links for TcpTransport {
         timeout: Duration,
         op: &'static str,
     ) -> Result<(usize, Vec<u8>), TransportError> {
-        for &f in from {
-            check_peer(self.rank, self.size, f)?;
-        }
+        check_peers(self.rank, self.size, from)?;
         self.mailbox.recv(from, tag, timeout, op)
     }
 
