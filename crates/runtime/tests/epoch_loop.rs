@@ -10,7 +10,9 @@ use learners::StragglerModel;
 use learners::data::synthetic::linear_regression;
 use learners::straggler::{IidStragglers, NoStragglers};
 use runtime::in_process::{InProcessRun, run_in_process};
-use runtime::{EpochMetrics, LearnerSpec, RunConfig, RunData, RunReport, WorkerExit};
+use runtime::{
+    EpochMetrics, LearnerSpec, RunConfig, RunData, RunReport, RuntimeError, WorkerExit, WorkerSummary,
+};
 use shuffle_core::exchange_policy::ExchangePolicy;
 use shuffle_core::{PlannerOptions, planner_by_name};
 use transport::in_process::InProcessConfig;
@@ -44,12 +46,14 @@ fn transport() -> InProcessConfig {
     InProcessConfig { timeout: Duration::from_secs(5), ..InProcessConfig::default() }
 }
 
-fn run_with(
+/// One run of `scheme` on [`data`], as `run_in_process` returns it.
+fn try_run(
     config: &RunConfig,
     scheme: &str,
     stragglers: &mut dyn StragglerModel,
     faults: Vec<(usize, u32)>,
-) -> RunReport {
+    on_epoch: &mut dyn FnMut(&EpochMetrics),
+) -> Result<(RunReport, Vec<Result<WorkerSummary, String>>), RuntimeError> {
     let data = data();
     let planner = planner_by_name(scheme, &PlannerOptions::default()).unwrap();
     let run = InProcessRun {
@@ -58,9 +62,19 @@ fn run_with(
         stragglers,
         data: &data,
         transport: transport(),
-        faults: faults.clone(),
+        faults,
     };
-    let (report, workers) = run_in_process(run, &mut |_| {}).unwrap();
+    run_in_process(run, on_epoch)
+}
+
+/// A run that must succeed, each worker exiting as its injected fault says.
+fn run_with(
+    config: &RunConfig,
+    scheme: &str,
+    stragglers: &mut dyn StragglerModel,
+    faults: Vec<(usize, u32)>,
+) -> RunReport {
+    let (report, workers) = try_run(config, scheme, stragglers, faults.clone(), &mut |_| {}).unwrap();
     for (w, summary) in workers.iter().enumerate() {
         let summary = summary.as_ref().unwrap();
         let injected = faults.iter().any(|f| f.0 == w);
@@ -140,19 +154,9 @@ fn a_killed_worker_is_reported_and_the_others_go_on() {
 
 #[test]
 fn losing_every_worker_is_a_clear_error() {
-    let config = config(3);
-    let data = data();
-    let planner = planner_by_name("coded", &PlannerOptions::default()).unwrap();
     let mut none = NoStragglers::new(WORKERS).unwrap();
-    let run = InProcessRun {
-        config: &config,
-        planner: planner.as_ref(),
-        stragglers: &mut none,
-        data: &data,
-        transport: transport(),
-        faults: (0..WORKERS).map(|w| (w, 2)).collect(),
-    };
-    let err = run_in_process(run, &mut |_| {}).unwrap_err();
+    let every_worker = (0..WORKERS).map(|w| (w, 2)).collect();
+    let err = try_run(&config(3), "coded", &mut none, every_worker, &mut |_| {}).unwrap_err();
     assert!(err.to_string().contains("no worker is left"), "{err}");
 }
 
@@ -173,32 +177,14 @@ fn a_resumed_run_continues_exactly_where_it_stopped() {
     assert_eq!(first_half.epochs.len(), 2);
     let rest = RunConfig { checkpoint: Some(path.clone()), resume: true, ..config(4) };
     let mut seen: Vec<EpochMetrics> = Vec::new();
-    let data = data();
-    let planner = planner_by_name("coded", &PlannerOptions::default()).unwrap();
     let mut none = NoStragglers::new(WORKERS).unwrap();
-    let run = InProcessRun {
-        config: &rest,
-        planner: planner.as_ref(),
-        stragglers: &mut none,
-        data: &data,
-        transport: transport(),
-        faults: vec![],
-    };
-    let (resumed, _) = run_in_process(run, &mut |m| seen.push(m.clone())).unwrap();
+    let (resumed, _) = try_run(&rest, "coded", &mut none, vec![], &mut |m| seen.push(m.clone())).unwrap();
     assert_eq!(seen.iter().map(|m| m.epoch).collect::<Vec<_>>(), vec![3, 4]);
     assert_eq!(losses(&resumed), losses(&whole));
     // A checkpoint of another run is refused.
     let other = RunConfig { checkpoint: Some(path), resume: true, seed: 12, ..config(4) };
     let mut none = NoStragglers::new(WORKERS).unwrap();
-    let run = InProcessRun {
-        config: &other,
-        planner: planner.as_ref(),
-        stragglers: &mut none,
-        data: &data,
-        transport: transport(),
-        faults: vec![],
-    };
-    let err = run_in_process(run, &mut |_| {}).unwrap_err().to_string();
+    let err = try_run(&other, "coded", &mut none, vec![], &mut |_| {}).unwrap_err().to_string();
     assert!(err.contains("belongs to another run"), "{err}");
 }
 
