@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use transport::frame::{Frame, FrameKind, read_frame};
+use ubershuffle_transport::frame::{Frame, FrameKind, read_frame};
 
 fn check(data: &[u8]) {
     for max in [0, 64, 1 << 16, usize::MAX] {

@@ -124,7 +124,7 @@ pub fn run(args: &ClusterArgs, root: &Path, target: &Path) -> anyhow::Result<()>
         bail!("--workers and --epochs must be at least 1");
     }
     let kill = args.kill.as_deref().map(|k| parse_kill(k, args.workers, args.epochs)).transpose()?;
-    crate::cargo(&["build", "--release", "--quiet", "-p", "bench", "--bin", "ubershuffle"])?;
+    crate::cargo(&["build", "--release", "--quiet", "-p", "ubershuffle", "--bin", "ubershuffle"])?;
     let exe = target.join("release").join("ubershuffle");
     let out = target.join("cluster");
     let _ = std::fs::remove_file(out.join("summary.json"));

@@ -59,7 +59,8 @@ fn main() -> anyhow::Result<()> {
             if plugins.is_empty() && wants_plugins && !list {
                 plugins.push(build_example_plugin()?);
             }
-            let mut args = vec!["run", "--release", "--quiet", "-p", "bench", "--bin", "experiments", "--"];
+            let mut args =
+                vec!["run", "--release", "--quiet", "-p", "ubershuffle-bench", "--bin", "experiments", "--"];
             args.extend(names.iter().map(String::as_str));
             if quick {
                 args.push("--quick");
@@ -100,8 +101,8 @@ fn mpirun() -> Command {
 /// Builds the MPI examples and runs each under `mpirun -np 4`, then the epoch loop under
 /// `mpirun -np 5`.
 fn mpi_test() -> anyhow::Result<()> {
-    cargo(&["build", "--quiet", "-p", "transport", "--features", "mpi", "--examples"])?;
-    cargo(&["build", "--quiet", "-p", "bench", "--features", "mpi", "--bin", "ubershuffle"])?;
+    cargo(&["build", "--quiet", "-p", "ubershuffle-transport", "--features", "mpi", "--examples"])?;
+    cargo(&["build", "--quiet", "-p", "ubershuffle", "--features", "mpi", "--bin", "ubershuffle"])?;
     let target = target_dir();
     for example in ["mpi_coded_broadcast", "mpi_conformance"] {
         let program = target.join("debug").join("examples").join(example);

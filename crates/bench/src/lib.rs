@@ -1,10 +1,7 @@
-//! The library half of the `bench` crate: the papers' experiments and what they share (CSV
-//! tables, SVG charts, the `results/README.md` sections, atomic writes). The `ubershuffle`
-//! and `experiments` binaries are thin layers over it.
+//! The papers' experiments and what they share (CSV tables, SVG charts, the
+//! `results/README.md` sections). The `experiments` binary, run through
+//! `cargo xtask experiments`, is a thin layer over it.
 
-pub mod broadcast_demo;
-pub mod cluster_job;
 pub mod csv_table;
 pub mod experiments;
-pub mod files;
 pub mod svg_chart;

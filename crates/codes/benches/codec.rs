@@ -2,13 +2,13 @@
 //!
 //! The baselines gather the very records the codec touches with `copy_from_slice`, in the same
 //! order, so the ratio isolates the cost of XOR and bookkeeping from memory traffic.
-//! Run: `cargo bench -p codes --bench codec`.
+//! Run: `cargo bench -p ubershuffle-codes --bench codec`.
 
 use std::hint::black_box;
 
-use codes::{Decoder, Encoder, Packet, Records};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use shuffle_core::{GeneratorParams, PlannerOptions, planner_by_name, seeded};
+use ubershuffle_codes::{Decoder, Encoder, Packet, Records};
+use ubershuffle_core::{GeneratorParams, PlannerOptions, planner_by_name, seeded};
 
 const WIDTH: usize = 4096;
 

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use shuffle_core::{Part, Plan, VerifyError, peel};
+use ubershuffle_core::{Part, Plan, VerifyError, peel};
 
 use crate::xor::xor_into;
 use crate::{CodecError, Packet, RecordStore};

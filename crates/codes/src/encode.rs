@@ -1,6 +1,6 @@
 //! Encoding: a plan plus the master's records gives one packet per transmission.
 
-use shuffle_core::Plan;
+use ubershuffle_core::Plan;
 
 use crate::xor::xor_into;
 use crate::{CodecError, Packet, Records};
@@ -8,14 +8,14 @@ use crate::{CodecError, Packet, Records};
 /// Turns the transmissions of a plan into packets from the master's records.
 ///
 /// ```
-/// use codes::{Encoder, Records};
-/// use shuffle_core::{Part, Plan};
+/// use ubershuffle_codes::{Encoder, Records};
+/// use ubershuffle_core::{Part, Plan};
 /// let records = Records::from_bytes(2, vec![1, 2, 3, 4, 5, 6])?;
 /// let mut plan = Plan::new();
 /// plan.push(&[Part::new(0, 1), Part::new(2, 0)]);
 /// let packet = Encoder::new(&plan, &records)?.packet(0);
 /// assert_eq!(packet.payload, vec![1 ^ 5, 2 ^ 6]);
-/// # Ok::<(), codes::CodecError>(())
+/// # Ok::<(), ubershuffle_codes::CodecError>(())
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Encoder<'a> {

@@ -1,17 +1,17 @@
 //! Turning shuffle plans into bytes and back.
 //!
 //! A data point is a fixed-width byte record ([`Records`] at the master, a [`RecordStore`] at a
-//! worker). [`Encoder`] XORs the records of each transmission of a [`shuffle_core::Plan`] into a
+//! worker). [`Encoder`] XORs the records of each transmission of a [`ubershuffle_core::Plan`] into a
 //! [`Packet`] (a header naming its parts plus the payload); a worker's [`Decoder`] takes packets
 //! in any order and returns exactly its new records, byte for byte. The XOR kernel in [`xor`]
-//! works a word at a time. [`gradient`] holds the gradient codes (FRC, CRC), their
-//! least-squares decoding and the shuffling of worker roles.
+//! works a word at a time.
 //!
-//! [`msr`] holds coded map-shuffle-reduce with stragglers (MDS + repetition codes over GF(p)).
+//! The codec needs no linear algebra. Gradient codes live in `ubershuffle-gradient-codes`, coded
+//! map-shuffle-reduce in `ubershuffle-msr`.
 //!
 //! ```
-//! use codes::{Decoder, Encoder, Records};
-//! use shuffle_core::{examples::ubershuffle_paper_example, planner_by_name, seeded, PlannerOptions};
+//! use ubershuffle_codes::{Decoder, Encoder, Records};
+//! use ubershuffle_core::{examples::ubershuffle_paper_example, planner_by_name, seeded, PlannerOptions};
 //! let inst = ubershuffle_paper_example();
 //! let plan = planner_by_name("coded", &PlannerOptions::default()).unwrap().plan(&inst, &mut seeded(0))?;
 //! let records = Records::random(inst.points(), 64, 1)?;
@@ -28,8 +28,6 @@
 
 mod decode;
 mod encode;
-pub mod gradient;
-pub mod msr;
 mod packet;
 mod records;
 pub mod xor;

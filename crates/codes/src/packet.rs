@@ -1,7 +1,7 @@
 //! [`Packet`]: one coded transmission in bytes (a header naming its parts, then the XOR
 //! payload), and its compact binary form.
 
-use shuffle_core::Part;
+use ubershuffle_core::Part;
 
 use crate::CodecError;
 

@@ -2,7 +2,7 @@
 //! worker's cache ([`RecordStore`]).
 
 use crate::CodecError;
-use shuffle_core::rng::{fill_bytes, seeded};
+use ubershuffle_core::rng::{fill_bytes, seeded};
 
 /// The master's data set: `points` records of `width` bytes each, stored contiguously.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -3,12 +3,12 @@
 
 #![allow(clippy::unwrap_used)] // a test that unwraps fails loudly, which is what it should do
 
-use codes::{DecodeError, Decoder, Encoder, Packet, Records};
 use proptest::prelude::*;
-use shuffle_core::examples::{arbitrary_instance, ubershuffle_paper_example};
-use shuffle_core::planners::UncodedPlanner;
-use shuffle_core::rng::{seeded, shuffle};
-use shuffle_core::{
+use ubershuffle_codes::{DecodeError, Decoder, Encoder, Packet, Records};
+use ubershuffle_core::examples::{arbitrary_instance, ubershuffle_paper_example};
+use ubershuffle_core::planners::UncodedPlanner;
+use ubershuffle_core::rng::{seeded, shuffle};
+use ubershuffle_core::{
     GeneratorParams, Part, Plan, PlanError, PlannerOptions, ShuffleInstance, ShufflePlanner, builtin_planners,
 };
 
@@ -138,8 +138,8 @@ proptest! {
 /// decoding deliver real bytes, whatever order the packets arrive in.
 #[test]
 fn no_excess_planners_round_trip_on_random_shuffle_matrices() {
-    use shuffle_core::no_excess::{random_no_excess_instance, random_permutation_sum};
-    use shuffle_core::planner_by_name;
+    use ubershuffle_core::no_excess::{random_no_excess_instance, random_permutation_sum};
+    use ubershuffle_core::planner_by_name;
     let mut draw = seeded(12);
     for case in 0..40u64 {
         let workers = 2 + (case % 7) as usize;

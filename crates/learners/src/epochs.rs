@@ -7,8 +7,8 @@
 //! through their byte forms, exactly as the runtime's loop will over a transport; it exists so
 //! that learners can be tested and compared epoch by epoch without a network.
 
-use codes::Records;
-use shuffle_core::rng::{seeded_stream, shuffle};
+use ubershuffle_codes::Records;
+use ubershuffle_core::rng::{seeded_stream, shuffle};
 
 use crate::data::record_views;
 use crate::{Learner, LearnerError, LocalStep, Model, StragglerModel, Update};
@@ -40,7 +40,7 @@ pub struct EpochOptions {
 pub fn random_assignment(
     points: usize,
     workers: usize,
-    rng: &mut shuffle_core::rng::SeededRng,
+    rng: &mut ubershuffle_core::rng::SeededRng,
 ) -> Vec<Vec<u32>> {
     let mut ids: Vec<u32> = (0..points as u32).collect();
     shuffle(rng, &mut ids);

@@ -56,10 +56,10 @@ pub enum LearnerError {
     },
     /// A gradient code cannot be built or decoded.
     #[error(transparent)]
-    Code(#[from] codes::gradient::GradientCodeError),
+    Code(#[from] ubershuffle_gradient_codes::GradientCodeError),
     /// Records of a bad shape.
     #[error(transparent)]
-    Codec(#[from] codes::CodecError),
+    Codec(#[from] ubershuffle_codes::CodecError),
     /// A worker thread of an executed run died.
     #[error("worker thread failed: {0}")]
     Worker(String),

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use shuffle_core::rng::{seeded, seeded_stream, shuffle, standard_normal};
+use ubershuffle_core::rng::{seeded, seeded_stream, shuffle, standard_normal};
 
 use crate::learner::check_model;
 use crate::sample::{RATING_WIDTH, Rating};

@@ -2,7 +2,7 @@
 //! observed ratings, as in the UberShuffle paper's experiments (Section 4.1 and Table 1: a data
 //! point of the matrix-completion setups is a row of `m` observed entries).
 
-use shuffle_core::rng::{seeded_stream, shuffle};
+use ubershuffle_core::rng::{seeded_stream, shuffle};
 
 use crate::learner::check_model;
 use crate::sample::{Rating, RatingRowView, rating_row_width};

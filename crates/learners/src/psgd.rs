@@ -2,7 +2,7 @@
 //! plain SGD over its own records starting from the master's model, and the master averages
 //! the workers' models (UberShuffle paper, Section 4.1, "Parallel SGD for Linear Regression").
 
-use shuffle_core::rng::{seeded_stream, shuffle};
+use ubershuffle_core::rng::{seeded_stream, shuffle};
 
 use crate::learner::check_model;
 use crate::sample::{SampleView, sample_width};

@@ -5,13 +5,15 @@
 
 use std::time::Duration;
 
-use codes::gradient::{EncodingMatrix, RoleShuffle};
-use learners::data::record_views;
-use learners::data::shipped::ShippedTask;
-use learners::gradient_coding::glm::GlmLoss;
-use learners::gradient_coding::run::{CodedRunConfig, run_coded_gd};
-use learners::straggler::{HeterogeneousParams, HeterogeneousStragglers, IidStragglers, NoStragglers};
-use shuffle_core::rng::seeded;
+use ubershuffle_core::rng::seeded;
+use ubershuffle_gradient_codes::{EncodingMatrix, RoleShuffle};
+use ubershuffle_learners::data::record_views;
+use ubershuffle_learners::data::shipped::ShippedTask;
+use ubershuffle_learners::gradient_coding::glm::GlmLoss;
+use ubershuffle_learners::gradient_coding::run::{CodedRunConfig, run_coded_gd};
+use ubershuffle_learners::straggler::{
+    HeterogeneousParams, HeterogeneousStragglers, IidStragglers, NoStragglers,
+};
 
 fn config(
     code: EncodingMatrix,

@@ -2,13 +2,13 @@
 
 #![allow(clippy::unwrap_used)]
 
-use codes::gradient::{EncodingMatrix, ErrorTable, RoleShuffle, decode_mask};
-use learners::gradient_coding::expected::{
+use ubershuffle_core::rng::seeded;
+use ubershuffle_gradient_codes::{EncodingMatrix, ErrorTable, RoleShuffle, decode_mask};
+use ubershuffle_learners::gradient_coding::expected::{
     MonteCarloOptions, SlowWorkers, analytic, enumerate, enumerate_drawn, expected_error_report, monte_carlo,
     non_straggler_distribution, non_straggler_distribution_as_printed, slow_count_probability,
 };
-use learners::straggler::HeterogeneousParams;
-use shuffle_core::rng::seeded;
+use ubershuffle_learners::straggler::HeterogeneousParams;
 
 const PAPER: HeterogeneousParams =
     HeterogeneousParams { p_slow: 0.3, p_slow_straggle: 0.8, p_active_straggle: 0.01 };
@@ -20,7 +20,11 @@ const Z: f64 = 4.0;
 /// that no run saw any and the standard error is 0.
 const RARE: f64 = 1e-4;
 
-fn assert_within(mc: &learners::gradient_coding::expected::MonteCarloEstimate, exact: f64, what: &str) {
+fn assert_within(
+    mc: &ubershuffle_learners::gradient_coding::expected::MonteCarloEstimate,
+    exact: f64,
+    what: &str,
+) {
     let (lo, hi) = mc.interval(Z);
     assert!(lo - RARE <= exact && exact <= hi + RARE, "{what}: MC {mc:?} vs exact {exact}");
 }

@@ -3,14 +3,16 @@
 
 #![allow(clippy::unwrap_used)]
 
-use codes::Records;
-use learners::data::shipped::ShippedTask;
-use learners::data::{movielens, synthetic};
-use learners::epochs::EpochRecord;
-use learners::epochs::{EpochOptions, random_assignment, train_by_epochs};
-use learners::straggler::{IidStragglers, NoStragglers};
-use learners::{Learner, LinearRegressionPsgd, LocalStep, MatrixCompletionParams, MatrixCompletionRowsSgd};
-use shuffle_core::rng::seeded;
+use ubershuffle_codes::Records;
+use ubershuffle_core::rng::seeded;
+use ubershuffle_learners::data::shipped::ShippedTask;
+use ubershuffle_learners::data::{movielens, synthetic};
+use ubershuffle_learners::epochs::EpochRecord;
+use ubershuffle_learners::epochs::{EpochOptions, random_assignment, train_by_epochs};
+use ubershuffle_learners::straggler::{IidStragglers, NoStragglers};
+use ubershuffle_learners::{
+    Learner, LinearRegressionPsgd, LocalStep, MatrixCompletionParams, MatrixCompletionRowsSgd,
+};
 
 /// Trains without stragglers and returns the held-out losses by epoch.
 fn train_all(
@@ -29,7 +31,7 @@ fn mc(
     step_size: f64,
     regularization: f64,
     init_scale: f64,
-) -> learners::MatrixCompletionSgd {
+) -> ubershuffle_learners::MatrixCompletionSgd {
     MatrixCompletionParams { rows, cols, rank, step_size, regularization, init_scale }.check().unwrap()
 }
 
@@ -97,7 +99,7 @@ fn learners_reject_bad_records_and_updates() {
     let step = LocalStep { epoch: 0, worker: 0, seed: 0 };
     assert!(learner.local_update(&model, &[&[0u8; 7]], step).is_err());
     let mc = mc(2, 2, 1, 0.1, 0.0, 0.1);
-    let out_of_range = learners::sample::Rating { row: 5, col: 0, value: 1.0 }.to_record();
+    let out_of_range = ubershuffle_learners::sample::Rating { row: 5, col: 0, value: 1.0 }.to_record();
     assert!(mc.local_update(&mc.initial_model(0), &[&out_of_range], step).is_err());
     let wrong = learner.local_update(&model, &[], step).unwrap();
     assert!(mc.aggregate(&mc.initial_model(0), &[wrong]).is_err());
@@ -145,7 +147,7 @@ fn movielens_files_in_both_formats() {
     let (train, _) = ml.data.split(0.0, 1);
     let learner = mc(ml.data.rows, ml.data.cols, 2, 0.05, 0.0, 0.1);
     let records = train.to_records().unwrap();
-    let views = learners::data::record_views(&records);
+    let views = ubershuffle_learners::data::record_views(&records);
     assert!(learner.loss(&learner.initial_model(1), &views).unwrap() > 2.0);
 
     let bad = temp_file("bad.csv", "userId,movieId,rating,timestamp\n1,31,2.5,1\n1,x,3,1\n");
@@ -173,10 +175,10 @@ fn matrix_completion_on_user_rows_fits_and_agrees_with_the_triples_learner() {
     // Same model, same ratings: the same loss as the learner on triples.
     let triples = params.check().unwrap();
     let model = rows.initial_model(9);
-    let views = learners::data::record_views(&held_rows);
+    let views = ubershuffle_learners::data::record_views(&held_rows);
     let on_rows = rows.loss(&model, &views).unwrap();
     let on_triples =
-        triples.loss(&model, &learners::data::record_views(&held.to_records().unwrap())).unwrap();
+        triples.loss(&model, &ubershuffle_learners::data::record_views(&held.to_records().unwrap())).unwrap();
     assert!((on_rows - on_triples).abs() < 1e-12, "{on_rows} vs {on_triples}");
     let options = EpochOptions { workers: 4, epochs: 40, seed: 6 };
     let history = train_all(&rows, &train_rows, &held_rows, options);
@@ -184,7 +186,7 @@ fn matrix_completion_on_user_rows_fits_and_agrees_with_the_triples_learner() {
     assert!(first > 0.9 && last < 0.2, "held-out RMSE {first} -> {last}");
     // A row with more entries than slots, a rating outside the matrix: errors, not panics.
     assert!(train.to_row_records(35).is_err());
-    let outside = learners::sample::encode_rating_row(500, &[(1, 1.0)], 36).unwrap();
+    let outside = ubershuffle_learners::sample::encode_rating_row(500, &[(1, 1.0)], 36).unwrap();
     let step = LocalStep { epoch: 0, worker: 0, seed: 0 };
     assert!(rows.local_update(&model, &[&outside], step).is_err());
     assert!(MatrixCompletionRowsSgd::new(params, 0).is_err());

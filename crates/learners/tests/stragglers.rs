@@ -4,12 +4,12 @@
 
 #![allow(clippy::unwrap_used)]
 
-use learners::StragglerModel;
-use learners::straggler::{
+use ubershuffle_core::rng::seeded;
+use ubershuffle_learners::StragglerModel;
+use ubershuffle_learners::straggler::{
     HeterogeneousParams, HeterogeneousStragglers, IidStragglers, NoStragglers, ShiftedExponential,
     TwoStateMarkov,
 };
-use shuffle_core::rng::seeded;
 
 /// Asserts that `hits / trials` is within 5 standard errors of `p`.
 fn assert_frequency(hits: usize, trials: usize, p: f64, what: &str) {

@@ -100,7 +100,7 @@ pub struct PluginTable {
     pub scheme_description: unsafe extern "C" fn(scheme: u32, out: *mut ByteBuffer) -> i32,
     /// Plans the instance in `instance[..instance_len]` ([`crate::wire::encode_instance`]'s
     /// layout) with scheme `scheme`, its random choices drawn from
-    /// `shuffle_core::rng::seeded(seed)`, and writes the plan
+    /// `ubershuffle_core::rng::seeded(seed)`, and writes the plan
     /// ([`crate::wire::encode_plan`]'s layout) into `*out`.
     pub plan: unsafe extern "C" fn(
         scheme: u32,

@@ -14,7 +14,7 @@ use std::cell::RefCell;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Once;
 
-use shuffle_core::{ShufflePlanner, seeded};
+use ubershuffle_core::{ShufflePlanner, seeded};
 
 use crate::abi::{ABI_VERSION, ByteBuffer, PluginTable, Status};
 use crate::wire::{decode_instance, encode_plan};
@@ -182,8 +182,8 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use shuffle_core::examples::ubershuffle_paper_example;
-    use shuffle_core::{Plan, PlanError, SeededRng, ShuffleInstance, planners::UncodedPlanner, verify};
+    use ubershuffle_core::examples::ubershuffle_paper_example;
+    use ubershuffle_core::{Plan, PlanError, SeededRng, ShuffleInstance, planners::UncodedPlanner, verify};
 
     use crate::wire::{decode_plan, encode_instance};
 

@@ -2,10 +2,10 @@
 //! so a new scheme needs no fork of the workspace.
 //!
 //! A plugin is a `cdylib` crate that depends on this one, implements
-//! [`shuffle_core::ShufflePlanner`] as a built-in planner would, and exports it in one line:
+//! [`ubershuffle_core::ShufflePlanner`] as a built-in planner would, and exports it in one line:
 //!
 //! ```
-//! use plugin_api::shuffle_core::{Part, Plan, PlanError, SeededRng, ShuffleInstance, ShufflePlanner};
+//! use ubershuffle_plugin_api::shuffle_core::{Part, Plan, PlanError, SeededRng, ShuffleInstance, ShufflePlanner};
 //!
 //! /// Unicasts every needed point, last worker first.
 //! pub struct Backwards;
@@ -24,7 +24,7 @@
 //!     }
 //! }
 //!
-//! plugin_api::export_planners!(Backwards);
+//! ubershuffle_plugin_api::export_planners!(Backwards);
 //! ```
 //!
 //! with, in its `Cargo.toml`, `[lib] crate-type = ["cdylib"]` and a dependency on this crate.
@@ -34,7 +34,7 @@
 //!
 //! What crosses the boundary is specified in [`abi`] (the symbols and the function table) and
 //! [`wire`] (instances and plans as bytes). Random choices: the host passes a `u64` seed and
-//! the plugin side hands the planner `shuffle_core::rng::seeded(seed)`, so a plugin is as
+//! the plugin side hands the planner `ubershuffle_core::rng::seeded(seed)`, so a plugin is as
 //! reproducible as a built-in. A panic in the planner is caught inside the plugin and reported
 //! as an error with its message and location; build plugins with the default `panic = "unwind"`
 //! (with `panic = "abort"` a panic ends the host process).
@@ -43,9 +43,9 @@ pub mod abi;
 pub mod export;
 mod macros;
 /// The byte forms of instances and plans (defined in `shuffle_core`, re-exported here).
-pub use shuffle_core::wire;
+pub use ubershuffle_core::wire;
 
 pub use export::PlannerSet;
 /// The crate that defines instances, plans and the planner trait, re-exported so that a plugin
 /// depends on this one crate and always agrees with it on versions.
-pub use shuffle_core;
+pub use ubershuffle_core as shuffle_core;

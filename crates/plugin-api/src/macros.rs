@@ -9,7 +9,7 @@
 /// `name()`. Use it once per crate, at the crate root:
 ///
 /// ```ignore
-/// plugin_api::export_planners!(PairwiseXor, MyOtherScheme::with_rounds(3));
+/// ubershuffle_plugin_api::export_planners!(PairwiseXor, MyOtherScheme::with_rounds(3));
 /// ```
 ///
 /// It defines the two symbols the host looks up, `ubershuffle_plugin_abi_version` and
@@ -34,7 +34,7 @@ macro_rules! export_planners {
             }
         }
 
-        /// The plugin ABI version this library was built for (see `plugin_api::abi`).
+        /// The plugin ABI version this library was built for (see `ubershuffle_plugin_api::abi`).
         // `no_mangle` exports the symbol under the name the host looks up; the name belongs to
         // this ABI, so it clashes with nothing else.
         #[allow(unsafe_code)]
@@ -43,8 +43,8 @@ macro_rules! export_planners {
             $crate::abi::ABI_VERSION
         }
 
-        /// The plugin's function table (see `plugin_api::abi::PluginTable`).
-        // As above; the name carries the ABI version (`plugin_api::abi::ENTRY_SYMBOL`).
+        /// The plugin's function table (see `ubershuffle_plugin_api::abi::PluginTable`).
+        // As above; the name carries the ABI version (`ubershuffle_plugin_api::abi::ENTRY_SYMBOL`).
         #[allow(unsafe_code)]
         #[unsafe(no_mangle)]
         pub extern "C" fn ubershuffle_plugin_v1() -> *const $crate::abi::PluginTable {

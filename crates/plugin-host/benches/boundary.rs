@@ -1,16 +1,16 @@
 //! What the plugin boundary costs: the example scheme planned in-process (then verified, as the
 //! host does) against the same scheme loaded from its release-built library, which adds the
 //! instance and plan byte forms and the call. n = 20, q = 1e6, alpha = 0.55, the scale of the
-//! UberShuffle paper's Fig. 3. Run: `cargo bench -p plugin-host --bench boundary`.
+//! UberShuffle paper's Fig. 3. Run: `cargo bench -p ubershuffle-plugin-host --bench boundary`.
 
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use pairwise_xor::PairwiseXor;
-use plugin_api::wire::{decode_instance, decode_plan, encode_instance, encode_plan};
-use plugin_host::PluginLibrary;
-use plugin_host::workspace_plugins::{PAIRWISE_XOR, built};
-use shuffle_core::{GeneratorParams, ShufflePlanner, seeded, verify};
+use ubershuffle_core::{GeneratorParams, ShufflePlanner, seeded, verify};
+use ubershuffle_plugin_api::wire::{decode_instance, decode_plan, encode_instance, encode_plan};
+use ubershuffle_plugin_host::PluginLibrary;
+use ubershuffle_plugin_host::workspace_plugins::{PAIRWISE_XOR, built};
 
 fn boundary(c: &mut Criterion) {
     let mut group = c.benchmark_group("pairwise-xor n=20 q=1e6 alpha=0.55");

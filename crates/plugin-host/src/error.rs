@@ -25,7 +25,7 @@ pub enum PluginError {
     /// The library is not an `ubershuffle` plugin: a symbol of the ABI is missing.
     #[error(
         "{} is not an ubershuffle plugin: it exports no `{symbol}` symbol \
-         (plugins export their planners with plugin_api::export_planners!)",
+         (plugins export their planners with ubershuffle_plugin_api::export_planners!)",
         path.display()
     )]
     NotAPlugin {

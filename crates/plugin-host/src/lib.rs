@@ -1,9 +1,9 @@
 //! Loads shuffling-scheme plugins, dynamic libraries built against `plugin-api`, and hands out
-//! their schemes as [`shuffle_core::ShufflePlanner`]s that work wherever a built-in does.
+//! their schemes as [`ubershuffle_core::ShufflePlanner`]s that work wherever a built-in does.
 //!
 //! ```no_run
-//! use plugin_host::PluginLibrary;
-//! use shuffle_core::{GeneratorParams, ShufflePlanner, seeded};
+//! use ubershuffle_plugin_host::PluginLibrary;
+//! use ubershuffle_core::{GeneratorParams, ShufflePlanner, seeded};
 //! let plugin = PluginLibrary::load("target/release/libpairwise_xor.so")?;
 //! let planner = plugin.planner(None)?; // its only scheme; or Some("pairwise-xor")
 //! let inst = GeneratorParams { workers: 10, points: 10_000, alpha: 0.3, seed: 1 }.check()?.generate();
@@ -24,7 +24,7 @@
 //!
 //! Why a crate of its own: `shuffle-core` stays a pure library with no FFI and no `unsafe`, a
 //! plugin author's build does not compile the loader, and any program (not only `ubershuffle`)
-//! can host plugins. The ABI itself is defined once, in `plugin_api::abi`.
+//! can host plugins. The ABI itself is defined once, in `ubershuffle_plugin_api::abi`.
 
 mod error;
 mod library;

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use libloading::Library;
-use plugin_api::abi::{ABI_VERSION, ABI_VERSION_SYMBOL, ENTRY_SYMBOL, PluginTable};
+use ubershuffle_plugin_api::abi::{ABI_VERSION, ABI_VERSION_SYMBOL, ENTRY_SYMBOL, PluginTable};
 
 use crate::table::PluginFunctions;
 use crate::{PluginError, PluginPlanner};

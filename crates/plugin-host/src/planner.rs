@@ -4,9 +4,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use plugin_api::wire::{decode_plan, encode_instance};
 use rand_core::Rng;
-use shuffle_core::{Plan, PlanError, SeededRng, ShuffleInstance, ShufflePlanner, verify};
+use ubershuffle_core::{Plan, PlanError, SeededRng, ShuffleInstance, ShufflePlanner, verify};
+use ubershuffle_plugin_api::wire::{decode_plan, encode_instance};
 
 use crate::SchemeInfo;
 use crate::table::PluginFunctions;
@@ -14,7 +14,7 @@ use crate::table::PluginFunctions;
 /// One scheme of a loaded plugin, usable wherever a built-in planner is.
 ///
 /// [`ShufflePlanner::plan`] sends the instance to the plugin with a seed drawn from the `rng`
-/// it is given (the plugin plans with `shuffle_core::rng::seeded(seed)`, so the same `rng`
+/// it is given (the plugin plans with `ubershuffle_core::rng::seeded(seed)`, so the same `rng`
 /// state gives the same plan), then decodes the plan it returns and runs it through
 /// [`verify`]: a plan that is malformed or that some worker cannot decode is an error naming
 /// the plugin and the first worker that cannot decode, never a plan.
@@ -63,7 +63,7 @@ impl ShufflePlanner for PluginPlanner {
         let seed = rng.next_u64();
         let bytes = self.functions.plan(self.index, &encode_instance(inst), seed).map_err(|e| {
             self.failed(match e.status {
-                Some(plugin_api::abi::Status::Panicked) => e.to_string(),
+                Some(ubershuffle_plugin_api::abi::Status::Panicked) => e.to_string(),
                 _ => format!("failed: {e}"),
             })
         })?;

@@ -1,5 +1,5 @@
 //! [`PluginFunctions`]: safe calls into a loaded plugin's function table, following the buffer
-//! protocol of [`plugin_api::abi`].
+//! protocol of [`ubershuffle_plugin_api::abi`].
 
 // Calling foreign functions and reading the buffers they lend us. Each `unsafe` block says
 // what makes it sound; all of them rest on the table coming from a library whose ABI version
@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use plugin_api::abi::{ByteBuffer, PluginTable, Status};
+use ubershuffle_plugin_api::abi::{ByteBuffer, PluginTable, Status};
 
 /// The longest message from a plugin kept in an error (longer ones are cut).
 const MAX_MESSAGE_CHARS: usize = 2000;

@@ -7,13 +7,13 @@
 use std::path::{Path, PathBuf};
 
 use pairwise_xor::PairwiseXor;
-use plugin_host::workspace_plugins::{
+use rand_core::Rng;
+use ubershuffle_core::examples::ubershuffle_paper_example;
+use ubershuffle_core::{GeneratorParams, PlanError, ShuffleInstance, ShufflePlanner, seeded, verify};
+use ubershuffle_plugin_host::workspace_plugins::{
     self, FUTURE_ABI, MISBEHAVING, NOT_A_PLUGIN, PAIRWISE_XOR, WorkspacePlugin,
 };
-use plugin_host::{PluginError, PluginLibrary};
-use rand_core::Rng;
-use shuffle_core::examples::ubershuffle_paper_example;
-use shuffle_core::{GeneratorParams, PlanError, ShuffleInstance, ShufflePlanner, seeded, verify};
+use ubershuffle_plugin_host::{PluginError, PluginLibrary};
 
 fn built(plugin: WorkspacePlugin) -> PathBuf {
     workspace_plugins::built(plugin).unwrap_or_else(|e| panic!("{e}"))

@@ -46,8 +46,13 @@ impl Checkpoint {
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same folder and a rename, so a
-/// failure never leaves a half-written file behind.
+/// failure never leaves a half-written file behind. The error names the path.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_through_temporary(path, bytes)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display())))
+}
+
+fn write_through_temporary(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path
         .file_name()

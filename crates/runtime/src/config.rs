@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use shuffle_core::exchange_policy::ExchangePolicy;
+use ubershuffle_core::exchange_policy::ExchangePolicy;
 
 use crate::{LearnerSpec, RuntimeError};
 

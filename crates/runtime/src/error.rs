@@ -1,10 +1,10 @@
 //! [`RuntimeError`]: why a run stopped.
 
-use codes::{CodecError, DecodeError};
-use learners::LearnerError;
-use shuffle_core::wire::WireError;
-use shuffle_core::{InstanceError, PlanError, VerifyError};
-use transport::TransportError;
+use ubershuffle_codes::{CodecError, DecodeError};
+use ubershuffle_core::wire::WireError;
+use ubershuffle_core::{InstanceError, PlanError, VerifyError};
+use ubershuffle_learners::LearnerError;
+use ubershuffle_transport::TransportError;
 
 /// Why a master or worker stopped.
 #[derive(Debug, thiserror::Error)]

@@ -1,10 +1,10 @@
 //! Running a whole cluster in one process: the master in the calling thread, one thread per
 //! worker, over the in-process transport (optionally shaped to emulate a 1 Gbit/s cluster).
 
-use shuffle_core::ShufflePlanner;
-use transport::in_process::{InProcessConfig, cluster};
+use ubershuffle_core::ShufflePlanner;
+use ubershuffle_transport::in_process::{InProcessConfig, cluster};
 
-use learners::StragglerModel;
+use ubershuffle_learners::StragglerModel;
 
 use crate::{
     EpochMetrics, Master, RunConfig, RunData, RunReport, RuntimeError, WorkerOptions, WorkerSummary,

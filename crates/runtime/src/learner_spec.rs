@@ -1,10 +1,10 @@
 //! [`LearnerSpec`]: which learner a run trains, in a form the master can send to workers that
 //! run in other processes.
 
-use learners::{
+use ubershuffle_core::wire::{ByteReader, push_f64, push_u32};
+use ubershuffle_learners::{
     Learner, LearnerError, LinearRegressionPsgd, MatrixCompletionParams, MatrixCompletionRowsSgd,
 };
-use shuffle_core::wire::{ByteReader, push_f64, push_u32};
 
 use crate::RuntimeError;
 

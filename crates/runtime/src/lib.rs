@@ -2,7 +2,7 @@
 //! learners into a distributed training run with data shuffling.
 //!
 //! Each epoch the [`Master`] draws the next assignment (global reshuffle, partial-local or
-//! local, from the run's seed), plans it with any [`shuffle_core::ShufflePlanner`], verifies the
+//! local, from the run's seed), plans it with any [`ubershuffle_core::ShufflePlanner`], verifies the
 //! plan by peeling at every worker, routes each transmission (point to point when one worker
 //! needs it, broadcast when several do), XOR-encodes the records and sends them; it then waits
 //! until every worker holds its packets, collects the updates that arrive before the deadline
@@ -17,8 +17,10 @@
 //! rank); a worker lost later is a straggler for the rest of the epoch; the run stops with a
 //! clear error only when no worker is left. A [`Checkpoint`] after every epoch lets a run resume.
 
+pub mod broadcast_demo;
 pub mod cache_policy;
 mod checkpoint;
+pub mod cluster_job;
 mod config;
 mod error;
 pub mod in_process;

@@ -4,11 +4,11 @@
 
 use std::time::Instant;
 
-use codes::{Encoder, Records};
-use learners::{IterationOutcome, Learner, Model, StragglerModel, Update};
-use shuffle_core::rng::{SeededRng, seeded_stream, shuffle};
-use shuffle_core::{Plan, ShuffleInstance, ShufflePlanner, balanced_assignment, cache_around, verify};
-use transport::{Transport, TransportError};
+use ubershuffle_codes::{Encoder, Records};
+use ubershuffle_core::rng::{SeededRng, seeded_stream, shuffle};
+use ubershuffle_core::{Plan, ShuffleInstance, ShufflePlanner, balanced_assignment, cache_around, verify};
+use ubershuffle_learners::{IterationOutcome, Learner, Model, StragglerModel, Update};
+use ubershuffle_transport::{Transport, TransportError};
 
 use crate::cache_policy::next_cache;
 use crate::protocol::{
@@ -266,7 +266,7 @@ impl<'a, T: Transport> Master<'a, T> {
     }
 
     fn loss(&self, model: &Model) -> Result<f64, RuntimeError> {
-        let views = learners::data::record_views(&self.data.held_out);
+        let views = ubershuffle_learners::data::record_views(&self.data.held_out);
         Ok(self.learner.loss(model, &views)?)
     }
 

@@ -7,11 +7,11 @@
 //! message of an abandoned attempt is recognised and dropped. Parsing checks every length
 //! first: a malformed message is an error, never a panic.
 
-use shuffle_core::Plan;
-use shuffle_core::wire::{
+use ubershuffle_core::Plan;
+use ubershuffle_core::wire::{
     ByteReader, decode_plan, encode_plan, push_bytes, push_f64, push_u32, push_u32_list, push_u64,
 };
-use transport::Tag;
+use ubershuffle_transport::Tag;
 
 use crate::{LearnerSpec, RuntimeError};
 
@@ -446,7 +446,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use shuffle_core::Part;
+    use ubershuffle_core::Part;
 
     fn order() -> EpochOrder {
         let mut plan = Plan::new();

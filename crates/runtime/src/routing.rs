@@ -1,7 +1,7 @@
 //! Which worker needs which transmission of a plan, and how each one travels: point to point
 //! when one worker needs it, in a broadcast when several do.
 
-use shuffle_core::{Plan, ShuffleInstance, VerifyError, peel};
+use ubershuffle_core::{Plan, ShuffleInstance, VerifyError, peel};
 
 /// The route of every transmission of a plan and every worker's decoding schedule.
 #[derive(Clone, Debug)]
@@ -44,8 +44,8 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use shuffle_core::examples::ubershuffle_paper_example;
-    use shuffle_core::{PlannerOptions, planner_by_name, seeded};
+    use ubershuffle_core::examples::ubershuffle_paper_example;
+    use ubershuffle_core::{PlannerOptions, planner_by_name, seeded};
 
     #[test]
     fn coded_packets_are_broadcast_and_unicasts_go_point_to_point() {

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use cpu_time::ThreadTime;
 
-use codes::{Decoder, RecordStore};
-use learners::{Learner, LocalStep, Model};
-use transport::{Transport, TransportError};
+use ubershuffle_codes::{Decoder, RecordStore};
+use ubershuffle_learners::{Learner, LocalStep, Model};
+use ubershuffle_transport::{Transport, TransportError};
 
 use crate::RuntimeError;
 use crate::cache_policy::next_cache;
@@ -296,7 +296,7 @@ fn run_epoch<T: Transport>(
     let batch: Vec<&[u8]> = order
         .batch
         .iter()
-        .map(|&p| j.store.get(p).ok_or(codes::CodecError::UnknownPoint { point: p }))
+        .map(|&p| j.store.get(p).ok_or(ubershuffle_codes::CodecError::UnknownPoint { point: p }))
         .collect::<Result<_, _>>()?;
     let step = LocalStep { epoch: order.epoch as usize, worker: worker as usize, seed: j.job.seed };
     let update = j.learner.local_update(&model, &batch, step)?;

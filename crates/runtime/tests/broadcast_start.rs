@@ -9,13 +9,13 @@
 
 use std::time::Duration;
 
-use learners::data::synthetic::linear_regression;
-use learners::straggler::NoStragglers;
-use runtime::in_process::{InProcessRun, run_in_process};
-use runtime::{EpochMetrics, LearnerSpec, RunConfig, RunData};
-use shuffle_core::exchange_policy::ExchangePolicy;
-use shuffle_core::{PlannerOptions, planner_by_name};
-use transport::in_process::{InProcessConfig, LinkShaping};
+use ubershuffle_core::exchange_policy::ExchangePolicy;
+use ubershuffle_core::{PlannerOptions, planner_by_name};
+use ubershuffle_learners::data::synthetic::linear_regression;
+use ubershuffle_learners::straggler::NoStragglers;
+use ubershuffle_runtime::in_process::{InProcessRun, run_in_process};
+use ubershuffle_runtime::{EpochMetrics, LearnerSpec, RunConfig, RunData};
+use ubershuffle_transport::in_process::{InProcessConfig, LinkShaping};
 
 const WORKERS: usize = 6;
 const POINTS: usize = 12_000;

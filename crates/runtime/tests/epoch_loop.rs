@@ -6,16 +6,16 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use learners::StragglerModel;
-use learners::data::synthetic::linear_regression;
-use learners::straggler::{IidStragglers, NoStragglers};
-use runtime::in_process::{InProcessRun, run_in_process};
-use runtime::{
+use ubershuffle_core::exchange_policy::ExchangePolicy;
+use ubershuffle_core::{PlannerOptions, planner_by_name};
+use ubershuffle_learners::StragglerModel;
+use ubershuffle_learners::data::synthetic::linear_regression;
+use ubershuffle_learners::straggler::{IidStragglers, NoStragglers};
+use ubershuffle_runtime::in_process::{InProcessRun, run_in_process};
+use ubershuffle_runtime::{
     EpochMetrics, LearnerSpec, RunConfig, RunData, RunReport, RuntimeError, WorkerExit, WorkerSummary,
 };
-use shuffle_core::exchange_policy::ExchangePolicy;
-use shuffle_core::{PlannerOptions, planner_by_name};
-use transport::in_process::InProcessConfig;
+use ubershuffle_transport::in_process::InProcessConfig;
 
 const WORKERS: usize = 4;
 const POINTS: usize = 400;

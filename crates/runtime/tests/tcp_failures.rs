@@ -7,15 +7,15 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use learners::data::synthetic::linear_regression;
-use learners::straggler::NoStragglers;
-use runtime::{
+use ubershuffle_core::exchange_policy::ExchangePolicy;
+use ubershuffle_core::{PlannerOptions, planner_by_name};
+use ubershuffle_learners::data::synthetic::linear_regression;
+use ubershuffle_learners::straggler::NoStragglers;
+use ubershuffle_runtime::{
     LearnerSpec, Master, RunConfig, RunData, RunReport, WorkerExit, WorkerOptions, WorkerSummary, run_worker,
 };
-use shuffle_core::exchange_policy::ExchangePolicy;
-use shuffle_core::{PlannerOptions, planner_by_name};
-use transport::Transport;
-use transport::tcp::{MasterListener, TcpConfig, connect_worker};
+use ubershuffle_transport::Transport;
+use ubershuffle_transport::tcp::{MasterListener, TcpConfig, connect_worker};
 
 const POINTS: usize = 600;
 const FEATURES: usize = 4;

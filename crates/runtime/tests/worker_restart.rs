@@ -4,18 +4,18 @@
 
 #![allow(clippy::unwrap_used)] // a test that unwraps fails loudly, which is what it should do
 
-use codes::Records;
-use learners::Model;
-use learners::data::synthetic::linear_regression;
-use runtime::cache_policy::next_cache;
-use runtime::protocol::{
+use ubershuffle_codes::Records;
+use ubershuffle_core::{Part, Plan};
+use ubershuffle_learners::Model;
+use ubershuffle_learners::data::synthetic::linear_regression;
+use ubershuffle_runtime::cache_policy::next_cache;
+use ubershuffle_runtime::protocol::{
     DataChunk, EpochAck, EpochOrder, JobSpec, MasterMessage, TAG_MASTER, TAG_RECEIVED, TAG_UPDATE,
     UpdateOutcome, UpdateReport, records_checksum,
 };
-use runtime::{LearnerSpec, WorkerExit, WorkerOptions, run_worker};
-use shuffle_core::{Part, Plan};
-use transport::Transport;
-use transport::in_process::{InProcessConfig, InProcessTransport, cluster};
+use ubershuffle_runtime::{LearnerSpec, WorkerExit, WorkerOptions, run_worker};
+use ubershuffle_transport::Transport;
+use ubershuffle_transport::in_process::{InProcessConfig, InProcessTransport, cluster};
 
 const SEED: u64 = 1;
 const CAPACITY: usize = 4;

@@ -1,13 +1,13 @@
 //! Plan time of the built-in planners at the scale of the UberShuffle paper's Fig. 3
-//! (n = 20, q = 1e6). Run: `cargo bench -p shuffle-core --bench planners`.
+//! (n = 20, q = 1e6). Run: `cargo bench -p ubershuffle-core --bench planners`.
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use shuffle_core::bounds::best_lower_bound;
-use shuffle_core::planners::UberShuffleOptPlanner;
-use shuffle_core::{
+use ubershuffle_core::bounds::best_lower_bound;
+use ubershuffle_core::planners::UberShuffleOptPlanner;
+use ubershuffle_core::{
     GeneratorParams, PlannerOptions, ShufflePlanner, builtin_planners, planner_by_name, seeded, verify,
 };
 
@@ -50,7 +50,7 @@ fn plan_time_no_excess(c: &mut Criterion) {
     for workers in [8, 20] {
         let mut group = c.benchmark_group(format!("plan no excess n={workers} q=1e6"));
         group.sample_size(10);
-        let inst = shuffle_core::no_excess::random_no_excess_instance(workers, 1_000_000, &mut seeded(1))
+        let inst = ubershuffle_core::no_excess::random_no_excess_instance(workers, 1_000_000, &mut seeded(1))
             .expect("valid parameters");
         for name in ["uncoded", "coded", "worst-case", "cycle-packing"] {
             let planner = planner_by_name(name, &PlannerOptions::default()).expect("built in");

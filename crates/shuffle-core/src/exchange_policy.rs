@@ -138,7 +138,7 @@ pub struct ExchangeEpoch {
 /// Epochs of partitioned training under a policy, from one seeded stream.
 ///
 /// ```
-/// use shuffle_core::exchange_policy::{ExchangePolicy, ExchangeRun};
+/// use ubershuffle_core::exchange_policy::{ExchangePolicy, ExchangeRun};
 /// let policy = ExchangePolicy::new("partial-local", Some(0.3))?;
 /// let mut run = ExchangeRun::new(policy, 4, 400, None, 7)?;
 /// let epoch = run.next_epoch();

@@ -49,10 +49,10 @@ pub enum GeneratorError {
 /// Parameters of the random instance model, before validation.
 ///
 /// ```
-/// use shuffle_core::GeneratorParams;
+/// use ubershuffle_core::GeneratorParams;
 /// let inst = GeneratorParams { workers: 4, points: 100, alpha: 0.4, seed: 7 }.check()?.generate();
 /// assert_eq!(inst.cache_size(), 40);
-/// # Ok::<(), shuffle_core::GeneratorError>(())
+/// # Ok::<(), ubershuffle_core::GeneratorError>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GeneratorParams {

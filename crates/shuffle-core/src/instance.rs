@@ -100,7 +100,7 @@ pub enum InstanceError {
 /// workspace trusts an instance. Lists are kept sorted.
 ///
 /// ```
-/// use shuffle_core::ShuffleInstance;
+/// use ubershuffle_core::ShuffleInstance;
 /// let inst = ShuffleInstance::from_json(
 ///     r#"{"workers": 2, "points": 4, "cache": [[0, 1, 2], [2, 3]], "assignment": [[0, 3], [1, 2]]}"#,
 /// ).unwrap();

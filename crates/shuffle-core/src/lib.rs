@@ -19,7 +19,7 @@
 //! partitioned data, whose epochs any planner can plan.
 //!
 //! ```
-//! use shuffle_core::{GeneratorParams, PlannerOptions, planner_by_name, seeded, verify};
+//! use ubershuffle_core::{GeneratorParams, PlannerOptions, planner_by_name, seeded, verify};
 //! let inst = GeneratorParams { workers: 5, points: 1000, alpha: 0.4, seed: 1 }.check()?.generate();
 //! let coded = planner_by_name("coded", &PlannerOptions::default()).unwrap();
 //! let plan = coded.plan(&inst, &mut seeded(1))?;

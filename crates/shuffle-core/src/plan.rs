@@ -41,7 +41,7 @@ impl<'de> Deserialize<'de> for Part {
 /// for a million points costs two allocations, not a million.
 ///
 /// ```
-/// use shuffle_core::{Part, Plan};
+/// use ubershuffle_core::{Part, Plan};
 /// let mut plan = Plan::new();
 /// plan.push(&[Part::new(4, 0), Part::new(1, 2)]);
 /// plan.push(&[Part::new(0, 1)]);

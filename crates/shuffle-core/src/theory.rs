@@ -8,7 +8,7 @@
 /// `None` when `n < 2` (there is nothing to shuffle between workers) or `s` is outside `[q/n, q]`.
 ///
 /// ```
-/// use shuffle_core::theory::theorem1_coded_transmissions;
+/// use ubershuffle_core::theory::theorem1_coded_transmissions;
 /// let r = theorem1_coded_transmissions(20, 1_000_000, 550_000).unwrap();
 /// assert!((r - 40_725.0).abs() < 1.0);
 /// ```

@@ -101,7 +101,7 @@ impl VerifyReport {
 /// one transmission); otherwise the report lists every worker that cannot decode its batch.
 ///
 /// ```
-/// use shuffle_core::{examples::ubershuffle_paper_example, verify, Part, Plan};
+/// use ubershuffle_core::{examples::ubershuffle_paper_example, verify, Part, Plan};
 /// let inst = ubershuffle_paper_example();
 /// let mut plan = Plan::new();
 /// plan.push(&[Part::new(4, 0), Part::new(1, 2)]); // d_5 + d_2 of the paper's Example 2
@@ -111,7 +111,7 @@ impl VerifyReport {
 /// assert_eq!(report.shortfalls[0].worker, 1);
 /// assert_eq!(report.shortfalls[0].missing, vec![0, 3]);
 /// assert_eq!(report.shortfalls[1].missing, vec![5, 6]);
-/// # Ok::<(), shuffle_core::VerifyError>(())
+/// # Ok::<(), ubershuffle_core::VerifyError>(())
 /// ```
 pub fn verify(inst: &ShuffleInstance, plan: &Plan) -> Result<VerifyReport, VerifyError> {
     check_shape(inst, plan)?;

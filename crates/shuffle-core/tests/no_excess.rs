@@ -5,13 +5,13 @@
 
 #![allow(clippy::unwrap_used)] // a test that unwraps fails loudly, which is what it should do
 
-use shuffle_core::bounds::{THEOREM2_KIND, best_lower_bound, max_need_bound, theorem2_ordering};
-use shuffle_core::exchange_policy::{ExchangePolicy, ExchangeRun};
-use shuffle_core::no_excess::{
+use ubershuffle_core::bounds::{THEOREM2_KIND, best_lower_bound, max_need_bound, theorem2_ordering};
+use ubershuffle_core::exchange_policy::{ExchangePolicy, ExchangeRun};
+use ubershuffle_core::no_excess::{
     ShuffleMatrix, pack_cycles, random_no_excess_instance, random_permutation_sum,
 };
-use shuffle_core::rng::{seeded, uniform_below};
-use shuffle_core::{
+use ubershuffle_core::rng::{seeded, uniform_below};
+use ubershuffle_core::{
     GeneratorParams, PlanError, PlannerOptions, ShuffleInstance, planner_by_name, seeded as rng, verify,
 };
 

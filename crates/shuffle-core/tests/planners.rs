@@ -4,10 +4,10 @@
 #![allow(clippy::unwrap_used)] // a test that unwraps fails loudly, which is what it should do
 
 use proptest::prelude::*;
-use shuffle_core::bounds::{all_lower_bounds, best_lower_bound, max_need_bound};
-use shuffle_core::examples::{arbitrary_instance, ubershuffle_paper_example};
-use shuffle_core::tables::{encoding_tables, tables_cost};
-use shuffle_core::{
+use ubershuffle_core::bounds::{all_lower_bounds, best_lower_bound, max_need_bound};
+use ubershuffle_core::examples::{arbitrary_instance, ubershuffle_paper_example};
+use ubershuffle_core::tables::{encoding_tables, tables_cost};
+use ubershuffle_core::{
     GeneratorParams, PlanError, PlannerOptions, ShuffleInstance, builtin_planners, planner_by_name, seeded,
     verify,
 };
@@ -150,8 +150,8 @@ proptest! {
 
 #[test]
 fn without_excess_storage_the_acyclic_bound_is_attia_tandon_theorem_2() {
-    use shuffle_core::bounds::{acyclic_subgraph_bound, attia_tandon_bound};
-    use shuffle_core::no_excess::random_no_excess_instance;
+    use ubershuffle_core::bounds::{acyclic_subgraph_bound, attia_tandon_bound};
+    use ubershuffle_core::no_excess::random_no_excess_instance;
     for seed in 0..40 {
         let workers = 2 + (seed as usize % 9);
         let inst = random_no_excess_instance(workers, workers * 7, &mut seeded(seed)).unwrap();

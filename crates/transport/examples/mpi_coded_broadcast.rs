@@ -1,5 +1,5 @@
 //! Broadcasts the coded packets of a real shuffle plan from rank 0 with `MPI_Bcast`, decodes
-//! them at every worker rank with `codes::Decoder`, and checks every new record byte for byte.
+//! them at every worker rank with `ubershuffle_codes::Decoder`, and checks every new record byte for byte.
 //!
 //! Run under mpirun (what `cargo xtask mpi-test` does):
 //! `mpirun -np 4 target/debug/examples/mpi_coded_broadcast [POINTS] [RECORD_BYTES] [SEED]`.
@@ -9,10 +9,10 @@
 
 use std::process::ExitCode;
 
-use codes::{Decoder, Encoder, Packet, Records};
-use shuffle_core::{GeneratorParams, PlannerOptions, planner_by_name, rng::seeded_stream, verify};
-use transport::Transport;
-use transport::mpi::MpiTransport;
+use ubershuffle_codes::{Decoder, Encoder, Packet, Records};
+use ubershuffle_core::{GeneratorParams, PlannerOptions, planner_by_name, rng::seeded_stream, verify};
+use ubershuffle_transport::Transport;
+use ubershuffle_transport::mpi::MpiTransport;
 
 const REPORT: u16 = 1;
 

@@ -3,9 +3,9 @@
 
 use std::process::ExitCode;
 
-use transport::Transport;
-use transport::conformance::run_suite;
-use transport::mpi::MpiTransport;
+use ubershuffle_transport::Transport;
+use ubershuffle_transport::conformance::run_suite;
+use ubershuffle_transport::mpi::MpiTransport;
 
 fn main() -> ExitCode {
     let Some(universe) = mpi::initialize() else {

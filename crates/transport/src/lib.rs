@@ -18,7 +18,7 @@
 //! test suite every transport passes.
 //!
 //! ```
-//! use transport::{in_process, Transport, TransportError};
+//! use ubershuffle_transport::{in_process, Transport, TransportError};
 //! let ranks = in_process::cluster(3, &in_process::InProcessConfig::default())?;
 //! let handles: Vec<_> = ranks
 //!     .into_iter()

@@ -5,12 +5,12 @@
 
 use std::thread;
 
-use transport::conformance::run_on_threads;
-use transport::in_process::{self, InProcessConfig, LinkShaping};
-use transport::tcp::{MasterListener, TcpConfig, TcpTransport, connect_worker};
-use transport::{BroadcastMethod, Transport};
+use ubershuffle_transport::conformance::run_on_threads;
+use ubershuffle_transport::in_process::{self, InProcessConfig, LinkShaping};
+use ubershuffle_transport::tcp::{MasterListener, TcpConfig, TcpTransport, connect_worker};
+use ubershuffle_transport::{BroadcastMethod, Transport};
 
-fn report(result: Result<(), Vec<transport::conformance::Failure>>) {
+fn report(result: Result<(), Vec<ubershuffle_transport::conformance::Failure>>) {
     if let Err(failures) = result {
         let lines: Vec<String> = failures.iter().map(ToString::to_string).collect();
         panic!("conformance failed:\n{}", lines.join("\n"));

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use proptest::prelude::*;
-use transport::frame::{Frame, FrameKind, HEADER_LEN, read_frame};
+use ubershuffle_transport::frame::{Frame, FrameKind, HEADER_LEN, read_frame};
 
 fn kind(k: u8) -> FrameKind {
     match k % 6 {

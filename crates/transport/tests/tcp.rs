@@ -6,8 +6,8 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use transport::tcp::{MasterListener, TcpConfig, connect_worker};
-use transport::{BroadcastMethod, Transport, TransportError};
+use ubershuffle_transport::tcp::{MasterListener, TcpConfig, connect_worker};
+use ubershuffle_transport::{BroadcastMethod, Transport, TransportError};
 
 fn quick(token: &str, method: BroadcastMethod) -> TcpConfig {
     TcpConfig {

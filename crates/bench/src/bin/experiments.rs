@@ -4,8 +4,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use bench::experiments::{Context, EXPERIMENTS, default_out_dir, experiment_by_name, run_and_write};
 use clap::Parser;
+use ubershuffle_bench::experiments::{
+    Context, EXPERIMENTS, default_out_dir, experiment_by_name, run_and_write,
+};
 
 /// Regenerate the papers' experiments as CSV, SVG and a Markdown summary.
 #[derive(Debug, Parser)]

@@ -10,22 +10,22 @@
 //! of 5 rounds, measured at the master from a barrier to the return of its broadcast (which
 //! waits for every worker's acknowledgement), on the transport's clock: emulated time on the
 //! shaped links (so that 17 emulated nodes on 2 cores measure the modelled network, not the
-//! emulator's copies and thread wake-ups; see `transport::in_process`), real time over TCP.
+//! emulator's copies and thread wake-ups; see `ubershuffle_transport::in_process`), real time over TCP.
 //! Rows with one worker are single unicasts: they show how exactly the shaping holds `size/B`.
 
 use std::thread;
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
-use transport::BroadcastMethod;
-use transport::in_process::{self, InProcessConfig, LinkShaping};
-use transport::tcp::{MasterListener, TcpConfig, connect_worker};
+use ubershuffle_transport::BroadcastMethod;
+use ubershuffle_transport::in_process::{self, InProcessConfig, LinkShaping};
+use ubershuffle_transport::tcp::{MasterListener, TcpConfig, connect_worker};
 
 use super::theorem1::median;
 use super::{Context, Outcome};
-use crate::broadcast_demo::{DemoJob, RoundTime, run_master, run_worker};
 use crate::csv_table::{CsvTable, cell};
 use crate::svg_chart::{LineChart, Series};
+use ubershuffle_runtime::broadcast_demo::{DemoJob, RoundTime, run_master, run_worker};
 
 const MIB: usize = 1 << 20;
 const WORKERS: [usize; 3] = [4, 8, 16];
@@ -79,11 +79,14 @@ fn measure(
             let handles: Vec<_> = (0..workers)
                 .map(|_| {
                     let (addr, config) = (addr.clone(), config.clone());
-                    thread::spawn(move || -> Result<DemoJob, crate::broadcast_demo::DemoError> {
-                        let mut t = connect_worker(&addr, &config)
-                            .map_err(|e| crate::broadcast_demo::DemoError::Job(e.to_string()))?;
-                        run_worker(&mut t)
-                    })
+                    thread::spawn(
+                        move || -> Result<DemoJob, ubershuffle_runtime::broadcast_demo::DemoError> {
+                            let mut t = connect_worker(&addr, &config).map_err(|e| {
+                                ubershuffle_runtime::broadcast_demo::DemoError::Job(e.to_string())
+                            })?;
+                            run_worker(&mut t)
+                        },
+                    )
                 })
                 .collect();
             let mut master = listener.accept_workers(workers, |_| {})?;
@@ -94,8 +97,8 @@ fn measure(
 
 /// Joins the workers; the master's error, else the first worker's.
 fn finish(
-    master: Result<Vec<RoundTime>, crate::broadcast_demo::DemoError>,
-    workers: Vec<thread::JoinHandle<Result<DemoJob, crate::broadcast_demo::DemoError>>>,
+    master: Result<Vec<RoundTime>, ubershuffle_runtime::broadcast_demo::DemoError>,
+    workers: Vec<thread::JoinHandle<Result<DemoJob, ubershuffle_runtime::broadcast_demo::DemoError>>>,
 ) -> anyhow::Result<Vec<RoundTime>> {
     let seconds = master.context("master")?;
     for (k, h) in workers.into_iter().enumerate() {

@@ -1,11 +1,11 @@
 //! Shared by the experiments that run the real epoch loop (`table1`, `fig4`, `partial-local`):
 //! the scaled-down setups of the UberShuffle paper's Table 1, and one run of
-//! [`runtime::in_process::run_in_process`] over emulated links.
+//! [`ubershuffle_runtime::in_process::run_in_process`] over emulated links.
 //!
 //! Every run is the real thing on one machine: the master and `n` worker threads exchange real
 //! records through the real encoder and decoders over the in-process transport, whose links are
 //! shaped to emulate single-ported nodes at the given rate; shaped times are emulated time
-//! (see `transport::in_process::LinkShaping`).
+//! (see `ubershuffle_transport::in_process::LinkShaping`).
 //!
 //! Data order. The training records are stored sorted (regression samples by label, user rows
 //! by their mean rating), as data collected by category or over time often is, and every run
@@ -16,16 +16,16 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
-use codes::Records;
-use learners::MatrixCompletionParams;
-use learners::data::synthetic::{linear_regression, low_rank};
-use learners::sample::{RatingRowView, SampleView};
-use learners::straggler::NoStragglers;
-use runtime::in_process::{InProcessRun, run_in_process_from};
-use runtime::{EpochMetrics, LearnerSpec, RunConfig, RunData, RunReport};
-use shuffle_core::exchange_policy::ExchangePolicy;
-use shuffle_core::{PlannerOptions, cache_size_for, planner_by_name};
-use transport::in_process::{InProcessConfig, LinkShaping};
+use ubershuffle_codes::Records;
+use ubershuffle_core::exchange_policy::ExchangePolicy;
+use ubershuffle_core::{PlannerOptions, cache_size_for, planner_by_name};
+use ubershuffle_learners::MatrixCompletionParams;
+use ubershuffle_learners::data::synthetic::{linear_regression, low_rank};
+use ubershuffle_learners::sample::{RatingRowView, SampleView};
+use ubershuffle_learners::straggler::NoStragglers;
+use ubershuffle_runtime::in_process::{InProcessRun, run_in_process_from};
+use ubershuffle_runtime::{EpochMetrics, LearnerSpec, RunConfig, RunData, RunReport};
+use ubershuffle_transport::in_process::{InProcessConfig, LinkShaping};
 
 /// Largest payload of one data message (a broadcast chunk or a point-to-point message).
 const CHUNK_BYTES: usize = 1 << 20;
@@ -137,7 +137,7 @@ pub(crate) fn linear_regression_setup(
 
 /// `records` reordered by increasing `key` (records without a key first).
 fn sorted_by(records: &Records, key: impl Fn(&[u8]) -> Option<f64>) -> anyhow::Result<Records> {
-    let views = learners::data::record_views(records);
+    let views = ubershuffle_learners::data::record_views(records);
     let mut order: Vec<(f64, usize)> =
         views.iter().enumerate().map(|(i, r)| (key(r).unwrap_or(f64::NEG_INFINITY), i)).collect();
     order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));

@@ -9,9 +9,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use shuffle_core::bounds::best_lower_bound;
-use shuffle_core::theory::theorem1_coded_transmissions;
-use shuffle_core::{
+use ubershuffle_core::bounds::best_lower_bound;
+use ubershuffle_core::theory::theorem1_coded_transmissions;
+use ubershuffle_core::{
     GeneratorParams, PlannerOptions, ShufflePlanner, planner_by_name, rng::seeded_stream, verify,
 };
 
@@ -139,7 +139,7 @@ fn chart(q: usize, at: &impl Fn(&str, usize, usize) -> Option<Cell>) -> LineChar
     let theorem1 = ALPHAS
         .iter()
         .filter_map(|&alpha| {
-            let s = shuffle_core::cache_size_for(alpha, q);
+            let s = ubershuffle_core::cache_size_for(alpha, q);
             theorem1_coded_transmissions(WORKERS, q, s).map(|r| (alpha, r))
         })
         .collect();
@@ -163,7 +163,7 @@ fn summary(
     let mut text = format!(
         "Medians over {seeds} seed(s) of the packets each scheme sends, n = {WORKERS}; every plan passed \
          `verify`. `ubershuffle-opt` ran with a budget of {:.0} s (work units, so counts do not depend on the \
-         machine's load). The lower bound is the best of `shuffle_core::bounds` (the acyclic-subgraph \
+         machine's load). The lower bound is the best of `ubershuffle_core::bounds` (the acyclic-subgraph \
          index-coding bound, exact over worker orders).\n\n\
          Coded / UberShuffle where the paper reports it (Section 3.2):\n\n\
          | q | alpha | paper | coded / ubershuffle (ours) | coded / ubershuffle-opt |\n| --- | --- | --- | --- | --- |\n",

@@ -8,7 +8,7 @@
 //! differ only in how long each epoch takes; "no shuffling" (the local policy) keeps every
 //! worker's first block, moves no data and trains on biased batches.
 
-use shuffle_core::exchange_policy::ExchangePolicy;
+use ubershuffle_core::exchange_policy::ExchangePolicy;
 
 use super::epoch_runs::{self, RunSpec, Setup};
 use super::table1::setups;

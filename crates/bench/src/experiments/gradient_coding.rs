@@ -6,18 +6,18 @@
 
 use std::time::Duration;
 
-use codes::gradient::{EncodingMatrix, ErrorTable, GradientCodeKind, RoleShuffle};
-use learners::data::record_views;
-use learners::data::shipped::ShippedTask;
-use learners::gradient_coding::expected::{
+use ubershuffle_core::rng::{partial_shuffle, seeded, seeded_stream};
+use ubershuffle_gradient_codes::{EncodingMatrix, ErrorTable, GradientCodeKind, RoleShuffle};
+use ubershuffle_learners::data::record_views;
+use ubershuffle_learners::data::shipped::ShippedTask;
+use ubershuffle_learners::gradient_coding::expected::{
     MonteCarloOptions, SlowWorkers, analytic, enumerate, enumerate_drawn, monte_carlo,
     non_straggler_distribution, non_straggler_distribution_as_printed, slow_count_probability, theorem1_frc,
     theorem2_crc,
 };
-use learners::gradient_coding::glm::GlmLoss;
-use learners::gradient_coding::run::{CodedRunConfig, run_coded_gd};
-use learners::straggler::{HeterogeneousParams, HeterogeneousStragglers};
-use shuffle_core::rng::{partial_shuffle, seeded, seeded_stream};
+use ubershuffle_learners::gradient_coding::glm::GlmLoss;
+use ubershuffle_learners::gradient_coding::run::{CodedRunConfig, run_coded_gd};
+use ubershuffle_learners::straggler::{HeterogeneousParams, HeterogeneousStragglers};
 
 use super::{Context, Outcome};
 use crate::csv_table::{CsvTable, cell};

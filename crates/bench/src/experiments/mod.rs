@@ -28,8 +28,8 @@ use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::csv_table::CsvTable;
-use crate::files::write_atomically;
 use crate::svg_chart::LineChart;
+use ubershuffle_runtime::write_atomically;
 
 pub use machine::{machine_description, today};
 

@@ -9,11 +9,11 @@
 //! whose reduced Y must equal A X. A mismatch fails the experiment.
 
 use anyhow::bail;
-use codes::msr::{
+use ubershuffle_core::rng::seeded_stream;
+use ubershuffle_msr::{
     MatrixTask, MsrParams, MsrSetting, Ratio, SchemeDesign, ShiftedExponential, execute,
     expected_map_latency, improved_design, sample_map_round, smallest_sizes, unified_design,
 };
-use shuffle_core::rng::seeded_stream;
 
 use super::{Context, Outcome};
 use crate::csv_table::{CsvTable, cell};
@@ -251,7 +251,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     let at = |k: usize, mu: &str| best_factor(k, mu).map(|(f, q)| format!("{f:.2} at K = {k} (q = {q})"));
     let summary = format!(
         "Closed forms are exact rationals; E[T_q] = mu (1 + H_K - H_(K-q)) (eq. (4) with N = 1, lambda = 1). \
-         The improved scheme is our reconstruction (formulas lost in the paper's text; see `codes::msr` docs and README). \
+         The improved scheme is our reconstruction (formulas lost in the paper's text; see `ubershuffle_msr` docs and README). \
          Each q was also executed on one straggler set drawn from shifted-exponential map times, each scheme at its own smallest M, N, \
          over GF(2^31-1) with real MDS + repetition codes and coded multicast: {executed} executions, every one with \
          counted messages equal to the closed form and Y = A X exactly (\"executed = closed form\" below). \

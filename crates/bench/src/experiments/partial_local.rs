@@ -10,9 +10,9 @@
 //! Then the real epoch loop under local, partial-local Q in {0.1, 0.3, 0.5} and global
 //! ([`super::partial_local_training`]): loss against epochs and bytes moved per epoch.
 
-use shuffle_core::exchange_policy::{ExchangePolicy, ExchangeRun};
-use shuffle_core::rng::seeded_stream;
-use shuffle_core::{PlannerOptions, planner_by_name, verify};
+use ubershuffle_core::exchange_policy::{ExchangePolicy, ExchangeRun};
+use ubershuffle_core::rng::seeded_stream;
+use ubershuffle_core::{PlannerOptions, planner_by_name, verify};
 
 use super::{Context, Outcome, partial_local_training};
 use crate::csv_table::{CsvTable, cell};

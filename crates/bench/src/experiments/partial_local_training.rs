@@ -7,7 +7,7 @@
 //! loss, not time. The two schemes draw the same exchanges from the same seed, so their losses
 //! must agree epoch by epoch (checked); they differ in the bytes they send.
 
-use shuffle_core::exchange_policy::ExchangePolicy;
+use ubershuffle_core::exchange_policy::ExchangePolicy;
 
 use super::epoch_runs::{self, RunSpec};
 use crate::csv_table::cell;

@@ -9,10 +9,10 @@
 use std::time::Instant;
 
 use anyhow::bail;
-use plugin_host::PluginLibrary;
-use shuffle_core::{
+use ubershuffle_core::{
     GeneratorParams, PlannerOptions, ShufflePlanner, planner_by_name, rng::seeded_stream, verify,
 };
+use ubershuffle_plugin_host::PluginLibrary;
 
 use super::theorem1::median;
 use super::{Context, Outcome};

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::files::write_atomically;
+use ubershuffle_runtime::write_atomically;
 
 const PREAMBLE: &str = "# Results\n\nEvery section below is written by `cargo xtask experiments NAME` \
 and says the command that made it, the machine and the date. Figures are SVG, data CSV.\n";
@@ -46,7 +46,7 @@ pub fn update_section(path: &Path, name: &str, body: &str, order: &[&str]) -> an
     for n in names {
         text.push_str(&format!("\n{}\n{}\n{}\n", begin(n), all[n.as_str()], end(n)));
     }
-    write_atomically(path, text.as_bytes())
+    Ok(write_atomically(path, text.as_bytes())?)
 }
 
 #[cfg(test)]

@@ -8,9 +8,9 @@
 //! samples (alpha = 0.14). Every epoch is planned, verified, encoded, pseudo-broadcast,
 //! decoded, checked against the master's checksum and trained on.
 
-use shuffle_core::exchange_policy::ExchangePolicy;
+use ubershuffle_core::exchange_policy::ExchangePolicy;
 
-use runtime::EpochMetrics;
+use ubershuffle_runtime::EpochMetrics;
 
 use super::epoch_runs::{self, RunSpec, Setup, median_of};
 use super::{Context, Outcome};

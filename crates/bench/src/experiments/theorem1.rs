@@ -3,8 +3,8 @@
 //! n = 20 as in the UberShuffle paper's Fig. 3; q from 1e3 to 1e6 (1e5 in the quick run);
 //! alpha in {0.1, 0.325, 0.55}; three seeds. Every plan passes `verify` before it is counted.
 
-use shuffle_core::theory::theorem1_coded_transmissions;
-use shuffle_core::{GeneratorParams, PlannerOptions, planner_by_name, rng::seeded_stream, verify};
+use ubershuffle_core::theory::theorem1_coded_transmissions;
+use ubershuffle_core::{GeneratorParams, PlannerOptions, planner_by_name, rng::seeded_stream, verify};
 
 use super::{Context, Outcome};
 use crate::csv_table::{CsvTable, cell};

@@ -12,13 +12,13 @@
 //! `worst-case` planner (eq. (43)), `cycle-packing`, Theorem 2's bound maximised over orderings
 //! and Theorem 3's `(K-1)N/K`, all divided by N. Every plan passes `verify` first.
 
-use shuffle_core::bounds::theorem2_ordering;
-use shuffle_core::no_excess::{
+use ubershuffle_core::bounds::theorem2_ordering;
+use ubershuffle_core::no_excess::{
     GreedyOrder, ShuffleMatrix, greedy_packing, pack_cycles, random_no_excess_instance,
     random_permutation_sum,
 };
-use shuffle_core::rng::{seeded, seeded_stream};
-use shuffle_core::{PlannerOptions, ShuffleInstance, planner_by_name, verify};
+use ubershuffle_core::rng::{seeded, seeded_stream};
+use ubershuffle_core::{PlannerOptions, ShuffleInstance, planner_by_name, verify};
 
 use super::{Context, Outcome};
 use crate::csv_table::{CsvTable, cell};
@@ -155,7 +155,7 @@ fn draw(family: &str, workers: usize, sample: u64) -> ShuffleInstance {
 /// Plans `inst` with every scheme (each plan verified) and computes the bounds.
 fn count(
     inst: &ShuffleInstance,
-    planners: &[Box<dyn shuffle_core::ShufflePlanner>],
+    planners: &[Box<dyn ubershuffle_core::ShufflePlanner>],
 ) -> anyhow::Result<Counts> {
     let mut planned = [0usize; 4];
     for (slot, planner) in planned.iter_mut().zip(planners) {

@@ -5,8 +5,8 @@ pub mod movielens;
 pub mod shipped;
 pub mod synthetic;
 
-use codes::Records;
-use shuffle_core::rng::{seeded, shuffle};
+use ubershuffle_codes::Records;
+use ubershuffle_core::rng::{seeded, shuffle};
 
 use crate::LearnerError;
 use crate::sample::{Rating, encode_rating_row, encode_sample, rating_row_width, sample_width};

@@ -1,6 +1,6 @@
 //! Seeded synthetic data: linear models and low-rank matrices with Gaussian noise.
 
-use shuffle_core::rng::{partial_shuffle, seeded, standard_normal};
+use ubershuffle_core::rng::{partial_shuffle, seeded, standard_normal};
 
 use super::{Dataset, RatingData};
 use crate::LearnerError;

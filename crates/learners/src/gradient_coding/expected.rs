@@ -19,10 +19,10 @@
 
 use std::collections::HashMap;
 
-use codes::gradient::{
+use ubershuffle_core::rng::{partial_shuffle, seeded_stream};
+use ubershuffle_gradient_codes::{
     EncodingMatrix, ErrorTable, GradientCodeKind, RoleShuffle, cycle_classes, decode_mask, roles_mask,
 };
-use shuffle_core::rng::{partial_shuffle, seeded_stream};
 
 use crate::LearnerError;
 use crate::straggler::{HeterogeneousParams, HeterogeneousStragglers, StragglerModel};

@@ -3,9 +3,9 @@
 //!
 //! The training data is split into `n` partitions held in memory all workers can read (the
 //! paper's shared-memory architecture). Each iteration worker `w` plays a role `i` of the
-//! encoding matrix `B` ([`codes::gradient`]) and sends `sum_j B[i][j] g_j`; the master decodes
+//! encoding matrix `B` ([`ubershuffle_gradient_codes`]) and sends `sum_j B[i][j] g_j`; the master decodes
 //! the roles that arrived before the deadline with the least-squares combination and steps.
-//! Shuffling the roles each iteration ([`codes::gradient::RoleShuffle`]) keeps persistently
+//! Shuffling the roles each iteration ([`ubershuffle_gradient_codes::RoleShuffle`]) keeps persistently
 //! slow workers from always blocking the same partitions.
 //!
 //! - [`glm`]: the losses (least squares, logistic) and their partial gradients over records,

@@ -20,9 +20,9 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use codes::Records;
-use codes::gradient::{Decoding, EncodingMatrix, RoleShuffle, decode_mask};
-use shuffle_core::rng::seeded_stream;
+use ubershuffle_codes::Records;
+use ubershuffle_core::rng::seeded_stream;
+use ubershuffle_gradient_codes::{Decoding, EncodingMatrix, RoleShuffle, decode_mask};
 
 use super::glm::GlmLoss;
 use crate::data::{Dataset, record_views};

@@ -1,6 +1,6 @@
 //! The heterogeneous slow/active straggler model of Johri, Yardi and Bodas (Section II).
 
-use shuffle_core::rng::{SeededRng, uniform_unit};
+use ubershuffle_core::rng::{SeededRng, uniform_unit};
 
 use super::{IterationOutcome, StragglerModel, check_probability, check_workers};
 use crate::LearnerError;

@@ -1,6 +1,6 @@
 //! No stragglers, and i.i.d. stragglers.
 
-use shuffle_core::rng::{SeededRng, uniform_unit};
+use ubershuffle_core::rng::{SeededRng, uniform_unit};
 
 use super::{IterationOutcome, StragglerModel, check_probability, check_workers};
 use crate::LearnerError;

@@ -1,7 +1,7 @@
 //! A two-state Markov straggler model (good and bad states, as in Yang, Pedarsani and
 //! Avestimehr's timely coded computing): a straggler tends to stay one.
 
-use shuffle_core::rng::{SeededRng, uniform_unit};
+use ubershuffle_core::rng::{SeededRng, uniform_unit};
 
 use super::{IterationOutcome, StragglerModel, check_probability, check_workers};
 use crate::LearnerError;

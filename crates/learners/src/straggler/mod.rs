@@ -12,7 +12,7 @@ mod iid;
 mod markov;
 mod shifted_exponential;
 
-use shuffle_core::rng::SeededRng;
+use ubershuffle_core::rng::SeededRng;
 
 pub use heterogeneous::{HeterogeneousParams, HeterogeneousStragglers};
 pub use iid::{IidStragglers, NoStragglers};

@@ -1,7 +1,7 @@
 //! Shifted exponential compute times with a deadline (the standard model of coded computing:
 //! a fixed minimum time plus an exponential tail).
 
-use shuffle_core::rng::{SeededRng, uniform_unit};
+use ubershuffle_core::rng::{SeededRng, uniform_unit};
 
 use super::{IterationOutcome, StragglerModel, check_workers};
 use crate::LearnerError;

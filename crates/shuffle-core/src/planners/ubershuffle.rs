@@ -34,7 +34,7 @@ use crate::{Plan, PlanError, SeededRng, ShuffleInstance, ShufflePlanner};
 ///   tables.)
 ///
 /// The plan is deterministic (it draws nothing from the generator). At n = 20, q = 1e6 it
-/// takes about 1.3 s on the project's 2-core machine (`cargo bench -p shuffle-core`).
+/// takes about 1.3 s on the project's 2-core machine (`cargo bench -p ubershuffle-core`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct UberShufflePlanner;
 
@@ -208,7 +208,7 @@ mod tests {
     }
 
     /// The comparison behind the choices documented on [`UberShufflePlanner`]. Run:
-    /// `cargo test --release -p shuffle-core --lib greedy_variants -- --ignored --nocapture`.
+    /// `cargo test --release -p ubershuffle-core --lib greedy_variants -- --ignored --nocapture`.
     #[test]
     #[ignore = "a measurement (about a minute in release), not a check"]
     fn greedy_variants() {

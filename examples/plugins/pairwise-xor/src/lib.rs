@@ -23,8 +23,10 @@
 //! at finite `q` with uneven encoding tables this scheme often wins (see
 //! `cargo xtask experiments plugins`).
 
-use plugin_api::shuffle_core::rng::shuffle;
-use plugin_api::shuffle_core::{Part, Plan, PlanError, SeededRng, ShuffleInstance, ShufflePlanner};
+use ubershuffle_plugin_api::shuffle_core::rng::shuffle;
+use ubershuffle_plugin_api::shuffle_core::{
+    Part, Plan, PlanError, SeededRng, ShuffleInstance, ShufflePlanner,
+};
 
 /// The pairwise-XOR scheme (see the crate documentation).
 #[derive(Clone, Copy, Debug, Default)]
@@ -116,15 +118,15 @@ impl ShufflePlanner for PairwiseXor {
     }
 }
 
-plugin_api::export_planners!(PairwiseXor);
+ubershuffle_plugin_api::export_planners!(PairwiseXor);
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use plugin_api::shuffle_core::examples::{arbitrary_instance, ubershuffle_paper_example};
-    use plugin_api::shuffle_core::{GeneratorParams, seeded, verify};
+    use ubershuffle_plugin_api::shuffle_core::examples::{arbitrary_instance, ubershuffle_paper_example};
+    use ubershuffle_plugin_api::shuffle_core::{GeneratorParams, seeded, verify};
 
     fn check(inst: &ShuffleInstance, seed: u64) -> usize {
         let plan = PairwiseXor.plan(inst, &mut seeded(seed)).unwrap();

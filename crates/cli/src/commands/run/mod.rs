@@ -1,0 +1,150 @@
+//! `ubershuffle run`: one training run of the epoch loop (`runtime`) over a transport:
+//! threads of this process, `ubershuffle worker` processes over TCP, or MPI ranks.
+
+#[cfg(feature = "mpi")]
+mod mpi;
+mod report;
+mod settings;
+mod specs;
+
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use ubershuffle_core::{PlannerOptions, ShufflePlanner, planner_by_name};
+use ubershuffle_learners::StragglerModel;
+use ubershuffle_plugin_host::PluginLibrary;
+use ubershuffle_runtime::cluster_job::ClusterJob;
+use ubershuffle_runtime::in_process::{InProcessRun, run_in_process};
+use ubershuffle_runtime::{Master, RunData, RunReport};
+use ubershuffle_transport::Transport;
+use ubershuffle_transport::in_process::InProcessConfig;
+use ubershuffle_transport::tcp::{MasterListener, TcpConfig};
+
+use crate::cli::RunArgs;
+use report::Recorder;
+use settings::{Resolved, SchemeChoice, TransportKind};
+
+/// Runs the command.
+pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
+    let settings = settings::merged(args)?;
+    if settings.transport.as_deref() == Some("mpi") {
+        return run_mpi(&settings);
+    }
+    let r = settings.resolve(None)?;
+    match r.transport {
+        TransportKind::InProcess => in_process(&r),
+        TransportKind::Tcp => tcp_master(&r),
+        TransportKind::Mpi => bail!("--transport mpi: internal error, resolved outside mpirun"),
+    }
+}
+
+#[cfg(feature = "mpi")]
+fn run_mpi(settings: &crate::cli::RunSettings) -> anyhow::Result<ExitCode> {
+    mpi::run(settings)
+}
+
+#[cfg(not(feature = "mpi"))]
+fn run_mpi(_: &crate::cli::RunSettings) -> anyhow::Result<ExitCode> {
+    bail!(
+        "--transport mpi needs an ubershuffle built with the mpi feature \
+         (cargo build --release -p ubershuffle --features mpi; Open MPI installed) and started by mpirun"
+    )
+}
+
+/// What the master's side of a run holds.
+struct Prepared {
+    data: RunData,
+    planner: Box<dyn ShufflePlanner>,
+    stragglers: Box<dyn StragglerModel>,
+    recorder: Recorder,
+}
+
+/// Generates the data, loads the scheme, builds the straggler model, prepares `--out`.
+fn prepare(r: &Resolved) -> anyhow::Result<Prepared> {
+    let planner: Box<dyn ShufflePlanner> = match &r.scheme {
+        SchemeChoice::Builtin(name) => planner_by_name(name, &PlannerOptions::default())
+            .with_context(|| format!("unknown scheme {name}"))?,
+        SchemeChoice::Plugin(path, name) => Box::new(PluginLibrary::load(path)?.planner(name.as_deref())?),
+    };
+    let data = r.data.build(r.config.seed).context("generating the data")?;
+    let stragglers = r.stragglers.build(r.config.workers, r.config.seed)?;
+    let earlier = report::prepare_out(r)?;
+    Ok(Prepared { data, planner, stragglers, recorder: Recorder::new(r, earlier) })
+}
+
+/// Runs the master over `t` (rank 0 of `workers + 1`), recording every epoch.
+fn drive_master<T: Transport>(t: T, r: &Resolved, p: Prepared) -> anyhow::Result<ExitCode> {
+    let Prepared { data, planner, mut stragglers, mut recorder } = p;
+    let report = Master::new(t, &r.config, planner.as_ref(), stragglers.as_mut(), &data)
+        .and_then(|m| m.run(&mut |metrics| recorder.on_epoch(metrics)));
+    finish(recorder, report)
+}
+
+fn finish(
+    recorder: Recorder,
+    report: Result<RunReport, ubershuffle_runtime::RuntimeError>,
+) -> anyhow::Result<ExitCode> {
+    match report {
+        Ok(report) => recorder.finish(&report),
+        Err(e) => {
+            recorder.abandon();
+            Err(e.into())
+        }
+    }
+}
+
+/// Master and workers on threads of this process.
+fn in_process(r: &Resolved) -> anyhow::Result<ExitCode> {
+    let Prepared { data, planner, mut stragglers, mut recorder } = prepare(r)?;
+    let run = InProcessRun {
+        config: &r.config,
+        planner: planner.as_ref(),
+        stragglers: stragglers.as_mut(),
+        data: &data,
+        transport: InProcessConfig {
+            timeout: r.timeout,
+            broadcast: r.broadcast,
+            shaping: r.shaping,
+            ..InProcessConfig::default()
+        },
+        faults: r.kill.into_iter().collect(),
+    };
+    let result = run_in_process(run, &mut |metrics| recorder.on_epoch(metrics));
+    let result = result.map(|(report, workers)| {
+        for (w, outcome) in workers.iter().enumerate() {
+            if let Err(e) = outcome {
+                eprintln!("warning: worker {w}: {e}");
+            }
+        }
+        report
+    });
+    finish(recorder, result)
+}
+
+/// The master of a TCP cluster: admits `--workers` `ubershuffle worker` processes, tells them
+/// the job, runs the epoch loop.
+fn tcp_master(r: &Resolved) -> anyhow::Result<ExitCode> {
+    let Some((addr, token)) = &r.listen else { bail!("--transport tcp needs --listen and --token") };
+    let prepared = prepare(r)?;
+    let config = TcpConfig {
+        timeout: r.timeout,
+        join_timeout: r.join_timeout,
+        broadcast: r.broadcast,
+        ..TcpConfig::new(token.clone())
+    };
+    let listener = MasterListener::bind(addr, config)?;
+    let workers = r.config.workers;
+    eprintln!("listening on {}, waiting for {workers} workers", listener.local_addr()?);
+    let mut t = listener.accept_workers(workers, |refused| {
+        eprintln!("warning: refused a connection from {}: {}", refused.from, refused.reason);
+    })?;
+    eprintln!("all {workers} workers joined; running {} epochs", r.config.epochs);
+    for rank in 1..=workers {
+        let exit_at_epoch = r.kill.filter(|k| k.0 + 1 == rank).map(|k| k.1);
+        // A worker gone already is found lost, and reported, when the run starts.
+        if let Err(e) = (ClusterJob::EpochLoop { timeout: r.timeout, exit_at_epoch }).send(&mut t, rank) {
+            eprintln!("warning: sending the job to rank {rank}: {e}");
+        }
+    }
+    drive_master(t, r, prepared)
+}

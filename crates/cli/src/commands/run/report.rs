@@ -1,0 +1,293 @@
+//! What `ubershuffle run` shows and writes: a progress bar on stderr (a line per epoch when
+//! stderr is not a terminal), `DIR/epochs.csv` and `DIR/summary.json` after every epoch (each
+//! written atomically; the runtime writes `DIR/checkpoint.json`), and at the end a summary
+//! table or one JSON object on stdout.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{Value, json};
+use ubershuffle_runtime::write_atomically;
+use ubershuffle_runtime::{Checkpoint, EpochMetrics, RunReport, metrics_csv};
+
+use super::settings::Resolved;
+use crate::output::{print_json, print_line, print_table};
+
+/// The `--out` directory's files.
+const CSV: &str = "epochs.csv";
+const SUMMARY: &str = "summary.json";
+
+/// Prepares `--out DIR`: creates it, and on `--resume` checks that its run had the same
+/// configuration; returns the epochs already done (empty for a fresh run).
+pub fn prepare_out(r: &Resolved) -> anyhow::Result<Vec<EpochMetrics>> {
+    let Some(dir) = &r.out else { return Ok(Vec::new()) };
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let Some(checkpoint) = r.config.checkpoint.as_ref().filter(|_| r.config.resume) else {
+        return Ok(Vec::new());
+    };
+    let summary = dir.join(SUMMARY);
+    if let Ok(text) = std::fs::read_to_string(&summary) {
+        let saved: Value =
+            serde_json::from_str(&text).with_context(|| format!("{} is not JSON", summary.display()))?;
+        if let Some(diff) = first_difference(&saved["identity"], &r.identity) {
+            bail!("--resume: {} belongs to another configuration ({diff})", dir.display());
+        }
+    }
+    let saved = Checkpoint::load(checkpoint)?;
+    if saved.completed_epochs > r.config.epochs {
+        bail!(
+            "--resume: {} epochs are done already, more than --epochs {}",
+            saved.completed_epochs,
+            r.config.epochs
+        );
+    }
+    Ok(saved.metrics)
+}
+
+/// The first key on which two identities differ, as `key: saved there, given here`.
+fn first_difference(saved: &Value, now: &Value) -> Option<String> {
+    let (Some(saved), Some(now)) = (saved.as_object(), now.as_object()) else {
+        return Some("its summary has no configuration".into());
+    };
+    let mut keys: Vec<&String> = saved.keys().chain(now.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter().find(|k| saved.get(*k) != now.get(*k)).map(|k| {
+        let show = |v: Option<&Value>| v.map_or_else(|| "unset".to_string(), Value::to_string);
+        format!("{k}: {} there, {} here", show(saved.get(k)), show(now.get(k)))
+    })
+}
+
+/// Follows a run epoch by epoch.
+pub struct Recorder {
+    bar: ProgressBar,
+    lines: bool,
+    total: usize,
+    epochs: Vec<EpochMetrics>,
+    out: Option<PathBuf>,
+    echo: Value,
+    identity: Value,
+    json: bool,
+    failure: Option<anyhow::Error>,
+}
+
+impl Recorder {
+    /// A recorder for `r`, after the `earlier` epochs of a resumed run.
+    pub fn new(r: &Resolved, earlier: Vec<EpochMetrics>) -> Recorder {
+        let bar = ProgressBar::new(r.config.epochs as u64);
+        if let Ok(style) = ProgressStyle::with_template("epoch {pos}/{len} [{bar:40}] {msg} ({elapsed})") {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_position(earlier.len() as u64);
+        Recorder {
+            lines: bar.is_hidden(),
+            bar,
+            total: r.config.epochs,
+            epochs: earlier,
+            out: r.out.clone(),
+            echo: r.echo.clone(),
+            identity: r.identity.clone(),
+            json: r.json,
+            failure: None,
+        }
+    }
+
+    /// Records a finished epoch: the bar (or a line), then the files.
+    pub fn on_epoch(&mut self, m: &EpochMetrics) {
+        self.epochs.push(m.clone());
+        self.bar.inc(1);
+        self.bar.set_message(format!("loss {}", number(m.loss)));
+        if self.lines {
+            let lost = if m.lost_workers.is_empty() {
+                String::new()
+            } else {
+                format!(", lost workers {}", list(&m.lost_workers))
+            };
+            eprintln!(
+                "epoch {}/{} done: {} transmissions (uncoded {}), shuffle {:.4} s, epoch {:.4} s, {} updates, {} stragglers, loss {}{lost}",
+                m.epoch,
+                self.total,
+                m.transmissions,
+                m.uncoded_transmissions,
+                m.shuffle_seconds(),
+                m.epoch_seconds,
+                m.updates,
+                m.stragglers,
+                number(m.loss)
+            );
+        }
+        if let (Some(dir), None) = (&self.out, &self.failure) {
+            let doc = document(&self.echo, &self.identity, &self.epochs, None);
+            if let Err(e) = write_files(dir, &self.epochs, &doc) {
+                self.failure = Some(e);
+            }
+        }
+    }
+
+    /// Ends the run: the final files, then the table or the JSON object.
+    pub fn finish(mut self, report: &RunReport) -> anyhow::Result<ExitCode> {
+        self.bar.finish_and_clear();
+        if let Some(e) = self.failure.take() {
+            return Err(e);
+        }
+        let doc = document(&self.echo, &self.identity, &report.epochs, Some(report));
+        if let Some(dir) = &self.out {
+            write_files(dir, &report.epochs, &doc)?;
+        }
+        if self.json {
+            print_json(&doc)?;
+        } else {
+            print_summary(&self.echo, report)?;
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+
+    /// Ends a run that failed: the bar goes; the files keep the completed epochs.
+    pub fn abandon(self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+fn write_files(dir: &Path, epochs: &[EpochMetrics], doc: &Value) -> anyhow::Result<()> {
+    write_atomically(&dir.join(CSV), metrics_csv(epochs).as_bytes())?;
+    let text = serde_json::to_string_pretty(doc)? + "\n";
+    Ok(write_atomically(&dir.join(SUMMARY), text.as_bytes())?)
+}
+
+fn mean(epochs: &[EpochMetrics], f: impl Fn(&EpochMetrics) -> f64) -> f64 {
+    epochs.iter().map(f).sum::<f64>() / epochs.len().max(1) as f64
+}
+
+/// The JSON document of a run (`--json`, `DIR/summary.json`): the configuration, every epoch,
+/// and totals; `end` is the finished run's report (`None` while it runs).
+fn document(echo: &Value, identity: &Value, epochs: &[EpochMetrics], end: Option<&RunReport>) -> Value {
+    let rows: Vec<Value> = epochs
+        .iter()
+        .map(|m| {
+            let mut row = serde_json::to_value(m).unwrap_or(Value::Null);
+            row["shuffle_seconds"] = json!(m.shuffle_seconds());
+            row
+        })
+        .collect();
+    let sum = |f: fn(&EpochMetrics) -> u64| epochs.iter().map(f).sum::<u64>();
+    let lost: Vec<usize> = epochs.iter().flat_map(|m| m.lost_workers.iter().copied()).collect();
+    json!({
+        "config": echo,
+        "identity": identity,
+        "complete": end.is_some(),
+        "epochs": rows,
+        "totals": {
+            "epochs": epochs.len(),
+            "mean_shuffle_seconds": mean(epochs, EpochMetrics::shuffle_seconds),
+            "mean_epoch_seconds": mean(epochs, |m| m.epoch_seconds),
+            "mean_transmit_seconds": mean(epochs, |m| m.transmit_seconds),
+            "mean_compute_seconds": mean(epochs, |m| m.compute_seconds),
+            "transmissions": sum(|m| m.transmissions as u64),
+            "uncoded_transmissions": sum(|m| m.uncoded_transmissions as u64),
+            "payload_bytes": sum(|m| m.payload_bytes),
+            "updates": sum(|m| m.updates as u64),
+            "stragglers": sum(|m| m.stragglers as u64),
+            "initial_loss": end.map(|r| r.initial_loss),
+            "final_loss": epochs.last().map(|m| m.loss),
+            "lost_workers": lost,
+        },
+    })
+}
+
+/// A loss or time in a readable width.
+fn number(x: f64) -> String {
+    if x != 0.0 && (x.abs() < 1e-3 || x.abs() >= 1e5) { format!("{x:.3e}") } else { format!("{x:.5}") }
+}
+
+fn list(items: &[usize]) -> String {
+    items.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// The per-epoch table and the totals.
+fn print_summary(echo: &Value, report: &RunReport) -> anyhow::Result<()> {
+    let header = [
+        "epoch",
+        "transmissions",
+        "uncoded",
+        "shuffle s",
+        "transmit s",
+        "compute s",
+        "updates",
+        "stragglers",
+        "loss",
+    ];
+    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
+    for m in &report.epochs {
+        let mut loss = number(m.loss);
+        if !m.lost_workers.is_empty() {
+            loss += &format!("  (lost worker {})", list(&m.lost_workers));
+        }
+        rows.push(vec![
+            m.epoch.to_string(),
+            m.transmissions.to_string(),
+            m.uncoded_transmissions.to_string(),
+            format!("{:.4}", m.shuffle_seconds()),
+            format!("{:.4}", m.transmit_seconds),
+            format!("{:.4}", m.compute_seconds),
+            m.updates.to_string(),
+            m.stragglers.to_string(),
+            loss,
+        ]);
+    }
+    let widths: Vec<usize> =
+        (0..header.len()).map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0)).collect();
+    let lines: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            let cells: Vec<String> = r
+                .iter()
+                .zip(&widths)
+                .enumerate()
+                .map(|(c, (cell, &w))| if c + 1 == r.len() { cell.clone() } else { format!("{cell:>w$}") })
+                .collect();
+            cells.join("  ")
+        })
+        .collect();
+    print_line(&lines.join("\n"))?;
+    print_line("")?;
+    let e = &report.epochs;
+    let text = |k: &str| echo[k].as_str().map_or_else(|| echo[k].to_string(), str::to_string);
+    let transmissions: usize = e.iter().map(|m| m.transmissions).sum();
+    let uncoded: usize = e.iter().map(|m| m.uncoded_transmissions).sum();
+    let share = if uncoded > 0 {
+        format!(" ({:.1} % of uncoded {uncoded})", 100.0 * transmissions as f64 / uncoded as f64)
+    } else {
+        String::new()
+    };
+    print_table(&[
+        ("scheme", format!("{} ({} policy)", text("scheme"), text("policy"))),
+        ("learner", format!("{} on {} training points", text("learner"), text("training-points"))),
+        (
+            "cluster",
+            format!(
+                "{} workers, cache {} points each, {} transport",
+                text("workers"),
+                text("cache-capacity"),
+                text("transport")
+            ),
+        ),
+        ("epochs", e.len().to_string()),
+        ("mean shuffle", format!("{:.4} s", mean(e, EpochMetrics::shuffle_seconds))),
+        ("mean epoch", format!("{:.4} s", mean(e, |m| m.epoch_seconds))),
+        ("transmissions", format!("{transmissions}{share}")),
+        (
+            "loss",
+            format!(
+                "{} -> {}",
+                number(report.initial_loss),
+                e.last().map_or_else(|| "-".into(), |m| number(m.loss))
+            ),
+        ),
+        (
+            "lost workers",
+            if report.lost_workers.is_empty() { "none".into() } else { list(&report.lost_workers) },
+        ),
+    ])
+}
