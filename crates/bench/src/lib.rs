@@ -1,7 +1,7 @@
-//! The papers' experiments and what they share (CSV tables, SVG charts, the
-//! `results/README.md` sections). The `experiments` binary, run through
+//! The papers' experiments ([`experiments`]) and the one reporter they share ([`report`]:
+//! typed rows to CSV, Markdown and SVG; the results READMEs; README's headline table; the
+//! `--check` against committed results). The `experiments` binary, run through
 //! `cargo xtask experiments`, is a thin layer over it.
 
-pub mod csv_table;
 pub mod experiments;
-pub mod svg_chart;
+pub mod report;

@@ -1,13 +1,12 @@
-//! `experiments`: regenerates the papers' tables and figures into `results/`. Usually started
-//! by `cargo xtask experiments [NAME...] [--quick]`, which builds it in release mode.
+//! `experiments`: regenerates the papers' tables and figures into `results/`, or with `--check`
+//! compares a fresh run with the committed results. Usually started by
+//! `cargo xtask experiments [NAME...] [--quick] [--check]`, which builds it in release mode.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use ubershuffle_bench::experiments::{
-    Context, EXPERIMENTS, default_out_dir, experiment_by_name, run_and_write,
-};
+use ubershuffle_bench::experiments::{EXPERIMENTS, RunOptions, run_all};
 
 /// Regenerate the papers' experiments as CSV, SVG and a Markdown summary.
 #[derive(Debug, Parser)]
@@ -15,11 +14,16 @@ use ubershuffle_bench::experiments::{
 struct Args {
     /// Experiments to run (all when none is named).
     names: Vec<String>,
-    /// Run the small subset that finishes in minutes.
+    /// Run the small subset that finishes in minutes (results/; without it: results/full/).
     #[arg(long)]
     quick: bool,
-    /// Where to write results.
-    #[arg(long, value_name = "DIR")]
+    /// Regenerate into a temporary folder and compare every machine-independent column with the
+    /// committed CSVs (and README's headline table with results/headline.csv); fail on the first
+    /// difference of each experiment.
+    #[arg(long)]
+    check: bool,
+    /// Where to write results (default: results/, or results/full/ for a full run).
+    #[arg(long, value_name = "DIR", conflicts_with = "check")]
     out: Option<PathBuf>,
     /// List the experiments and exit.
     #[arg(long)]
@@ -35,37 +39,38 @@ fn after_help() -> String {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match Args::try_parse() {
+        Ok(args) => args,
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let text = e.to_string();
+            eprintln!("{}", text.lines().next().unwrap_or("error: invalid arguments"));
+            return ExitCode::FAILURE;
+        }
+    };
     if args.list {
         println!("{}", after_help());
         return ExitCode::SUCCESS;
     }
-    let mut chosen = Vec::new();
-    for name in &args.names {
-        match experiment_by_name(name) {
-            Some(e) => chosen.push(e),
-            None => {
-                let known: Vec<&str> = EXPERIMENTS.iter().map(|e| e.name).collect();
-                eprintln!("error: unknown experiment '{name}'; known: {}", known.join(", "));
-                return ExitCode::FAILURE;
-            }
-        }
-    }
-    if chosen.is_empty() {
-        chosen = EXPERIMENTS.iter().collect();
-    }
-    let ctx = Context {
+    let options = RunOptions {
+        names: args.names,
         quick: args.quick,
-        out_dir: args.out.unwrap_or_else(default_out_dir),
+        check: args.check,
+        out: args.out,
         plugins: args.plugins,
     };
-    let mut failed = 0;
-    for experiment in chosen {
-        eprintln!("experiment {}: {}", experiment.name, experiment.about);
-        if let Err(e) = run_and_write(experiment, &ctx) {
+    match run_all(&options) {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(failed) => {
+            eprintln!("error: {failed} experiment(s) failed or differ from the committed results");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
             eprintln!("error: {}", format!("{e:#}").replace('\n', " "));
-            failed += 1;
+            ExitCode::FAILURE
         }
     }
-    if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
 }

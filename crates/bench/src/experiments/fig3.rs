@@ -6,19 +6,20 @@
 //! and gives `ubershuffle-opt` a budget of [`FULL_OPT_BUDGET`]; `--quick` runs q in {1e4, 1e5}
 //! with one seed and [`QUICK_OPT_BUDGET`].
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use serde::Serialize;
 use ubershuffle_core::bounds::best_lower_bound;
 use ubershuffle_core::theory::theorem1_coded_transmissions;
-use ubershuffle_core::{
-    GeneratorParams, PlannerOptions, ShufflePlanner, planner_by_name, rng::seeded_stream, verify,
-};
+use ubershuffle_core::{GeneratorParams, PlannerOptions, ShufflePlanner, rng::seeded_stream, verify};
 
-use super::theorem1::median;
-use super::{Context, Outcome};
-use crate::csv_table::{CsvTable, cell};
-use crate::svg_chart::{LineChart, Series};
+use super::Context;
+use crate::report::{Headline, LineChart, Report, Row, Series, markdown_table, median};
+
+/// The experiment's name.
+pub const NAME: &str = "fig3";
+/// What it shows.
+pub const ABOUT: &str = "packets per epoch against alpha for uncoded, coded, UberShuffle and ubershuffle-opt, n = 20, q = 1e4..1e6 (UberShuffle paper, Fig. 3)";
 
 const WORKERS: usize = 20;
 const ALPHAS: [f64; 6] = [0.1, 0.2, 0.325, 0.4, 0.55, 0.7];
@@ -28,120 +29,125 @@ pub const FULL_OPT_BUDGET: Duration = Duration::from_secs(10);
 /// `ubershuffle-opt`'s search budget in the quick run.
 pub const QUICK_OPT_BUDGET: Duration = Duration::from_secs(3);
 
-/// The paper's reported reductions of coded shuffling by UberShuffle (Section 3.2).
+/// The paper's reported reductions of coded shuffling by UberShuffle (Section 3.2):
+/// (q, alpha, coded / UberShuffle).
 const PAPER_RATIOS: [(usize, f64, f64); 2] = [(1_000_000, 0.55, 5.4), (100_000, 0.325, 2.58)];
 
-/// Medians over seeds for one (scheme, q, alpha).
-#[derive(Clone, Copy, Debug, Default)]
-struct Cell {
-    transmissions: f64,
-    seconds: f64,
+/// One planned instance.
+#[derive(Clone, Debug, Serialize)]
+struct Planned {
+    scheme: String,
+    alpha: f64,
+    points: usize,
+    seed: u64,
+    transmissions: usize,
+    lower_bound: usize,
+    lower_bound_kind: String,
+    theorem1: f64,
+    plan_seconds: f64,
+}
+
+impl Row for Planned {
+    const MACHINE_COLUMNS: &'static [&'static str] = &["plan_seconds"];
+}
+
+/// The sweep of a run.
+struct Sweep {
+    points: &'static [usize],
+    seeds: &'static [u64],
+    budget: Duration,
 }
 
 /// Runs the sweep.
-pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
-    let (points, seeds, budget): (&[usize], &[u64], Duration) = if ctx.quick {
-        (&[10_000, 100_000], &[1], QUICK_OPT_BUDGET)
+pub fn run(ctx: &Context) -> anyhow::Result<Report> {
+    let sweep = if ctx.quick {
+        Sweep { points: &[10_000, 100_000], seeds: &[1], budget: QUICK_OPT_BUDGET }
     } else {
-        (&[10_000, 100_000, 1_000_000], &[1, 2, 3], FULL_OPT_BUDGET)
+        Sweep { points: &[10_000, 100_000, 1_000_000], seeds: &[1, 2, 3], budget: FULL_OPT_BUDGET }
     };
-    let options = PlannerOptions::default().with_time_budget(budget);
-    let planners: Vec<Box<dyn ShufflePlanner>> = SCHEMES
-        .iter()
-        .map(|name| planner_by_name(name, &options).ok_or_else(|| anyhow::anyhow!("no planner {name}")))
-        .collect::<anyhow::Result<_>>()?;
-    let mut table = CsvTable::new(&[
-        "scheme",
-        "alpha",
-        "points",
-        "seed",
-        "transmissions",
-        "lower_bound",
-        "lower_bound_kind",
-        "theorem1",
-        "plan_seconds",
-    ]);
-    let bar = ctx.progress((points.len() * ALPHAS.len() * seeds.len() * SCHEMES.len()) as u64, "fig3");
-    // (scheme or "lower bound", q, alpha index) -> values over seeds.
-    let mut samples: BTreeMap<(String, usize, usize), Vec<(f64, f64)>> = BTreeMap::new();
-    for &q in points {
-        for (a, &alpha) in ALPHAS.iter().enumerate() {
-            for &seed in seeds {
+    let rows = measure(ctx, &sweep)?;
+    let mut report = Report::new(
+        summary(&sweep, &rows)
+            + &ctx.quick_note(&format!(
+                "q in {{1e4, 1e5}}, one seed, a {} s budget for ubershuffle-opt; the full run adds q = 1e6, seeds 1-3 and a {} s budget",
+                QUICK_OPT_BUDGET.as_secs(),
+                FULL_OPT_BUDGET.as_secs()
+            )),
+    )
+    .table(format!("{NAME}.csv"), &rows)?
+    .headlines(headlines(&rows));
+    // The largest q is `fig3.svg`; the others `fig3-q1e5.svg` and so on.
+    for (k, &q) in sweep.points.iter().rev().enumerate() {
+        let suffix = if k == 0 { String::new() } else { format!("q1e{}", (q as f64).log10().round()) };
+        report = report.figure(suffix, chart(q, &rows));
+    }
+    Ok(report)
+}
+
+fn measure(ctx: &Context, sweep: &Sweep) -> anyhow::Result<Vec<Planned>> {
+    let options = PlannerOptions::default().with_time_budget(sweep.budget);
+    let planners: Vec<Box<dyn ShufflePlanner>> =
+        SCHEMES.iter().map(|name| super::planner(name, &options)).collect::<anyhow::Result<_>>()?;
+    let steps = sweep.points.len() * ALPHAS.len() * sweep.seeds.len() * SCHEMES.len();
+    let bar = ctx.progress(steps as u64, NAME);
+    let mut rows = Vec::new();
+    for &q in sweep.points {
+        for alpha in ALPHAS {
+            for &seed in sweep.seeds {
                 let inst = GeneratorParams { workers: WORKERS, points: q, alpha, seed }.check()?.generate();
                 let bound = best_lower_bound(&inst);
-                let theorem1 =
-                    theorem1_coded_transmissions(WORKERS, q, inst.cache_size()).unwrap_or(f64::NAN);
-                samples.entry(("lower bound".into(), q, a)).or_default().push((bound.value as f64, 0.0));
+                let theorem1 = theorem1_coded_transmissions(WORKERS, q, inst.cache_size()).unwrap_or(f64::NAN);
                 for planner in &planners {
                     let started = Instant::now();
                     let plan = planner.plan(&inst, &mut seeded_stream(seed, 1))?;
-                    let seconds = started.elapsed().as_secs_f64();
+                    let plan_seconds = started.elapsed().as_secs_f64();
                     verify(&inst, &plan)?.ensure_valid()?;
-                    table.push(vec![
-                        cell(planner.name()),
-                        cell(alpha),
-                        cell(q),
-                        cell(seed),
-                        cell(plan.len()),
-                        cell(bound.value),
-                        cell(bound.kind),
-                        cell(format!("{theorem1:.1}")),
-                        cell(format!("{seconds:.3}")),
-                    ]);
-                    samples
-                        .entry((planner.name().into(), q, a))
-                        .or_default()
-                        .push((plan.len() as f64, seconds));
+                    rows.push(Planned {
+                        scheme: planner.name().to_string(),
+                        alpha,
+                        points: q,
+                        seed,
+                        transmissions: plan.len(),
+                        lower_bound: bound.value,
+                        lower_bound_kind: bound.kind.to_string(),
+                        theorem1,
+                        plan_seconds,
+                    });
                     bar.inc(1);
                 }
             }
         }
     }
     bar.finish_and_clear();
-    let medians: BTreeMap<(String, usize, usize), Cell> = samples
-        .into_iter()
-        .map(|(key, values)| {
-            let mut counts: Vec<f64> = values.iter().map(|v| v.0).collect();
-            let mut seconds: Vec<f64> = values.iter().map(|v| v.1).collect();
-            (key, Cell { transmissions: median(&mut counts), seconds: median(&mut seconds) })
-        })
-        .collect();
-    let at = |scheme: &str, q: usize, a: usize| medians.get(&(scheme.to_string(), q, a)).copied();
-    let figures =
-        points.iter().rev().enumerate().map(|(k, &q)| (figure_suffix(k, q), chart(q, &at))).collect();
-    let summary = summary(points, seeds.len(), budget, &at)
-        + &super::quick_note(
-            ctx,
-            &format!(
-                "q in {{1e4, 1e5}}, one seed, a {} s budget for ubershuffle-opt; the full run adds q = 1e6, seeds 1-3 and a {} s budget",
-                QUICK_OPT_BUDGET.as_secs(),
-                FULL_OPT_BUDGET.as_secs()
-            ),
-        );
-    Ok(Outcome { table, figures, summary })
+    Ok(rows)
 }
 
-/// The largest q is `fig3.svg`; the others `fig3-q1e5.svg` and so on.
-fn figure_suffix(k: usize, q: usize) -> String {
-    if k == 0 { String::new() } else { format!("q1e{}", (q as f64).log10().round()) }
+/// Medians over seeds at (scheme, q, alpha): transmissions and plan seconds. The scheme
+/// "lower bound" gives the bound.
+fn at(rows: &[Planned], scheme: &str, q: usize, alpha: f64) -> Option<(f64, f64)> {
+    let at: Vec<&Planned> = rows.iter().filter(|r| r.points == q && r.alpha == alpha).collect();
+    let chosen: Vec<&&Planned> = if scheme == "lower bound" {
+        at.iter().filter(|r| r.scheme == SCHEMES[0]).collect()
+    } else {
+        at.iter().filter(|r| r.scheme == scheme).collect()
+    };
+    if chosen.is_empty() {
+        return None;
+    }
+    let count = |r: &&&Planned| if scheme == "lower bound" { r.lower_bound } else { r.transmissions } as f64;
+    Some((median(chosen.iter().map(count)), median(chosen.iter().map(|r| r.plan_seconds))))
 }
 
-fn chart(q: usize, at: &impl Fn(&str, usize, usize) -> Option<Cell>) -> LineChart {
+fn chart(q: usize, rows: &[Planned]) -> LineChart {
     let curve = |scheme: &str| -> Vec<(f64, f64)> {
-        ALPHAS
-            .iter()
-            .enumerate()
-            .filter_map(|(a, &alpha)| at(scheme, q, a).map(|c| (alpha, c.transmissions)))
-            .collect()
+        ALPHAS.iter().filter_map(|&a| at(rows, scheme, q, a).map(|(t, _)| (a, t))).collect()
     };
     let mut series: Vec<Series> = SCHEMES.iter().map(|s| Series::solid(*s, curve(s))).collect();
     series.push(Series::dashed("lower bound", curve("lower bound")));
-    let theorem1 = ALPHAS
+    let theorem1 = rows
         .iter()
-        .filter_map(|&alpha| {
-            let s = ubershuffle_core::cache_size_for(alpha, q);
-            theorem1_coded_transmissions(WORKERS, q, s).map(|r| (alpha, r))
-        })
+        .filter(|r| r.points == q && r.scheme == SCHEMES[0] && r.seed == rows[0].seed)
+        .map(|r| (r.alpha, r.theorem1))
         .collect();
     series.push(Series::dashed("Theorem 1", theorem1));
     LineChart {
@@ -154,54 +160,67 @@ fn chart(q: usize, at: &impl Fn(&str, usize, usize) -> Option<Cell>) -> LineChar
     }
 }
 
-fn summary(
-    points: &[usize],
-    seeds: usize,
-    budget: Duration,
-    at: &impl Fn(&str, usize, usize) -> Option<Cell>,
-) -> String {
-    let mut text = format!(
-        "Medians over {seeds} seed(s) of the packets each scheme sends, n = {WORKERS}; every plan passed \
-         `verify`. `ubershuffle-opt` ran with a budget of {:.0} s (work units, so counts do not depend on the \
-         machine's load). The lower bound is the best of `ubershuffle_core::bounds` (the acyclic-subgraph \
-         index-coding bound, exact over worker orders).\n\n\
-         Coded / UberShuffle where the paper reports it (Section 3.2):\n\n\
-         | q | alpha | paper | coded / ubershuffle (ours) | coded / ubershuffle-opt |\n| --- | --- | --- | --- | --- |\n",
-        budget.as_secs_f64()
-    );
-    for (q, alpha, paper) in PAPER_RATIOS {
-        let a = ALPHAS.iter().position(|&x| x == alpha).unwrap_or(0);
-        let ratio = |scheme: &str| match (at("coded", q, a), at(scheme, q, a)) {
-            (Some(c), Some(u)) if u.transmissions > 0.0 => {
-                format!("{:.2}x", c.transmissions / u.transmissions)
-            }
-            _ => "not in this run".into(),
-        };
-        text += &format!(
-            "| {q} | {alpha} | {paper}x | {} | {} |\n",
-            ratio("ubershuffle"),
-            ratio("ubershuffle-opt")
-        );
+/// Coded / `scheme` at (q, alpha), when both ran.
+fn reduction(rows: &[Planned], scheme: &str, q: usize, alpha: f64) -> Option<f64> {
+    match (at(rows, "coded", q, alpha), at(rows, scheme, q, alpha)) {
+        (Some((c, _)), Some((u, _))) if u > 0.0 => Some(c / u),
+        _ => None,
     }
-    text += "\nPer point (medians; seconds are plan times on this machine):\n\n\
-             | q | alpha | coded | ubershuffle | ubershuffle-opt | opt vs greedy | lower bound | ubershuffle s | opt s |\n\
-             | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
-    for &q in points {
-        for (a, &alpha) in ALPHAS.iter().enumerate() {
-            let get = |s: &str| at(s, q, a).unwrap_or_default();
-            let (coded, greedy, opt, bound) =
-                (get("coded"), get("ubershuffle"), get("ubershuffle-opt"), get("lower bound"));
-            let gain = 100.0 * (1.0 - opt.transmissions / greedy.transmissions);
-            text += &format!(
-                "| {q} | {alpha} | {:.0} | {:.0} | {:.0} | {gain:.1} % fewer | {:.0} | {:.2} | {:.2} |\n",
-                coded.transmissions,
-                greedy.transmissions,
-                opt.transmissions,
-                bound.transmissions,
-                greedy.seconds,
-                opt.seconds
-            );
-        }
-    }
-    text
+}
+
+fn summary(sweep: &Sweep, rows: &[Planned]) -> String {
+    let ratio = |s, q, a| reduction(rows, s, q, a).map_or("not in this run".into(), |r| format!("{r:.2}x"));
+    let paper = PAPER_RATIOS.iter().map(|&(q, a, p)| {
+        vec![q.to_string(), a.to_string(), format!("{p}x"), ratio("ubershuffle", q, a), ratio("ubershuffle-opt", q, a)]
+    });
+    let per_point = sweep.points.iter().flat_map(|&q| {
+        ALPHAS.iter().map(move |&a| {
+            let get = |s: &str| at(rows, s, q, a).unwrap_or((f64::NAN, f64::NAN));
+            let (coded, greedy, opt, bound) = (get("coded"), get("ubershuffle"), get("ubershuffle-opt"), get("lower bound"));
+            vec![
+                q.to_string(),
+                a.to_string(),
+                format!("{:.0}", coded.0),
+                format!("{:.0}", greedy.0),
+                format!("{:.0}", opt.0),
+                format!("{:.1} % fewer", 100.0 * (1.0 - opt.0 / greedy.0)),
+                format!("{:.0}", bound.0),
+                format!("{:.2}", greedy.1),
+                format!("{:.2}", opt.1),
+            ]
+        })
+    });
+    format!(
+        "Medians over {} seed(s) of the packets each scheme sends, n = {WORKERS}; every plan passed \
+         `verify`. `ubershuffle-opt` ran with a budget of {:.0} s (work units, so counts do not depend on \
+         the machine's load). The lower bound is the best of `ubershuffle_core::bounds` (the \
+         acyclic-subgraph index-coding bound, exact over worker orders).\n\n\
+         Coded / UberShuffle where the paper reports it (Section 3.2):\n\n{}\n\
+         Per point (medians; seconds are plan times on this machine):\n\n{}",
+        sweep.seeds.len(),
+        sweep.budget.as_secs_f64(),
+        markdown_table(&["q", "alpha", "paper", "coded / ubershuffle (ours)", "coded / ubershuffle-opt"], paper),
+        markdown_table(
+            &["q", "alpha", "coded", "ubershuffle", "ubershuffle-opt", "opt vs greedy", "lower bound", "ubershuffle s", "opt s"],
+            per_point
+        )
+    )
+}
+
+fn headlines(rows: &[Planned]) -> Vec<Headline> {
+    PAPER_RATIOS
+        .iter()
+        .filter_map(|&(q, alpha, paper)| {
+            let greedy = reduction(rows, "ubershuffle", q, alpha)?;
+            let opt = reduction(rows, "ubershuffle-opt", q, alpha)?;
+            Some(Headline {
+                what: format!("coded / UberShuffle packets, n = {WORKERS}, q = {q}, alpha = {alpha}"),
+                ours: format!("{greedy:.2}x (ubershuffle-opt: {opt:.2}x)"),
+                paper: format!("{paper}x"),
+                table: format!("{NAME}.csv"),
+                rows: format!("points={q}, alpha={alpha}, schemes coded, ubershuffle, ubershuffle-opt; median over seeds"),
+                machine: false,
+            })
+        })
+        .collect()
 }

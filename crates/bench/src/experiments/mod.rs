@@ -1,25 +1,12 @@
-//! The papers' experiments, each one file, and the runner that writes their results.
+//! The papers' experiments, each one file, and the runner that reports them.
 //!
-//! An experiment returns an [`Outcome`] (a CSV table, SVG figures and a Markdown summary); the
-//! runner writes `results/NAME.csv`, `results/NAME.svg` (plus `NAME-<suffix>.svg` for further
-//! figures) and replaces the experiment's section of `results/README.md`, with the command that
-//! made it and the machine it ran on. Adding an experiment: write `experiments/<name>.rs` with a
-//! `run(&Context) -> anyhow::Result<Outcome>` and add one entry to [`EXPERIMENTS`].
+//! An experiment measures into typed rows and returns a [`Report`] (tables, figures, a summary
+//! and headline figures computed from those rows); [`run_all`] writes it with the one reporter
+//! ([`crate::report`]) or, with `--check`, compares it with the committed results. Adding an
+//! experiment: write `experiments/<name>.rs` with a `run(&Context) -> anyhow::Result<Report>`
+//! and add one entry to [`EXPERIMENTS`].
 
-mod broadcast;
-mod epoch_runs;
-mod fig3;
-mod fig4;
-mod gradient_coding;
-mod machine;
-mod msr;
-mod partial_local;
-mod partial_local_training;
-mod plugins;
-mod results_readme;
-mod table1;
 mod theorem1;
-mod worst_case;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -27,19 +14,14 @@ use std::time::Instant;
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::csv_table::CsvTable;
-use crate::svg_chart::LineChart;
-use ubershuffle_runtime::write_atomically;
-
-pub use machine::{machine_description, today};
+use crate::report::Report;
+use crate::report::write::{Destination, Heading, RunKind, check_readme, check_report, write_report};
 
 /// What an experiment runs with.
 #[derive(Clone, Debug)]
 pub struct Context {
     /// Run the small subset that finishes in minutes (the full run may take much longer).
     pub quick: bool,
-    /// Where results go (`results/` of the workspace by default).
-    pub out_dir: PathBuf,
     /// Plugin libraries to compare (`--plugin PATH`; the `plugins` experiment needs one).
     pub plugins: Vec<PathBuf>,
 }
@@ -56,17 +38,12 @@ impl Context {
         bar.set_message(message.to_string());
         bar
     }
-}
 
-/// What an experiment measured.
-#[derive(Clone, Debug, Default)]
-pub struct Outcome {
-    /// One row per measurement, in tidy (long) form.
-    pub table: CsvTable,
-    /// Figures: `("", chart)` is written as `NAME.svg`, `(suffix, chart)` as `NAME-suffix.svg`.
-    pub figures: Vec<(String, LineChart)>,
-    /// Markdown for the README section: findings, and the paper's numbers beside ours.
-    pub summary: String,
+    /// A summary's closing line naming the quick subset (empty for a full run), so every
+    /// section of the results README says what `--quick` left out.
+    pub fn quick_note(&self, subset: &str) -> String {
+        if self.quick { format!("\n\nQuick subset: {subset}.") } else { String::new() }
+    }
 }
 
 /// An experiment in the registry.
@@ -77,107 +54,125 @@ pub struct Experiment {
     /// One line saying what it shows.
     pub about: &'static str,
     /// Runs it.
-    pub run: fn(&Context) -> anyhow::Result<Outcome>,
+    pub run: fn(&Context) -> anyhow::Result<Report>,
 }
 
 /// Every experiment, in the order `cargo xtask experiments` runs them and README lists them.
 pub static EXPERIMENTS: &[Experiment] = &[
-    Experiment {
-        name: "theorem1",
-        about: "Lee et al.'s coded shuffling at finite q against its asymptotic count (UberShuffle paper, Theorem 1)",
-        run: theorem1::run,
-    },
-    Experiment {
-        name: "fig3",
-        about: "packets per epoch against alpha for uncoded, coded, UberShuffle and ubershuffle-opt, n = 20, q = 1e4..1e6 (UberShuffle paper, Fig. 3)",
-        run: fig3::run,
-    },
-    Experiment {
-        name: "plugins",
-        about: "Schemes loaded from plugin libraries (by default the pairwise-XOR example) against the built-ins",
-        run: plugins::run,
-    },
-    Experiment {
-        name: "gradient-coding",
-        about: "Approximate gradient coding (FRC, CRC) under heterogeneous stragglers, with and without shuffled worker roles (Johri et al.)",
-        run: gradient_coding::run,
-    },
-    Experiment {
-        name: "worst-case",
-        about: "No-excess shuffling (Attia-Tandon): eq. (43) vs cycle packing vs Theorem 2's bound, rate vs K",
-        run: worst_case::run,
-    },
-    Experiment {
-        name: "partial-local",
-        about: "Partial-local exchange (fraction Q per epoch): points moved and what coded schemes send for it; loss vs epochs and bytes moved under local, partial-local and global in the real epoch loop",
-        run: partial_local::run,
-    },
-    Experiment {
-        name: "msr",
-        about: "Coded map-shuffle-reduce with stragglers: latency-load trade-off of the unified and the improved (reconstructed) scheme, executed over GF(p)",
-        run: msr::run,
-    },
-    Experiment {
-        name: "broadcast",
-        about: "Pseudo-broadcast (scatter + ring, UberShuffle Section 3.1) against plain broadcast on emulated 1 Gbit/s links and TCP loopback",
-        run: broadcast::run,
-    },
-    Experiment {
-        name: "table1",
-        about: "UberShuffle paper, Table 1 scaled: shuffle and training time per epoch of uncoded, coded and UberShuffle on emulated 1, 10 and 50 Gbit/s links, real epoch loop",
-        run: table1::run,
-    },
-    Experiment {
-        name: "fig4",
-        about: "UberShuffle paper, Fig. 4: held-out loss vs emulated wall-clock time under uncoded, coded, UberShuffle and no shuffling, real epoch loop on emulated 1 Gbit/s links",
-        run: fig4::run,
-    },
+    Experiment { name: theorem1::NAME, about: theorem1::ABOUT, run: theorem1::run },
 ];
 
-/// A summary's closing line naming the quick subset (empty for a full run), so every section
-/// of results/README.md says what `--quick` left out.
-pub(crate) fn quick_note(ctx: &Context, subset: &str) -> String {
-    if ctx.quick { format!("\n\nQuick subset: {subset}.") } else { String::new() }
+/// The built-in planner `name` with `options` (an error naming the known ones otherwise).
+pub(crate) fn planner(
+    name: &str,
+    options: &ubershuffle_core::PlannerOptions,
+) -> anyhow::Result<Box<dyn ubershuffle_core::ShufflePlanner>> {
+    ubershuffle_core::planner_by_name(name, options).ok_or_else(|| {
+        anyhow::anyhow!("no planner '{name}'; known: {}", ubershuffle_core::builtin_names())
+    })
 }
 
-/// The experiment called `name`.
-pub fn experiment_by_name(name: &str) -> Option<&'static Experiment> {
-    EXPERIMENTS.iter().find(|e| e.name == name)
+/// The experiment called `name`, or an error naming the known ones.
+pub fn experiment_by_name(name: &str) -> anyhow::Result<&'static Experiment> {
+    EXPERIMENTS.iter().find(|e| e.name == name).ok_or_else(|| {
+        let known: Vec<&str> = EXPERIMENTS.iter().map(|e| e.name).collect();
+        anyhow::anyhow!("unknown experiment '{name}'; known: {}", known.join(", "))
+    })
 }
 
-/// Runs `experiment` and writes its files and README section into `ctx.out_dir`.
-pub fn run_and_write(experiment: &Experiment, ctx: &Context) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&ctx.out_dir)
-        .with_context(|| format!("cannot create {}", ctx.out_dir.display()))?;
-    let started = Instant::now();
-    let outcome = (experiment.run)(ctx).with_context(|| format!("experiment {}", experiment.name))?;
-    let seconds = started.elapsed().as_secs_f64();
-    let name = experiment.name;
-    write_atomically(&ctx.out_dir.join(format!("{name}.csv")), outcome.table.to_csv().as_bytes())?;
-    let mut figure_links = String::new();
-    for (suffix, chart) in &outcome.figures {
-        let file = if suffix.is_empty() { format!("{name}.svg") } else { format!("{name}-{suffix}.svg") };
-        write_atomically(&ctx.out_dir.join(&file), chart.to_svg().as_bytes())?;
-        figure_links.push_str(&format!("![{}]({file})\n\n", chart.title));
+/// How [`run_all`] runs.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// The experiments (all when empty).
+    pub names: Vec<String>,
+    /// The quick subset.
+    pub quick: bool,
+    /// Compare with the committed results instead of replacing them.
+    pub check: bool,
+    /// Where to write (default: `results/`, or `results/full/` for a full run).
+    pub out: Option<PathBuf>,
+    /// Plugin libraries for the `plugins` experiment.
+    pub plugins: Vec<PathBuf>,
+}
+
+/// The workspace root (where README.md and results/ are).
+pub fn workspace_root() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.canonicalize().unwrap_or(root)
+}
+
+/// Runs the chosen experiments; returns the number that failed (or, with `check`, that differ
+/// from the committed results). Each failure or difference is printed as one `error:` line.
+pub fn run_all(options: &RunOptions) -> anyhow::Result<usize> {
+    let chosen: Vec<&Experiment> = if options.names.is_empty() {
+        EXPERIMENTS.iter().collect()
+    } else {
+        options.names.iter().map(|n| experiment_by_name(n)).collect::<anyhow::Result<_>>()?
+    };
+    let run = if options.quick { RunKind::Quick } else { RunKind::Full };
+    let root = workspace_root();
+    let committed = root.join(run.results_dir());
+    let scratch = std::env::temp_dir().join(format!("ubershuffle-check-{}", std::process::id()));
+    let dest = match (&options.out, options.check) {
+        (_, true) => Destination { dir: scratch.clone(), run, publish_to: None },
+        (Some(dir), false) => Destination {
+            dir: dir.clone(),
+            run,
+            publish_to: same_dir(dir, &committed).then(|| root.clone()),
+        },
+        (None, false) => Destination { dir: committed.clone(), run, publish_to: Some(root.clone()) },
+    };
+    let ctx = Context { quick: options.quick, plugins: options.plugins.clone() };
+    let order: Vec<&str> = EXPERIMENTS.iter().map(|e| e.name).collect();
+    let mut failed = 0;
+    for experiment in chosen {
+        eprintln!("experiment {}: {}", experiment.name, experiment.about);
+        let heading = Heading { name: experiment.name, about: experiment.about, order: &order };
+        let outcome = run_one(experiment, &ctx, &heading, &dest, &root, options.check);
+        match outcome {
+            Ok(differences) if differences.is_empty() => {}
+            Ok(differences) => {
+                for d in differences {
+                    eprintln!("error: {}: {d}", experiment.name);
+                }
+                failed += 1;
+            }
+            Err(e) => {
+                eprintln!("error: {}", format!("{e:#}").replace('\n', " "));
+                failed += 1;
+            }
+        }
     }
-    let quick = if ctx.quick { " --quick" } else { "" };
-    let section = format!(
-        "## {name}\n\n{about}.\n\n{figure_links}{summary}\n\nData: [`{name}.csv`]({name}.csv). \
-         Regenerate: `cargo xtask experiments {name}{quick}`{mode}. Ran {date} in {seconds:.0} s on {machine}.\n",
-        about = experiment.about,
-        summary = outcome.summary.trim_end(),
-        mode = if ctx.quick { " (the quick subset)" } else { " (the full run)" },
-        date = today(),
-        machine = machine_description(),
-    );
-    results_readme::update_section(&ctx.out_dir.join("README.md"), name, &section, &registry_order())
+    if options.check {
+        if let Some(d) = check_readme(&root)? {
+            eprintln!("error: {d}");
+            failed += 1;
+        }
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+    Ok(failed)
 }
 
-fn registry_order() -> Vec<&'static str> {
-    EXPERIMENTS.iter().map(|e| e.name).collect()
+/// Runs one experiment and writes its report; with `check`, also returns its differences from
+/// the committed results.
+fn run_one(
+    experiment: &Experiment,
+    ctx: &Context,
+    heading: &Heading<'_>,
+    dest: &Destination,
+    root: &Path,
+    check: bool,
+) -> anyhow::Result<Vec<String>> {
+    let started = Instant::now();
+    let report = (experiment.run)(ctx).with_context(|| format!("experiment {}", experiment.name))?;
+    let seconds = started.elapsed().as_secs_f64();
+    write_report(&report, heading, dest, seconds).with_context(|| format!("writing {}", experiment.name))?;
+    Ok(if check { check_report(&report, experiment.name, dest.run, root) } else { Vec::new() })
 }
 
-/// The workspace's `results/` folder.
-pub fn default_out_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../results")
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
 }

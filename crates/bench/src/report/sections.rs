@@ -1,4 +1,4 @@
-//! `results/README.md`: one section per experiment between markers, so that running one
+//! `results/README.md` (and `results/full/README.md`): one section per experiment between markers, so that running one
 //! experiment replaces its own section and leaves the others as they were.
 
 use std::collections::BTreeMap;
@@ -6,8 +6,6 @@ use std::path::Path;
 
 use ubershuffle_runtime::write_atomically;
 
-const PREAMBLE: &str = "# Results\n\nEvery section below is written by `cargo xtask experiments NAME` \
-and says the command that made it, the machine and the date. Figures are SVG, data CSV.\n";
 
 fn begin(name: &str) -> String {
     format!("<!-- experiment {name} begin -->")
@@ -34,19 +32,25 @@ fn sections(text: &str) -> BTreeMap<String, String> {
 }
 
 /// Replaces (or adds) the section `name` of the README at `path`, keeping sections in `order`
-/// (names not in `order` come last, alphabetically).
-pub fn update_section(path: &Path, name: &str, body: &str, order: &[&str]) -> anyhow::Result<()> {
+/// (names not in `order` come last, alphabetically) after `preamble`.
+pub fn update_section(
+    path: &Path,
+    preamble: &str,
+    name: &str,
+    body: &str,
+    order: &[&str],
+) -> std::io::Result<()> {
     let existing = std::fs::read_to_string(path).unwrap_or_default();
     let mut all = sections(&existing);
     all.insert(name.to_string(), body.trim().to_string());
     let rank = |n: &str| order.iter().position(|o| *o == n).unwrap_or(order.len());
     let mut names: Vec<&String> = all.keys().collect();
     names.sort_by_key(|n| (rank(n), n.to_string()));
-    let mut text = String::from(PREAMBLE);
+    let mut text = String::from(preamble);
     for n in names {
         text.push_str(&format!("\n{}\n{}\n{}\n", begin(n), all[n.as_str()], end(n)));
     }
-    Ok(write_atomically(path, text.as_bytes())?)
+    write_atomically(path, text.as_bytes())
 }
 
 #[cfg(test)]
@@ -60,10 +64,10 @@ mod tests {
         let path = dir.join("README.md");
         let _ = std::fs::remove_file(&path);
         let order = ["a", "b"];
-        update_section(&path, "b", "## b\n\nfirst b", &order).unwrap();
-        update_section(&path, "a", "## a\n\nonly a", &order).unwrap();
-        update_section(&path, "b", "## b\n\nsecond b", &order).unwrap();
-        update_section(&path, "zz", "## zz", &order).unwrap();
+        update_section(&path, "# Results\n", "b", "## b\n\nfirst b", &order).unwrap();
+        update_section(&path, "# Results\n", "a", "## a\n\nonly a", &order).unwrap();
+        update_section(&path, "# Results\n", "b", "## b\n\nsecond b", &order).unwrap();
+        update_section(&path, "# Results\n", "zz", "## zz", &order).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.starts_with("# Results"));
         assert!(!text.contains("first b") && text.contains("second b"));

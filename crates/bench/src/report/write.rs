@@ -1,0 +1,218 @@
+//! Writing a [`Report`] (CSV, SVG, its README section, its headline rows) and checking one
+//! against the committed results. Every file is written through a temporary file and a rename.
+
+use std::path::{Path, PathBuf};
+
+use ubershuffle_runtime::write_atomically;
+
+use super::check::first_difference;
+use super::headline::{self, HeadlineRecord};
+use super::machine::{machine_description, today};
+use super::sections::update_section;
+use super::table::parse_csv;
+use super::{Report, ReportError};
+
+/// Which subset of an experiment ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunKind {
+    /// The subset that finishes in minutes (`--quick`), committed under `results/`.
+    Quick,
+    /// The papers' full setting, committed under `results/full/`.
+    Full,
+}
+
+impl RunKind {
+    /// `quick` or `full`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RunKind::Quick => "quick",
+            RunKind::Full => "full",
+        }
+    }
+
+    /// The committed results folder of this run kind, from the workspace root.
+    pub fn results_dir(self) -> &'static str {
+        match self {
+            RunKind::Quick => "results",
+            RunKind::Full => "results/full",
+        }
+    }
+
+    fn preamble(self) -> &'static str {
+        match self {
+            RunKind::Quick => {
+                "# Results\n\nEvery section below is written by `cargo xtask experiments NAME --quick` \
+                 (the quick subset; the full runs are in [`full/`](full/README.md)) and says the command \
+                 that made it, the machine and the date. Figures are SVG, data CSV.\n"
+            }
+            RunKind::Full => {
+                "# Results of the full runs\n\nEvery section below is written by `cargo xtask experiments \
+                 NAME` (the papers' full setting) and says the command that made it, the machine and the \
+                 date. Figures are SVG, data CSV.\n"
+            }
+        }
+    }
+}
+
+/// What the section of an experiment says about it.
+#[derive(Clone, Debug)]
+pub struct Heading<'a> {
+    /// The experiment's name.
+    pub name: &'a str,
+    /// One line saying what it shows.
+    pub about: &'a str,
+    /// Every experiment's name, in the order sections are kept.
+    pub order: &'a [&'a str],
+}
+
+/// Where a report goes.
+#[derive(Clone, Debug)]
+pub struct Destination {
+    /// The folder of the CSV and SVG files and the results README.
+    pub dir: PathBuf,
+    /// Quick or full.
+    pub run: RunKind,
+    /// The workspace root whose `results/headline.csv` and README table are updated; `None`
+    /// leaves them alone (a folder other than the committed one).
+    pub publish_to: Option<PathBuf>,
+}
+
+/// The command that regenerates an experiment.
+pub fn rerun_command(name: &str, run: RunKind, flags: &[String]) -> String {
+    let mut command = format!("cargo xtask experiments {name}");
+    if run == RunKind::Quick {
+        command += " --quick";
+    }
+    for flag in flags {
+        command += " ";
+        command += flag;
+    }
+    command
+}
+
+/// Writes `report`'s files and README section into `dest`, and its headline rows.
+pub fn write_report(
+    report: &Report,
+    heading: &Heading<'_>,
+    dest: &Destination,
+    seconds: f64,
+) -> Result<(), ReportError> {
+    std::fs::create_dir_all(&dest.dir)?;
+    let name = heading.name;
+    for table in &report.tables {
+        write_atomically(&dest.dir.join(&table.file), table.to_csv()?.as_bytes())?;
+    }
+    let mut figure_links = String::new();
+    for figure in &report.figures {
+        let file =
+            if figure.suffix.is_empty() { format!("{name}.svg") } else { format!("{name}-{}.svg", figure.suffix) };
+        write_atomically(&dest.dir.join(&file), figure.chart.to_svg()?.as_bytes())?;
+        figure_links += &format!("![{}]({file})\n\n", figure.chart.title);
+    }
+    let data: Vec<String> = report.tables.iter().map(|t| format!("[`{0}`]({0})", t.file)).collect();
+    let command = rerun_command(name, dest.run, &report.rerun_flags);
+    let section = format!(
+        "## {name}\n\n{about}.\n\n{figure_links}{summary}\n\nData: {data}. Regenerate: `{command}`. \
+         Ran {date} in {seconds:.0} s on {machine}.\n",
+        about = heading.about,
+        summary = report.summary.trim_end(),
+        data = data.join(", "),
+        date = today(),
+        machine = machine_description(),
+    );
+    update_section(&dest.dir.join("README.md"), dest.run.preamble(), name, &section, heading.order)?;
+    if let Some(root) = &dest.publish_to {
+        publish_headlines(root, report, heading, dest.run, &command)?;
+    }
+    Ok(())
+}
+
+/// The headline records of a report.
+fn records(report: &Report, name: &str, run: RunKind, command: &str) -> Vec<HeadlineRecord> {
+    report
+        .headlines
+        .iter()
+        .map(|h| {
+            let file = format!("{}/{}", run.results_dir(), h.table);
+            HeadlineRecord {
+                experiment: name.into(),
+                run: run.name().into(),
+                what: h.what.clone(),
+                ours: h.ours.clone(),
+                paper: h.paper.clone(),
+                source: if h.rows.is_empty() { file } else { format!("{file}: {}", h.rows) },
+                command: command.into(),
+                machine: h.machine,
+            }
+        })
+        .collect()
+}
+
+/// Replaces the experiment's rows of `results/headline.csv` and re-renders README's table.
+fn publish_headlines(
+    root: &Path,
+    report: &Report,
+    heading: &Heading<'_>,
+    run: RunKind,
+    command: &str,
+) -> Result<(), ReportError> {
+    let path = root.join("results").join("headline.csv");
+    let existing = std::fs::read_to_string(&path).unwrap_or_default();
+    let fresh = records(report, heading.name, run, command);
+    let all = headline::merge(headline::parse_records(&existing)?, heading.name, run.name(), fresh, heading.order);
+    write_atomically(&path, headline::to_csv(&all)?.as_bytes())?;
+    let readme_path = root.join("README.md");
+    let readme = std::fs::read_to_string(&readme_path)?;
+    write_atomically(&readme_path, headline::replace_block(&readme, &headline::render(&all))?.as_bytes())?;
+    Ok(())
+}
+
+/// Compares `report` with the committed results of `run` under `root`: every table's checked
+/// columns, and the report's machine-independent headline figures. Returns the differences,
+/// one line each (empty when all agree).
+pub fn check_report(report: &Report, name: &str, run: RunKind, root: &Path) -> Vec<String> {
+    let dir = root.join(run.results_dir());
+    let mut differences = Vec::new();
+    for table in &report.tables {
+        let path = dir.join(&table.file);
+        let committed = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                differences.push(format!("{}: not committed ({e})", path.display()));
+                continue;
+            }
+        };
+        match parse_csv(&table.file, &committed) {
+            Ok((header, rows)) => differences.extend(first_difference(table, &header, &rows)),
+            Err(e) => differences.push(e.to_string()),
+        }
+    }
+    let text = std::fs::read_to_string(root.join("results").join("headline.csv")).unwrap_or_default();
+    let committed = headline::parse_records(&text).unwrap_or_default();
+    let command = rerun_command(name, run, &report.rerun_flags);
+    for fresh in records(report, name, run, &command).into_iter().filter(|r| !r.machine) {
+        let same = committed.iter().find(|c| c.experiment == name && c.run == run.name() && c.what == fresh.what);
+        match same {
+            Some(c) if c.ours == fresh.ours && c.source == fresh.source => {}
+            Some(c) => differences.push(format!(
+                "headline.csv, {name} \"{}\": committed {} ({}), this run {} ({})",
+                fresh.what, c.ours, c.source, fresh.ours, fresh.source
+            )),
+            None => differences.push(format!("headline.csv: {name} \"{}\" is not committed", fresh.what)),
+        }
+    }
+    differences
+}
+
+/// Whether README's headline table is the rendering of the committed `results/headline.csv`.
+pub fn check_readme(root: &Path) -> Result<Option<String>, ReportError> {
+    let text = std::fs::read_to_string(root.join("results").join("headline.csv")).unwrap_or_default();
+    let want = headline::render(&headline::parse_records(&text)?);
+    let readme = std::fs::read_to_string(root.join("README.md"))?;
+    let have = headline::current_block(&readme)?;
+    Ok((have != want).then(|| {
+        "README.md's headline table differs from results/headline.csv: run the experiments into \
+         results/ (or copy the table) and commit both"
+            .to_string()
+    }))
+}
