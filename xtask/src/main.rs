@@ -26,19 +26,24 @@ enum Task {
     Experiments {
         /// Experiments to run (all when none is named).
         names: Vec<String>,
-        /// The small subset that finishes in minutes on 2 cores.
+        /// The small subset that finishes in minutes on 2 cores (written to results/; without
+        /// it, the full run goes to results/full/).
         #[arg(long)]
         quick: bool,
-        /// Where to write results (default: results/ of the workspace).
+        /// Regenerate into a temporary folder and compare every machine-independent column
+        /// with the committed results; fails naming the first difference of each experiment.
+        #[arg(long)]
+        check: bool,
+        /// Where to write results (default: results/ or results/full/ of the workspace).
         #[arg(long, value_name = "DIR")]
-        out: Option<String>,
+        out: Option<PathBuf>,
         /// List the experiments and exit.
         #[arg(long)]
         list: bool,
         /// A plugin library for the `plugins` experiment (repeatable; default: the example
         /// plugin examples/plugins/pairwise-xor, built in release mode first).
         #[arg(long = "plugin", value_name = "LIBRARY")]
-        plugins: Vec<String>,
+        plugins: Vec<PathBuf>,
     },
     /// Build the MPI transport (cargo feature `mpi`; needs libopenmpi-dev, openmpi-bin and
     /// libclang-dev) and run, under `mpirun -np 4`, the coded-packet broadcast check and the
@@ -54,27 +59,33 @@ enum Task {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().task {
         Task::Ci => ci(),
-        Task::Experiments { names, quick, out, list, mut plugins } => {
+        Task::Experiments { names, quick, check, out, list, plugins } => {
+            // Paths the user gives are resolved where the user stands, not in the workspace
+            // (where cargo runs the experiments).
+            let mut plugins =
+                plugins.iter().map(|p| existing(p, "--plugin")).collect::<anyhow::Result<Vec<_>>>()?;
+            let out = out.map(|dir| from_here(&dir)).transpose()?;
             let wants_plugins = names.is_empty() || names.iter().any(|n| n == "plugins");
             if plugins.is_empty() && wants_plugins && !list {
                 plugins.push(build_example_plugin()?);
             }
-            let mut args =
-                vec!["run", "--release", "--quiet", "-p", "ubershuffle-bench", "--bin", "experiments", "--"];
-            args.extend(names.iter().map(String::as_str));
-            if quick {
-                args.push("--quick");
+            let mut args: Vec<String> =
+                ["run", "--release", "--quiet", "-p", "ubershuffle-bench", "--bin", "experiments", "--"]
+                    .map(String::from)
+                    .to_vec();
+            args.extend(names);
+            for (flag, on) in [("--quick", quick), ("--check", check), ("--list", list)] {
+                if on {
+                    args.push(flag.into());
+                }
             }
-            if list {
-                args.push("--list");
+            if let Some(dir) = out {
+                args.extend(["--out".into(), dir.display().to_string()]);
             }
-            if let Some(dir) = &out {
-                args.extend(["--out", dir.as_str()]);
+            for plugin in plugins {
+                args.extend(["--plugin".into(), plugin.display().to_string()]);
             }
-            for plugin in &plugins {
-                args.extend(["--plugin", plugin.as_str()]);
-            }
-            cargo(&args)
+            cargo(&args.iter().map(String::as_str).collect::<Vec<_>>())
         }
         Task::MpiTest => mpi_test(),
         Task::Cluster(args) => cluster::run(&args, &workspace_root(), &target_dir()),
@@ -175,13 +186,26 @@ fn cargo(args: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Builds the example plugin in release mode; returns its library's path (relative to the
-/// workspace root unless `CARGO_TARGET_DIR` says otherwise).
-fn build_example_plugin() -> anyhow::Result<String> {
+/// Builds the example plugin in release mode; returns its library's path.
+fn build_example_plugin() -> anyhow::Result<PathBuf> {
     cargo(&["build", "--release", "--quiet", "-p", "pairwise-xor-plugin"])?;
-    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
     let file = format!("{}pairwise_xor{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX);
-    Ok(format!("{target}/release/{file}"))
+    Ok(target_dir().join("release").join(file))
+}
+
+/// `path` made absolute against the current directory.
+fn from_here(path: &std::path::Path) -> anyhow::Result<PathBuf> {
+    Ok(std::env::current_dir().context("cannot read the current directory")?.join(path))
+}
+
+/// `path` made absolute against the current directory; an error naming `flag` when it does not
+/// exist.
+fn existing(path: &std::path::Path, flag: &str) -> anyhow::Result<PathBuf> {
+    let absolute = from_here(path)?;
+    if !absolute.exists() {
+        bail!("{flag} {}: no such file (paths are taken from the current directory)", path.display());
+    }
+    Ok(absolute)
 }
 
 fn workspace_root() -> std::path::PathBuf {

@@ -2,8 +2,10 @@
 
 use std::path::PathBuf;
 
-use clap::{ArgAction, Args, Parser, Subcommand};
-use serde::{Deserialize, Serialize};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde::Serialize;
+
+use crate::commands::run::specs::{Bandwidth, KillSpec, StragglerSpec};
 
 /// Plan, verify, run and compare coded data shuffling schemes for distributed learning.
 #[derive(Debug, Parser)]
@@ -321,7 +323,7 @@ pub struct WorkerArgs {
     mpirun -np 5 ubershuffle run --transport mpi --epochs 3     # built with --features mpi\n\n\
 A config file (--config) is TOML whose keys are the long flags, e.g.\n  \
     scheme = \"coded\"\n  workers = 8\n  step-size = 0.02\n  stragglers = \"iid:0.1\"\n\
-Flags on the command line override it; an unknown key is an error.")]
+Flags on the command line override it; an unknown key is an error.", args_override_self = true)]
 pub struct RunArgs {
     /// Read settings from this TOML file (keys: the long flags without dashes in front, e.g.
     /// `workers = 8`, `step-size = 0.02`); flags given on the command line override it.
@@ -332,129 +334,192 @@ pub struct RunArgs {
     pub settings: RunSettings,
 }
 
-/// The settings of `ubershuffle run`, from flags or a TOML file (same names). Every one is
-/// optional here; defaults are applied once flags and file are merged.
-#[derive(Clone, Debug, Default, Args, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+/// What the workers of `ubershuffle run` train.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LearnerKind {
+    /// Linear regression by parallel SGD on seeded synthetic data.
+    Linreg,
+    /// Low-rank matrix completion by distributed SGD on a seeded synthetic rank-r matrix.
+    Matcomp,
+}
+
+/// How the master and the workers of `ubershuffle run` talk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransportKind {
+    /// Threads of this process.
+    #[value(alias = "in-process")]
+    Inproc,
+    /// This process is the master; workers are `ubershuffle worker` processes.
+    Tcp,
+    /// Under mpirun: rank 0 is the master (needs a build with --features mpi).
+    Mpi,
+}
+
+/// How batches change between epochs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicyKind {
+    /// A fresh uniformly random assignment every epoch.
+    Global,
+    /// Each worker exchanges --fraction of its points.
+    PartialLocal,
+    /// No exchange.
+    Local,
+}
+
+/// How a broadcast travels (in-process and TCP; MPI uses MPI_Bcast).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BroadcastKind {
+    /// Scatter + ring (UberShuffle Section 3.1).
+    PseudoBroadcast,
+    /// The root sends the whole payload to every receiver.
+    Plain,
+}
+
+/// The settings of `ubershuffle run`, from flags or a TOML file (same names; flags win).
+/// Defaults are written once, here; the few that depend on other settings (the learner's
+/// noise and step size, alpha, the scheme under a plugin, the workers under MPI) are `None`
+/// when not given and filled in by one function each in `commands::run::settings`.
+#[derive(Clone, Debug, Args, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct RunSettings {
-    /// The shuffling scheme (see `ubershuffle schemes`) [default: coded].
+    /// The shuffling scheme (see `ubershuffle schemes`) [default: coded, or with --plugin the
+    /// plugin's only scheme].
     #[arg(long, value_name = "NAME", help_heading = "Scheme")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub scheme: Option<String>,
     /// Take the scheme from this plugin library; --scheme names one of its schemes.
     #[arg(long, value_name = "LIBRARY", help_heading = "Scheme")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub plugin: Option<PathBuf>,
 
-    /// What the workers train: linreg (linear regression by parallel SGD on seeded synthetic
-    /// data) or matcomp (low-rank matrix completion by distributed SGD on a seeded synthetic
-    /// rank-r matrix) [default: linreg].
-    #[arg(long, value_name = "LEARNER", help_heading = "Learner")]
-    pub learner: Option<String>,
-    /// linreg: training points q, the data shuffled (plus q/4 held-out points for the loss)
-    /// [default: 4000].
-    #[arg(long, short = 'q', value_name = "Q", help_heading = "Learner")]
-    pub points: Option<usize>,
-    /// linreg: input features [default: 10].
-    #[arg(long, value_name = "D", help_heading = "Learner")]
-    pub features: Option<usize>,
+    /// What the workers train.
+    #[arg(long, value_enum, default_value_t = LearnerKind::Linreg, help_heading = "Learner")]
+    pub learner: LearnerKind,
+    /// linreg: training points q, the data shuffled (plus q/4 held-out points for the loss).
+    #[arg(long, short = 'q', value_name = "Q", default_value_t = 4000, help_heading = "Learner")]
+    pub points: usize,
+    /// linreg: input features.
+    #[arg(long, value_name = "D", default_value_t = 10, help_heading = "Learner")]
+    pub features: usize,
     /// Standard deviation of the Gaussian noise on labels (linreg) or entries (matcomp)
     /// [default: 0.1 (linreg), 0.05 (matcomp)].
     #[arg(long, value_name = "SIGMA", help_heading = "Learner")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub noise: Option<f64>,
     /// SGD step size [default: 0.001 (linreg), 0.05 (matcomp)].
     #[arg(long, value_name = "ETA", help_heading = "Learner")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub step_size: Option<f64>,
-    /// linreg: passes over the local batch per epoch [default: 1].
-    #[arg(long, value_name = "P", help_heading = "Learner")]
-    pub local_passes: Option<usize>,
-    /// matcomp: matrix rows (users) [default: 300].
-    #[arg(long, value_name = "R", help_heading = "Learner")]
-    pub rows: Option<usize>,
-    /// matcomp: matrix columns (items) [default: 200].
-    #[arg(long, value_name = "C", help_heading = "Learner")]
-    pub cols: Option<usize>,
-    /// matcomp: rank of the matrix and of the factors [default: 3].
-    #[arg(long, value_name = "K", help_heading = "Learner")]
-    pub rank: Option<usize>,
-    /// matcomp: observed entries per row (10 % of all are held out for the loss) [default: 40].
-    #[arg(long, value_name = "M", help_heading = "Learner")]
-    pub ratings_per_row: Option<usize>,
-    /// matcomp: l2 penalty lambda [default: 0.001].
-    #[arg(long, value_name = "LAMBDA", help_heading = "Learner")]
-    pub regularization: Option<f64>,
-    /// matcomp: initial factor entries are N(0, s^2) [default: 0.3].
-    #[arg(long, value_name = "S", help_heading = "Learner")]
-    pub init_scale: Option<f64>,
+    /// linreg: passes over the local batch per epoch.
+    #[arg(long, value_name = "P", default_value_t = 1, help_heading = "Learner")]
+    pub local_passes: usize,
+    /// matcomp: matrix rows (users).
+    #[arg(long, value_name = "R", default_value_t = 300, help_heading = "Learner")]
+    pub rows: usize,
+    /// matcomp: matrix columns (items).
+    #[arg(long, value_name = "C", default_value_t = 200, help_heading = "Learner")]
+    pub cols: usize,
+    /// matcomp: rank of the matrix and of the factors.
+    #[arg(long, value_name = "K", default_value_t = 3, help_heading = "Learner")]
+    pub rank: usize,
+    /// matcomp: observed entries per row (10 % of all are held out for the loss).
+    #[arg(long, value_name = "M", default_value_t = 40, help_heading = "Learner")]
+    pub ratings_per_row: usize,
+    /// matcomp: l2 penalty lambda.
+    #[arg(long, value_name = "LAMBDA", default_value_t = 0.001, help_heading = "Learner")]
+    pub regularization: f64,
+    /// matcomp: initial factor entries are N(0, s^2).
+    #[arg(long, value_name = "S", default_value_t = 0.3, help_heading = "Learner")]
+    pub init_scale: f64,
 
-    /// How master and workers talk: inproc (threads of this process), tcp (this process is the
-    /// master; workers are `ubershuffle worker` processes) or mpi (under mpirun; needs a build
-    /// with --features mpi) [default: inproc].
-    #[arg(long, value_name = "KIND", help_heading = "Cluster")]
-    pub transport: Option<String>,
-    /// Number of workers n, at most 64 [default: 4; under mpi, the ranks after the master].
+    /// How master and workers talk.
+    #[arg(long, value_enum, default_value_t = TransportKind::Inproc, help_heading = "Cluster")]
+    pub transport: TransportKind,
+    /// Number of workers n [default: 4; under mpi, the ranks after the master].
     #[arg(long, short = 'n', value_name = "N", help_heading = "Cluster")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub workers: Option<usize>,
-    /// Epochs to run [default: 5].
-    #[arg(long, value_name = "E", help_heading = "Cluster")]
-    pub epochs: Option<usize>,
+    /// Epochs to run.
+    #[arg(long, value_name = "E", default_value_t = 5, help_heading = "Cluster")]
+    pub epochs: usize,
     /// Storage ratio: each worker caches floor(alpha q) points [default: 2/n, at most 1].
     #[arg(long, short = 'a', value_name = "A", help_heading = "Cluster")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub alpha: Option<f64>,
-    /// How batches change between epochs: global (fresh random assignment), partial-local
-    /// (each worker exchanges --fraction of its points) or local [default: global].
-    #[arg(long, value_name = "POLICY", help_heading = "Cluster")]
-    pub policy: Option<String>,
-    /// partial-local: the fraction Q in [0, 1] of each worker's points exchanged per epoch.
+    /// How batches change between epochs.
+    #[arg(long, value_enum, default_value_t = PolicyKind::Global, help_heading = "Cluster")]
+    pub policy: PolicyKind,
+    /// partial-local (required there): the fraction Q in [0, 1] of each worker's points
+    /// exchanged per epoch.
     #[arg(long, value_name = "Q", help_heading = "Cluster")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub fraction: Option<f64>,
     /// inproc: emulated link rate of every node's single send and receive port, e.g. 1gbit,
-    /// 10gbit, 500mbit, or none (unshaped) [default: none].
-    #[arg(long, value_name = "RATE", help_heading = "Cluster")]
-    pub bandwidth: Option<String>,
-    /// inproc and tcp: pseudo-broadcast (scatter + ring, UberShuffle Section 3.1) or plain
-    /// [default: pseudo-broadcast].
-    #[arg(long, value_name = "METHOD", help_heading = "Cluster")]
-    pub broadcast: Option<String>,
+    /// 10gbit, 500mbit, or none (unshaped).
+    #[arg(long, value_name = "RATE", default_value = "none", value_parser = Bandwidth::parse, help_heading = "Cluster")]
+    pub bandwidth: Bandwidth,
+    /// inproc and tcp: how broadcasts travel (mpi broadcasts with MPI_Bcast) [default:
+    /// pseudo-broadcast].
+    #[arg(long, value_enum, help_heading = "Cluster")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broadcast: Option<BroadcastKind>,
     /// Straggler model: none, iid:P, heterogeneous:P_SLOW,P_SS,P_AS or markov:P_FALL,P_RECOVER;
-    /// a straggler holds its update past --deadline, which must be given [default: none].
-    #[arg(long, value_name = "MODEL", help_heading = "Cluster")]
-    pub stragglers: Option<String>,
+    /// a straggler holds its update past --deadline, which must be given.
+    #[arg(long, value_name = "MODEL", default_value = "none", value_parser = StragglerSpec::parse, help_heading = "Cluster")]
+    pub stragglers: StragglerSpec,
     /// Seconds the master waits for updates once every worker holds its packets; later
     /// updates are dropped (their workers straggle) [default: wait for every live worker].
     #[arg(long, value_name = "SECONDS", help_heading = "Cluster")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub deadline: Option<f64>,
-    /// Seed of the data and of every random choice [default: 0].
-    #[arg(long, value_name = "S", help_heading = "Cluster")]
-    pub seed: Option<u64>,
-    /// Largest payload of one data message, in bytes [default: 1048576].
-    #[arg(long, value_name = "BYTES", help_heading = "Cluster")]
-    pub chunk_bytes: Option<usize>,
-    /// Seconds any single wait may take before a peer counts as stalled [default: 10].
-    #[arg(long, value_name = "SECONDS", help_heading = "Cluster")]
-    pub timeout: Option<f64>,
+    /// Seed of the data and of every random choice.
+    #[arg(long, value_name = "S", default_value_t = 0, help_heading = "Cluster")]
+    pub seed: u64,
+    /// Largest payload of one data message, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20, help_heading = "Cluster")]
+    pub chunk_bytes: usize,
+    /// Seconds any single wait may take before a peer counts as stalled.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0, help_heading = "Cluster")]
+    pub timeout: f64,
     /// tcp: the address to listen on (port 0 picks a free one; printed on stderr).
     #[arg(long, value_name = "ADDR", help_heading = "Cluster")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub listen: Option<String>,
     /// tcp: the shared secret every worker must present.
     #[arg(long, value_name = "T", help_heading = "Cluster")]
+    #[serde(skip)]
     pub token: Option<String>,
-    /// tcp: seconds to wait for every worker to join [default: 60].
-    #[arg(long, value_name = "SECONDS", help_heading = "Cluster")]
-    pub join_timeout: Option<f64>,
+    /// tcp: seconds to wait for every worker to join.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0, help_heading = "Cluster")]
+    pub join_timeout: f64,
 
     /// Print one JSON object on stdout (the configuration, every epoch, totals) instead of a table.
-    #[arg(long, action = ArgAction::SetTrue, help_heading = "Output")]
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[arg(long, help_heading = "Output")]
+    #[serde(skip)]
     pub json: bool,
     /// Write DIR/epochs.csv, DIR/summary.json and DIR/checkpoint.json after every epoch.
     #[arg(long, value_name = "DIR", help_heading = "Output")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub out: Option<PathBuf>,
     /// Continue the run in --out DIR from its last completed epoch (the checkpoint must come
     /// from the same configuration; --epochs may grow).
-    #[arg(long, action = ArgAction::SetTrue, help_heading = "Output")]
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[arg(long, help_heading = "Output")]
+    #[serde(skip)]
     pub resume: bool,
     /// Fault injection, for demonstrations: worker W (0-based) leaves the run, as if killed,
     /// when epoch E's order reaches it (W@E). Not available under mpi.
-    #[arg(long, value_name = "W@E", help_heading = "Output")]
-    pub kill_worker: Option<String>,
+    #[arg(long, value_name = "W@E", value_parser = KillSpec::parse, help_heading = "Output")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kill_worker: Option<KillSpec>,
+
+    /// The long flags given on the command line or in the config file (filled in after
+    /// parsing, from clap's matches), so that a flag left at its default can be told from one
+    /// given with the default's value.
+    #[arg(skip)]
+    #[serde(skip)]
+    pub given: Vec<String>,
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 
-use crate::{LearnerSpec, RuntimeError};
+use crate::LearnerSpec;
 
 /// A run of the epoch loop.
 #[derive(Clone, Debug)]
@@ -50,28 +50,130 @@ impl RunConfig {
         )
     }
 
-    /// Checks the configuration against the data.
-    pub fn check(&self, points: usize) -> Result<(), RuntimeError> {
-        let fail = |m: String| Err(RuntimeError::Config(m));
+    /// Checks the configuration against the size of its data (`points` training records):
+    /// the one place a run's settings are validated. A [`Master`](crate::Master) takes only the
+    /// checked configuration.
+    pub fn check(self, points: usize) -> Result<CheckedRunConfig, ConfigError> {
         if self.workers == 0 || self.workers > points {
-            return fail(format!("{} workers for {} points", self.workers, points));
+            return Err(ConfigError::WorkersForPoints { workers: self.workers, points });
         }
         let batch = points.div_ceil(self.workers);
         if self.cache_capacity < batch || self.cache_capacity > points {
-            return fail(format!(
-                "the cache holds {} points; it must hold a batch ({batch}) and at most all {points}",
-                self.cache_capacity
-            ));
+            return Err(ConfigError::CacheSize { cache: self.cache_capacity, batch, points });
         }
         if self.epochs == 0 {
-            return fail("at least one epoch".into());
+            return Err(ConfigError::NoEpochs);
         }
         if self.chunk_bytes == 0 {
-            return fail("data messages need a positive size".into());
+            return Err(ConfigError::ZeroChunk);
         }
         if self.resume && self.checkpoint.is_none() {
-            return fail("resuming needs a checkpoint file".into());
+            return Err(ConfigError::ResumeWithoutCheckpoint);
         }
-        Ok(())
+        Ok(CheckedRunConfig { config: self, points })
     }
+}
+
+/// A [`RunConfig`] that passed [`RunConfig::check`] for a data set of [`points`] records.
+///
+/// [`points`]: CheckedRunConfig::points
+#[derive(Clone, Debug)]
+pub struct CheckedRunConfig {
+    config: RunConfig,
+    points: usize,
+}
+
+impl CheckedRunConfig {
+    /// The number of training records the configuration was checked for.
+    pub fn points(&self) -> usize {
+        self.points
+    }
+
+    /// The configuration itself.
+    pub fn into_inner(self) -> RunConfig {
+        self.config
+    }
+}
+
+impl std::ops::Deref for CheckedRunConfig {
+    type Target = RunConfig;
+
+    fn deref(&self) -> &RunConfig {
+        &self.config
+    }
+}
+
+/// Why a run's configuration is not valid.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// No workers, or more workers than points.
+    #[error("{workers} workers for {points} points: each worker needs at least one point")]
+    WorkersForPoints {
+        /// Workers asked for.
+        workers: usize,
+        /// Training records.
+        points: usize,
+    },
+    /// The cache cannot hold a batch, or holds more than every point.
+    #[error("the cache holds {cache} points; it must hold a batch ({batch} = q/n) and at most all {points}")]
+    CacheSize {
+        /// Cache capacity.
+        cache: usize,
+        /// Batch size `ceil(q / n)`.
+        batch: usize,
+        /// Training records.
+        points: usize,
+    },
+    /// Zero epochs.
+    #[error("a run needs at least one epoch")]
+    NoEpochs,
+    /// Zero-byte data messages.
+    #[error("data messages need a positive size")]
+    ZeroChunk,
+    /// Resuming without a checkpoint.
+    #[error("resuming needs a checkpoint file")]
+    ResumeWithoutCheckpoint,
+    /// The data have another size than the configuration was checked for.
+    #[error("the configuration was checked for {checked} points, the data have {actual}")]
+    DataSize {
+        /// Checked for.
+        checked: usize,
+        /// Given.
+        actual: usize,
+    },
+    /// The master's transport is not rank 0 of `workers + 1` ranks.
+    #[error("the master must be rank 0 of {expected} ranks, it is rank {rank} of {size}")]
+    MasterRank {
+        /// `workers + 1`.
+        expected: usize,
+        /// The transport's rank.
+        rank: usize,
+        /// The transport's size.
+        size: usize,
+    },
+    /// The straggler model is for another number of workers.
+    #[error("the straggler model has {model} workers, the run {run}")]
+    StragglerWorkers {
+        /// The model's.
+        model: usize,
+        /// The run's.
+        run: usize,
+    },
+    /// Records of another width than the learner's.
+    #[error("{which} records are {width} bytes, the learner's are {expected}")]
+    RecordWidth {
+        /// "training" or "held-out".
+        which: &'static str,
+        /// Their width.
+        width: usize,
+        /// The learner's.
+        expected: usize,
+    },
+    /// A starting partition that is not one.
+    #[error("starting partition: {0}")]
+    StartingPartition(String),
+    /// No endpoint for the master (an empty in-process cluster).
+    #[error("the in-process cluster has no master endpoint")]
+    NoMasterEndpoint,
 }

@@ -6,8 +6,11 @@ use ubershuffle_core::{InstanceError, PlanError, VerifyError};
 use ubershuffle_learners::LearnerError;
 use ubershuffle_transport::TransportError;
 
+use crate::config::ConfigError;
+
 /// Why a master or worker stopped.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RuntimeError {
     /// Moving bytes failed in a way the loop does not survive.
     #[error(transparent)]
@@ -35,7 +38,7 @@ pub enum RuntimeError {
     Wire(#[from] WireError),
     /// A peer broke the protocol (an unexpected message, a wrong epoch, a bad checksum).
     #[error("protocol error: {0}")]
-    Protocol(String),
+    Protocol(#[from] ProtocolError),
     /// A worker reported that it failed.
     #[error("worker {worker} failed: {message}")]
     WorkerFailed {
@@ -52,7 +55,7 @@ pub enum RuntimeError {
     },
     /// Bad configuration.
     #[error("invalid run configuration: {0}")]
-    Config(String),
+    Config(#[from] ConfigError),
     /// Reading or writing a checkpoint failed.
     #[error("checkpoint {path}: {reason}")]
     Checkpoint {
@@ -60,5 +63,78 @@ pub enum RuntimeError {
         path: String,
         /// What went wrong.
         reason: String,
+    },
+}
+
+/// How a peer broke the protocol.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolError {
+    /// The master sent an epoch message before telling the worker its job.
+    #[error("the master sent {0} before the job")]
+    BeforeJob(&'static str),
+    /// A message that has no place during an epoch.
+    #[error("unexpected message during an epoch")]
+    UnexpectedDuringEpoch,
+    /// A worker's decoded records do not match the master's checksum.
+    #[error("worker {worker}: decoded records have checksum {decoded:08x}, the master's is {expected:08x}")]
+    Checksum {
+        /// The worker (0-based).
+        worker: u32,
+        /// What the worker computed.
+        decoded: u32,
+        /// What the master sent.
+        expected: u32,
+    },
+    /// The order said the model comes by broadcast, and none came.
+    #[error("the order's model was to come by broadcast; none arrived")]
+    ModelMissing,
+    /// A broadcast of another epoch or attempt.
+    #[error("a broadcast of epoch {epoch} attempt {attempt} arrived during epoch {current_epoch} attempt {current_attempt}")]
+    StaleBroadcast {
+        /// The broadcast's epoch.
+        epoch: u32,
+        /// The broadcast's attempt.
+        attempt: u32,
+        /// The epoch under way.
+        current_epoch: u32,
+        /// The attempt under way.
+        current_attempt: u32,
+    },
+    /// A data chunk whose payload does not match its packet count.
+    #[error("a data chunk of {packets} packets has {bytes} payload bytes, expected {expected}")]
+    ChunkSize {
+        /// Packets listed.
+        packets: usize,
+        /// Payload bytes present.
+        bytes: usize,
+        /// Payload bytes expected.
+        expected: usize,
+    },
+    /// Records whose bytes do not fit the record width.
+    #[error("{records} records in {bytes} bytes do not fit the record width {width}")]
+    RecordBytes {
+        /// Records listed.
+        records: usize,
+        /// Bytes present.
+        bytes: usize,
+        /// The record width.
+        width: usize,
+    },
+    /// An order whose plan indices and transmissions disagree.
+    #[error("an order lists {indices} plan indices for {transmissions} transmissions")]
+    OrderIndices {
+        /// Indices listed.
+        indices: usize,
+        /// Transmissions in the plan.
+        transmissions: usize,
+    },
+    /// An unknown message kind byte.
+    #[error("unknown {what} kind {kind}")]
+    UnknownKind {
+        /// "message", "update", "learner".
+        what: &'static str,
+        /// The byte.
+        kind: u8,
     },
 }

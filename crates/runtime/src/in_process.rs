@@ -7,14 +7,14 @@ use ubershuffle_transport::in_process::{InProcessConfig, cluster};
 use ubershuffle_learners::StragglerModel;
 
 use crate::{
-    EpochMetrics, Master, RunConfig, RunData, RunReport, RuntimeError, WorkerOptions, WorkerSummary,
+    CheckedRunConfig, ConfigError, EpochMetrics, Master, RunData, RunReport, RuntimeError, WorkerOptions, WorkerSummary,
     run_worker,
 };
 
 /// A run on threads of this process.
 pub struct InProcessRun<'a> {
     /// What to run.
-    pub config: &'a RunConfig,
+    pub config: &'a CheckedRunConfig,
     /// The shuffling scheme.
     pub planner: &'a dyn ShufflePlanner,
     /// Which workers straggle.
@@ -45,7 +45,7 @@ pub fn run_in_process_from(
     on_epoch: &mut dyn FnMut(&EpochMetrics),
 ) -> Result<(RunReport, Vec<Result<WorkerSummary, String>>), RuntimeError> {
     let mut endpoints = cluster(run.config.workers + 1, &run.transport)?.into_iter();
-    let master_end = endpoints.next().ok_or_else(|| RuntimeError::Config("no master endpoint".into()))?;
+    let master_end = endpoints.next().ok_or_else(|| RuntimeError::from(ConfigError::NoMasterEndpoint))?;
     let workers: Vec<_> = endpoints
         .enumerate()
         .map(|(w, t)| {

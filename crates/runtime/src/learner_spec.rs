@@ -6,7 +6,7 @@ use ubershuffle_learners::{
     Learner, LearnerError, LinearRegressionPsgd, MatrixCompletionParams, MatrixCompletionRowsSgd,
 };
 
-use crate::RuntimeError;
+use crate::{ProtocolError, RuntimeError};
 
 /// A learner and its hyper-parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -80,7 +80,7 @@ impl LearnerSpec {
                 params: read_matrix_params(r)?,
                 slots: r.u32()? as usize,
             }),
-            other => Err(RuntimeError::Protocol(format!("unknown learner kind {other}"))),
+            other => Err(ProtocolError::UnknownKind { what: "learner", kind: other }.into()),
         }
     }
 }

@@ -32,8 +32,8 @@ pub mod routing;
 mod worker;
 
 pub use checkpoint::{Checkpoint, write_atomically};
-pub use config::RunConfig;
-pub use error::RuntimeError;
+pub use config::{CheckedRunConfig, ConfigError, RunConfig};
+pub use error::{ProtocolError, RuntimeError};
 pub use learner_spec::LearnerSpec;
 pub use master::{Master, RunData, RunReport};
 pub use metrics::{EpochMetrics, metrics_csv};

@@ -16,7 +16,7 @@ use crate::protocol::{
     UpdateReport, data_chunk_bytes, records_checksum,
 };
 use crate::routing::{Routes, route};
-use crate::{Checkpoint, EpochMetrics, RunConfig, RuntimeError};
+use crate::{CheckedRunConfig, Checkpoint, ConfigError, EpochMetrics, RunConfig, RuntimeError};
 
 /// Streams of the run's seed, one per purpose, so that each reproduces on its own.
 const STREAM_START: u64 = 1;
@@ -50,7 +50,7 @@ pub struct RunReport {
 /// The master of a run.
 pub struct Master<'a, T: Transport> {
     t: T,
-    config: &'a RunConfig,
+    config: &'a CheckedRunConfig,
     planner: &'a dyn ShufflePlanner,
     stragglers: &'a mut dyn StragglerModel,
     straggler_rng: SeededRng,
@@ -123,36 +123,27 @@ impl<'a, T: Transport> Master<'a, T> {
     /// `config.resume`, the state comes from the checkpoint, which must be of this run.
     pub fn new(
         t: T,
-        config: &'a RunConfig,
+        config: &'a CheckedRunConfig,
         planner: &'a dyn ShufflePlanner,
         stragglers: &'a mut dyn StragglerModel,
         data: &'a RunData,
     ) -> Result<Self, RuntimeError> {
         let points = data.train.len();
-        config.check(points)?;
+        if points != config.points() {
+            return Err(ConfigError::DataSize { checked: config.points(), actual: points }.into());
+        }
         if t.rank() != 0 || t.size() != config.workers + 1 {
-            return Err(RuntimeError::Config(format!(
-                "the master must be rank 0 of {} ranks, it is rank {} of {}",
-                config.workers + 1,
-                t.rank(),
-                t.size()
-            )));
+            let (expected, rank, size) = (config.workers + 1, t.rank(), t.size());
+            return Err(ConfigError::MasterRank { expected, rank, size }.into());
         }
         if stragglers.workers() != config.workers {
-            return Err(RuntimeError::Config(format!(
-                "the straggler model has {} workers, the run {}",
-                stragglers.workers(),
-                config.workers
-            )));
+            return Err(ConfigError::StragglerWorkers { model: stragglers.workers(), run: config.workers }.into());
         }
         let learner = config.learner.build()?;
-        for (name, records) in [("training", &data.train), ("held-out", &data.held_out)] {
+        for (which, records) in [("training", &data.train), ("held-out", &data.held_out)] {
             if records.width() != learner.record_width() {
-                return Err(RuntimeError::Config(format!(
-                    "{name} records are {} bytes, the learner's are {}",
-                    records.width(),
-                    learner.record_width()
-                )));
+                let (width, expected) = (records.width(), learner.record_width());
+                return Err(ConfigError::RecordWidth { which, width, expected }.into());
             }
         }
         let fingerprint = config.fingerprint(planner.name(), points);
@@ -200,7 +191,7 @@ impl<'a, T: Transport> Master<'a, T> {
             return Ok(self);
         }
         let points = self.data.train.len();
-        let fail = |m: String| Err(RuntimeError::Config(format!("starting partition: {m}")));
+        let fail = |m: String| Err(ConfigError::StartingPartition(m).into());
         if batches.len() != self.config.workers {
             return fail(format!("{} batches for {} workers", batches.len(), self.config.workers));
         }

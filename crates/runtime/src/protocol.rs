@@ -13,7 +13,7 @@ use ubershuffle_core::wire::{
 };
 use ubershuffle_transport::Tag;
 
-use crate::{LearnerSpec, RuntimeError};
+use crate::{LearnerSpec, ProtocolError, RuntimeError};
 
 /// Tag of every message from the master to a worker.
 pub const TAG_MASTER: Tag = 1;
@@ -262,11 +262,7 @@ impl<'a> DataChunkRef<'a> {
         let seqs = r.u32_list()?;
         let expected = seqs.len().saturating_mul(width);
         if r.remaining() != expected {
-            return Err(RuntimeError::Protocol(format!(
-                "a data chunk of {} packets has {} payload bytes, expected {expected}",
-                seqs.len(),
-                r.remaining()
-            )));
+            return Err(ProtocolError::ChunkSize { packets: seqs.len(), bytes: r.remaining(), expected }.into());
         }
         let payloads = r.take(expected)?;
         Ok(DataChunkRef { epoch, attempt, seqs, payloads, width })
@@ -345,11 +341,9 @@ impl MasterMessage {
                 let ids = r.u32_list()?;
                 let bytes = r.take(r.remaining())?.to_vec();
                 if width == 0 || bytes.len() != ids.len().saturating_mul(width) {
-                    return Err(RuntimeError::Protocol(format!(
-                        "{} records in {} bytes do not fit the record width {width}",
-                        ids.len(),
-                        bytes.len()
-                    )));
+                    return Err(
+                        ProtocolError::RecordBytes { records: ids.len(), bytes: bytes.len(), width }.into()
+                    );
                 }
                 MasterMessage::Records { ids, bytes }
             }
@@ -367,11 +361,11 @@ impl MasterMessage {
                     hold_seconds: r.f64()?,
                 };
                 if order.seqs.len() != order.plan.len() {
-                    return Err(RuntimeError::Protocol(format!(
-                        "an order lists {} plan indices for {} transmissions",
-                        order.seqs.len(),
-                        order.plan.len()
-                    )));
+                    return Err(ProtocolError::OrderIndices {
+                        indices: order.seqs.len(),
+                        transmissions: order.plan.len(),
+                    }
+                    .into());
                 }
                 MasterMessage::Order(order)
             }
@@ -380,7 +374,7 @@ impl MasterMessage {
             SYNC => MasterMessage::Sync,
             MODEL_FOLLOWS => MasterMessage::ModelFollows,
             other => {
-                return Err(RuntimeError::Protocol(format!("unknown message kind {other} from the master")));
+                return Err(ProtocolError::UnknownKind { what: "message", kind: other }.into());
             }
         };
         r.finish()?;
@@ -426,7 +420,7 @@ impl UpdateReport {
                 received_bytes: r.u64()?,
             },
             FAILED => UpdateOutcome::Failed(String::from_utf8_lossy(r.bytes()?).into_owned()),
-            other => return Err(RuntimeError::Protocol(format!("unknown update kind {other}"))),
+            other => return Err(ProtocolError::UnknownKind { what: "update", kind: other }.into()),
         };
         r.finish()?;
         Ok(UpdateReport { epoch, attempt, outcome })

@@ -10,7 +10,7 @@ use ubershuffle_codes::{Decoder, RecordStore};
 use ubershuffle_learners::{Learner, LocalStep, Model};
 use ubershuffle_transport::{Transport, TransportError};
 
-use crate::RuntimeError;
+use crate::{ProtocolError, RuntimeError};
 use crate::cache_policy::next_cache;
 use crate::protocol::{
     DataChunkRef, EpochAck, EpochOrder, JobSpec, MasterMessage, TAG_MASTER, TAG_RECEIVED, TAG_UPDATE,
@@ -168,8 +168,8 @@ fn j_width(joined: &Option<Joined>) -> usize {
     joined.as_ref().map_or(0, |j| j.job.record_width as usize)
 }
 
-fn not_joined(what: &str) -> RuntimeError {
-    RuntimeError::Protocol(format!("the master sent {what} before the job"))
+fn not_joined(what: &'static str) -> RuntimeError {
+    ProtocolError::BeforeJob(what).into()
 }
 
 fn recv_master<T: Transport>(t: &mut T, width: usize, wait: Duration) -> Result<MasterMessage, RuntimeError> {
@@ -247,7 +247,7 @@ fn run_epoch<T: Transport>(
                 }
                 MasterMessage::Data(_) => {}
                 interrupt @ (MasterMessage::Order(_) | MasterMessage::Stop) => return Ok(Some(interrupt)),
-                _ => return Err(RuntimeError::Protocol("unexpected message during an epoch".into()).into()),
+                _ => return Err(RuntimeError::from(ProtocolError::UnexpectedDuringEpoch).into()),
             }
         }
         Ok(None)
@@ -270,10 +270,11 @@ fn run_epoch<T: Transport>(
     let decoded = decoder.finish()?;
     let checksum = records_checksum(decoded.new_records());
     if checksum != order.checksum {
-        return Err(RuntimeError::Protocol(format!(
-            "worker {worker}: decoded records have checksum {checksum:08x}, the master's is {:08x}",
-            order.checksum
-        ))
+        return Err(RuntimeError::from(ProtocolError::Checksum {
+            worker,
+            decoded: checksum,
+            expected: order.checksum,
+        })
         .into());
     }
     let kept =
@@ -287,10 +288,7 @@ fn run_epoch<T: Transport>(
     let model_bytes = match (&order.model, broadcast_model) {
         (m, _) if !m.is_empty() => m.as_slice(),
         (_, Some(m)) => m,
-        (_, None) => {
-            let message = "the order's model was to come by broadcast; none arrived";
-            return Err(RuntimeError::Protocol(message.into()).into());
-        }
+        (_, None) => return Err(RuntimeError::from(ProtocolError::ModelMissing).into()),
     };
     let model = Model::from_bytes(model_bytes, j.learner.parameter_count())?;
     let batch: Vec<&[u8]> = order
@@ -336,10 +334,13 @@ fn prepare(j: &mut Joined, order: &EpochOrder) -> Result<(Vec<u32>, Decoder), Ru
 
 fn check_current(epoch: u32, attempt: u32, order: &EpochOrder) -> Result<(), RuntimeError> {
     if (epoch, attempt) != (order.epoch, order.attempt) {
-        return Err(RuntimeError::Protocol(format!(
-            "a broadcast of epoch {epoch} attempt {attempt} arrived during epoch {} attempt {}",
-            order.epoch, order.attempt
-        )));
+        return Err(ProtocolError::StaleBroadcast {
+            epoch,
+            attempt,
+            current_epoch: order.epoch,
+            current_attempt: order.attempt,
+        }
+        .into());
     }
     Ok(())
 }

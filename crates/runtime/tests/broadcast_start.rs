@@ -47,7 +47,9 @@ fn coded_broadcasts_are_not_held_up_by_the_workers_decoder_setup() {
         chunk_bytes: 1 << 20,
         checkpoint: None,
         resume: false,
-    };
+    }
+    .check(POINTS)
+    .unwrap();
     let transport = InProcessConfig {
         timeout: Duration::from_secs(60),
         shaping: Some(LinkShaping { bytes_per_second: RATE, latency: Duration::ZERO }),

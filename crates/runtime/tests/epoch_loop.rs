@@ -55,9 +55,10 @@ fn try_run(
     on_epoch: &mut dyn FnMut(&EpochMetrics),
 ) -> Result<(RunReport, Vec<Result<WorkerSummary, String>>), RuntimeError> {
     let data = data();
+    let config = config.clone().check(data.train.len())?;
     let planner = planner_by_name(scheme, &PlannerOptions::default()).unwrap();
     let run = InProcessRun {
-        config,
+        config: &config,
         planner: planner.as_ref(),
         stragglers,
         data: &data,

@@ -71,7 +71,8 @@ fn run_tcp(workers: usize, epochs: usize, faults: &[(usize, u32)], timeout: Dura
     if faults.iter().any(|f| f.1 == 0) {
         thread::sleep(Duration::from_millis(200)); // until the master's links see it gone
     }
-    let (config, data) = (config(workers, epochs), data());
+    let data = data();
+    let config = config(workers, epochs).check(data.train.len()).unwrap();
     let planner = planner_by_name("coded", &PlannerOptions::default()).unwrap();
     let mut none = NoStragglers::new(workers).unwrap();
     let report = Master::new(master, &config, planner.as_ref(), &mut none, &data)

@@ -51,7 +51,8 @@ impl Run<'_> {
             chunk_bytes: self.chunk_bytes,
             checkpoint: self.checkpoint.map(Path::to_path_buf),
             resume: false,
-        };
+        }
+        .check(POINTS)?;
         let transport = InProcessConfig {
             timeout: Duration::from_secs(20),
             shaping: self.shaping,

@@ -18,13 +18,13 @@ use std::time::Duration;
 use anyhow::Context as _;
 use ubershuffle_codes::Records;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
-use ubershuffle_core::{PlannerOptions, cache_size_for, planner_by_name};
+use ubershuffle_core::{PlannerOptions, cache_size_for};
 use ubershuffle_learners::MatrixCompletionParams;
 use ubershuffle_learners::data::synthetic::{linear_regression, low_rank};
 use ubershuffle_learners::sample::{RatingRowView, SampleView};
 use ubershuffle_learners::straggler::NoStragglers;
 use ubershuffle_runtime::in_process::{InProcessRun, run_in_process_from};
-use ubershuffle_runtime::{EpochMetrics, LearnerSpec, RunConfig, RunData, RunReport};
+use ubershuffle_runtime::{LearnerSpec, RunConfig, RunData, RunReport};
 use ubershuffle_transport::in_process::{InProcessConfig, LinkShaping};
 
 /// Largest payload of one data message (a broadcast chunk or a point-to-point message).
@@ -177,8 +177,7 @@ pub(crate) struct RunSpec<'a> {
 /// Runs the epoch loop of `setup` as `spec` says, every worker a thread of this process,
 /// starting from [`storage_blocks`].
 pub(crate) fn run(setup: &Setup, spec: &RunSpec<'_>) -> anyhow::Result<RunReport> {
-    let planner = planner_by_name(spec.scheme, &PlannerOptions { time_budget: Duration::from_secs(2) })
-        .with_context(|| format!("no planner {}", spec.scheme))?;
+    let planner = super::planner(spec.scheme, &PlannerOptions { time_budget: Duration::from_secs(2) })?;
     let config = RunConfig {
         workers: setup.workers,
         cache_capacity: setup.cache_capacity(),
@@ -190,7 +189,8 @@ pub(crate) fn run(setup: &Setup, spec: &RunSpec<'_>) -> anyhow::Result<RunReport
         chunk_bytes: CHUNK_BYTES,
         checkpoint: None,
         resume: false,
-    };
+    }
+    .check(setup.points())?;
     let transport = InProcessConfig {
         timeout: Duration::from_secs(120),
         shaping: spec.gbit.map(LinkShaping::gbit_per_second),
@@ -212,21 +212,6 @@ pub(crate) fn run(setup: &Setup, spec: &RunSpec<'_>) -> anyhow::Result<RunReport
         w.map_err(|e| anyhow::anyhow!("a worker of the {} run failed: {e}", spec.scheme))?;
     }
     Ok(report)
-}
-
-/// The median of `values` (0 for none).
-pub(crate) fn median(mut values: Vec<f64>) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    if values.len() % 2 == 1 { values[mid] } else { (values[mid - 1] + values[mid]) / 2.0 }
-}
-
-/// The median over `epochs` of `f`.
-pub(crate) fn median_of(epochs: &[EpochMetrics], f: impl Fn(&EpochMetrics) -> f64) -> f64 {
-    median(epochs.iter().map(f).collect())
 }
 
 #[cfg(test)]

@@ -96,7 +96,8 @@ fn measure(ctx: &Context, sweep: &Sweep) -> anyhow::Result<Vec<Planned>> {
             for &seed in sweep.seeds {
                 let inst = GeneratorParams { workers: WORKERS, points: q, alpha, seed }.check()?.generate();
                 let bound = best_lower_bound(&inst);
-                let theorem1 = theorem1_coded_transmissions(WORKERS, q, inst.cache_size()).unwrap_or(f64::NAN);
+                let theorem1 =
+                    theorem1_coded_transmissions(WORKERS, q, inst.cache_size()).unwrap_or(f64::NAN);
                 for planner in &planners {
                     let started = Instant::now();
                     let plan = planner.plan(&inst, &mut seeded_stream(seed, 1))?;
@@ -171,12 +172,19 @@ fn reduction(rows: &[Planned], scheme: &str, q: usize, alpha: f64) -> Option<f64
 fn summary(sweep: &Sweep, rows: &[Planned]) -> String {
     let ratio = |s, q, a| reduction(rows, s, q, a).map_or("not in this run".into(), |r| format!("{r:.2}x"));
     let paper = PAPER_RATIOS.iter().map(|&(q, a, p)| {
-        vec![q.to_string(), a.to_string(), format!("{p}x"), ratio("ubershuffle", q, a), ratio("ubershuffle-opt", q, a)]
+        vec![
+            q.to_string(),
+            a.to_string(),
+            format!("{p}x"),
+            ratio("ubershuffle", q, a),
+            ratio("ubershuffle-opt", q, a),
+        ]
     });
     let per_point = sweep.points.iter().flat_map(|&q| {
         ALPHAS.iter().map(move |&a| {
             let get = |s: &str| at(rows, s, q, a).unwrap_or((f64::NAN, f64::NAN));
-            let (coded, greedy, opt, bound) = (get("coded"), get("ubershuffle"), get("ubershuffle-opt"), get("lower bound"));
+            let (coded, greedy, opt, bound) =
+                (get("coded"), get("ubershuffle"), get("ubershuffle-opt"), get("lower bound"));
             vec![
                 q.to_string(),
                 a.to_string(),
@@ -199,9 +207,22 @@ fn summary(sweep: &Sweep, rows: &[Planned]) -> String {
          Per point (medians; seconds are plan times on this machine):\n\n{}",
         sweep.seeds.len(),
         sweep.budget.as_secs_f64(),
-        markdown_table(&["q", "alpha", "paper", "coded / ubershuffle (ours)", "coded / ubershuffle-opt"], paper),
         markdown_table(
-            &["q", "alpha", "coded", "ubershuffle", "ubershuffle-opt", "opt vs greedy", "lower bound", "ubershuffle s", "opt s"],
+            &["q", "alpha", "paper", "coded / ubershuffle (ours)", "coded / ubershuffle-opt"],
+            paper
+        ),
+        markdown_table(
+            &[
+                "q",
+                "alpha",
+                "coded",
+                "ubershuffle",
+                "ubershuffle-opt",
+                "opt vs greedy",
+                "lower bound",
+                "ubershuffle s",
+                "opt s"
+            ],
             per_point
         )
     )

@@ -8,15 +8,20 @@
 //! differ only in how long each epoch takes; "no shuffling" (the local policy) keeps every
 //! worker's first block, moves no data and trains on biased batches.
 
+use serde::Serialize;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 
+use super::Context;
 use super::epoch_runs::{self, RunSpec, Setup};
 use super::table1::setups;
-use super::{Context, Outcome};
-use crate::csv_table::{CsvTable, cell};
-use crate::svg_chart::{LineChart, Series};
+use crate::report::{Headline, LineChart, Report, Row, Series, markdown_table};
 
-/// The curves: label, planner, policy.
+/// The experiment's name.
+pub const NAME: &str = "fig4";
+/// What it shows.
+pub const ABOUT: &str = "UberShuffle paper, Fig. 4: held-out loss vs emulated wall-clock time under uncoded, coded, UberShuffle and no shuffling, real epoch loop on emulated 1 Gbit/s links";
+
+/// The curves: label, planner, whether it shuffles (global) or not (local).
 const CURVES: [(&str, &str, bool); 4] = [
     ("uncoded", "uncoded", true),
     ("coded", "coded", true),
@@ -24,117 +29,81 @@ const CURVES: [(&str, &str, bool); 4] = [
     ("no shuffling", "uncoded", false),
 ];
 const GBIT: f64 = 1.0;
+/// The target loss: the shuffled runs' final loss times this.
+const TARGET_FACTOR: f64 = 1.05;
 
-/// One curve: (cumulative emulated seconds, loss) from the start, and the mean epoch.
-struct Curve {
-    label: &'static str,
-    points: Vec<(f64, f64)>,
-    mean_epoch: f64,
-    mean_shuffle: f64,
+/// The loss after one epoch (epoch 0: before training).
+#[derive(Clone, Debug, Serialize)]
+struct LossRow {
+    setup: &'static str,
+    scheme: &'static str,
+    epoch: usize,
+    time_s: f64,
+    loss: f64,
+    shuffle_s: f64,
+    epoch_s: f64,
+    payload_bytes: u64,
+}
+
+impl Row for LossRow {
+    const MACHINE_COLUMNS: &'static [&'static str] = &["time_s", "shuffle_s", "epoch_s"];
 }
 
 /// Runs the figure.
-pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
+pub fn run(ctx: &Context) -> anyhow::Result<Report> {
     let (points, epochs) = if ctx.quick { (50_000, 8) } else { (100_000, 20) };
     let seed = 1;
-    let curves = &CURVES;
     let setups = setups(points, seed)?;
-    let mut table = CsvTable::new(&[
-        "setup",
-        "scheme",
-        "epoch",
-        "time_s",
-        "loss",
-        "shuffle_s",
-        "epoch_s",
-        "payload_bytes",
-    ]);
-    let bar = ctx.progress((setups.len() * curves.len()) as u64, "fig4");
-    let mut figures = Vec::new();
-    let mut sections = Vec::new();
+    let bar = ctx.progress((setups.len() * CURVES.len()) as u64, NAME);
+    let mut rows = Vec::new();
     for setup in &setups {
-        let mut done = Vec::new();
-        for &(label, scheme, shuffles) in curves {
+        for &(label, scheme, shuffles) in &CURVES {
             let policy = if shuffles { ExchangePolicy::Global } else { ExchangePolicy::Local };
-            let spec = RunSpec { scheme, policy, epochs, gbit: Some(GBIT), seed };
-            let report = epoch_runs::run(setup, &spec)?;
+            let report = epoch_runs::run(setup, &RunSpec { scheme, policy, epochs, gbit: Some(GBIT), seed })?;
+            let row = |epoch, time_s, loss, shuffle_s, epoch_s, payload_bytes| LossRow {
+                setup: setup.key,
+                scheme: label,
+                epoch,
+                time_s,
+                loss,
+                shuffle_s,
+                epoch_s,
+                payload_bytes,
+            };
+            rows.push(row(0, 0.0, report.initial_loss, 0.0, 0.0, 0));
             let mut time = 0.0;
-            let mut curve = vec![(0.0, report.initial_loss)];
-            table.push(row(setup, label, 0, 0.0, report.initial_loss, 0.0, 0.0, 0));
             for e in &report.epochs {
                 time += e.epoch_seconds;
-                curve.push((time, e.loss));
-                table.push(row(
-                    setup,
-                    label,
-                    e.epoch,
-                    time,
-                    e.loss,
-                    e.shuffle_seconds(),
-                    e.epoch_seconds,
-                    e.payload_bytes,
-                ));
+                rows.push(row(e.epoch, time, e.loss, e.shuffle_seconds(), e.epoch_seconds, e.payload_bytes));
             }
-            let n = report.epochs.len().max(1) as f64;
-            done.push(Curve {
-                label,
-                points: curve,
-                mean_epoch: time / n,
-                mean_shuffle: report.epochs.iter().map(|e| e.shuffle_seconds()).sum::<f64>() / n,
-            });
             bar.inc(1);
         }
-        figures.push(figure(setup, &done));
-        sections.push(section(setup, &done, epochs));
     }
     bar.finish_and_clear();
-    let mut summary = format!(
-        "Held-out loss (MSE for LR, RMSE for MC) after each epoch against the emulated time since the start, \
-         on 1 Gbit/s links, n = {n}, q = {points}, {epochs} epochs{quick}; setups as in `table1` (same record \
-         widths and alpha). The data are stored sorted (samples by label, user rows by mean rating) and the \
-         workers start from contiguous blocks of them: the shuffling schemes reshuffle from the first epoch, no \
-         shuffling keeps the blocks. Time per epoch is the whole epoch at the master: shuffle, model broadcast, \
-         local training on 20 worker threads sharing 2 cores, aggregation, held-out loss.\n\n",
-        n = super::table1::WORKERS,
-        quick =
-            if ctx.quick { " (the quick subset; the full run has q = 100 000 and 20 epochs)" } else { "" },
-    );
-    summary.push_str(&sections.join("\n\n"));
-    summary.push_str(
-        "\n\nThe paper (Fig. 4, 20 EC2 workers, 1 Gbit/s): in (a) and (b) (MC, synthetic) UberShuffle converges \
-         fastest, cutting the convergence time by at least 19.8 % and 32.1 %; in (c) (MC, MovieLens) every \
-         shuffling scheme beats no shuffling and the coded ones are slightly slower than uncoded; in (d) (LR, \
-         synthetic) both coded schemes clearly beat the others and uncoded shuffling fails to beat no \
-         shuffling because of its communication cost.",
-    );
-    Ok(Outcome { table, figures, summary })
+    let mut report = Report::new(summary(ctx, &setups, &rows, points, epochs))
+        .table(format!("{NAME}.csv"), &rows)?
+        .headlines(headlines(&setups, &rows));
+    for setup in &setups {
+        let suffix = if setup.key == "mc" { "" } else { setup.key };
+        report = report.figure(suffix, figure(setup, &rows));
+    }
+    Ok(report)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn row(
-    setup: &Setup,
-    label: &str,
-    epoch: usize,
-    time: f64,
-    loss: f64,
-    shuffle: f64,
-    epoch_s: f64,
-    bytes: u64,
-) -> Vec<String> {
-    vec![
-        cell(setup.key),
-        cell(label),
-        cell(epoch),
-        cell(format!("{time:.6}")),
-        cell(loss),
-        cell(format!("{shuffle:.6}")),
-        cell(format!("{epoch_s:.6}")),
-        cell(bytes),
-    ]
+/// The rows of one curve, in epoch order.
+fn curve<'a>(rows: &'a [LossRow], setup: &str, label: &str) -> Vec<&'a LossRow> {
+    rows.iter().filter(|r| r.setup == setup && r.scheme == label).collect()
 }
 
-fn figure(setup: &Setup, curves: &[Curve]) -> (String, LineChart) {
-    let mut chart = LineChart {
+fn figure(setup: &Setup, rows: &[LossRow]) -> LineChart {
+    let series = CURVES
+        .iter()
+        .map(|&(label, _, shuffles)| {
+            let points = curve(rows, setup.key, label).iter().map(|r| (r.time_s, r.loss)).collect();
+            if shuffles { Series::solid(label, points) } else { Series::dashed(label, points) }
+        })
+        .collect();
+    LineChart {
         title: format!(
             "{} {}: held-out loss vs emulated time, 1 Gbit/s",
             setup.row,
@@ -143,58 +112,114 @@ fn figure(setup: &Setup, curves: &[Curve]) -> (String, LineChart) {
         x_label: "emulated seconds since the start".into(),
         y_label: "held-out loss".into(),
         log_y: true,
+        series,
         ..Default::default()
-    };
-    for c in curves {
-        let series = if c.label == "no shuffling" {
-            Series::dashed(c.label, c.points.clone())
-        } else {
-            Series::solid(c.label, c.points.clone())
-        };
-        chart.series.push(series);
     }
-    let suffix = if setup.key == "mc" { String::new() } else { setup.key.to_string() };
-    (suffix, chart)
+}
+
+/// The target loss of a setup: within 5 % of the loss the shuffling schemes reach at the end.
+fn target(rows: &[LossRow], setup: &str) -> f64 {
+    CURVES
+        .iter()
+        .filter(|c| c.2)
+        .filter_map(|c| curve(rows, setup, c.0).last().map(|r| r.loss))
+        .fold(f64::INFINITY, f64::min)
+        * TARGET_FACTOR
 }
 
 /// The first time a curve's loss is at most `target`.
-fn time_to(curve: &Curve, target: f64) -> Option<f64> {
-    curve.points.iter().find(|p| p.1 <= target).map(|p| p.0)
+fn time_to(rows: &[LossRow], setup: &str, label: &str, target: f64) -> Option<f64> {
+    curve(rows, setup, label).iter().find(|r| r.loss <= target).map(|r| r.time_s)
 }
 
-fn section(setup: &Setup, curves: &[Curve], epochs: usize) -> String {
-    // Target: within 5 % of the loss the shuffling schemes reach at the last epoch.
-    let shuffled_final = curves
-        .iter()
-        .filter(|c| c.label != "no shuffling")
-        .filter_map(|c| c.points.last())
-        .map(|p| p.1)
-        .fold(f64::INFINITY, f64::min);
-    let target = shuffled_final * 1.05;
-    let base = curves.iter().find(|c| c.label == "uncoded").and_then(|c| time_to(c, target));
-    let mut out = format!(
-        "**{row} {learner}** ({width}, {bytes} B per point). Target loss {target:.4} (the shuffled runs' final loss + 5 %).\n\n\
-         | scheme | s per epoch | shuffle s per epoch | loss after {epochs} epochs | time to target | vs uncoded |\n\
-         | --- | --- | --- | --- | --- | --- |\n",
-        row = setup.row,
-        learner = setup.learner_name,
-        width = setup.width_note,
-        bytes = setup.record_bytes(),
-    );
-    for c in curves {
-        let reach = time_to(c, target);
-        let vs = match (reach, base) {
-            (Some(t), Some(b)) if b > 0.0 => format!("{:+.1} %", 100.0 * (t - b) / b),
-            _ => "-".into(),
-        };
-        out.push_str(&format!(
-            "| {} | {:.3} | {:.3} | {:.4} | {} | {vs} |\n",
-            c.label,
-            c.mean_epoch,
-            c.mean_shuffle,
-            c.points.last().map_or(f64::NAN, |p| p.1),
-            reach.map_or("not reached".into(), |t| format!("{t:.2} s")),
-        ));
+/// A curve's time to the target relative to uncoded's, as "+x.x %".
+fn versus_uncoded(rows: &[LossRow], setup: &str, label: &str) -> Option<String> {
+    let goal = target(rows, setup);
+    match (time_to(rows, setup, label, goal), time_to(rows, setup, "uncoded", goal)) {
+        (Some(t), Some(b)) if b > 0.0 => Some(format!("{:+.1} %", 100.0 * (t - b) / b)),
+        _ => None,
     }
-    out
+}
+
+fn section(setup: &Setup, rows: &[LossRow], epochs: usize) -> String {
+    let goal = target(rows, setup.key);
+    let lines = CURVES.iter().map(|&(label, _, _)| {
+        let c = curve(rows, setup.key, label);
+        let trained: Vec<&&LossRow> = c.iter().filter(|r| r.epoch > 0).collect();
+        let n = trained.len().max(1) as f64;
+        vec![
+            label.to_string(),
+            format!("{:.3}", trained.iter().map(|r| r.epoch_s).sum::<f64>() / n),
+            format!("{:.3}", trained.iter().map(|r| r.shuffle_s).sum::<f64>() / n),
+            format!("{:.4}", c.last().map_or(f64::NAN, |r| r.loss)),
+            time_to(rows, setup.key, label, goal).map_or("not reached".into(), |t| format!("{t:.2} s")),
+            versus_uncoded(rows, setup.key, label).unwrap_or_else(|| "-".into()),
+        ]
+    });
+    format!(
+        "**{} {}** ({}, {} B per point). Target loss {goal:.4} (the shuffled runs' final loss + {:.0} %).\n\n{}",
+        setup.row,
+        setup.learner_name,
+        setup.width_note,
+        setup.record_bytes(),
+        100.0 * (TARGET_FACTOR - 1.0),
+        markdown_table(
+            &[
+                "scheme",
+                "s per epoch",
+                "shuffle s per epoch",
+                &format!("loss after {epochs} epochs"),
+                "time to target",
+                "vs uncoded"
+            ],
+            lines
+        )
+    )
+}
+
+fn summary(ctx: &Context, setups: &[Setup], rows: &[LossRow], points: usize, epochs: usize) -> String {
+    let sections: Vec<String> = setups.iter().map(|s| section(s, rows, epochs)).collect();
+    format!(
+        "Held-out loss (MSE for LR, RMSE for MC) after each epoch against the emulated time since the start, \
+         on 1 Gbit/s links, n = {n}, q = {points}, {epochs} epochs{quick}; setups as in `table1` (same record \
+         widths and alpha). The data are stored sorted (samples by label, user rows by mean rating) and the \
+         workers start from contiguous blocks of them: the shuffling schemes reshuffle from the first epoch, no \
+         shuffling keeps the blocks. Time per epoch is the whole epoch at the master: shuffle, model broadcast, \
+         local training on 20 worker threads sharing 2 cores, aggregation, held-out loss.\n\n{}\n\n\
+         The paper (Fig. 4, 20 EC2 workers, 1 Gbit/s): in (a) and (b) (MC, synthetic) UberShuffle converges \
+         fastest, cutting the convergence time by at least 19.8 % and 32.1 %; in (c) (MC, MovieLens) every \
+         shuffling scheme beats no shuffling and the coded ones are slightly slower than uncoded; in (d) (LR, \
+         synthetic) both coded schemes clearly beat the others and uncoded shuffling fails to beat no \
+         shuffling because of its communication cost.",
+        sections.join("\n\n"),
+        n = super::table1::WORKERS,
+        quick =
+            if ctx.quick { " (the quick subset; the full run has q = 100 000 and 20 epochs)" } else { "" },
+    )
+}
+
+fn headlines(setups: &[Setup], rows: &[LossRow]) -> Vec<Headline> {
+    setups
+        .iter()
+        .filter(|s| s.key == "lr")
+        .map(|s| {
+            let vs = |label| versus_uncoded(rows, s.key, label).unwrap_or_else(|| "not reached".into());
+            Headline {
+                what: format!(
+                    "Fig. 4 {} {}, time to the target loss vs uncoded, 1 Gbit/s",
+                    s.row,
+                    s.key.to_uppercase()
+                ),
+                ours: format!("coded {}, UberShuffle {}", vs("coded"), vs("ubershuffle")),
+                paper: "both coded schemes clearly faster".into(),
+                table: format!("{NAME}.csv"),
+                rows: format!(
+                    "setup={}, time_s at the first loss within {:.0} % of the final",
+                    s.key,
+                    100.0 * (TARGET_FACTOR - 1.0)
+                ),
+                machine: true,
+            }
+        })
+        .collect()
 }

@@ -6,7 +6,15 @@
 //! experiment: write `experiments/<name>.rs` with a `run(&Context) -> anyhow::Result<Report>`
 //! and add one entry to [`EXPERIMENTS`].
 
+mod epoch_runs;
+mod fig3;
+mod fig4;
+mod partial_local;
+mod partial_local_training;
+mod plugins;
+mod table1;
 mod theorem1;
+mod worst_case;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -60,6 +68,12 @@ pub struct Experiment {
 /// Every experiment, in the order `cargo xtask experiments` runs them and README lists them.
 pub static EXPERIMENTS: &[Experiment] = &[
     Experiment { name: theorem1::NAME, about: theorem1::ABOUT, run: theorem1::run },
+    Experiment { name: fig3::NAME, about: fig3::ABOUT, run: fig3::run },
+    Experiment { name: plugins::NAME, about: plugins::ABOUT, run: plugins::run },
+    Experiment { name: worst_case::NAME, about: worst_case::ABOUT, run: worst_case::run },
+    Experiment { name: partial_local::NAME, about: partial_local::ABOUT, run: partial_local::run },
+    Experiment { name: table1::NAME, about: table1::ABOUT, run: table1::run },
+    Experiment { name: fig4::NAME, about: fig4::ABOUT, run: fig4::run },
 ];
 
 /// The built-in planner `name` with `options` (an error naming the known ones otherwise).
@@ -67,9 +81,8 @@ pub(crate) fn planner(
     name: &str,
     options: &ubershuffle_core::PlannerOptions,
 ) -> anyhow::Result<Box<dyn ubershuffle_core::ShufflePlanner>> {
-    ubershuffle_core::planner_by_name(name, options).ok_or_else(|| {
-        anyhow::anyhow!("no planner '{name}'; known: {}", ubershuffle_core::builtin_names())
-    })
+    ubershuffle_core::planner_by_name(name, options)
+        .ok_or_else(|| anyhow::anyhow!("no planner '{name}'; known: {}", ubershuffle_core::builtin_names()))
 }
 
 /// The experiment called `name`, or an error naming the known ones.
@@ -115,11 +128,9 @@ pub fn run_all(options: &RunOptions) -> anyhow::Result<usize> {
     let scratch = std::env::temp_dir().join(format!("ubershuffle-check-{}", std::process::id()));
     let dest = match (&options.out, options.check) {
         (_, true) => Destination { dir: scratch.clone(), run, publish_to: None },
-        (Some(dir), false) => Destination {
-            dir: dir.clone(),
-            run,
-            publish_to: same_dir(dir, &committed).then(|| root.clone()),
-        },
+        (Some(dir), false) => {
+            Destination { dir: dir.clone(), run, publish_to: same_dir(dir, &committed).then(|| root.clone()) }
+        }
         (None, false) => Destination { dir: committed.clone(), run, publish_to: Some(root.clone()) },
     };
     let ctx = Context { quick: options.quick, plugins: options.plugins.clone() };

@@ -7,15 +7,18 @@
 //! loss, not time. The two schemes draw the same exchanges from the same seed, so their losses
 //! must agree epoch by epoch (checked); they differ in the bytes they send.
 
+use serde::Serialize;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 
 use super::epoch_runs::{self, RunSpec};
-use crate::csv_table::cell;
-use crate::svg_chart::{LineChart, Series};
+use crate::report::{Figure, LineChart, Row, Series, markdown_table};
 
 const WORKERS: usize = 8;
 const ALPHA: f64 = 0.25;
 const FEATURES: usize = 191;
+const SCHEMES: [&str; 2] = ["uncoded", "ubershuffle"];
+const SEED: u64 = 1;
+
 /// The policies, as (label, policy).
 fn policies() -> anyhow::Result<Vec<(String, ExchangePolicy)>> {
     let mut out = vec![("local".to_string(), ExchangePolicy::Local)];
@@ -26,114 +29,179 @@ fn policies() -> anyhow::Result<Vec<(String, ExchangePolicy)>> {
     Ok(out)
 }
 
-/// What the training runs produced: rows for the experiment's table (in its columns), the
-/// loss and bytes figures, and the summary paragraph.
+/// One trained epoch (epoch 0: the loss before training).
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct TrainedEpoch {
+    policy: String,
+    fraction: f64,
+    seed: u64,
+    epoch: usize,
+    points_moved: usize,
+    scheme: &'static str,
+    transmissions: usize,
+    payload_bytes: u64,
+    loss: f64,
+}
+
+impl Row for TrainedEpoch {}
+
+/// What the training runs produced: rows, the loss and bytes figures, and the summary.
 pub(crate) struct Training {
-    /// Rows: part, storage, fraction, seed, epoch, points_moved, scheme, transmissions,
-    /// payload_bytes, loss.
-    pub rows: Vec<Vec<String>>,
-    /// `("loss", chart)`, `("bytes", chart)`.
-    pub figures: Vec<(String, LineChart)>,
+    /// One row per (policy, scheme, epoch).
+    pub rows: Vec<TrainedEpoch>,
+    /// `loss` and `bytes`.
+    pub figures: Vec<Figure>,
     /// Markdown.
     pub summary: String,
 }
 
-/// Runs every policy with both schemes.
+/// Runs every policy with both schemes; the schemes must train identically on the same
+/// exchanges.
 pub(crate) fn run(quick: bool, progress: &dyn Fn()) -> anyhow::Result<Training> {
     let (points, epochs) = if quick { (16_000, 12) } else { (40_000, 30) };
-    let seed = 1;
-    let setup = epoch_runs::linear_regression_setup(points, FEATURES, WORKERS, ALPHA, seed)?;
-    let schemes = ["uncoded", "ubershuffle"];
+    let setup = epoch_runs::linear_regression_setup(points, FEATURES, WORKERS, ALPHA, SEED)?;
+    let policies = policies()?;
     let mut rows = Vec::new();
-    let mut loss_chart = LineChart {
+    for (label, policy) in &policies {
+        for &scheme in &SCHEMES {
+            let report = epoch_runs::run(
+                &setup,
+                &RunSpec { scheme, policy: *policy, epochs, gbit: None, seed: SEED },
+            )?;
+            let row = |epoch, points_moved, transmissions, payload_bytes, loss| TrainedEpoch {
+                policy: label.clone(),
+                fraction: policy.fraction(),
+                seed: SEED,
+                epoch,
+                points_moved,
+                scheme,
+                transmissions,
+                payload_bytes,
+                loss,
+            };
+            rows.push(row(0, 0, 0, 0, report.initial_loss));
+            rows.extend(
+                report
+                    .epochs
+                    .iter()
+                    .map(|e| row(e.epoch, e.uncoded_transmissions, e.transmissions, e.payload_bytes, e.loss)),
+            );
+            progress();
+        }
+        let losses = |scheme: &str| -> Vec<f64> {
+            rows.iter().filter(|r| r.policy == *label && r.scheme == scheme).map(|r| r.loss).collect()
+        };
+        anyhow::ensure!(
+            losses(SCHEMES[0]) == losses(SCHEMES[1]),
+            "{label}: {} trained differently from {} on the same exchanges",
+            SCHEMES[1],
+            SCHEMES[0]
+        );
+    }
+    let labels: Vec<&str> = policies.iter().map(|(l, _)| l.as_str()).collect();
+    let figures = vec![
+        Figure { suffix: "loss".into(), chart: loss_chart(&rows, &labels, points) },
+        Figure { suffix: "bytes".into(), chart: bytes_chart(&rows, &labels, points, setup.record_bytes()) },
+    ];
+    let summary = summary(&rows, &labels, points, epochs, setup.record_bytes(), quick);
+    Ok(Training { rows, figures, summary })
+}
+
+/// The trained epochs (from 1) of (policy, scheme).
+fn trained<'a>(rows: &'a [TrainedEpoch], policy: &str, scheme: &str) -> Vec<&'a TrainedEpoch> {
+    rows.iter().filter(|r| r.policy == policy && r.scheme == scheme && r.epoch > 0).collect()
+}
+
+/// The mean of `f` over the trained epochs of (policy, scheme).
+fn mean(rows: &[TrainedEpoch], policy: &str, scheme: &str, f: fn(&TrainedEpoch) -> f64) -> f64 {
+    let at = trained(rows, policy, scheme);
+    at.iter().map(|r| f(r)).sum::<f64>() / at.len().max(1) as f64
+}
+
+fn loss_chart(rows: &[TrainedEpoch], labels: &[&str], points: usize) -> LineChart {
+    let series = labels
+        .iter()
+        .map(|&l| {
+            let curve = rows
+                .iter()
+                .filter(|r| r.policy == l && r.scheme == SCHEMES[0])
+                .map(|r| (r.epoch as f64, r.loss));
+            Series::solid(l, curve.collect())
+        })
+        .collect();
+    LineChart {
         title: format!("Partial-local training: LR, n = {WORKERS}, q = {points}, alpha = {ALPHA}"),
         x_label: "epoch".into(),
         y_label: "held-out MSE".into(),
         log_y: true,
+        series,
         ..Default::default()
-    };
-    let mut bytes_chart = LineChart {
-        title: format!(
-            "Bytes moved per epoch: LR, n = {WORKERS}, q = {points} ({} B per point)",
-            setup.record_bytes()
-        ),
+    }
+}
+
+fn bytes_chart(rows: &[TrainedEpoch], labels: &[&str], points: usize, width: usize) -> LineChart {
+    let series = SCHEMES
+        .iter()
+        .map(|&scheme| {
+            let curve = labels.iter().filter_map(|&l| {
+                let fraction = rows.iter().find(|r| r.policy == l)?.fraction;
+                Some((fraction, mean(rows, l, scheme, |r| r.payload_bytes as f64) / 1e6))
+            });
+            Series::solid(scheme, curve.collect())
+        })
+        .collect();
+    LineChart {
+        title: format!("Bytes moved per epoch: LR, n = {WORKERS}, q = {points} ({width} B per point)"),
         x_label: "fraction Q exchanged per epoch".into(),
         y_label: "payload MB per epoch (mean)".into(),
+        series,
         ..Default::default()
-    };
-    let mut table = String::from(
-        "| policy | points moved per epoch | uncoded MB per epoch | ubershuffle MB per epoch | loss after 1 epoch | loss after 5 | final loss |\n\
-         | --- | --- | --- | --- | --- | --- | --- |\n",
-    );
-    let mut bytes_curves: Vec<Vec<(f64, f64)>> = vec![Vec::new(); schemes.len()];
-    for (label, policy) in policies()? {
-        let mut losses: Option<Vec<f64>> = None;
-        let mut moved = 0.0;
-        let mut megabytes = Vec::new();
-        for (k, &scheme) in schemes.iter().enumerate() {
-            let spec = RunSpec { scheme, policy, epochs, gbit: None, seed };
-            let report = epoch_runs::run(&setup, &spec)?;
-            let curve: Vec<f64> =
-                std::iter::once(report.initial_loss).chain(report.epochs.iter().map(|e| e.loss)).collect();
-            match &losses {
-                None => losses = Some(curve.clone()),
-                Some(first) if *first != curve => {
-                    anyhow::bail!(
-                        "{label}: {scheme} trained differently from {} on the same exchanges",
-                        schemes[0]
-                    )
-                }
-                Some(_) => {}
-            }
-            let n = report.epochs.len().max(1) as f64;
-            moved = report.epochs.iter().map(|e| e.uncoded_transmissions as f64).sum::<f64>() / n;
-            let mb = report.epochs.iter().map(|e| e.payload_bytes as f64).sum::<f64>() / n / 1e6;
-            megabytes.push(mb);
-            bytes_curves[k].push((policy.fraction(), mb));
-            for e in &report.epochs {
-                rows.push(vec![
-                    cell("training"),
-                    cell(format!("alpha = {ALPHA}")),
-                    cell(policy.fraction()),
-                    cell(seed),
-                    cell(e.epoch),
-                    cell(e.uncoded_transmissions),
-                    cell(scheme),
-                    cell(e.transmissions),
-                    cell(e.payload_bytes),
-                    cell(e.loss),
-                ]);
-            }
-            progress();
-        }
-        let losses = losses.unwrap_or_default();
-        let at = |e: usize| losses.get(e).copied().unwrap_or(f64::NAN);
-        loss_chart.series.push(Series::solid(
-            label.clone(),
-            losses.iter().enumerate().map(|(e, &l)| (e as f64, l)).collect(),
-        ));
-        let mb = |k: usize| megabytes.get(k).map_or("-".into(), |m| format!("{m:.2}"));
-        table.push_str(&format!(
-            "| {label} | {moved:.0} | {} | {} | {:.4} | {:.4} | {:.4} |\n",
-            mb(0),
-            mb(1),
-            at(1),
-            at(5),
-            at(epochs)
-        ));
     }
-    for (scheme, curve) in schemes.iter().zip(bytes_curves) {
-        bytes_chart.series.push(Series::solid(scheme.to_string(), curve));
-    }
-    let summary = format!(
+}
+
+fn summary(
+    rows: &[TrainedEpoch],
+    labels: &[&str],
+    points: usize,
+    epochs: usize,
+    width: usize,
+    quick: bool,
+) -> String {
+    let lines = labels.iter().map(|&l| {
+        let loss_at = |e: usize| {
+            rows.iter()
+                .find(|r| r.policy == l && r.scheme == SCHEMES[0] && r.epoch == e)
+                .map_or(f64::NAN, |r| r.loss)
+        };
+        vec![
+            l.to_string(),
+            format!("{:.0}", mean(rows, l, SCHEMES[0], |r| r.points_moved as f64)),
+            format!("{:.2}", mean(rows, l, SCHEMES[0], |r| r.payload_bytes as f64) / 1e6),
+            format!("{:.2}", mean(rows, l, SCHEMES[1], |r| r.payload_bytes as f64) / 1e6),
+            format!("{:.4}", loss_at(1)),
+            format!("{:.4}", loss_at(5)),
+            format!("{:.4}", loss_at(epochs)),
+        ]
+    });
+    format!(
         "**Training under each policy** (the real epoch loop: records encoded, sent, decoded, checked and trained \
-         on). Linear regression by parallel SGD, q = {points} points of {FEATURES} features ({} B), n = {WORKERS}, \
+         on). Linear regression by parallel SGD, q = {points} points of {FEATURES} features ({width} B), n = {WORKERS}, \
          alpha = {ALPHA}, {epochs} epochs{quick}, unshaped in-process links; every exchange is planned by uncoded \
          shuffling and by UberShuffle, which trained identically (checked) and moved the bytes shown. The data \
          are stored sorted by label and workers start from contiguous blocks of them (see `table1`), so a \
-         worker's partition is a biased sample until the exchange mixes it.\n\n{table}",
-        setup.record_bytes(),
+         worker's partition is a biased sample until the exchange mixes it.\n\n{}",
+        markdown_table(
+            &[
+                "policy",
+                "points moved per epoch",
+                "uncoded MB per epoch",
+                "ubershuffle MB per epoch",
+                "loss after 1 epoch",
+                "loss after 5",
+                "final loss"
+            ],
+            lines
+        ),
         quick = if quick { " (the quick subset; the full run has q = 40 000 and 30 epochs)" } else { "" },
-    );
-    Ok(Training { rows, figures: vec![("loss".into(), loss_chart), ("bytes".into(), bytes_chart)], summary })
+    )
 }

@@ -5,25 +5,35 @@
 //! builds the example plugin (`examples/plugins/pairwise-xor`) in release mode and passes it.
 //! n = 20 as in the UberShuffle paper's Fig. 3, alpha from 0.1 to 0.55, q = 1e5 (1e4 in the
 //! quick run), three seeds. Every plan, built-in or plugin, passes `verify` before it is counted.
+//! A scheme that fails (or a library that does not load) gets rows with its error; the others
+//! still run.
 
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::bail;
+use serde::Serialize;
 use ubershuffle_core::{
-    GeneratorParams, PlannerOptions, ShufflePlanner, planner_by_name, rng::seeded_stream, verify,
+    GeneratorParams, PlannerOptions, ShuffleInstance, ShufflePlanner, rng::seeded_stream, verify,
 };
 use ubershuffle_plugin_host::PluginLibrary;
 
-use super::theorem1::median;
-use super::{Context, Outcome};
-use crate::csv_table::{CsvTable, cell};
-use crate::svg_chart::{LineChart, Series};
+use super::{Context, workspace_root};
+use crate::report::{LineChart, Report, Row, Series, markdown_table, median};
+
+/// The experiment's name.
+pub const NAME: &str = "plugins";
+/// What it shows.
+pub const ABOUT: &str =
+    "Schemes loaded from plugin libraries (by default the pairwise-XOR example) against the built-ins";
 
 const WORKERS: usize = 20;
 const ALPHAS: [f64; 5] = [0.1, 0.2, 0.325, 0.45, 0.55];
 const SEEDS: [u64; 3] = [1, 2, 3];
-/// The built-in schemes compared (those of them this build registers).
+/// The built-in schemes compared.
 const BUILTINS: [&str; 3] = ["uncoded", "coded", "ubershuffle"];
+/// The `source` of a built-in scheme.
+const BUILT_IN: &str = "built-in";
 
 /// A scheme in the comparison and where it comes from.
 struct Contender {
@@ -31,125 +41,242 @@ struct Contender {
     source: String,
 }
 
+/// One plan, or why there is none.
+#[derive(Clone, Debug, Serialize)]
+struct Compared {
+    scheme: String,
+    source: String,
+    alpha: f64,
+    points: usize,
+    seed: u64,
+    transmissions: Option<usize>,
+    uncoded: usize,
+    over_uncoded: Option<f64>,
+    plan_seconds: Option<f64>,
+    /// Empty when the plan passed `verify`.
+    error: String,
+}
+
+impl Row for Compared {
+    const MACHINE_COLUMNS: &'static [&'static str] = &["plan_seconds"];
+}
+
 /// Runs the comparison.
-pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
+pub fn run(ctx: &Context) -> anyhow::Result<Report> {
     if ctx.plugins.is_empty() {
         bail!(
             "no plugin given: run `cargo xtask experiments plugins` (which builds the example plugin) \
              or pass --plugin PATH"
         );
     }
+    let points = if ctx.quick { 10_000 } else { 100_000 };
+    let mut rows = Vec::new();
     let mut contenders: Vec<Contender> = BUILTINS
         .iter()
-        .filter_map(|name| planner_by_name(name, &PlannerOptions::default()))
-        .map(|planner| Contender { planner, source: "built-in".into() })
-        .collect();
+        .map(|name| {
+            Ok(Contender {
+                planner: super::planner(name, &PlannerOptions::default())?,
+                source: BUILT_IN.into(),
+            })
+        })
+        .collect::<anyhow::Result<_>>()?;
     for path in &ctx.plugins {
-        let plugin = PluginLibrary::load(path)?;
-        for planner in plugin.planners() {
-            contenders.push(Contender { planner: Box::new(planner), source: path.display().to_string() });
+        let source = shown(path);
+        match PluginLibrary::load(path) {
+            Ok(plugin) => contenders.extend(
+                plugin
+                    .planners()
+                    .into_iter()
+                    .map(|p| Contender { planner: Box::new(p), source: source.clone() }),
+            ),
+            Err(e) => rows.push(unloadable(&source, points, &e.to_string())),
         }
     }
-    let points = if ctx.quick { 10_000 } else { 100_000 };
-    let mut table = CsvTable::new(&[
-        "scheme",
-        "source",
-        "alpha",
-        "points",
-        "seed",
-        "transmissions",
-        "uncoded",
-        "over_uncoded",
-        "plan_seconds",
-    ]);
-    let bar = ctx.progress((ALPHAS.len() * SEEDS.len() * contenders.len()) as u64, "plugins");
-    // Per contender: (alpha, median transmissions / uncoded) and every plan time.
-    let mut curves: Vec<Vec<(f64, f64)>> = vec![Vec::new(); contenders.len()];
-    let mut seconds: Vec<Vec<f64>> = vec![Vec::new(); contenders.len()];
+    rows.extend(measure(ctx, &contenders, points)?);
+    let summary = summary(ctx, &contenders, &rows, points)
+        + &ctx.quick_note("q = 10 000; the full run has q = 100 000");
+    let mut report = Report::new(summary)
+        .table(format!("{NAME}.csv"), &rows)?
+        .figure("", chart(&contenders, &rows, points));
+    report.rerun_flags = ctx.plugins.iter().map(|p| format!("--plugin {}", shown(p))).collect();
+    Ok(report)
+}
+
+/// A path as the results show it: relative to the workspace when inside it.
+fn shown(path: &Path) -> String {
+    let absolute = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    absolute.strip_prefix(workspace_root()).unwrap_or(&absolute).display().to_string()
+}
+
+/// The row of a library that did not load.
+fn unloadable(source: &str, points: usize, error: &str) -> Compared {
+    Compared {
+        scheme: "(library)".into(),
+        source: source.into(),
+        alpha: f64::NAN,
+        points,
+        seed: 0,
+        transmissions: None,
+        uncoded: 0,
+        over_uncoded: None,
+        plan_seconds: None,
+        error: error.replace('\n', " "),
+    }
+}
+
+fn measure(ctx: &Context, contenders: &[Contender], points: usize) -> anyhow::Result<Vec<Compared>> {
+    let bar = ctx.progress((ALPHAS.len() * SEEDS.len() * contenders.len()) as u64, NAME);
+    let mut rows = Vec::new();
     for alpha in ALPHAS {
-        let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); contenders.len()];
         for seed in SEEDS {
             let inst = GeneratorParams { workers: WORKERS, points, alpha, seed }.check()?.generate();
-            let uncoded = inst.uncoded_transmissions();
-            for (c, contender) in contenders.iter().enumerate() {
-                let started = Instant::now();
-                let plan = contender.planner.plan(&inst, &mut seeded_stream(seed, 1))?;
-                let elapsed = started.elapsed().as_secs_f64();
-                verify(&inst, &plan)?.ensure_valid()?;
-                let ratio = plan.len() as f64 / uncoded as f64;
-                ratios[c].push(ratio);
-                seconds[c].push(elapsed);
-                table.push(vec![
-                    cell(contender.planner.name()),
-                    cell(&contender.source),
-                    cell(alpha),
-                    cell(points),
-                    cell(seed),
-                    cell(plan.len()),
-                    cell(uncoded),
-                    cell(format!("{ratio:.4}")),
-                    cell(format!("{elapsed:.4}")),
-                ]);
+            for contender in contenders {
+                rows.push(plan_one(contender, &inst, alpha, seed));
                 bar.inc(1);
             }
         }
-        for (c, r) in ratios.iter_mut().enumerate() {
-            curves[c].push((alpha, median(r)));
-        }
     }
     bar.finish_and_clear();
+    Ok(rows)
+}
 
-    let mut chart = LineChart {
+/// Plans and verifies one instance; a failure becomes the row's error.
+fn plan_one(contender: &Contender, inst: &ShuffleInstance, alpha: f64, seed: u64) -> Compared {
+    let uncoded = inst.uncoded_transmissions();
+    let started = Instant::now();
+    let outcome =
+        contender.planner.plan(inst, &mut seeded_stream(seed, 1)).map_err(|e| e.to_string()).and_then(
+            |plan| {
+                let seconds = started.elapsed().as_secs_f64();
+                let report = verify(inst, &plan).map_err(|e| e.to_string())?;
+                report.ensure_valid().map_err(|e| e.to_string())?;
+                Ok((plan.len(), seconds))
+            },
+        );
+    let (transmissions, seconds, error) = match outcome {
+        Ok((t, s)) => (Some(t), Some(s), String::new()),
+        Err(e) => (None, None, e.replace('\n', " ")),
+    };
+    Compared {
+        scheme: contender.planner.name().to_string(),
+        source: contender.source.clone(),
+        alpha,
+        points: inst.points(),
+        seed,
+        transmissions,
+        uncoded,
+        over_uncoded: transmissions.map(|t| t as f64 / uncoded as f64),
+        plan_seconds: seconds,
+        error,
+    }
+}
+
+/// The rows of one contender.
+fn rows_of<'a>(rows: &'a [Compared], c: &'a Contender) -> impl Iterator<Item = &'a Compared> {
+    rows.iter().filter(move |r| r.scheme == c.planner.name() && r.source == c.source)
+}
+
+/// Median transmissions / uncoded of a contender at `alpha` over the seeds it planned.
+fn ratio_at(rows: &[Compared], c: &Contender, alpha: f64) -> Option<f64> {
+    let values: Vec<f64> =
+        rows_of(rows, c).filter(|r| r.alpha == alpha).filter_map(|r| r.over_uncoded).collect();
+    (!values.is_empty()).then(|| median(values))
+}
+
+fn label(c: &Contender) -> String {
+    if c.source == BUILT_IN { c.planner.name().to_string() } else { format!("{} (plugin)", c.planner.name()) }
+}
+
+fn chart(contenders: &[Contender], rows: &[Compared], points: usize) -> LineChart {
+    let series = contenders
+        .iter()
+        .map(|c| {
+            let curve = ALPHAS.iter().filter_map(|&a| ratio_at(rows, c, a).map(|r| (a, r))).collect();
+            if c.source == BUILT_IN {
+                Series::dashed(label(c), curve)
+            } else {
+                Series::solid(label(c), curve)
+            }
+        })
+        .collect();
+    LineChart {
         title: format!("Plugin and built-in schemes (n = {WORKERS}, q = {points})"),
         x_label: "storage ratio alpha".into(),
         y_label: "transmissions / uncoded".into(),
+        series,
         ..Default::default()
-    };
-    let mut rows = Vec::new();
-    for (c, contender) in contenders.iter().enumerate() {
-        let name = contender.planner.name();
-        let label =
-            if contender.source == "built-in" { name.to_string() } else { format!("{name} (plugin)") };
-        let ratios: Vec<String> = curves[c].iter().map(|&(_, r)| format!("{r:.3}")).collect();
-        rows.push(format!("| {label} | {} | {:.3} |", ratios.join(" | "), median(&mut seconds[c])));
-        chart.series.push(if contender.source == "built-in" {
-            Series::dashed(label, curves[c].clone())
-        } else {
-            Series::solid(label, curves[c].clone())
-        });
     }
-    let findings = findings(&contenders, &curves);
-    let alphas: Vec<String> = ALPHAS.iter().map(|a| format!("alpha = {a}")).collect();
-    let summary = format!(
-        "Median over seeds of each scheme's transmissions divided by uncoded's, on the same generated \
-         instances (n = {WORKERS}, q = {points}); the last column is the median plan time in seconds, \
-         which for a plugin includes passing the instance and plan across the plugin boundary as bytes \
-         and verifying the plan on the host side. Plugins: {}.\n\n\
-         | scheme | {} | plan s |\n| --- |{} --- |\n{}\n\n{findings}",
-        ctx.plugins.iter().map(|p| format!("`{}`", p.display())).collect::<Vec<_>>().join(", "),
-        alphas.join(" | "),
-        " --- |".repeat(ALPHAS.len()),
-        rows.join("\n")
-    );
-    let summary = summary + &super::quick_note(ctx, "q = 10 000; the full run has q = 100 000");
-    Ok(Outcome { table, figures: vec![(String::new(), chart)], summary })
 }
 
-/// One sentence per plugin scheme: its range of ratios, and at how many alphas it sends fewer
-/// transmissions than every built-in compared.
-fn findings(contenders: &[Contender], curves: &[Vec<(f64, f64)>]) -> String {
-    let builtin: Vec<usize> = (0..contenders.len()).filter(|&c| contenders[c].source == "built-in").collect();
-    let mut sentences = Vec::new();
-    for (c, contender) in contenders.iter().enumerate().filter(|(_, c)| c.source != "built-in") {
-        let ratios: Vec<f64> = curves[c].iter().map(|&(_, r)| r).collect();
-        let (low, high) = ratios.iter().fold((f64::INFINITY, 0.0f64), |(l, h), &r| (l.min(r), h.max(r)));
-        let wins = (0..ALPHAS.len()).filter(|&a| builtin.iter().all(|&b| ratios[a] < curves[b][a].1)).count();
-        sentences.push(format!(
-            "`{}` (plugin) sends {low:.3} to {high:.3} of uncoded's transmissions, and fewer than every \
-             built-in compared at {wins} of {} storage ratios.",
-            contender.planner.name(),
-            ALPHAS.len()
-        ));
+fn summary(ctx: &Context, contenders: &[Contender], rows: &[Compared], points: usize) -> String {
+    let table = contenders.iter().map(|c| {
+        let mut row = vec![label(c)];
+        row.extend(
+            ALPHAS.iter().map(|&a| ratio_at(rows, c, a).map_or("failed".into(), |r| format!("{r:.3}"))),
+        );
+        row.push(format!("{:.3}", median(rows_of(rows, c).filter_map(|r| r.plan_seconds))));
+        row
+    });
+    let mut header = vec!["scheme".to_string()];
+    header.extend(ALPHAS.iter().map(|a| format!("alpha = {a}")));
+    header.push("plan s".into());
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    let libraries: Vec<String> = ctx.plugins.iter().map(|p| format!("`{}`", shown(p))).collect();
+    let findings: Vec<String> = contenders
+        .iter()
+        .filter(|c| c.source != BUILT_IN)
+        .map(|c| finding(contenders, rows, c))
+        .chain(
+            rows.iter()
+                .filter(|r| r.scheme == "(library)")
+                .map(|r| format!("`{}` did not load: {}", r.source, r.error)),
+        )
+        .collect();
+    format!(
+        "Median over seeds of each scheme's transmissions divided by uncoded's, on the same generated \
+         instances (n = {WORKERS}, q = {points}); the last column is the median plan time in seconds, which \
+         for a plugin includes passing the instance and plan across the plugin boundary as bytes and \
+         verifying the plan on the host side. Plugin libraries: {}.\n\n{}\n{}",
+        libraries.join(", "),
+        markdown_table(&header, table),
+        findings.join("\n\n")
+    )
+}
+
+/// One sentence on a plugin scheme: its failures, or its range of ratios and at how many storage
+/// ratios it sends fewer transmissions than every built-in compared.
+fn finding(contenders: &[Contender], rows: &[Compared], c: &Contender) -> String {
+    let name = c.planner.name();
+    let failures: Vec<&Compared> = rows_of(rows, c).filter(|r| !r.error.is_empty()).collect();
+    if let Some(first) = failures.first() {
+        let total = rows_of(rows, c).count();
+        return format!(
+            "`{name}` (plugin) failed on {} of {total} instances; the first: {}",
+            failures.len(),
+            first.error
+        );
     }
-    sentences.join(" ")
+    let ratios: Vec<f64> = ALPHAS.iter().filter_map(|&a| ratio_at(rows, c, a)).collect();
+    let (low, high) = ratios.iter().fold((f64::INFINITY, 0.0f64), |(l, h), &r| (l.min(r), h.max(r)));
+    let range =
+        if (high - low).abs() < 5e-4 { format!("{low:.3}") } else { format!("{low:.3} to {high:.3}") };
+    let builtins: Vec<&Contender> = contenders.iter().filter(|b| b.source == BUILT_IN).collect();
+    let wins = ALPHAS
+        .iter()
+        .filter(|&&a| {
+            let own = ratio_at(rows, c, a).unwrap_or(f64::INFINITY);
+            builtins.iter().all(|b| ratio_at(rows, b, a).is_none_or(|r| own < r))
+        })
+        .count();
+    let at = match wins {
+        0 => "at none of the".to_string(),
+        w if w == ALPHAS.len() => "at all".to_string(),
+        w => format!("at {w} of the"),
+    };
+    format!(
+        "`{name}` (plugin) sends {range} of uncoded's transmissions; it sends fewer than every built-in \
+         compared ({}) {at} {} storage ratios.",
+        BUILTINS.join(", "),
+        ALPHAS.len()
+    )
 }

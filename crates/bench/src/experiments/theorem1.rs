@@ -41,7 +41,10 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
     let rows = measure(ctx, points)?;
     let chart = chart(points, &rows);
     let summary = summary(points, &rows) + &ctx.quick_note("q up to 1e5; the full run adds q = 1e6");
-    Ok(Report::new(summary).table(format!("{NAME}.csv"), &rows)?.figure("", chart).headlines(headline(points, &rows)))
+    Ok(Report::new(summary)
+        .table(format!("{NAME}.csv"), &rows)?
+        .figure("", chart)
+        .headlines(headline(points, &rows)))
 }
 
 fn measure(ctx: &Context, points: &[usize]) -> anyhow::Result<Vec<Measured>> {
@@ -54,7 +57,8 @@ fn measure(ctx: &Context, points: &[usize]) -> anyhow::Result<Vec<Measured>> {
                 let inst = GeneratorParams { workers: WORKERS, points: q, alpha, seed }.check()?.generate();
                 let plan = coded.plan(&inst, &mut seeded_stream(seed, 1))?;
                 verify(&inst, &plan)?.ensure_valid()?;
-                let theorem1 = theorem1_coded_transmissions(WORKERS, q, inst.cache_size()).unwrap_or(f64::NAN);
+                let theorem1 =
+                    theorem1_coded_transmissions(WORKERS, q, inst.cache_size()).unwrap_or(f64::NAN);
                 rows.push(Measured {
                     alpha,
                     points: q,
@@ -101,7 +105,9 @@ fn summary(points: &[usize], rows: &[Measured]) -> String {
     let at_largest: Vec<String> =
         ALPHAS.iter().map(|&a| format!("{:.2}x (alpha = {a})", median_ratio(rows, a, largest))).collect();
     let table_rows = ALPHAS.iter().flat_map(|&a| {
-        points.iter().map(move |&q| vec![a.to_string(), q.to_string(), format!("{:.2}", median_ratio(rows, a, q))])
+        points
+            .iter()
+            .map(move |&q| vec![a.to_string(), q.to_string(), format!("{:.2}", median_ratio(rows, a, q))])
     });
     format!(
         "Median over seeds of coded transmissions divided by Theorem 1's count. The UberShuffle paper \

@@ -187,7 +187,10 @@ impl LineChart {
             .label_style(("sans-serif", 15))
             .axis_desc_style(("sans-serif", 15))
             .draw()?;
-        chart.draw_series(std::iter::once(Rectangle::new([(x.lo, y.lo), (x.hi, y.hi)], BLACK.stroke_width(1))))?;
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(x.lo, y.lo), (x.hi, y.hi)],
+            BLACK.stroke_width(1),
+        )))?;
         for (k, series) in self.series.iter().enumerate() {
             let (r, g, b) = COLORS[k % COLORS.len()];
             let color = RGBColor(r, g, b);

@@ -12,7 +12,8 @@ use super::ReportError;
 use super::table::{Row, Table, parse_csv};
 
 /// The marker line before README's headline table.
-pub const BEGIN: &str = "<!-- headline table: written by `cargo xtask experiments` from results/headline.csv -->";
+pub const BEGIN: &str =
+    "<!-- headline table: written by `cargo xtask experiments` from results/headline.csv -->";
 /// The marker line after it.
 pub const END: &str = "<!-- end of headline table -->";
 
@@ -98,9 +99,8 @@ pub fn to_csv(records: &[HeadlineRecord]) -> Result<String, ReportError> {
 /// run's.
 pub fn render(records: &[HeadlineRecord]) -> String {
     let has_full = |e: &str| records.iter().any(|r| r.experiment == e && r.run == "full");
-    let mut text = String::from(
-        "| what | ours | the paper | from | regenerate |\n| --- | --- | --- | --- | --- |\n",
-    );
+    let mut text =
+        String::from("| what | ours | the paper | from | regenerate |\n| --- | --- | --- | --- | --- |\n");
     for r in records.iter().filter(|r| r.run == "full" || !has_full(&r.experiment)) {
         let (file, rows) = r.source.split_once(": ").unwrap_or((&r.source, ""));
         let rows = if rows.is_empty() { String::new() } else { format!(" ({rows})") };

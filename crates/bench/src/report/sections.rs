@@ -6,7 +6,6 @@ use std::path::Path;
 
 use ubershuffle_runtime::write_atomically;
 
-
 fn begin(name: &str) -> String {
     format!("<!-- experiment {name} begin -->")
 }

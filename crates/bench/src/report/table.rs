@@ -35,9 +35,13 @@ impl Table {
         }
         let mut writer = csv::Writer::from_writer(Vec::new());
         for row in rows {
-            writer.serialize(row).map_err(|e| ReportError::Csv { file: file.clone(), reason: e.to_string() })?;
+            writer
+                .serialize(row)
+                .map_err(|e| ReportError::Csv { file: file.clone(), reason: e.to_string() })?;
         }
-        let bytes = writer.into_inner().map_err(|e| ReportError::Csv { file: file.clone(), reason: e.to_string() })?;
+        let bytes = writer
+            .into_inner()
+            .map_err(|e| ReportError::Csv { file: file.clone(), reason: e.to_string() })?;
         let (header, cells) = parse_csv(&file, &bytes)?;
         for column in R::MACHINE_COLUMNS {
             if !header.iter().any(|h| h == column) {
@@ -59,7 +63,8 @@ impl Table {
         let bytes = writer
             .into_inner()
             .map_err(|e| ReportError::Csv { file: self.file.clone(), reason: e.to_string() })?;
-        String::from_utf8(bytes).map_err(|e| ReportError::Csv { file: self.file.clone(), reason: e.to_string() })
+        String::from_utf8(bytes)
+            .map_err(|e| ReportError::Csv { file: self.file.clone(), reason: e.to_string() })
     }
 
     /// The index of `column`.

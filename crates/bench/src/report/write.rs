@@ -104,8 +104,11 @@ pub fn write_report(
     }
     let mut figure_links = String::new();
     for figure in &report.figures {
-        let file =
-            if figure.suffix.is_empty() { format!("{name}.svg") } else { format!("{name}-{}.svg", figure.suffix) };
+        let file = if figure.suffix.is_empty() {
+            format!("{name}.svg")
+        } else {
+            format!("{name}-{}.svg", figure.suffix)
+        };
         write_atomically(&dest.dir.join(&file), figure.chart.to_svg()?.as_bytes())?;
         figure_links += &format!("![{}]({file})\n\n", figure.chart.title);
     }
@@ -159,7 +162,8 @@ fn publish_headlines(
     let path = root.join("results").join("headline.csv");
     let existing = std::fs::read_to_string(&path).unwrap_or_default();
     let fresh = records(report, heading.name, run, command);
-    let all = headline::merge(headline::parse_records(&existing)?, heading.name, run.name(), fresh, heading.order);
+    let all =
+        headline::merge(headline::parse_records(&existing)?, heading.name, run.name(), fresh, heading.order);
     write_atomically(&path, headline::to_csv(&all)?.as_bytes())?;
     let readme_path = root.join("README.md");
     let readme = std::fs::read_to_string(&readme_path)?;
@@ -191,7 +195,8 @@ pub fn check_report(report: &Report, name: &str, run: RunKind, root: &Path) -> V
     let committed = headline::parse_records(&text).unwrap_or_default();
     let command = rerun_command(name, run, &report.rerun_flags);
     for fresh in records(report, name, run, &command).into_iter().filter(|r| !r.machine) {
-        let same = committed.iter().find(|c| c.experiment == name && c.run == run.name() && c.what == fresh.what);
+        let same =
+            committed.iter().find(|c| c.experiment == name && c.run == run.name() && c.what == fresh.what);
         match same {
             Some(c) if c.ours == fresh.ours && c.source == fresh.source => {}
             Some(c) => differences.push(format!(

@@ -7,7 +7,7 @@ mod msr;
 mod plan;
 mod plan_no_excess;
 mod plan_policy;
-mod run;
+pub(crate) mod run;
 mod schemes;
 mod worker;
 

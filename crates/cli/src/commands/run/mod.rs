@@ -5,7 +5,7 @@
 mod mpi;
 mod report;
 mod settings;
-mod specs;
+pub(crate) mod specs;
 
 use std::process::ExitCode;
 
@@ -20,19 +20,19 @@ use ubershuffle_transport::Transport;
 use ubershuffle_transport::in_process::InProcessConfig;
 use ubershuffle_transport::tcp::{MasterListener, TcpConfig};
 
-use crate::cli::RunArgs;
+use crate::cli::{RunArgs, TransportKind};
 use report::Recorder;
-use settings::{Resolved, SchemeChoice, TransportKind};
+use settings::{Resolved, SchemeChoice};
 
 /// Runs the command.
 pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
-    let settings = settings::merged(args)?;
-    if settings.transport.as_deref() == Some("mpi") {
-        return run_mpi(&settings);
+    let settings = &args.settings;
+    if settings.transport == TransportKind::Mpi {
+        return run_mpi(settings);
     }
     let r = settings.resolve(None)?;
     match r.transport {
-        TransportKind::InProcess => in_process(&r),
+        TransportKind::Inproc => in_process(&r),
         TransportKind::Tcp => tcp_master(&r),
         TransportKind::Mpi => bail!("--transport mpi: internal error, resolved outside mpirun"),
     }
@@ -107,7 +107,7 @@ fn in_process(r: &Resolved) -> anyhow::Result<ExitCode> {
             shaping: r.shaping,
             ..InProcessConfig::default()
         },
-        faults: r.kill.into_iter().collect(),
+        faults: r.kill.into_iter().map(|k| (k.worker, k.epoch)).collect(),
     };
     let result = run_in_process(run, &mut |metrics| recorder.on_epoch(metrics));
     let result = result.map(|(report, workers)| {
@@ -140,7 +140,7 @@ fn tcp_master(r: &Resolved) -> anyhow::Result<ExitCode> {
     })?;
     eprintln!("all {workers} workers joined; running {} epochs", r.config.epochs);
     for rank in 1..=workers {
-        let exit_at_epoch = r.kill.filter(|k| k.0 + 1 == rank).map(|k| k.1);
+        let exit_at_epoch = r.kill.filter(|k| k.worker + 1 == rank).map(|k| k.epoch);
         // A worker gone already is found lost, and reported, when the run starts.
         if let Err(e) = (ClusterJob::EpochLoop { timeout: r.timeout, exit_at_epoch }).send(&mut t, rank) {
             eprintln!("warning: sending the job to rank {rank}: {e}");

@@ -1,7 +1,10 @@
 //! The small languages of `ubershuffle run`'s flags (`--bandwidth 1gbit`, `--stragglers
 //! iid:0.2`, `--kill-worker 2@3`) and the data sets its learners train on.
 
+use std::fmt;
 use std::time::Duration;
+
+use serde::{Serialize, Serializer};
 
 use ubershuffle_codes::Records;
 use ubershuffle_core::rng::seeded_stream;
@@ -16,6 +19,35 @@ use ubershuffle_transport::in_process::LinkShaping;
 /// Stream of the run's seed that draws the heterogeneous model's slow workers (the runtime
 /// draws the per-epoch straggling from its own stream).
 const SLOW_WORKERS_STREAM: u64 = 0x736c_6f77;
+
+/// `--bandwidth`: the emulated rate of every in-process link, or none (unshaped).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bandwidth(pub Option<LinkShaping>);
+
+impl Bandwidth {
+    /// Parses the flag's value ([`parse_bandwidth`]).
+    pub fn parse(text: &str) -> Result<Bandwidth, String> {
+        parse_bandwidth(text).map(Bandwidth)
+    }
+}
+
+impl fmt::Display for Bandwidth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            None => f.write_str("none"),
+            Some(link) => {
+                let bits = link.bytes_per_second * 8.0;
+                if bits >= 1e9 { write!(f, "{}gbit", bits / 1e9) } else { write!(f, "{}mbit", bits / 1e6) }
+            }
+        }
+    }
+}
+
+impl Serialize for Bandwidth {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
 
 /// `--bandwidth`: `none`, or a rate such as `1gbit`, `2.5Gbit/s`, `500mbit`, `100kbit`.
 pub fn parse_bandwidth(text: &str) -> Result<Option<LinkShaping>, String> {
@@ -80,6 +112,18 @@ impl StragglerSpec {
         }
     }
 
+    /// The flag's value for this model (what [`StragglerSpec::parse`] reads back).
+    fn text(&self) -> String {
+        match self {
+            StragglerSpec::None => "none".into(),
+            StragglerSpec::Iid(p) => format!("iid:{p}"),
+            StragglerSpec::Heterogeneous(h) => {
+                format!("heterogeneous:{},{},{}", h.p_slow, h.p_slow_straggle, h.p_active_straggle)
+            }
+            StragglerSpec::Markov { p_fall, p_recover } => format!("markov:{p_fall},{p_recover}"),
+        }
+    }
+
     /// Whether the model makes anyone straggle.
     pub fn is_none(&self) -> bool {
         *self == StragglerSpec::None
@@ -103,19 +147,59 @@ impl StragglerSpec {
     }
 }
 
+impl fmt::Display for StragglerSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text())
+    }
+}
+
+impl Serialize for StragglerSpec {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 /// `--kill-worker W@E`: worker `W` (0-based) leaves when epoch `E`'s order reaches it.
-pub fn parse_kill(text: &str, workers: usize) -> Result<(usize, u32), String> {
-    let bad = || format!("invalid --kill-worker '{text}': use W@E, worker W (0-based) at epoch E (from 1)");
-    let (w, e) = text.split_once('@').ok_or_else(bad)?;
-    let worker: usize = w.trim().parse().map_err(|_| bad())?;
-    let epoch: u32 = e.trim().parse().map_err(|_| bad())?;
-    if epoch == 0 {
-        return Err(bad());
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KillSpec {
+    /// The worker, 0-based.
+    pub worker: usize,
+    /// The epoch, from 1.
+    pub epoch: u32,
+}
+
+impl KillSpec {
+    /// Parses `W@E` (the worker's range is checked once the number of workers is known).
+    pub fn parse(text: &str) -> Result<KillSpec, String> {
+        let bad = || format!("invalid --kill-worker '{text}': use W@E, worker W (0-based) at epoch E (from 1)");
+        let (w, e) = text.split_once('@').ok_or_else(bad)?;
+        let worker: usize = w.trim().parse().map_err(|_| bad())?;
+        let epoch: u32 = e.trim().parse().map_err(|_| bad())?;
+        if epoch == 0 {
+            return Err(bad());
+        }
+        Ok(KillSpec { worker, epoch })
     }
-    if worker >= workers {
-        return Err(format!("--kill-worker {text}: there are only workers 0..{}", workers - 1));
+
+    /// The spec if its worker is one of `workers`.
+    pub fn within(self, workers: usize) -> Result<KillSpec, String> {
+        if self.worker >= workers {
+            return Err(format!("--kill-worker {self}: there are only workers 0..{}", workers.saturating_sub(1)));
+        }
+        Ok(self)
     }
-    Ok((worker, epoch))
+}
+
+impl fmt::Display for KillSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}", self.worker, self.epoch)
+    }
+}
+
+impl Serialize for KillSpec {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 /// Fraction of the generated ratings held out for the loss (matrix completion).
@@ -230,11 +314,21 @@ mod tests {
 
     #[test]
     fn kills_name_a_worker_and_an_epoch() {
-        assert_eq!(parse_kill("2@3", 4).unwrap(), (2, 3));
-        assert!(parse_kill("4@1", 4).unwrap_err().contains("only workers 0..3"));
+        assert_eq!(KillSpec::parse("2@3").unwrap(), KillSpec { worker: 2, epoch: 3 });
+        assert!(KillSpec::parse("4@1").unwrap().within(4).unwrap_err().contains("only workers 0..3"));
         for bad in ["2", "2@0", "a@1", "1@b"] {
-            assert!(parse_kill(bad, 4).is_err(), "{bad}");
+            assert!(KillSpec::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn specs_print_as_they_parse() {
+        for text in ["none", "iid:0.2", "heterogeneous:0.3,0.8,0.01", "markov:0.1,0.5"] {
+            assert_eq!(StragglerSpec::parse(text).unwrap().to_string(), text);
+        }
+        assert_eq!(Bandwidth::parse("1gbit").unwrap().to_string(), "1gbit");
+        assert_eq!(Bandwidth::parse("500mbit").unwrap().to_string(), "500mbit");
+        assert_eq!(KillSpec::parse("1@2").unwrap().to_string(), "1@2");
     }
 
     #[test]
