@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
+use ubershuffle_gradient_codes::{GradientCodeKind, RoleShuffle};
+
 use crate::commands::run::specs::{Bandwidth, KillSpec, StragglerSpec};
 
 /// Plan, verify, run and compare coded data shuffling schemes for distributed learning.
@@ -123,14 +125,8 @@ pub struct PolicyArgs {
     /// each epoch's caches are their current batches (plus excess storage with --alpha) and its
     /// assignment the batches after the exchange, which --scheme plans. Needs --workers and
     /// --points.
-    #[arg(
-        long,
-        value_name = "POLICY",
-        value_parser = ["local", "partial-local", "global"],
-        requires = "workers",
-        conflicts_with_all = ["instance", "shuffle_matrix"]
-    )]
-    pub policy: Option<String>,
+    #[arg(long, value_enum, requires = "workers", conflicts_with_all = ["instance", "shuffle_matrix"])]
+    pub policy: Option<PolicyKind>,
     /// partial-local (required there, refused by local and global): the fraction Q in [0, 1] of
     /// each worker's points put into the exchange every epoch (round(Q * batch) points drawn
     /// uniformly; the pool is dealt back uniformly at random, as many to each worker as it gave,
@@ -189,7 +185,7 @@ pub struct GradientCodingArgs {
     /// The code: uncoded, frc (fractional repetition; s must divide n), crc (cyclic repetition,
     /// 0/1 entries) or crc-exact (Tandon et al.'s real-valued cyclic code).
     #[arg(long, default_value = "frc")]
-    pub code: String,
+    pub code: GradientCodeKind,
     /// Number of workers n (= number of partitions), 1 to 64 (exact enumeration up to 12).
     #[arg(long, short = 'n', value_name = "N", default_value_t = 8)]
     pub workers: usize,
@@ -208,7 +204,7 @@ pub struct GradientCodingArgs {
     /// How worker roles (rows of B) are reassigned each iteration: none, cyclic ((w + t) mod n)
     /// or random (a fresh seeded permutation).
     #[arg(long, default_value = "random")]
-    pub shuffle: String,
+    pub shuffle: RoleShuffle,
     /// Monte Carlo: independent runs (each draws its slow workers).
     #[arg(long, value_name = "R", default_value_t = 4000)]
     pub runs: usize,
@@ -246,9 +242,9 @@ pub struct MasterArgs {
     /// Number of broadcasts.
     #[arg(long, value_name = "R", default_value_t = 3)]
     pub rounds: u32,
-    /// Broadcast method: pseudo-broadcast (scatter + ring, UberShuffle Section 3.1) or plain.
-    #[arg(long, value_name = "METHOD", default_value = "pseudo-broadcast")]
-    pub method: String,
+    /// Broadcast method.
+    #[arg(long, value_enum, default_value_t = BroadcastKind::PseudoBroadcast)]
+    pub method: BroadcastKind,
     /// Seconds any single wait may take before the peer is declared stalled.
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     pub timeout: f64,
@@ -377,6 +373,27 @@ pub enum BroadcastKind {
     PseudoBroadcast,
     /// The root sends the whole payload to every receiver.
     Plain,
+}
+
+impl BroadcastKind {
+    /// The transport's method.
+    pub fn method(self) -> ubershuffle_transport::BroadcastMethod {
+        match self {
+            BroadcastKind::PseudoBroadcast => ubershuffle_transport::BroadcastMethod::PseudoBroadcast,
+            BroadcastKind::Plain => ubershuffle_transport::BroadcastMethod::Plain,
+        }
+    }
+}
+
+impl PolicyKind {
+    /// The name `ExchangePolicy::new` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyKind::Global => "global",
+            PolicyKind::PartialLocal => "partial-local",
+            PolicyKind::Local => "local",
+        }
+    }
 }
 
 /// The settings of `ubershuffle run`, from flags or a TOML file (same names; flags win).

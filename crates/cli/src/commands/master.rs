@@ -8,7 +8,7 @@ use serde_json::json;
 use ubershuffle_runtime::broadcast_demo::{DemoJob, run_master};
 use ubershuffle_runtime::cluster_job::ClusterJob;
 use ubershuffle_transport::tcp::{MasterListener, TcpConfig};
-use ubershuffle_transport::{BroadcastMethod, Transport};
+use ubershuffle_transport::Transport;
 
 use crate::cli::MasterArgs;
 use crate::output::{print_json, print_table};
@@ -23,9 +23,7 @@ pub fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
 
 /// Runs the master.
 pub fn run(args: &MasterArgs) -> anyhow::Result<ExitCode> {
-    let Some(method) = BroadcastMethod::from_name(&args.method) else {
-        bail!("invalid value '{}' for '--method': use pseudo-broadcast or plain", args.method);
-    };
+    let method = args.method.method();
     if args.workers == 0 {
         bail!("--workers must be at least 1");
     }

@@ -11,8 +11,8 @@ use crate::cli::{InstanceSource, PolicyArgs};
 
 /// The run the policy flags describe, or `None` without `--policy`.
 pub fn start(source: &InstanceSource, args: &PolicyArgs) -> anyhow::Result<Option<ExchangeRun>> {
-    let Some(name) = &args.policy else { return Ok(None) };
-    let policy = ExchangePolicy::new(name, args.fraction)?;
+    let Some(kind) = args.policy else { return Ok(None) };
+    let policy = ExchangePolicy::new(kind.name(), args.fraction)?;
     let (Some(workers), Some(points)) = (source.workers, source.points) else {
         bail!("--policy needs --workers N --points Q [--alpha A]");
     };

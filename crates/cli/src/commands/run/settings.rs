@@ -16,7 +16,7 @@ use ubershuffle_transport::BroadcastMethod;
 use ubershuffle_transport::in_process::LinkShaping;
 
 use super::specs::{DataSpec, KillSpec, StragglerSpec};
-use crate::cli::{BroadcastKind, LearnerKind, PolicyKind, RunSettings, TransportKind};
+use crate::cli::{BroadcastKind, LearnerKind, RunSettings, TransportKind};
 use crate::commands::master::seconds;
 
 /// Where the scheme comes from.
@@ -148,12 +148,7 @@ impl RunSettings {
         if !(alpha > 0.0 && alpha <= 1.0) {
             bail!("--alpha must lie in (0, 1], got {alpha}");
         }
-        let policy = match s.policy {
-            PolicyKind::Global => "global",
-            PolicyKind::PartialLocal => "partial-local",
-            PolicyKind::Local => "local",
-        };
-        let policy = ExchangePolicy::new(policy, s.fraction).context("--policy")?;
+        let policy = ExchangePolicy::new(s.policy.name(), s.fraction).context("--policy")?;
         let (transport, broadcast) = resolve_transport(&mut s)?;
         s.stragglers.build(workers, s.seed).context("--stragglers")?;
         let deadline = s.deadline.map(|d| seconds("--deadline", d)).transpose()?;
@@ -228,10 +223,7 @@ fn resolve_transport(s: &mut RunSettings) -> anyhow::Result<(TransportKind, Broa
     let broadcast = match (transport, s.broadcast) {
         (TransportKind::Mpi, Some(_)) => bail!("--broadcast does not apply to mpi (it broadcasts with MPI_Bcast)"),
         (TransportKind::Mpi, None) => BroadcastMethod::PseudoBroadcast,
-        (_, kind) => match *s.broadcast.get_or_insert(kind.unwrap_or(BroadcastKind::PseudoBroadcast)) {
-            BroadcastKind::PseudoBroadcast => BroadcastMethod::PseudoBroadcast,
-            BroadcastKind::Plain => BroadcastMethod::Plain,
-        },
+        (_, kind) => s.broadcast.get_or_insert(kind.unwrap_or(BroadcastKind::PseudoBroadcast)).method(),
     };
     match (transport, s.listen.is_some(), s.token.is_some()) {
         (TransportKind::Tcp, true, true) | (TransportKind::Inproc | TransportKind::Mpi, false, false) => {}
