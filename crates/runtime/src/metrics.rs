@@ -77,54 +77,78 @@ impl EpochMetrics {
             + self.transmit_seconds
             + self.decode_seconds
     }
+}
 
-    /// The CSV header of [`EpochMetrics::csv_row`].
-    pub const CSV_HEADER: &'static str = "epoch,attempts,workers,transmissions,uncoded_transmissions,broadcast_packets,\
-unicast_packets,payload_bytes,control_bytes,model_bytes,plan_seconds,verify_seconds,route_seconds,encode_seconds,\
-transmit_seconds,model_seconds,decode_seconds,compute_seconds,shuffle_seconds,epoch_seconds,updates,stragglers,lost_workers,loss";
+/// One epoch as a flat CSV record: [`EpochMetrics`] with the shuffle time added and the lost
+/// workers joined by spaces.
+#[derive(Serialize)]
+struct EpochCsvRecord {
+    epoch: usize,
+    attempts: usize,
+    workers: usize,
+    transmissions: usize,
+    uncoded_transmissions: usize,
+    broadcast_packets: usize,
+    unicast_packets: usize,
+    payload_bytes: u64,
+    control_bytes: u64,
+    model_bytes: u64,
+    plan_seconds: f64,
+    verify_seconds: f64,
+    route_seconds: f64,
+    encode_seconds: f64,
+    transmit_seconds: f64,
+    model_seconds: f64,
+    decode_seconds: f64,
+    compute_seconds: f64,
+    shuffle_seconds: f64,
+    epoch_seconds: f64,
+    updates: usize,
+    stragglers: usize,
+    lost_workers: String,
+    loss: f64,
+}
 
-    /// The epoch as one CSV line.
-    pub fn csv_row(&self) -> String {
-        let lost: Vec<String> = self.lost_workers.iter().map(usize::to_string).collect();
-        format!(
-            "{},{},{},{},{},{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{:.6},{},{},{},{}",
-            self.epoch,
-            self.attempts,
-            self.workers,
-            self.transmissions,
-            self.uncoded_transmissions,
-            self.broadcast_packets,
-            self.unicast_packets,
-            self.payload_bytes,
-            self.control_bytes,
-            self.model_bytes,
-            self.plan_seconds,
-            self.verify_seconds,
-            self.route_seconds,
-            self.encode_seconds,
-            self.transmit_seconds,
-            self.model_seconds,
-            self.decode_seconds,
-            self.compute_seconds,
-            self.shuffle_seconds(),
-            self.epoch_seconds,
-            self.updates,
-            self.stragglers,
-            lost.join(" "),
-            self.loss
-        )
+impl From<&EpochMetrics> for EpochCsvRecord {
+    fn from(m: &EpochMetrics) -> Self {
+        let lost: Vec<String> = m.lost_workers.iter().map(usize::to_string).collect();
+        EpochCsvRecord {
+            epoch: m.epoch,
+            attempts: m.attempts,
+            workers: m.workers,
+            transmissions: m.transmissions,
+            uncoded_transmissions: m.uncoded_transmissions,
+            broadcast_packets: m.broadcast_packets,
+            unicast_packets: m.unicast_packets,
+            payload_bytes: m.payload_bytes,
+            control_bytes: m.control_bytes,
+            model_bytes: m.model_bytes,
+            plan_seconds: m.plan_seconds,
+            verify_seconds: m.verify_seconds,
+            route_seconds: m.route_seconds,
+            encode_seconds: m.encode_seconds,
+            transmit_seconds: m.transmit_seconds,
+            model_seconds: m.model_seconds,
+            decode_seconds: m.decode_seconds,
+            compute_seconds: m.compute_seconds,
+            shuffle_seconds: m.shuffle_seconds(),
+            epoch_seconds: m.epoch_seconds,
+            updates: m.updates,
+            stragglers: m.stragglers,
+            lost_workers: lost.join(" "),
+            loss: m.loss,
+        }
     }
 }
 
-/// Every epoch of a run as CSV text.
-pub fn metrics_csv(epochs: &[EpochMetrics]) -> String {
-    let mut out = String::from(EpochMetrics::CSV_HEADER);
-    out.push('\n');
+/// Every epoch of a run as CSV text (written with the `csv` crate).
+pub fn metrics_csv(epochs: &[EpochMetrics]) -> Result<String, csv::Error> {
+    let mut writer = csv::Writer::from_writer(Vec::new());
     for e in epochs {
-        out.push_str(&e.csv_row());
-        out.push('\n');
+        writer.serialize(EpochCsvRecord::from(e))?;
     }
-    out
+    let bytes = writer.into_inner().map_err(|e| e.into_error())?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 #[cfg(test)]
@@ -134,8 +158,12 @@ mod tests {
     #[test]
     fn csv_has_one_cell_per_column() {
         let m = EpochMetrics { epoch: 2, lost_workers: vec![1, 3], loss: 0.5, ..Default::default() };
-        let header_cells = EpochMetrics::CSV_HEADER.split(',').count();
-        assert_eq!(m.csv_row().split(',').count(), header_cells);
-        assert!(metrics_csv(&[m]).lines().nth(1).unwrap_or("").contains("1 3"));
+        let text = metrics_csv(&[m]).unwrap_or_default();
+        let mut lines = text.lines();
+        let header_cells = lines.next().unwrap_or("").split(',').count();
+        let row = lines.next().unwrap_or("");
+        assert_eq!(header_cells, 24);
+        assert_eq!(row.split(',').count(), header_cells);
+        assert!(row.contains(",1 3,"), "{row}");
     }
 }

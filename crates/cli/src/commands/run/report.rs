@@ -151,7 +151,7 @@ impl Recorder {
 }
 
 fn write_files(dir: &Path, epochs: &[EpochMetrics], doc: &Value) -> anyhow::Result<()> {
-    write_atomically(&dir.join(CSV), metrics_csv(epochs).as_bytes())?;
+    write_atomically(&dir.join(CSV), metrics_csv(epochs)?.as_bytes())?;
     let text = serde_json::to_string_pretty(doc)? + "\n";
     Ok(write_atomically(&dir.join(SUMMARY), text.as_bytes())?)
 }
