@@ -6,6 +6,10 @@
 //! experiment: write `experiments/<name>.rs` with a `run(&Context) -> anyhow::Result<Report>`
 //! and add one entry to [`EXPERIMENTS`].
 
+mod broadcast;
+mod fig3;
+mod gradient_coding;
+mod msr;
 mod theorem1;
 
 use std::path::{Path, PathBuf};
@@ -60,6 +64,10 @@ pub struct Experiment {
 /// Every experiment, in the order `cargo xtask experiments` runs them and README lists them.
 pub static EXPERIMENTS: &[Experiment] = &[
     Experiment { name: theorem1::NAME, about: theorem1::ABOUT, run: theorem1::run },
+    Experiment { name: fig3::NAME, about: fig3::ABOUT, run: fig3::run },
+    Experiment { name: gradient_coding::NAME, about: gradient_coding::ABOUT, run: gradient_coding::run },
+    Experiment { name: msr::NAME, about: msr::ABOUT, run: msr::run },
+    Experiment { name: broadcast::NAME, about: broadcast::ABOUT, run: broadcast::run },
 ];
 
 /// The built-in planner `name` with `options` (an error naming the known ones otherwise).
