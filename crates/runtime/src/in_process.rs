@@ -7,8 +7,8 @@ use ubershuffle_transport::in_process::{InProcessConfig, cluster};
 use ubershuffle_learners::StragglerModel;
 
 use crate::{
-    CheckedRunConfig, ConfigError, EpochMetrics, Master, RunData, RunReport, RuntimeError, WorkerOptions, WorkerSummary,
-    run_worker,
+    CheckedRunConfig, ConfigError, EpochMetrics, Master, RunData, RunReport, RuntimeError, WorkerOptions,
+    WorkerSummary, run_worker,
 };
 
 /// A run on threads of this process.

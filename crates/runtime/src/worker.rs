@@ -10,12 +10,12 @@ use ubershuffle_codes::{Decoder, RecordStore};
 use ubershuffle_learners::{Learner, LocalStep, Model};
 use ubershuffle_transport::{Transport, TransportError};
 
-use crate::{ProtocolError, RuntimeError};
 use crate::cache_policy::next_cache;
 use crate::protocol::{
     DataChunkRef, EpochAck, EpochOrder, JobSpec, MasterMessage, TAG_MASTER, TAG_RECEIVED, TAG_UPDATE,
     UpdateOutcome, UpdateReport, records_checksum,
 };
+use crate::{ProtocolError, RuntimeError};
 
 /// How a worker behaves.
 #[derive(Clone, Debug)]

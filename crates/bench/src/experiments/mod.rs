@@ -6,9 +6,12 @@
 //! experiment: write `experiments/<name>.rs` with a `run(&Context) -> anyhow::Result<Report>`
 //! and add one entry to [`EXPERIMENTS`].
 
+mod broadcast;
 mod epoch_runs;
 mod fig3;
 mod fig4;
+mod gradient_coding;
+mod msr;
 mod partial_local;
 mod partial_local_training;
 mod plugins;
@@ -70,8 +73,11 @@ pub static EXPERIMENTS: &[Experiment] = &[
     Experiment { name: theorem1::NAME, about: theorem1::ABOUT, run: theorem1::run },
     Experiment { name: fig3::NAME, about: fig3::ABOUT, run: fig3::run },
     Experiment { name: plugins::NAME, about: plugins::ABOUT, run: plugins::run },
+    Experiment { name: gradient_coding::NAME, about: gradient_coding::ABOUT, run: gradient_coding::run },
     Experiment { name: worst_case::NAME, about: worst_case::ABOUT, run: worst_case::run },
     Experiment { name: partial_local::NAME, about: partial_local::ABOUT, run: partial_local::run },
+    Experiment { name: msr::NAME, about: msr::ABOUT, run: msr::run },
+    Experiment { name: broadcast::NAME, about: broadcast::ABOUT, run: broadcast::run },
     Experiment { name: table1::NAME, about: table1::ABOUT, run: table1::run },
     Experiment { name: fig4::NAME, about: fig4::ABOUT, run: fig4::run },
 ];

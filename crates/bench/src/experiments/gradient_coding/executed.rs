@@ -1,0 +1,356 @@
+//! Executed gradient-coded descent on threads, with and without shuffled worker roles.
+//!
+//! Only the workers the straggler model makes late are meant to miss the master's wall-clock
+//! deadline. On a loaded machine an on-time worker can miss it too; such a run is not the one
+//! its seed describes, so it is repeated (up to [`ATTEMPTS`] times). A run in which every
+//! on-time worker made every deadline is fully determined by its seed, which keeps the losses
+//! and decoding errors deterministic; the repetitions are machine columns.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use ubershuffle_core::rng::{partial_shuffle, seeded_stream};
+use ubershuffle_gradient_codes::{EncodingMatrix, RoleShuffle};
+use ubershuffle_learners::data::shipped::ShippedTask;
+use ubershuffle_learners::data::{Dataset, record_views};
+use ubershuffle_learners::gradient_coding::glm::GlmLoss;
+use ubershuffle_learners::gradient_coding::run::{
+    CodedRunConfig, CodedRunTrace, IterationRecord, run_coded_gd,
+};
+use ubershuffle_learners::straggler::HeterogeneousStragglers;
+
+use super::{N, NAME, PAPER, S, Sizes};
+use crate::experiments::Context;
+use crate::report::{LineChart, Row, Series, markdown_table};
+
+/// The tasks: data, loss, step size.
+const TASKS: [(ShippedTask, GlmLoss, f64); 2] = [
+    (ShippedTask::DiabetesRegression, GlmLoss::LeastSquares, 0.3),
+    (ShippedTask::IrisVirginica, GlmLoss::Logistic, 4.0),
+];
+/// The fraction of each data set held out.
+const HELD_OUT: f64 = 0.2;
+/// The master's deadline per iteration.
+const DEADLINE: Duration = Duration::from_millis(5);
+/// Slow workers of the (n, m) model.
+const SLOW_COUNT: usize = 2;
+/// The excess loss is averaged over this many last iterations.
+const TAIL: usize = 20;
+/// Every how many iterations the loss table keeps a point (every one: the figures are drawn
+/// from the table and show single-iteration spikes).
+const LOSS_STEP: usize = 1;
+/// How often a run with an unexpectedly late worker is tried.
+const ATTEMPTS: usize = 3;
+/// The code of the full-gradient rows of the loss table.
+const FULL_GRADIENT: &str = "full-gradient";
+/// The seed whose runs the figures show.
+const CHART_SEED: u64 = 1;
+/// Excess losses below this are rounding (the run matched full-gradient descent so far) and
+/// are left out of the log-scale loss figures (the CSV keeps the losses themselves).
+const VISIBLE_EXCESS: f64 = 1e-7;
+
+/// One executed run.
+#[derive(Clone, Debug, Serialize)]
+pub(super) struct Executed {
+    task: &'static str,
+    code: &'static str,
+    replication: usize,
+    shuffle: &'static str,
+    seed: u64,
+    slow_workers: String,
+    excess_loss: f64,
+    mean_decoding_error: f64,
+    held_out_loss: f64,
+    attempts: usize,
+    unexpected_late: usize,
+}
+
+impl Row for Executed {
+    const MACHINE_COLUMNS: &'static [&'static str] = &["attempts", "unexpected_late"];
+}
+
+/// The training loss every [`LOSS_STEP`] iterations: full-gradient descent (no shuffle, no
+/// seed) and every code and shuffle of [`CHART_SEED`].
+#[derive(Clone, Debug, Serialize)]
+pub(super) struct Loss {
+    task: &'static str,
+    code: &'static str,
+    shuffle: &'static str,
+    seed: Option<u64>,
+    iteration: usize,
+    train_loss: f64,
+}
+
+impl Row for Loss {}
+
+/// Runs every task, code, shuffle and seed.
+pub(super) fn measure(ctx: &Context, sizes: Sizes) -> anyhow::Result<(Vec<Executed>, Vec<Loss>)> {
+    let codes = [EncodingMatrix::uncoded(N)?, EncodingMatrix::frc(N, S)?, EncodingMatrix::crc(N, S)?];
+    let steps = TASKS.len() * codes.len() * RoleShuffle::ALL.len() * sizes.seeds as usize;
+    let bar = ctx.progress(steps as u64, NAME);
+    let (mut runs, mut losses) = (Vec::new(), Vec::new());
+    for (task, loss, step) in TASKS {
+        let (train, held) = task.prepare(HELD_OUT, 1)?;
+        let full = full_gradient_curve(loss, &train, step, sizes.iterations)?;
+        losses.extend(full.iter().enumerate().step_by(LOSS_STEP).map(|(iteration, &train_loss)| Loss {
+            task: task.name(),
+            code: FULL_GRADIENT,
+            shuffle: "",
+            seed: None,
+            iteration,
+            train_loss,
+        }));
+        for b in &codes {
+            for shuffle in RoleShuffle::ALL {
+                for seed in 1..=sizes.seeds {
+                    let config = CodedRunConfig {
+                        code: b.clone(),
+                        shuffle,
+                        loss,
+                        iterations: sizes.iterations,
+                        step_size: step,
+                        deadline: DEADLINE,
+                        seed,
+                    };
+                    let (run, trace) = run_once(task, &config, &train, &held, &full)?;
+                    if seed == CHART_SEED {
+                        losses.extend(trace.history.iter().step_by(LOSS_STEP).map(|r| Loss {
+                            task: task.name(),
+                            code: b.kind().name(),
+                            shuffle: shuffle.name(),
+                            seed: Some(seed),
+                            iteration: r.iteration,
+                            train_loss: r.train_loss,
+                        }));
+                    }
+                    runs.push(run);
+                    bar.inc(1);
+                }
+            }
+        }
+    }
+    bar.finish_and_clear();
+    Ok((runs, losses))
+}
+
+/// The full-gradient trajectory: train loss after 0..=iterations steps.
+fn full_gradient_curve(
+    loss: GlmLoss,
+    train: &Dataset,
+    step: f64,
+    iterations: usize,
+) -> anyhow::Result<Vec<f64>> {
+    let records = train.to_records()?;
+    let views = record_views(&records);
+    let mut params = vec![0.0; train.features + 1];
+    let mut curve = vec![loss.mean_loss(&params, &views)?];
+    let n = views.len() as f64;
+    for _ in 0..iterations {
+        let g = loss.gradient_sum(&params, &views)?;
+        for (p, gi) in params.iter_mut().zip(g) {
+            *p -= step * gi / n;
+        }
+        curve.push(loss.mean_loss(&params, &views)?);
+    }
+    Ok(curve)
+}
+
+/// One run of `config` with [`SLOW_COUNT`] slow workers placed by its seed, repeated while an
+/// on-time worker misses a deadline (at most [`ATTEMPTS`] times).
+fn run_once(
+    task: ShippedTask,
+    config: &CodedRunConfig,
+    train: &Dataset,
+    held: &Dataset,
+    full: &[f64],
+) -> anyhow::Result<(Executed, CodedRunTrace)> {
+    let mut workers: Vec<usize> = (0..N).collect();
+    partial_shuffle(&mut seeded_stream(config.seed, 30), &mut workers, SLOW_COUNT);
+    let slow = &workers[..SLOW_COUNT];
+    let mut attempts = 0;
+    let (trace, unexpected_late) = loop {
+        attempts += 1;
+        let mut model = HeterogeneousStragglers::with_slow_workers(N, slow, PAPER)?;
+        let trace = run_coded_gd(config, train, held, &mut model)?;
+        let unexpected_late: usize = trace.history.iter().map(|r| r.unexpected_late).sum();
+        if unexpected_late == 0 || attempts == ATTEMPTS {
+            break (trace, unexpected_late);
+        }
+    };
+    let h: &[IterationRecord] = &trace.history;
+    let iterations = config.iterations;
+    let tail = &h[iterations + 1 - TAIL..];
+    let mut slow_sorted = slow.to_vec();
+    slow_sorted.sort_unstable();
+    let run = Executed {
+        task: task.name(),
+        code: config.code.kind().name(),
+        replication: config.code.replication(),
+        shuffle: config.shuffle.name(),
+        seed: config.seed,
+        slow_workers: slow_sorted.iter().map(usize::to_string).collect::<Vec<_>>().join(" "),
+        excess_loss: tail.iter().map(|r| r.train_loss - full[r.iteration]).sum::<f64>() / TAIL as f64,
+        mean_decoding_error: h[1..].iter().map(|r| r.decoding_error).sum::<f64>() / iterations as f64,
+        held_out_loss: h[iterations].held_out_loss,
+        attempts,
+        unexpected_late,
+    };
+    Ok((run, trace))
+}
+
+/// One chart per task: the excess loss of [`CHART_SEED`]'s runs without and with random
+/// shuffling, from the loss table.
+pub(super) fn charts(losses: &[Loss]) -> Vec<(String, LineChart)> {
+    TASKS
+        .iter()
+        .map(|&(task, _, _)| {
+            let of_task: Vec<&Loss> = losses.iter().filter(|r| r.task == task.name()).collect();
+            let full = |iteration: usize| {
+                of_task
+                    .iter()
+                    .find(|r| r.code == FULL_GRADIENT && r.iteration == iteration)
+                    .map(|r| r.train_loss)
+            };
+            let mut series = Vec::new();
+            for code in ["uncoded", "frc", "crc"] {
+                for shuffle in [RoleShuffle::None, RoleShuffle::Random] {
+                    let points: Vec<(f64, f64)> = of_task
+                        .iter()
+                        .filter(|r| r.code == code && r.shuffle == shuffle.name())
+                        .filter_map(|r| Some((r.iteration as f64, r.train_loss - full(r.iteration)?)))
+                        .filter(|&(_, excess)| excess >= VISIBLE_EXCESS)
+                        .collect();
+                    let name = format!("{code} {}", shuffle.name());
+                    let dashed = shuffle == RoleShuffle::None;
+                    series.push(if dashed {
+                        Series::dashed(name, points)
+                    } else {
+                        Series::solid(name, points)
+                    });
+                }
+            }
+            let chart = LineChart {
+                title: format!(
+                    "{}: excess training loss over full-gradient descent (seed {CHART_SEED})",
+                    task.name()
+                ),
+                x_label: "iteration".into(),
+                y_label: format!("training loss - full-gradient loss (>= {VISIBLE_EXCESS:.0e} shown)"),
+                log_y: true,
+                series,
+                ..Default::default()
+            };
+            (task.name().to_string(), chart)
+        })
+        .collect()
+}
+
+/// The mean over seeds of `value` at (task, code, shuffle).
+fn mean_over_seeds(
+    runs: &[Executed],
+    task: &str,
+    code: &str,
+    shuffle: RoleShuffle,
+    value: fn(&Executed) -> f64,
+) -> f64 {
+    let chosen: Vec<f64> = runs
+        .iter()
+        .filter(|r| r.task == task && r.code == code && r.shuffle == shuffle.name())
+        .map(value)
+        .collect();
+    chosen.iter().sum::<f64>() / chosen.len() as f64
+}
+
+pub(super) fn section(runs: &[Executed], sizes: Sizes) -> String {
+    let mut pairs: Vec<(&str, &str)> = runs.iter().map(|r| (r.task, r.code)).collect();
+    pairs.dedup();
+    let table = pairs.iter().map(|&(task, code)| {
+        let excess = RoleShuffle::ALL
+            .map(|s| format!("{:.2e}", mean_over_seeds(runs, task, code, s, |r| r.excess_loss)));
+        let error = RoleShuffle::ALL
+            .map(|s| format!("{:.3}", mean_over_seeds(runs, task, code, s, |r| r.mean_decoding_error)));
+        [task.to_string(), code.to_string()]
+            .into_iter()
+            .chain(excess)
+            .chain([error.join(" / ")])
+            .collect::<Vec<_>>()
+    });
+    let header = ["task", "code", "none", "cyclic", "random", "mean decoding error (none / cyclic / random)"];
+    format!(
+        "\n### Executed gradient-coded descent ({N} worker threads, s = {S})\n\n{}\n{}\n{}\n\n{}\n",
+        setup(sizes),
+        markdown_table(&header, table),
+        comparison(runs, &pairs),
+        repetitions(runs, sizes),
+    )
+}
+
+fn setup(sizes: Sizes) -> String {
+    let [(t1, _, step1), (t2, _, step2)] = TASKS;
+    format!(
+        "Real runs: {N} worker threads compute real partial gradients of their role's partitions, the master waits \
+         {} ms of wall-clock time per iteration and decodes the roles that arrived. The straggler model is the (n, m) \
+         heterogeneous model with m = {SLOW_COUNT} slow workers at a placement drawn from the seed (p_ss = {}, p_as = \
+         {}); a late worker's result is held past the deadline (emulated slowness: this machine has no slow nodes) \
+         and dropped by the master. Linear regression on the diabetes data ({}, least squares, step {step1}) and \
+         logistic regression on iris ({}, virginica or not, step {step2}), {:.0} % of each for training. Excess loss = \
+         training loss minus that of plain full-gradient descent after the same number of steps, averaged over the \
+         last {TAIL} of {} iterations and over {} seeds (placements):\n",
+        DEADLINE.as_millis(),
+        PAPER.p_slow_straggle,
+        PAPER.p_active_straggle,
+        t1.name(),
+        t2.name(),
+        100.0 * (1.0 - HELD_OUT),
+        sizes.iterations,
+        sizes.seeds,
+    )
+}
+
+/// How often shuffling lowered the excess loss, on average and run by run.
+fn comparison(runs: &[Executed], pairs: &[(&str, &str)]) -> String {
+    let lower = |s: RoleShuffle| {
+        let excess = |task, code, shuffle| mean_over_seeds(runs, task, code, shuffle, |r| r.excess_loss);
+        pairs
+            .iter()
+            .filter(|&&(task, code)| excess(task, code, s) < excess(task, code, RoleShuffle::None))
+            .count()
+    };
+    let single: Vec<(&Executed, &Executed)> = runs
+        .iter()
+        .filter(|r| r.shuffle == RoleShuffle::None.name())
+        .filter_map(|none| {
+            let random = runs.iter().find(|r| {
+                r.shuffle == RoleShuffle::Random.name()
+                    && (r.task, r.code, r.seed) == (none.task, none.code, none.seed)
+            })?;
+            Some((none, random))
+        })
+        .collect();
+    let none_better = single.iter().filter(|(none, random)| none.excess_loss < random.excess_loss).count();
+    format!(
+        "Averaged over the placements, random shuffling gives a lower excess loss than no shuffling for {} of {} \
+         (task, code) pairs, cyclic shuffling for {}. Run by run (one task, code and placement), no shuffling ends \
+         lower than random shuffling in {none_better} of {} runs: a placement that puts the slow workers on \
+         different partitions (e.g. different FRC groups) loses little without shuffling. Per-seed values are in \
+         [`{NAME}-executed.csv`]({NAME}-executed.csv).",
+        lower(RoleShuffle::Random),
+        pairs.len(),
+        lower(RoleShuffle::Cyclic),
+        single.len(),
+    )
+}
+
+/// How many runs had to be repeated on this machine.
+fn repetitions(runs: &[Executed], sizes: Sizes) -> String {
+    let repeated = runs.iter().filter(|r| r.attempts > 1).count();
+    let still_late: usize = runs.iter().map(|r| r.unexpected_late).sum();
+    let worker_iterations = runs.len() * sizes.iterations * N;
+    format!(
+        "Runs repeated because an on-time worker missed the {} ms deadline (a loaded machine): {repeated} of {}; \
+         on-time worker-iterations that still missed it after {ATTEMPTS} attempts (such a run is not reproducible \
+         from its seed): {still_late} of {worker_iterations}.",
+        DEADLINE.as_millis(),
+        runs.len(),
+    )
+}
