@@ -99,3 +99,22 @@ fn late_results_are_dropped_not_faked() {
     assert!(run_coded_gd(&bad, &train, &held, &mut NoStragglers::new(4).unwrap()).is_err());
     assert!(run_coded_gd(&bad, &train, &held, &mut NoStragglers::new(5).unwrap()).is_err());
 }
+
+#[test]
+fn on_time_workers_count_however_slow_the_machine_so_a_seed_gives_one_run() {
+    let (train, held) = ShippedTask::DiabetesRegression.prepare(0.2, 1).unwrap();
+    // A deadline no reply can meet: only the model's stragglers may be dropped.
+    let cfg = CodedRunConfig {
+        deadline: Duration::from_nanos(1),
+        ..config(EncodingMatrix::frc(4, 2).unwrap(), RoleShuffle::Random, GlmLoss::LeastSquares, 6, 0.3)
+    };
+    let run = || run_coded_gd(&cfg, &train, &held, &mut IidStragglers::new(4, 0.3).unwrap()).unwrap();
+    let (a, b) = (run(), run());
+    assert_eq!(a.params, b.params);
+    for h in &a.history[1..] {
+        assert_eq!(h.received + h.late_by_model, 4, "{h:?}");
+        assert_eq!(h.unexpected_late, h.received, "every on-time reply came after a 1 ns deadline: {h:?}");
+    }
+    let kept: Vec<usize> = a.history.iter().map(|h| h.received).collect();
+    assert_eq!(kept, b.history.iter().map(|h| h.received).collect::<Vec<_>>());
+}

@@ -167,9 +167,10 @@ impl LineChart {
         let y = Axis::new(points().map(|p| p.1), self.log_y);
         let root = SVGBackend::with_string(svg, (WIDTH, HEIGHT)).into_drawing_area();
         root.fill(&WHITE)?;
-        let (plot_area, legend_area) = root.split_horizontally(WIDTH - LEGEND_WIDTH);
+        // The title centred over the whole figure, so long titles are not cut.
+        let below_title = root.titled(&self.title, ("sans-serif", 19))?;
+        let (plot_area, legend_area) = below_title.split_horizontally(WIDTH - LEGEND_WIDTH);
         let mut chart = ChartBuilder::on(&plot_area)
-            .caption(&self.title, ("sans-serif", 19))
             .margin(12)
             .x_label_area_size(44)
             .y_label_area_size(64)
@@ -208,7 +209,7 @@ impl LineChart {
                 chart.draw_series(LineSeries::new(drawn.clone(), style))?;
                 chart.draw_series(drawn.into_iter().map(|p| Circle::new(p, 3, color.filled())))?;
             }
-            let row = 50 + 20 * k as i32;
+            let row = 24 + 20 * k as i32;
             let line: Vec<(i32, i32)> = vec![(10, row), (34, row)];
             if series.dashed {
                 legend_area.draw(&PathElement::new(vec![(10, row), (18, row)], style))?;

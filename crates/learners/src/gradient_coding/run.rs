@@ -11,8 +11,10 @@
 //! hardware, so lateness is **emulated**: a late worker computes its result like the others
 //! but holds it back for twice the deadline (it drops it if the next iteration's request comes
 //! first). Its result then really misses the master's deadline and is discarded, never faked.
-//! On-time workers reply as soon as they finish; if one still misses the deadline (a loaded
-//! machine), it is dropped too and counted in [`IterationRecord::unexpected_late`].
+//! The master waits for every worker the model keeps on time, however long this machine takes
+//! (up to [`ON_TIME_SAFETY`]), so a run's numbers depend on its seed only, not on the host's
+//! load; an on-time reply sent after the deadline is counted in
+//! [`IterationRecord::unexpected_late`] (a machine-dependent figure) and still used.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,6 +30,10 @@ use super::glm::GlmLoss;
 use crate::data::{Dataset, record_views};
 use crate::epochs::random_assignment;
 use crate::{LearnerError, StragglerModel, Update, UpdateBody};
+
+/// How long the master waits for a worker the straggler model keeps on time before it gives up
+/// on the run (a hung worker, not a slow machine).
+pub const ON_TIME_SAFETY: Duration = Duration::from_secs(120);
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -63,7 +69,8 @@ pub struct IterationRecord {
     pub late_by_model: usize,
     /// Workers whose reply arrived in time.
     pub received: usize,
-    /// Workers the model left on time whose reply still missed the deadline.
+    /// Workers the model left on time whose reply was sent after the deadline (this machine
+    /// was slow); their results are used all the same.
     pub unexpected_late: usize,
 }
 
@@ -246,38 +253,30 @@ fn master_loop(
             tx.send(command).map_err(|_| LearnerError::Worker(format!("worker {w} stopped")))?;
         }
         let mut gradients: Vec<Option<Vec<f64>>> = vec![None; n];
-        let mut received = 0;
-        while received < n {
-            let Some(left) = closes.checked_duration_since(Instant::now()) else { break };
-            match replies.recv_timeout(left) {
-                Ok(reply)
-                    if reply.iteration == iteration
-                        && reply.sent <= closes
-                        && gradients[reply.worker].is_none() =>
-                {
-                    let update = Update::from_bytes(&reply.bytes)?;
-                    let UpdateBody::Dense(g) = update.body else {
-                        return Err(LearnerError::Malformed {
-                            what: "update",
-                            reason: "expected a gradient".into(),
-                        });
-                    };
-                    if g.len() != dim {
-                        return Err(LearnerError::Malformed {
-                            what: "update",
-                            reason: format!("gradient of {} values", g.len()),
-                        });
-                    }
-                    gradients[reply.worker] = Some(g);
-                    received += 1;
+        let mut waiting = (0..n).filter(|&w| !outcome.is_late(w)).count();
+        let mut unexpected_late = 0;
+        while waiting > 0 {
+            let reply = match replies.recv_timeout(ON_TIME_SAFETY) {
+                Ok(reply) => reply,
+                Err(RecvTimeoutError::Timeout) => {
+                    return Err(LearnerError::Worker(format!(
+                        "an on-time worker sent nothing within {} s",
+                        ON_TIME_SAFETY.as_secs()
+                    )));
                 }
-                Ok(_) => {} // sent after the deadline, or for an earlier iteration: dropped
-                Err(RecvTimeoutError::Timeout) => break,
                 Err(RecvTimeoutError::Disconnected) => {
                     return Err(LearnerError::Worker("all workers stopped".into()));
                 }
+            };
+            // Late workers' results, and those of earlier iterations, are dropped.
+            if reply.iteration != iteration || outcome.is_late(reply.worker) || gradients[reply.worker].is_some() {
+                continue;
             }
+            gradients[reply.worker] = Some(dense_gradient(&reply.bytes, dim)?);
+            unexpected_late += usize::from(reply.sent > closes);
+            waiting -= 1;
         }
+        let received = gradients.iter().filter(|g| g.is_some()).count();
         let mask = gradients
             .iter()
             .enumerate()
@@ -296,7 +295,6 @@ fn master_loop(
         for (p, e) in params.iter_mut().zip(&estimate) {
             *p -= config.step_size * e / points;
         }
-        let unexpected_late = (0..n).filter(|&w| !outcome.is_late(w) && gradients[w].is_none()).count();
         history.push(IterationRecord {
             iteration,
             train_loss: config.loss.mean_loss(&params, &train_views)?,
@@ -308,4 +306,15 @@ fn master_loop(
         });
     }
     Ok(CodedRunTrace { params, history })
+}
+
+/// The gradient in a worker's reply, checked to have `dim` values.
+fn dense_gradient(bytes: &[u8], dim: usize) -> Result<Vec<f64>, LearnerError> {
+    let UpdateBody::Dense(g) = Update::from_bytes(bytes)?.body else {
+        return Err(LearnerError::Malformed { what: "update", reason: "expected a gradient".into() });
+    };
+    if g.len() != dim {
+        return Err(LearnerError::Malformed { what: "update", reason: format!("gradient of {} values", g.len()) });
+    }
+    Ok(g)
 }
