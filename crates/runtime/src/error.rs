@@ -6,6 +6,16 @@ use ubershuffle_core::{InstanceError, PlanError, VerifyError};
 use ubershuffle_learners::LearnerError;
 use ubershuffle_transport::TransportError;
 
+/// What a loss by timeout may mean, for the message.
+fn no_workers_hint(timed_out: bool) -> &'static str {
+    if timed_out {
+        " (a timeout: the workers may be alive but slower than --timeout, e.g. a message that \
+         takes longer than --timeout on an emulated link; raise --timeout or --bandwidth, or lower --chunk-bytes)"
+    } else {
+        ""
+    }
+}
+
 /// Why a master or worker stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -44,11 +54,23 @@ pub enum RuntimeError {
         /// Its one-line message.
         message: String,
     },
-    /// Every worker has died.
-    #[error("no worker is left alive (the last ones lost: {lost})")]
+    /// Every worker was lost: departed, stalled, or slower than the timeout.
+    #[error("no worker is left in the run (lost: {lost}); the last loss: {cause}{hint}", hint = no_workers_hint(*.timed_out))]
     NoWorkersLeft {
         /// The workers lost, e.g. "2, 5".
         lost: String,
+        /// What the last loss was (the transport's error).
+        cause: String,
+        /// Whether that loss was a timeout (the worker may be alive but slow), not a departure.
+        timed_out: bool,
+    },
+    /// A worker heard nothing from the master for too long.
+    #[error(
+        "the master sent nothing for {waited:?} (2 x its --timeout): it is frozen or gone, or its link is down"
+    )]
+    MasterSilent {
+        /// How long the worker waited.
+        waited: std::time::Duration,
     },
     /// Bad configuration.
     #[error("invalid run configuration: {0}")]
