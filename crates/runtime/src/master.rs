@@ -171,6 +171,10 @@ impl<'a, T: Transport> Master<'a, T> {
                         ),
                     });
                 }
+                let parameters = learner.parameter_count();
+                saved.check_shape(config.workers, points, parameters).map_err(|reason| {
+                    RuntimeError::Checkpoint { path: path.display().to_string(), reason }
+                })?;
                 saved
             }
             _ => fresh_state(config, points, learner.as_ref(), fingerprint),

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use cpu_time::ThreadTime;
 
 use ubershuffle_codes::{Decoder, RecordStore};
+use ubershuffle_core::limits::Limits;
 use ubershuffle_learners::{Learner, LocalStep, Model};
 use ubershuffle_transport::{Transport, TransportError};
 
@@ -124,6 +125,7 @@ pub fn run_worker<T: Transport>(mut t: T, options: &WorkerOptions) -> Result<Wor
         };
         match message {
             MasterMessage::Job(job) => {
+                check_job(&job)?;
                 let learner = job.learner.build()?;
                 let store = RecordStore::new(job.points as usize, job.record_width as usize)?;
                 joined = Some(Joined { job, learner, store, finished: None });
@@ -185,6 +187,18 @@ pub fn run_worker<T: Transport>(mut t: T, options: &WorkerOptions) -> Result<Wor
             }
         }
     }
+}
+
+/// Refuses a job whose store (a slot per point, the cache's records) would pass the memory cap
+/// ([`ubershuffle_core::limits`]), before allocating it: the sizes come from a peer.
+fn check_job(job: &JobSpec) -> Result<(), RuntimeError> {
+    let limits = Limits::from_env().map_err(|e| RuntimeError::Config(e.to_string()))?;
+    let slots = u64::from(job.points).saturating_mul(8);
+    let records = u64::from(job.cache_capacity).saturating_mul(u64::from(job.record_width)).saturating_mul(2);
+    let what = format!("the master's job ({} points, caches of {} records)", job.points, job.cache_capacity);
+    limits
+        .check_memory(&what, slots.saturating_add(records))
+        .map_err(|e| RuntimeError::Protocol(e.to_string()))
 }
 
 fn j_width(joined: &Option<Joined>) -> usize {

@@ -87,8 +87,9 @@ pub struct MasterListener {
 }
 
 impl MasterListener {
-    /// Listens on `addr` (`127.0.0.1:0` picks a free port).
+    /// Listens on `addr` (`127.0.0.1:0` picks a free port); refuses an empty token first.
     pub fn bind(addr: &str, config: TcpConfig) -> Result<MasterListener, TransportError> {
+        auth::check_token(&config.token)?;
         let listener = TcpListener::bind(addr).map_err(io_error(format!("cannot listen on {addr}")))?;
         Ok(MasterListener { listener, config })
     }

@@ -33,8 +33,8 @@ pub fn merged(args: &RunArgs) -> anyhow::Result<RunSettings> {
 
 /// Reads a TOML settings file; an unknown key or a wrong type is an error naming the line.
 fn read_config(path: &Path) -> anyhow::Result<RunSettings> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
+    let limits = ubershuffle_core::limits::Limits::from_env()?;
+    let text = limits.read_text(path).with_context(|| format!("config {}", path.display()))?;
     toml::from_str(&text).map_err(|e| {
         let mut line = e.span().map_or(0, |s| text[..s.start.min(text.len())].lines().count().max(1));
         let mut message = e.message().replace('\n', " ");
@@ -117,6 +117,8 @@ pub struct Resolved {
     pub kill: Option<(usize, u32)>,
     /// `--out DIR`.
     pub out: Option<PathBuf>,
+    /// `--force`: replace an earlier run in `--out DIR`.
+    pub force: bool,
     /// `--json`.
     pub json: bool,
 }
@@ -130,6 +132,7 @@ const NOT_IDENTITY: &[&str] = &[
     "json",
     "out",
     "resume",
+    "force",
     "kill-worker",
     "timeout",
     "join-timeout",
@@ -315,6 +318,7 @@ impl RunSettings {
             listen,
             kill,
             out: s.out.clone(),
+            force: s.force,
             json: s.json,
         })
     }
