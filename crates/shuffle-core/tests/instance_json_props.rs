@@ -11,7 +11,13 @@ use proptest::prelude::*;
 use ubershuffle_core::ShuffleInstance;
 
 fn declared() -> impl Strategy<Value = u64> {
-    prop_oneof![0u64..12, Just(u64::from(u32::MAX)), Just(u64::from(u32::MAX) + 1), Just(u64::MAX), any::<u64>()]
+    prop_oneof![
+        0u64..12,
+        Just(u64::from(u32::MAX)),
+        Just(u64::from(u32::MAX) + 1),
+        Just(u64::MAX),
+        any::<u64>()
+    ]
 }
 
 proptest! {
