@@ -167,7 +167,7 @@ fn a_fake_worker_is_refused_without_a_proof_from_the_master() {
 
 #[test]
 fn empty_tokens_are_refused_and_long_tokens_work() {
-    let e = MasterListener::bind("127.0.0.1:0", config("")).unwrap().accept_workers(1, |_| {}).unwrap_err();
+    let e = MasterListener::bind("127.0.0.1:0", config("")).unwrap_err();
     assert!(e.to_string().contains("token is empty"), "{e}");
     let e = connect_worker("127.0.0.1:9", &config("")).unwrap_err();
     assert!(e.to_string().contains("token is empty"), "{e}");
@@ -207,4 +207,20 @@ fn a_worker_that_leaves_after_joining_is_replaced() {
         w.join().unwrap().unwrap();
     }
     assert!(refusals.iter().any(|r| r.contains("left after joining")), "{refusals:?}");
+}
+
+#[test]
+fn a_master_that_stalls_mid_frame_is_described_as_such() {
+    let fake = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = fake.local_addr().unwrap().to_string();
+    let stalls = thread::spawn(move || {
+        let (mut s, _) = fake.accept().unwrap();
+        let _hello = read_frame(&mut s, 4096).unwrap();
+        s.write_all(b"USHF\x02\x07\x00").unwrap(); // 7 bytes of a challenge's header, then nothing
+        thread::sleep(Duration::from_millis(900));
+    });
+    let c = TcpConfig { timeout: Duration::from_millis(400), ..config("k") };
+    let e = connect_worker(&addr, &c).unwrap_err().to_string();
+    assert!(e.contains("sent 7 bytes but not a whole setup frame within"), "{e}");
+    stalls.join().unwrap();
 }
