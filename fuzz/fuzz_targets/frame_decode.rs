@@ -26,7 +26,7 @@ fn check(data: &[u8]) {
 fuzz_target!(|data: &[u8]| {
     check(data);
     let Some((&[k, at_lo, at_hi, xor, cut], payload)) = data.split_first_chunk::<5>() else { return };
-    let kinds = [FrameKind::Hello, FrameKind::Welcome, FrameKind::Refused, FrameKind::PeerHello, FrameKind::Ready, FrameKind::Message];
+    let kinds = [FrameKind::Hello, FrameKind::Welcome, FrameKind::Refused, FrameKind::PeerHello, FrameKind::Ready, FrameKind::Message, FrameKind::Challenge, FrameKind::Proof];
     let frame = Frame { kind: kinds[k as usize % kinds.len()], sender: u32::from(at_lo), tag: u32::from(xor), payload: payload.to_vec() };
     let mut bytes = frame.to_bytes();
     assert_eq!(Frame::decode(&bytes, payload.len()).map(|(f, _)| f), Ok(frame));

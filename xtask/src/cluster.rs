@@ -148,6 +148,10 @@ pub fn run(args: &ClusterArgs, root: &Path, target: &Path) -> anyhow::Result<()>
         out.display().to_string(),
     ]);
     master_args.extend(args.run_flags.iter().cloned());
+    // The folder holds the previous cluster run: replace it, unless asked to resume it.
+    if !args.run_flags.iter().any(|f| f == "--resume") {
+        master_args.push("--force".into());
+    }
 
     let (tx, lines) = channel();
     let mut procs = Processes::default();

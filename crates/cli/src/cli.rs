@@ -51,7 +51,7 @@ pub enum Command {
 /// Where the instance comes from: a JSON file, or the seeded generator.
 #[derive(Debug, Args)]
 pub struct InstanceSource {
-    /// Read the instance from this JSON file:
+    /// Read the instance from this JSON file (at most 256 MiB; UBERSHUFFLE_MAX_INPUT_BYTES raises it):
     /// {"workers": n, "points": q, "cache": [[ids of C_0], ...], "assignment": [[ids of D_0], ...]}
     #[arg(long, value_name = "FILE", conflicts_with_all = ["workers", "points", "alpha"])]
     pub instance: Option<PathBuf>,
@@ -300,7 +300,8 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "T")]
     pub token: String,
     /// Seconds any single wait may take before the peer is declared stalled (until the job
-    /// arrives; the epoch loop then uses the master's --timeout).
+    /// arrives; the epoch loop then uses the master's --timeout, and gives up on a master that
+    /// sends nothing for twice that).
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     pub timeout: f64,
     /// Seconds to keep trying to reach the master and to wait for the cluster to start.
@@ -325,7 +326,8 @@ Flags on the command line override it; an unknown key is an error.",
 )]
 pub struct RunArgs {
     /// Read settings from this TOML file (keys: the long flags without dashes in front, e.g.
-    /// `workers = 8`, `step-size = 0.02`); flags given on the command line override it.
+    /// `workers = 8`, `step-size = 0.02`); flags given on the command line override it. At most
+    /// 256 MiB (UBERSHUFFLE_MAX_INPUT_BYTES raises it).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// The settings.
@@ -530,6 +532,11 @@ pub struct RunSettings {
     #[arg(long, help_heading = "Output")]
     #[serde(skip)]
     pub resume: bool,
+    /// Start afresh in an --out DIR that holds an earlier run, replacing its files (without
+    /// --force or --resume such a DIR is refused).
+    #[arg(long, help_heading = "Output", conflicts_with = "resume")]
+    #[serde(skip)]
+    pub force: bool,
     /// Fault injection, for demonstrations: worker W (0-based) leaves the run, as if killed,
     /// when epoch E's order reaches it (W@E). Not available under mpi.
     #[arg(long, value_name = "W@E", value_parser = KillSpec::parse, help_heading = "Output")]

@@ -5,14 +5,10 @@
 //! with the file and the line of the key.
 
 use std::ffi::OsString;
-use std::io::Read;
 use std::path::Path;
 
 use anyhow::{Context, bail};
 use clap::error::ContextKind;
-
-/// The longest config file read (a config is a few hundred bytes; this stops `/dev/zero`).
-pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 /// Keys a config file may not set.
 const NOT_IN_FILE: &[&str] = &["config", "help"];
@@ -64,21 +60,11 @@ pub fn check_alone(path: &Path, run: &clap::Command, args: &[(OsString, usize)])
     bail!("config {}{}: {first}", path.display(), at_line(line))
 }
 
-/// Reads `path`, at most [`MAX_CONFIG_BYTES`].
+/// Reads `path` within the input cap (`UBERSHUFFLE_MAX_INPUT_BYTES`, see
+/// `ubershuffle_core::limits`), so that `--config /dev/zero` stops at the cap.
 fn read_capped(path: &Path) -> anyhow::Result<String> {
-    let file = std::fs::File::open(path).with_context(|| format!("cannot read config {}", path.display()))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_CONFIG_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .with_context(|| format!("cannot read config {}", path.display()))?;
-    if bytes.len() as u64 > MAX_CONFIG_BYTES {
-        bail!(
-            "config {}: larger than {} bytes; a config file holds a few settings",
-            path.display(),
-            MAX_CONFIG_BYTES
-        );
-    }
-    String::from_utf8(bytes).with_context(|| format!("config {}: not UTF-8 text", path.display()))
+    let limits = ubershuffle_core::limits::Limits::from_env()?;
+    limits.read_text(path).with_context(|| format!("config {}", path.display()))
 }
 
 fn at_line(line: usize) -> String {

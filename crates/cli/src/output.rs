@@ -39,7 +39,8 @@ pub fn print_json(value: &serde_json::Value) -> anyhow::Result<()> {
 }
 
 /// A command line clap could not parse: help and version print as clap prints them; an error
-/// becomes one line on stderr (its usage and "for more information" lines dropped), exit 2.
+/// becomes one `error: ...` line on stderr (its usage and "for more information" lines
+/// dropped) and exit status 1, like every other error (README: "exit status 1").
 pub fn usage_error(e: clap::Error) -> ExitCode {
     if matches!(
         e.kind(),
@@ -55,6 +56,10 @@ pub fn usage_error(e: clap::Error) -> ExitCode {
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information"))
         .collect();
-    eprintln!("{}", parts.join(" "));
-    ExitCode::from(2)
+    let line = parts.join(" ");
+    match line.strip_prefix("error:") {
+        Some(rest) => eprintln!("error:{rest}"),
+        None => eprintln!("error: {line}"),
+    }
+    ExitCode::FAILURE
 }

@@ -56,3 +56,7 @@ pub(crate) fn check_model(model: &Model, expected: usize) -> Result<(), LearnerE
     }
     Ok(())
 }
+
+/// The most model parameters a learner takes (2^27 f64s, 1 GiB): checked when it is built, so a
+/// model never costs more, and a request past it is an error, not an allocation failure.
+pub const MAX_PARAMETERS: usize = 1 << 27;

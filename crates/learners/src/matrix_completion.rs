@@ -53,9 +53,15 @@ impl MatrixCompletionParams {
                 "matrix completion needs positive rows, cols and rank, got {rows} x {cols}, rank {rank}"
             )));
         }
-        if u32::try_from(rows + cols).is_err() {
+        if rows.checked_add(cols).is_none_or(|n| u32::try_from(n).is_err()) {
             return Err(LearnerError::InvalidParameter(format!(
                 "{rows} + {cols} factor rows exceed u32 ids"
+            )));
+        }
+        if (rows + cols).checked_mul(rank).is_none_or(|p| p > crate::MAX_PARAMETERS) {
+            return Err(LearnerError::InvalidParameter(format!(
+                "({rows} + {cols}) x rank {rank} factor entries exceed the {} model parameters a learner takes",
+                crate::MAX_PARAMETERS
             )));
         }
         for (name, v) in

@@ -37,6 +37,12 @@ impl LinearRegressionPsgd {
         if local_passes == 0 {
             return Err(LearnerError::InvalidParameter("at least one local pass".into()));
         }
+        if features >= crate::MAX_PARAMETERS {
+            return Err(LearnerError::InvalidParameter(format!(
+                "{features} features exceed the {} model parameters a learner takes",
+                crate::MAX_PARAMETERS
+            )));
+        }
         Ok(LinearRegressionPsgd { features, step_size, local_passes })
     }
 }

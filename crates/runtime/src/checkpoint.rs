@@ -6,6 +6,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use ubershuffle_core::limits::Limits;
+
 use crate::{EpochMetrics, RuntimeError};
 
 /// Everything the master needs to go on after epoch `completed_epochs`.
@@ -37,11 +39,42 @@ impl Checkpoint {
         write_atomically(path, &json).map_err(|e| fail(e.to_string()))
     }
 
-    /// Reads a checkpoint.
+    /// Reads a checkpoint of at most the input cap ([`ubershuffle_core::limits`]: 256 MiB, or
+    /// `UBERSHUFFLE_MAX_INPUT_BYTES`).
     pub fn load(path: &Path) -> Result<Checkpoint, RuntimeError> {
         let fail = |reason: String| RuntimeError::Checkpoint { path: path.display().to_string(), reason };
-        let bytes = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
+        let limits = Limits::from_env().map_err(|e| fail(e.to_string()))?;
+        let bytes = limits.read(path).map_err(|e| fail(e.to_string()))?;
         serde_json::from_slice(&bytes).map_err(|e| fail(format!("malformed: {e}")))
+    }
+
+    /// Checks that the checkpoint fits a run of `workers` workers over `points` points with a
+    /// model of `parameters` values (a file edited by hand, or from another build, may not):
+    /// one batch, cache and flag per worker, every id a point, the model of the right size.
+    pub fn check_shape(&self, workers: usize, points: usize, parameters: usize) -> Result<(), String> {
+        if (self.batches.len(), self.caches.len(), self.alive.len()) != (workers, workers, workers) {
+            return Err(format!(
+                "it has {} batches, {} caches and {} liveness flags for {workers} workers",
+                self.batches.len(),
+                self.caches.len(),
+                self.alive.len()
+            ));
+        }
+        if self.model.len() != parameters {
+            return Err(format!("its model has {} values, the learner {parameters}", self.model.len()));
+        }
+        let ids = self.batches.iter().chain(&self.caches).flatten();
+        if let Some(p) = ids.copied().find(|&p| p as usize >= points) {
+            return Err(format!("it names point {p}, but the run has {points} points"));
+        }
+        if self.metrics.len() != self.completed_epochs {
+            return Err(format!(
+                "it records {} epochs' metrics for {} completed epochs",
+                self.metrics.len(),
+                self.completed_epochs
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -35,6 +35,9 @@ pub enum JobError {
     Malformed(usize),
 }
 
+/// The longest timeout a job may carry (10^9 s, the CLI's bound on any number of seconds).
+const MAX_TIMEOUT_MILLIS: u64 = 1_000_000_000_000;
+
 const DEMO: u8 = 1;
 const EPOCH_LOOP: u8 = 2;
 
@@ -61,9 +64,14 @@ impl ClusterJob {
             [EPOCH_LOOP, rest @ ..] if rest.len() == 12 => {
                 let mut millis = [0u8; 8];
                 millis.copy_from_slice(&rest[..8]);
+                let millis = u64::from_le_bytes(millis);
+                // A timeout the CLI could not have given (0, or beyond 10^9 s) is malformed.
+                if millis == 0 || millis > MAX_TIMEOUT_MILLIS {
+                    return Err(JobError::Malformed(bytes.len()));
+                }
                 let exit = u32::from_le_bytes([rest[8], rest[9], rest[10], rest[11]]);
                 Ok(ClusterJob::EpochLoop {
-                    timeout: Duration::from_millis(u64::from_le_bytes(millis)),
+                    timeout: Duration::from_millis(millis),
                     exit_at_epoch: (exit > 0).then_some(exit),
                 })
             }
@@ -95,7 +103,10 @@ mod tests {
         ] {
             assert_eq!(ClusterJob::from_bytes(&job.to_bytes()).ok(), Some(job));
         }
-        for bad in [&[][..], &[0], &[DEMO, 0], &[EPOCH_LOOP, 1, 2]] {
+        let zero = ClusterJob::EpochLoop { timeout: Duration::ZERO, exit_at_epoch: None }.to_bytes();
+        let mut huge = zero.clone();
+        huge[1..9].copy_from_slice(&u64::MAX.to_le_bytes());
+        for bad in [&[][..], &[0], &[DEMO, 0], &[EPOCH_LOOP, 1, 2], &zero, &huge] {
             assert!(ClusterJob::from_bytes(bad).is_err());
         }
     }

@@ -8,6 +8,16 @@ use ubershuffle_transport::TransportError;
 
 use crate::config::ConfigError;
 
+/// What a loss by timeout may mean, for the message.
+fn no_workers_hint(timed_out: bool) -> &'static str {
+    if timed_out {
+        " (a timeout: the workers may be alive but slower than --timeout, e.g. a message that \
+         takes longer than --timeout on an emulated link; raise --timeout or --bandwidth, or lower --chunk-bytes)"
+    } else {
+        ""
+    }
+}
+
 /// Why a master or worker stopped.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -47,12 +57,27 @@ pub enum RuntimeError {
         /// Its one-line message.
         message: String,
     },
-    /// Every worker has died.
-    #[error("no worker is left alive (the last ones lost: {lost})")]
+    /// Every worker was lost: departed, stalled, or slower than the timeout.
+    #[error("no worker is left in the run (lost: {lost}); the last loss: {cause}{hint}", hint = no_workers_hint(*.timed_out))]
     NoWorkersLeft {
         /// The workers lost, e.g. "2, 5".
         lost: String,
+        /// What the last loss was (the transport's error).
+        cause: String,
+        /// Whether that loss was a timeout (the worker may be alive but slow), not a departure.
+        timed_out: bool,
     },
+    /// A worker heard nothing from the master for too long.
+    #[error(
+        "the master sent nothing for {waited:?} (2 x its --timeout): it is frozen or gone, or its link is down"
+    )]
+    MasterSilent {
+        /// How long the worker waited.
+        waited: std::time::Duration,
+    },
+    /// A size or a file passed a stated cap (the memory or input limits).
+    #[error(transparent)]
+    Limit(#[from] ubershuffle_core::limits::LimitError),
     /// Bad configuration.
     #[error("invalid run configuration: {0}")]
     Config(#[from] ConfigError),
@@ -67,7 +92,7 @@ pub enum RuntimeError {
 }
 
 /// How a peer broke the protocol.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProtocolError {
     /// The master sent an epoch message before telling the worker its job.
@@ -130,6 +155,12 @@ pub enum ProtocolError {
         indices: usize,
         /// Transmissions in the plan.
         transmissions: usize,
+    },
+    /// The master asked a worker to hold its update for a time that is no duration.
+    #[error("the master asked to hold the update for {seconds} s")]
+    HoldTime {
+        /// The seconds asked for.
+        seconds: f64,
     },
     /// An unknown message kind byte.
     #[error("unknown {what} kind {kind}")]

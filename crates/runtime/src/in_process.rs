@@ -50,7 +50,7 @@ pub fn run_in_process_from(
         .enumerate()
         .map(|(w, t)| {
             let exit_at_epoch = run.faults.iter().find(|f| f.0 == w).map(|f| f.1);
-            let options = WorkerOptions { exit_at_epoch, ..WorkerOptions::default() };
+            let options = WorkerOptions { exit_at_epoch };
             std::thread::spawn(move || run_worker(t, &options).map_err(|e| e.to_string()))
         })
         .collect();

@@ -60,6 +60,9 @@ pub struct Master<'a, T: Transport> {
     /// Workers lost before the next epoch started (while receiving their starting caches);
     /// the next epoch's metrics list them.
     lost_before_epoch: Vec<usize>,
+    /// The error behind the last loss, and whether it was a timeout (for the message when no
+    /// worker is left).
+    last_loss: Option<(String, bool)>,
 }
 
 /// How an attempt at an epoch ended.
@@ -161,6 +164,10 @@ impl<'a, T: Transport> Master<'a, T> {
                         ),
                     });
                 }
+                let parameters = learner.parameter_count();
+                saved.check_shape(config.workers, points, parameters).map_err(|reason| {
+                    RuntimeError::Checkpoint { path: path.display().to_string(), reason }
+                })?;
                 saved
             }
             _ => fresh_state(config, points, learner.as_ref(), fingerprint),
@@ -180,6 +187,7 @@ impl<'a, T: Transport> Master<'a, T> {
             learner,
             state,
             lost_before_epoch: Vec::new(),
+            last_loss: None,
         })
     }
 
@@ -269,6 +277,17 @@ impl<'a, T: Transport> Master<'a, T> {
         Ok(bytes.len() as u64)
     }
 
+    /// Keeps what made a worker lost, for the message should none be left.
+    fn note_loss(&mut self, e: &dyn std::fmt::Display, timed_out: bool) {
+        self.last_loss = Some((e.to_string(), timed_out));
+    }
+
+    fn no_workers_left(&self, lost: String) -> RuntimeError {
+        let (cause, timed_out) =
+            self.last_loss.clone().unwrap_or_else(|| ("a worker left the run".to_string(), false));
+        RuntimeError::NoWorkersLeft { lost, cause, timed_out }
+    }
+
     fn lose(&mut self, worker: usize) {
         self.state.alive[worker] = false;
         self.state.caches[worker].clear();
@@ -299,6 +318,7 @@ impl<'a, T: Transport> Master<'a, T> {
                 Ok(())
             });
             if let Err(e) = sent {
+                self.note_loss(&e, matches!(&e, RuntimeError::Transport(t) if t.is_timeout()));
                 match lost_or_fatal(e)? {
                     Attempt::LostWorker(lost) => {
                         self.lose(lost);
@@ -310,7 +330,7 @@ impl<'a, T: Transport> Master<'a, T> {
         }
         self.await_caches();
         if self.live().is_empty() {
-            return Err(RuntimeError::NoWorkersLeft { lost: "every worker, before the first epoch".into() });
+            return Err(self.no_workers_left("every worker, before the first epoch".into()));
         }
         Ok(())
     }
@@ -331,6 +351,7 @@ impl<'a, T: Transport> Master<'a, T> {
             match self.t.recv_any(&ranks, TAG_RECEIVED) {
                 Ok((rank, _)) => pending.retain(|&w| w + 1 != rank),
                 Err(e) => {
+                    self.note_loss(&e, e.is_timeout());
                     // The named worker is lost; a timeout names none, so every silent one is.
                     let gone = lost_worker(&e).filter(|w| pending.contains(w));
                     for w in gone.map_or_else(|| std::mem::take(&mut pending), |w| vec![w]) {
@@ -369,7 +390,7 @@ impl<'a, T: Transport> Master<'a, T> {
                     lost.push(w);
                     if self.live().is_empty() {
                         let names: Vec<String> = lost.iter().map(usize::to_string).collect();
-                        return Err(RuntimeError::NoWorkersLeft { lost: names.join(", ") });
+                        return Err(self.no_workers_left(names.join(", ")));
                     }
                 }
             }
@@ -414,7 +435,7 @@ impl<'a, T: Transport> Master<'a, T> {
         let live = self.live();
         if live.is_empty() {
             let lost: Vec<String> = (0..self.config.workers).map(|w| w.to_string()).collect();
-            return Err(RuntimeError::NoWorkersLeft { lost: lost.join(", ") });
+            return Err(self.no_workers_left(lost.join(", ")));
         }
         self.adopt_orphans(&live, &mut rng);
         let current: Vec<Vec<u32>> = live.iter().map(|&w| self.state.batches[w].clone()).collect();
@@ -462,6 +483,7 @@ impl<'a, T: Transport> Master<'a, T> {
             checksums: &checksums,
         };
         if let Err(e) = self.distribute(&header, &live, outcome, &mut m) {
+            self.note_loss(&e, matches!(&e, RuntimeError::Transport(t) if t.is_timeout()));
             return lost_or_fatal(e);
         }
         let mut waiting: Vec<usize> = live.clone();
@@ -592,6 +614,7 @@ impl<'a, T: Transport> Master<'a, T> {
                     }
                 }
                 Err(e) if e.is_timeout() => {
+                    self.note_loss(&e, e.is_timeout());
                     for w in std::mem::take(&mut pending) {
                         waiting.retain(|&x| x != w);
                         m.lost_workers.push(w);
@@ -602,6 +625,7 @@ impl<'a, T: Transport> Master<'a, T> {
                 }
                 Err(e) => match lost_worker(&e) {
                     Some(w) if pending.contains(&w) => {
+                        self.note_loss(&e, false);
                         pending.retain(|&x| x != w);
                         waiting.retain(|&x| x != w);
                         m.lost_workers.push(w);
@@ -659,6 +683,7 @@ impl<'a, T: Transport> Master<'a, T> {
                 Err(e) if e.is_timeout() => break Ok(()),
                 Err(e) => match lost_worker(&e) {
                     Some(w) if waiting.contains(&w) => {
+                        self.note_loss(&e, false);
                         waiting.retain(|&x| x != w);
                         m.lost_workers.push(w);
                         self.lose(w);

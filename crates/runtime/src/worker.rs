@@ -2,11 +2,12 @@
 //! new records against the master's checksum, keep the next cache, train, reply.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cpu_time::ThreadTime;
 
 use ubershuffle_codes::{Decoder, RecordStore};
+use ubershuffle_core::limits::Limits;
 use ubershuffle_learners::{Learner, LocalStep, Model};
 use ubershuffle_transport::{Transport, TransportError};
 
@@ -17,21 +18,14 @@ use crate::protocol::{
 };
 use crate::{ProtocolError, RuntimeError};
 
-/// How a worker behaves.
-#[derive(Clone, Debug)]
+/// How a worker behaves. Every wait derives from the transport's timeout `T` (over TCP, the
+/// master's `--timeout`, sent with the job): a wait on one message lasts at most `T`, and the
+/// worker gives up on a master it has heard nothing from for `2 T` (see [`run_worker`]).
+#[derive(Clone, Debug, Default)]
 pub struct WorkerOptions {
-    /// How long to wait for the master's next message between epochs (the master plans in
-    /// the meantime).
-    pub idle_timeout: Duration,
     /// Fault injection for tests and demonstrations: leave the run, as a killed process would
     /// (dropping every connection), on receiving this epoch's order.
     pub exit_at_epoch: Option<u32>,
-}
-
-impl Default for WorkerOptions {
-    fn default() -> Self {
-        WorkerOptions { idle_timeout: Duration::from_secs(600), exit_at_epoch: None }
-    }
 }
 
 /// How a worker's run ended.
@@ -93,20 +87,45 @@ impl Joined {
 /// died, a broadcast that timed out) abandons that attempt and waits for the master's next
 /// order; losing the master, or a failure of the worker's own (a record that does not match the
 /// master's checksum), ends the run with an error (reported to the master first when possible).
+///
+/// A frozen master is noticed within `2 T` (`T` the transport's timeout): the worker gives up
+/// once `2 T` have passed since the later of the last message that came from the master (an
+/// order, a data chunk, a broadcast) and the update it sent last ([`RuntimeError::MasterSilent`]).
+/// The master must therefore send the next order within `2 T` of the last update it waits for:
+/// a master that plans longer needs a longer `--timeout`.
 pub fn run_worker<T: Transport>(mut t: T, options: &WorkerOptions) -> Result<WorkerSummary, RuntimeError> {
     let worker = t.rank().saturating_sub(1);
+    let patience = t.timeout().saturating_mul(2);
     let mut joined: Option<Joined> = None;
     let mut epochs = 0;
     let mut next: Option<MasterMessage> = None;
     // The model of the next epoch, when the master broadcast it.
     let mut model: Option<Vec<u8>> = None;
+    // The last sign of the master (or the end of this worker's own work), from which the
+    // patience runs.
+    let mut heard = Instant::now();
     loop {
         let message = match next.take() {
             Some(m) => m,
-            None => recv_master(&mut t, j_width(&joined), options.idle_timeout)?,
+            None => {
+                let left = heard
+                    .checked_add(patience)
+                    .map_or(patience, |end| end.saturating_duration_since(Instant::now()));
+                match recv_master(&mut t, j_width(&joined), left) {
+                    Ok(m) => {
+                        heard = Instant::now();
+                        m
+                    }
+                    Err(RuntimeError::Transport(e)) if e.is_timeout() && e.peer() == Some(0) => {
+                        return Err(RuntimeError::MasterSilent { waited: heard.elapsed() });
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
         };
         match message {
             MasterMessage::Job(job) => {
+                check_job(&job)?;
                 let learner = job.learner.build()?;
                 let store = RecordStore::new(job.points as usize, job.record_width as usize)?;
                 joined = Some(Joined { job, learner, store, finished: None });
@@ -123,8 +142,11 @@ pub fn run_worker<T: Transport>(mut t: T, options: &WorkerOptions) -> Result<Wor
                     return Ok(WorkerSummary { worker, epochs, exit: WorkerExit::InjectedFailure });
                 }
                 let j = joined.as_mut().ok_or_else(|| not_joined("an epoch order"))?;
-                match run_epoch(&mut t, j, &order, model.take().as_deref()) {
-                    Ok(EpochEnd::Done) => epochs += 1,
+                match run_epoch(&mut t, j, &order, model.take().as_deref(), &mut heard) {
+                    Ok(EpochEnd::Done) => {
+                        epochs += 1;
+                        heard = Instant::now();
+                    }
                     Ok(EpochEnd::Interrupted(m)) => next = Some(m),
                     Err(Failure::Transport(e)) if e.peer() == Some(0) && !e.is_timeout() => {
                         // The master may have finished while this worker straggled: its stop
@@ -154,7 +176,10 @@ pub fn run_worker<T: Transport>(mut t: T, options: &WorkerOptions) -> Result<Wor
             MasterMessage::ModelFollows => {
                 let mut buf = Vec::new();
                 match t.broadcast(0, &mut buf) {
-                    Ok(()) => model = Some(buf),
+                    Ok(()) => {
+                        heard = Instant::now();
+                        model = Some(buf);
+                    }
                     Err(e) if e.peer() == Some(0) && !e.is_timeout() => return Err(e.into()),
                     // Another worker was lost: the master restarts the epoch.
                     Err(_) => model = None,
@@ -162,6 +187,16 @@ pub fn run_worker<T: Transport>(mut t: T, options: &WorkerOptions) -> Result<Wor
             }
         }
     }
+}
+
+/// Refuses a job whose store (a slot per point, the cache's records) would pass the memory cap
+/// ([`ubershuffle_core::limits`]), before allocating it: the sizes come from a peer.
+fn check_job(job: &JobSpec) -> Result<(), RuntimeError> {
+    let limits = Limits::from_env()?;
+    let slots = u64::from(job.points).saturating_mul(8);
+    let records = u64::from(job.cache_capacity).saturating_mul(u64::from(job.record_width)).saturating_mul(2);
+    let what = format!("the master's job ({} points, caches of {} records)", job.points, job.cache_capacity);
+    Ok(limits.check_memory(&what, slots.saturating_add(records))?)
 }
 
 fn j_width(joined: &Option<Joined>) -> usize {
@@ -209,6 +244,7 @@ fn run_epoch<T: Transport>(
     j: &mut Joined,
     order: &EpochOrder,
     broadcast_model: Option<&[u8]>,
+    heard: &mut Instant,
 ) -> Result<EpochEnd, Failure> {
     let width = j.job.record_width as usize;
     let worker = j.job.worker;
@@ -232,13 +268,16 @@ fn run_epoch<T: Transport>(
         for _ in 0..order.broadcasts {
             let mut buf = Vec::new();
             t.broadcast(0, &mut buf)?;
+            *heard = Instant::now();
             let chunk = DataChunkRef::from_bytes(&buf, width)?;
             check_current(chunk.epoch, chunk.attempt, order)?;
             keep(&mut chunk.packets());
         }
         let mut unicasts = 0;
         while unicasts < order.unicasts {
-            match MasterMessage::from_bytes(&t.recv(0, TAG_MASTER)?, width)? {
+            let bytes = t.recv(0, TAG_MASTER)?;
+            *heard = Instant::now();
+            match MasterMessage::from_bytes(&bytes, width)? {
                 MasterMessage::Data(chunk)
                     if (chunk.epoch, chunk.attempt) == (order.epoch, order.attempt) =>
                 {
@@ -299,8 +338,11 @@ fn run_epoch<T: Transport>(
     let step = LocalStep { epoch: order.epoch as usize, worker: worker as usize, seed: j.job.seed };
     let update = j.learner.local_update(&model, &batch, step)?;
     let compute_seconds = started.elapsed().as_secs_f64();
-    if order.hold_seconds > 0.0 {
-        std::thread::sleep(Duration::from_secs_f64(order.hold_seconds));
+    if order.hold_seconds != 0.0 {
+        // A value from the peer: checked, never trusted to convert.
+        let hold = Duration::try_from_secs_f64(order.hold_seconds)
+            .map_err(|_| RuntimeError::from(ProtocolError::HoldTime { seconds: order.hold_seconds }))?;
+        std::thread::sleep(hold);
     }
     let report = UpdateReport {
         epoch: order.epoch,

@@ -62,7 +62,7 @@ fn run_tcp(workers: usize, epochs: usize, faults: &[(usize, u32)], timeout: Dura
                         Ok(WorkerSummary { worker, epochs: 0, exit: WorkerExit::InjectedFailure }),
                     );
                 }
-                let options = WorkerOptions { exit_at_epoch, ..WorkerOptions::default() };
+                let options = WorkerOptions { exit_at_epoch };
                 (worker, run_worker(t, &options).map_err(|e| e.to_string()))
             })
         })

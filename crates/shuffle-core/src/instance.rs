@@ -151,6 +151,13 @@ impl ShuffleInstance {
                 }
             }
         }
+        // The assignment partitions 0..points, so its lists hold exactly `points` ids. Checking
+        // that sum first keeps memory bounded by the input: a declared `points` the lists do not
+        // back is found without allocating a table of that size.
+        let assigned: usize = assignment.iter().map(Vec::len).sum();
+        if assigned != points {
+            return Err(first_partition_error(&assignment, points));
+        }
         let mut owner = vec![u32::MAX; points];
         for (worker, batch) in assignment.iter().enumerate() {
             for &p in batch {
@@ -247,6 +254,34 @@ impl ShuffleInstance {
         }
         Some(sets)
     }
+}
+
+/// The first point (in id order) assigned twice or to no worker, for an assignment whose lists
+/// do not hold exactly `points` ids; costs memory in the lists' total, not in `points`.
+fn first_partition_error(assignment: &[Vec<u32>], points: usize) -> InstanceError {
+    let mut pairs: Vec<(u32, usize)> =
+        assignment.iter().enumerate().flat_map(|(w, list)| list.iter().map(move |&p| (p, w))).collect();
+    pairs.sort_unstable();
+    let mut expected = 0u64;
+    let mut previous: Option<(u32, usize)> = None;
+    for &(point, worker) in &pairs {
+        if let Some((p, first)) = previous
+            && p == point
+        {
+            return InstanceError::AssignedTwice { point, first, second: worker };
+        }
+        if u64::from(point) > expected {
+            return InstanceError::Unassigned { point: expected as u32 };
+        }
+        expected = u64::from(point) + 1;
+        previous = Some((point, worker));
+    }
+    if expected < points as u64 {
+        return InstanceError::Unassigned { point: expected as u32 };
+    }
+    // Unreachable for lists already checked against `points` (sorted, in range, no repeats
+    // within a list): a sum that differs from `points` leaves a gap or a repeat.
+    InstanceError::Json(format!("the assignment holds {} ids for {points} points", pairs.len()))
 }
 
 /// `a \ b` for sorted, duplicate-free slices.
@@ -379,6 +414,23 @@ mod tests {
         assert!(
             err(r#"{"workers": 2, "points": 4, "cache": [[-1],[1]], "assignment": [[0,1],[2,3]]}"#)
                 .contains("malformed")
+        );
+    }
+
+    #[test]
+    fn a_declared_size_the_lists_do_not_back_is_refused_without_allocating_it() {
+        // The 83-byte file of the issue (with its newline).
+        let text = r#"{"workers":3,"points":4294967295,"cache":[[0],[1],[2]],"assignment":[[0],[1],[2]]}"#;
+        let started = std::time::Instant::now();
+        assert_eq!(err(text), "point 3 is assigned to no worker");
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        assert!(
+            err(r#"{"workers": 2, "points": 3, "cache": [[0],[1]], "assignment": [[0,1],[1,2]]}"#)
+                .contains("point 1 is assigned to both worker 0 and worker 1")
+        );
+        assert!(
+            err(r#"{"workers": 2, "points": 9, "cache": [[0],[1]], "assignment": [[0,1],[2,3]]}"#)
+                .contains("point 4 is assigned to no worker")
         );
     }
 

@@ -34,6 +34,7 @@ pub mod examples;
 pub mod exchange_policy;
 mod generator;
 mod instance;
+pub mod limits;
 pub mod no_excess;
 mod plan;
 mod planner;

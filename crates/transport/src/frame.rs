@@ -3,7 +3,7 @@
 //! ```text
 //! offset  size  field
 //!      0     4  magic "USHF"
-//!      4     1  version (1)
+//!      4     1  version (2)
 //!      5     1  kind (FrameKind)
 //!      6     2  reserved, zero
 //!      8     4  sender rank, u32 LE
@@ -24,7 +24,7 @@ use std::io::{self, Read, Write};
 /// The first four bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"USHF";
 /// The version this build writes and reads.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Bytes in a frame header.
 pub const HEADER_LEN: usize = 28;
 /// The largest payload the format can describe.
@@ -34,18 +34,23 @@ pub const MAX_FORMAT_LEN: usize = u32::MAX as usize;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum FrameKind {
-    /// Worker to master: the token and the worker's listening address.
+    /// Worker to master: the worker's nonce (authentication starts).
     Hello = 1,
     /// Master to worker: its rank, the size and every worker's address.
     Welcome = 2,
     /// Master to worker: refused (the payload says why).
     Refused = 3,
-    /// Worker to worker: the token, from the connecting rank.
+    /// Worker to worker: the connecting rank's nonce (authentication starts).
     PeerHello = 4,
     /// Setup step finished (worker to master), or start (master to worker).
     Ready = 5,
     /// A message of an established transport.
     Message = 6,
+    /// The accepting side's nonce, in answer to a hello.
+    Challenge = 7,
+    /// A proof of knowing the token (a MAC over both nonces), with the connecting worker's
+    /// listening address when it joins the master.
+    Proof = 8,
 }
 
 impl FrameKind {
@@ -57,6 +62,8 @@ impl FrameKind {
             4 => FrameKind::PeerHello,
             5 => FrameKind::Ready,
             6 => FrameKind::Message,
+            7 => FrameKind::Challenge,
+            8 => FrameKind::Proof,
             _ => return None,
         })
     }

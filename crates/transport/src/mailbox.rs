@@ -93,7 +93,10 @@ impl Mailbox {
         timeout: Duration,
         op: &'static str,
     ) -> Result<Pending, TransportError> {
-        let deadline = Instant::now() + timeout;
+        // A timeout too long to add to the clock waits as long as the clock allows (a century).
+        let now = Instant::now();
+        let deadline =
+            now.checked_add(timeout).unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400));
         let mut scanned = 0;
         loop {
             let found =

@@ -13,7 +13,11 @@ use crate::output::print_line;
 pub fn run(args: &InstanceArgs) -> anyhow::Result<ExitCode> {
     let params =
         GeneratorParams { workers: args.workers, points: args.points, alpha: args.alpha, seed: args.seed };
-    let inst = params.check()?.generate();
+    let checked = params.check()?;
+    let limits = ubershuffle_core::limits::Limits::from_env()?;
+    let cache = ubershuffle_core::cache_size_for(args.alpha, args.points);
+    super::plan::check_generated(&limits, args.workers, args.points, cache)?;
+    let inst = checked.generate();
     let json = inst.to_json();
     match &args.out {
         Some(path) => write_atomically(path, format!("{json}\n").as_bytes())?,

@@ -16,7 +16,8 @@ use crate::output::{print_json, print_table};
 /// Checks a number of seconds given on the command line.
 pub fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
     if !(value > 0.0 && value.is_finite() && value < 1e9) {
-        bail!("{flag} must be a positive number of seconds, got {value}");
+        let shown = if value.abs() < 1e15 { format!("{value}") } else { format!("{value:e}") };
+        bail!("{flag} must be a positive number of seconds below 1e9, got {shown}");
     }
     Ok(Duration::from_secs_f64(value))
 }

@@ -1,18 +1,18 @@
 //! `ubershuffle plan`: plan one epoch with a scheme, verify it, and report the counts.
 
-use std::fs;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, bail};
 use serde_json::json;
 use ubershuffle_core::bounds::best_lower_bound;
 use ubershuffle_core::exchange_policy::ExchangeRun;
+use ubershuffle_core::limits::{Limits, instance_bytes};
 use ubershuffle_core::no_excess::{ShuffleMatrix, random_no_excess_instance};
 use ubershuffle_core::theory::theorem1_coded_transmissions;
 use ubershuffle_core::{
-    GeneratorParams, PlannerOptions, ShuffleInstance, ShufflePlanner, builtin_names, planner_by_name,
-    rng::seeded_stream, seeded, verify,
+    GeneratorParams, PlannerOptions, ShuffleInstance, ShufflePlanner, builtin_names, cache_size_for,
+    planner_by_name, rng::seeded_stream, seeded, verify,
 };
 use ubershuffle_plugin_host::PluginLibrary;
 
@@ -29,21 +29,36 @@ const PLANNER_STREAM: u64 = 1;
 /// The scheme `plan` uses when `--scheme` is not given (and no plugin is).
 const DEFAULT_SCHEME: &str = "coded";
 
-/// Loads or generates the instance the flags describe.
+/// Refuses to generate an instance of `workers` caches of `cache` points over `points` points
+/// when it would pass the memory cap ([`Limits`]).
+pub fn check_generated(limits: &Limits, workers: usize, points: usize, cache: usize) -> anyhow::Result<()> {
+    let what = format!("an instance of {workers} workers and {points} points");
+    Ok(limits.check_memory(&what, instance_bytes(workers, points, cache))?)
+}
+
+/// Loads or generates the instance the flags describe. Files are read up to the input cap and
+/// sizes checked against the memory cap before anything is generated ([`Limits`]).
 pub fn load_instance(source: &InstanceSource) -> anyhow::Result<ShuffleInstance> {
+    let limits = Limits::from_env()?;
     if let Some(path) = &source.instance {
-        let text = fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let text = limits.read_text(path)?;
         return ShuffleInstance::from_json(&text)
             .with_context(|| format!("instance file {}", path.display()));
     }
     if let Some(text) = &source.shuffle_matrix {
-        return Ok(ShuffleMatrix::parse(text).context("invalid --shuffle-matrix")?.to_instance());
+        let s = ShuffleMatrix::parse(text).context("invalid --shuffle-matrix")?;
+        let batch = s.points() / s.workers().max(1);
+        check_generated(&limits, s.workers(), s.points(), batch).context("--shuffle-matrix")?;
+        return Ok(s.to_instance());
     }
     match (source.workers, source.points, source.alpha) {
         (Some(workers), Some(points), Some(alpha)) => {
-            Ok(GeneratorParams { workers, points, alpha, seed: source.seed }.check()?.generate())
+            let params = GeneratorParams { workers, points, alpha, seed: source.seed }.check()?;
+            check_generated(&limits, workers, points, cache_size_for(alpha, points))?;
+            Ok(params.generate())
         }
         (Some(workers), Some(points), None) => {
+            check_generated(&limits, workers, points, points.div_ceil(workers.max(1)))?;
             Ok(random_no_excess_instance(workers, points, &mut seeded(source.seed))?)
         }
         _ => bail!(
@@ -66,10 +81,8 @@ fn choose_planner(args: &PlanArgs, options: &PlannerOptions) -> anyhow::Result<B
 
 /// Plans, verifies, prints; exits non-zero if the plan does not decode.
 pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
-    if !(args.time_budget > 0.0 && args.time_budget.is_finite()) {
-        bail!("--time-budget must be a positive number of seconds, got {}", args.time_budget);
-    }
-    let options = PlannerOptions::default().with_time_budget(Duration::from_secs_f64(args.time_budget));
+    let budget = super::master::seconds("--time-budget", args.time_budget)?;
+    let options = PlannerOptions::default().with_time_budget(budget);
     let planner = choose_planner(args, &options)?;
     let mut exchange = plan_policy::start(&args.source, &args.policy)?;
     let first_epoch = exchange.as_mut().map(ExchangeRun::next_epoch);

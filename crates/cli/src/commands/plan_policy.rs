@@ -19,6 +19,10 @@ pub fn start(source: &InstanceSource, args: &PolicyArgs) -> anyhow::Result<Optio
     if args.epochs == Some(0) {
         bail!("--epochs must be at least 1");
     }
+    let limits = ubershuffle_core::limits::Limits::from_env()?;
+    let cache =
+        source.alpha.map_or(points.div_ceil(workers.max(1)), |a| ubershuffle_core::cache_size_for(a, points));
+    super::plan::check_generated(&limits, workers, points, cache)?;
     Ok(Some(ExchangeRun::new(policy, workers, points, source.alpha, source.seed)?))
 }
 

@@ -280,6 +280,10 @@ impl ErrorOracle<'_> {
     }
 }
 
+/// The most iterations a Monte Carlo estimate simulates in all (`runs x iterations`): about
+/// ten seconds on one core. Larger requests are refused before anything is allocated.
+pub const MAX_MONTE_CARLO_DRAWS: usize = 100_000_000;
+
 /// Monte Carlo: `runs` simulated runs of `iterations` iterations each. A run draws its slow
 /// workers (exactly `m` at a uniformly random placement, or each with probability `p_hat`),
 /// then each iteration draws the stragglers from [`HeterogeneousStragglers`] and the roles from
@@ -302,9 +306,18 @@ pub fn monte_carlo(
     {
         return Err(LearnerError::InvalidParameter(format!("{m} slow workers out of {n}")));
     }
+    if options.runs.saturating_mul(options.iterations) > MAX_MONTE_CARLO_DRAWS {
+        return Err(LearnerError::InvalidParameter(format!(
+            "{} runs x {} iterations exceed the Monte Carlo reach of {MAX_MONTE_CARLO_DRAWS} simulated iterations",
+            options.runs, options.iterations
+        )));
+    }
     let mut oracle =
         if n <= 16 { ErrorOracle::Table(ErrorTable::new(b)?) } else { ErrorOracle::Memo(b, HashMap::new()) };
-    let mut run_means = Vec::with_capacity(options.runs);
+    let mut run_means = Vec::new();
+    run_means.try_reserve_exact(options.runs).map_err(|_| {
+        LearnerError::InvalidParameter(format!("no memory for the means of {} runs", options.runs))
+    })?;
     for run in 0..options.runs {
         let mut rng = seeded_stream(options.seed, run as u64);
         let mut model = match slow {

@@ -269,7 +269,10 @@ fn master_loop(
                 }
             };
             // Late workers' results, and those of earlier iterations, are dropped.
-            if reply.iteration != iteration || outcome.is_late(reply.worker) || gradients[reply.worker].is_some() {
+            if reply.iteration != iteration
+                || outcome.is_late(reply.worker)
+                || gradients[reply.worker].is_some()
+            {
                 continue;
             }
             gradients[reply.worker] = Some(dense_gradient(&reply.bytes, dim)?);
@@ -314,7 +317,10 @@ fn dense_gradient(bytes: &[u8], dim: usize) -> Result<Vec<f64>, LearnerError> {
         return Err(LearnerError::Malformed { what: "update", reason: "expected a gradient".into() });
     };
     if g.len() != dim {
-        return Err(LearnerError::Malformed { what: "update", reason: format!("gradient of {} values", g.len()) });
+        return Err(LearnerError::Malformed {
+            what: "update",
+            reason: format!("gradient of {} values", g.len()),
+        });
     }
     Ok(g)
 }

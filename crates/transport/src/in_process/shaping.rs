@@ -91,9 +91,9 @@ impl LinkShaping {
         LinkShaping { bytes_per_second: gbit * 1e9 / 8.0, latency: Duration::ZERO }
     }
 
-    /// The time a message of `len` bytes occupies a port.
+    /// The time a message of `len` bytes occupies a port (saturating at [`Duration::MAX`]).
     pub fn transfer_time(&self, len: usize) -> Duration {
-        Duration::from_secs_f64(len as f64 / self.bytes_per_second)
+        Duration::try_from_secs_f64(len as f64 / self.bytes_per_second).unwrap_or(Duration::MAX)
     }
 
     pub(crate) fn check(&self) -> Result<(), TransportError> {

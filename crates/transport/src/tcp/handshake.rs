@@ -1,15 +1,15 @@
-//! The payloads of the setup frames (Hello, Welcome, PeerHello) and the token check. Every
+//! The payloads of the setup frames (Hello, Challenge, Proof, Welcome, PeerHello). Every
 //! parser is bounded and returns `None` on malformed bytes.
 
+use super::auth::{NONCE_LEN, Nonce, PROOF_LEN};
 use crate::BroadcastMethod;
 
-/// The longest token or address accepted during setup.
+/// The longest address accepted during setup.
 pub(crate) const MAX_FIELD: usize = 1024;
 
-/// Compares tokens in time independent of where they differ.
-pub(crate) fn same_token(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
+/// The longest payload a side reads before the other has proved it knows the token: a proof
+/// and an address.
+pub(crate) const MAX_UNAUTHENTICATED_PAYLOAD: usize = PROOF_LEN + 2 + 256;
 
 /// Appends a u16-length-prefixed string (callers keep strings under [`MAX_FIELD`]).
 fn put_str(out: &mut Vec<u8>, s: &str) {
@@ -51,21 +51,35 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// Worker to master: token and the address the worker listens on for its peers.
-pub(crate) fn hello(token: &str, listen: &str) -> Vec<u8> {
-    let mut out = Vec::new();
-    put_str(&mut out, token);
+/// Hello, PeerHello and Challenge: a nonce.
+pub(crate) fn nonce_payload(nonce: &Nonce) -> Vec<u8> {
+    nonce.to_vec()
+}
+
+/// Parses [`nonce_payload`].
+pub(crate) fn parse_nonce(bytes: &[u8]) -> Option<Nonce> {
+    let mut f = Fields { bytes };
+    let mut n = [0u8; NONCE_LEN];
+    n.copy_from_slice(f.take(NONCE_LEN)?);
+    f.end()?;
+    Some(n)
+}
+
+/// Proof: the MAC, then an address (the joining worker's listening address; empty otherwise).
+pub(crate) fn proof_payload(proof: &[u8; PROOF_LEN], listen: &str) -> Vec<u8> {
+    let mut out = proof.to_vec();
     put_str(&mut out, listen);
     out
 }
 
-/// Parses [`hello`]: (token, listen address).
-pub(crate) fn parse_hello(bytes: &[u8]) -> Option<(String, String)> {
+/// Parses [`proof_payload`]: (MAC, address).
+pub(crate) fn parse_proof(bytes: &[u8]) -> Option<([u8; PROOF_LEN], String)> {
     let mut f = Fields { bytes };
-    let token = f.str()?;
+    let mut proof = [0u8; PROOF_LEN];
+    proof.copy_from_slice(f.take(PROOF_LEN)?);
     let listen = f.str()?;
     f.end()?;
-    Some((token, listen))
+    Some((proof, listen))
 }
 
 /// What the master tells a worker it admitted.
@@ -114,28 +128,18 @@ impl Welcome {
     }
 }
 
-/// Worker to worker: the token (the sender field of the frame carries the rank).
-pub(crate) fn peer_hello(token: &str) -> Vec<u8> {
-    let mut out = Vec::new();
-    put_str(&mut out, token);
-    out
-}
-
-/// Parses [`peer_hello`].
-pub(crate) fn parse_peer_hello(bytes: &[u8]) -> Option<String> {
-    let mut f = Fields { bytes };
-    let token = f.str()?;
-    f.end()?;
-    Some(token)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn payloads_round_trip_and_reject_garbage() {
-        assert_eq!(parse_hello(&hello("t0k", "127.0.0.1:9")), Some(("t0k".into(), "127.0.0.1:9".into())));
+        let n = [7u8; NONCE_LEN];
+        assert_eq!(parse_nonce(&nonce_payload(&n)), Some(n));
+        assert_eq!(parse_nonce(&n[..31]), None);
+        let p = [9u8; PROOF_LEN];
+        assert_eq!(parse_proof(&proof_payload(&p, "127.0.0.1:9")), Some((p, "127.0.0.1:9".into())));
+        assert!(proof_payload(&p, &"a".repeat(256)).len() <= MAX_UNAUTHENTICATED_PAYLOAD);
         let w = Welcome {
             rank: 2,
             size: 3,
@@ -147,8 +151,6 @@ mod tests {
         for cut in 0..bytes.len() {
             assert_eq!(Welcome::parse(&bytes[..cut]), None);
         }
-        assert_eq!(parse_peer_hello(&peer_hello("x")), Some("x".into()));
-        assert_eq!(parse_hello(&[0xff, 0xff, 1]), None);
-        assert!(same_token("abc", "abc") && !same_token("abc", "abd") && !same_token("abc", "ab"));
+        assert_eq!(parse_proof(&[0xff, 0xff, 1]), None);
     }
 }

@@ -2,11 +2,18 @@
 //! or as threads on 127.0.0.1.
 //!
 //! Setup ([`MasterListener::accept_workers`], [`connect_worker`]): each worker connects to the
-//! master and sends the shared token with the address it listens on; the master refuses a
-//! wrong token (both sides see a one-line error), numbers the workers in arrival order, and
-//! sends each its rank, the size, the broadcast method and every worker's address. Workers then
-//! build a full mesh (each connects to the workers of lower rank, presenting the token), report
-//! ready, and the master starts them all at once.
+//! master and both prove they know the shared token without sending it (challenge-response
+//! with HMAC-SHA256 over a nonce from each side); the master refuses a wrong proof (both sides
+//! see a one-line error), numbers the workers in arrival order, and sends each its rank, the
+//! size, the broadcast method and every worker's address. Workers then build a full mesh (each
+//! connects to the workers of lower rank, with the same handshake), report ready, and the
+//! master starts them all at once.
+//!
+//! Admission cannot be stalled: the master runs its handshakes side by side, each within
+//! `timeout` of its connection however slowly its bytes arrive, at most
+//! [`MAX_PENDING_HANDSHAKES`] at once (a newer connection drops the oldest pending one), and an
+//! unauthenticated connection holds at most one small frame's buffer. Admission ends at
+//! `join_timeout`.
 //!
 //! Once running, every connection has a reader thread that checks each [`crate::frame`] and
 //! hands it to the rank's mailbox; sends write frames straight to the socket with a write
@@ -14,8 +21,11 @@
 //! [`TransportError::PeerGone`]; one that stalls, with [`TransportError::Timeout`]; either
 //! names its rank. Broadcast is the pseudo-broadcast of the UberShuffle paper by default.
 
+mod admission;
+mod auth;
 mod handshake;
 mod setup;
+mod setup_io;
 
 use std::io::{BufReader, ErrorKind};
 use std::net::{Shutdown, TcpStream};
@@ -30,13 +40,13 @@ use crate::mailbox::{Delivery, Mailbox};
 use crate::transport::{check_peers, check_send, links_accessors, point_to_point_via_links};
 use crate::{Tag, Transport, TransportError};
 
-pub use setup::{MasterListener, Refusal, connect_worker};
+pub use setup::{MAX_PENDING_HANDSHAKES, MasterListener, Refusal, connect_worker};
 
 /// How a TCP cluster is set up and behaves.
 #[derive(Clone, Debug)]
 pub struct TcpConfig {
-    /// The shared secret a worker must present (compared in constant time; it travels in
-    /// clear text, so it keeps out strays and mistakes, not an eavesdropper).
+    /// The shared secret of the cluster. It never crosses the wire: both sides prove they know
+    /// it by HMAC-SHA256 over fresh nonces (see the module doc). Any length; not empty.
     pub token: String,
     /// The timeout of every blocking wait once running.
     pub timeout: Duration,

@@ -1,19 +1,27 @@
 //! Setting up a TCP cluster: the master admits workers, workers build the mesh.
 
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::admission::{Admission, Admitted, Event};
+use super::auth::{self, Context};
 use super::handshake::{self, MAX_FIELD, Welcome};
+use super::setup_io::{at_least, authenticate_to, read_before, write_before};
 use super::{TcpConfig, TcpTransport};
 use crate::TransportError;
-use crate::frame::{Frame, FrameKind, ReadFrameError, read_frame, write_frame};
+use crate::frame::FrameKind;
 
-/// The largest setup frame accepted.
+/// The largest setup frame accepted once the other side has proved it knows the token (a
+/// welcome listing every worker's address).
 const MAX_SETUP_FRAME: usize = handshake::MAX_RANKS * (MAX_FIELD + 2) + 64;
-/// Pause between attempts while polling a listener or retrying a connection.
+/// Pause between attempts while retrying a connection.
 const POLL: Duration = Duration::from_millis(20);
+/// Pause between polls of pending handshakes when nothing moved.
+const IDLE_POLL: Duration = Duration::from_millis(2);
+/// Handshakes the master keeps pending at once; a newer connection drops the oldest.
+pub const MAX_PENDING_HANDSHAKES: usize = 64;
 
 /// A connection the master or a worker turned away during setup.
 #[derive(Clone, Debug)]
@@ -29,51 +37,18 @@ fn io_error(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Transp
     move |source| TransportError::Io { context, error: source }
 }
 
-/// Reads one setup frame with a read timeout; errors name `who`.
-fn read_setup(stream: &mut TcpStream, timeout: Duration, who: &str) -> Result<Frame, TransportError> {
-    stream.set_read_timeout(Some(timeout)).map_err(io_error(format!("configuring the link to {who}")))?;
-    read_frame(stream, MAX_SETUP_FRAME).map_err(|e| match e {
-        ReadFrameError::Frame(error) => TransportError::BadFrame { from: who.to_string(), error },
-        ReadFrameError::Closed => TransportError::Setup(format!("{who} closed the connection during setup")),
-        ReadFrameError::Io(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-            TransportError::Setup(format!("{who} sent nothing within {timeout:?} during setup"))
-        }
-        ReadFrameError::Io(source) => {
-            TransportError::Io { context: format!("reading from {who}"), error: source }
-        }
-    })
-}
-
-fn write_setup(
-    stream: &mut TcpStream,
-    kind: FrameKind,
-    sender: usize,
-    payload: &[u8],
-    who: &str,
-) -> Result<(), TransportError> {
-    write_frame(stream, kind, sender as u32, 0, &[payload]).map_err(io_error(format!("writing to {who}")))
-}
-
-/// Accepts one connection before `deadline`, polling a non-blocking listener.
-fn accept_before(
-    listener: &TcpListener,
-    deadline: Instant,
-) -> Result<Option<(TcpStream, SocketAddr)>, TransportError> {
-    loop {
-        match listener.accept() {
-            Ok((stream, from)) => {
-                stream.set_nonblocking(false).map_err(io_error("configuring an accepted connection"))?;
-                stream.set_nodelay(true).map_err(io_error("configuring an accepted connection"))?;
-                return Ok(Some((stream, from)));
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
-                if Instant::now() >= deadline {
-                    return Ok(None);
-                }
-                thread::sleep(POLL);
-            }
-            Err(e) => return Err(io_error("accepting a connection")(e)),
-        }
+/// Whether an admitted worker that should be silent until the welcome is still connected:
+/// `Err` with what it did when it closed, failed or spoke out of turn.
+fn still_waiting(stream: &TcpStream) -> Result<(), String> {
+    stream.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let mut byte = [0u8; 1];
+    let seen = (&*stream).read(&mut byte);
+    stream.set_nonblocking(false).map_err(|e| e.to_string())?;
+    match seen {
+        Ok(0) => Err("left after joining, before the cluster started; waiting for another worker".into()),
+        Ok(_) => Err("sent bytes out of turn after joining; dropped".into()),
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => Ok(()),
+        Err(e) => Err(format!("its connection failed after joining ({e}); waiting for another worker")),
     }
 }
 
@@ -112,8 +87,9 @@ pub struct MasterListener {
 }
 
 impl MasterListener {
-    /// Listens on `addr` (`127.0.0.1:0` picks a free port).
+    /// Listens on `addr` (`127.0.0.1:0` picks a free port); refuses an empty token first.
     pub fn bind(addr: &str, config: TcpConfig) -> Result<MasterListener, TransportError> {
+        auth::check_token(&config.token)?;
         let listener = TcpListener::bind(addr).map_err(io_error(format!("cannot listen on {addr}")))?;
         Ok(MasterListener { listener, config })
     }
@@ -123,8 +99,14 @@ impl MasterListener {
         self.listener.local_addr().map_err(io_error("reading the listening address"))
     }
 
-    /// Waits for `workers` workers with the right token (up to the join timeout), turning away
-    /// others (each reported to `on_refused`), then starts the cluster; returns rank 0.
+    /// Waits for `workers` workers that prove they know the token, turning away others (each
+    /// reported to `on_refused`), then starts the cluster; returns rank 0.
+    ///
+    /// Handshakes run side by side, each within the timeout of its connection however its
+    /// bytes trickle in, at most [`MAX_PENDING_HANDSHAKES`] at once. Admission ends at the
+    /// join timeout; a worker that leaves after joining, before the start, is replaced by the
+    /// next one to join. Once all are in, the welcome and the workers' mesh have until the join
+    /// timeout, or one timeout from then if that is later.
     pub fn accept_workers(
         self,
         workers: usize,
@@ -137,41 +119,56 @@ impl MasterListener {
                 handshake::MAX_RANKS
             )));
         }
-        self.listener.set_nonblocking(true).map_err(io_error("configuring the listener"))?;
+        auth::check_token(&config.token)?;
         let deadline = Instant::now() + config.join_timeout;
-        let mut joined: Vec<(TcpStream, String)> = Vec::new();
+        let mut admission = Admission::new(
+            &self.listener,
+            &config.token,
+            config.timeout,
+            MAX_PENDING_HANDSHAKES,
+            FrameKind::Hello,
+            0,
+            |_| Some(Context::Join),
+        )?;
+        let mut joined: Vec<Admitted> = Vec::new();
+        let mut events = Vec::new();
         while joined.len() < workers {
-            let Some((mut stream, from)) = accept_before(&self.listener, deadline)? else {
+            if Instant::now() >= deadline {
+                let pending = match admission.pending() {
+                    0 => String::new(),
+                    n => format!(" ({n} handshakes unfinished)"),
+                };
                 return Err(TransportError::Setup(format!(
-                    "only {} of {workers} workers joined within {:?}",
+                    "only {} of {workers} workers joined within {:?}{pending}",
                     joined.len(),
-                    config.join_timeout
+                    config.join_timeout,
                 )));
-            };
-            let who = format!("a worker at {from}");
-            let refuse = |stream: &mut TcpStream, reason: &str| {
-                let _ = write_setup(stream, FrameKind::Refused, 0, reason.as_bytes(), &who);
-                Refusal { from, reason: reason.to_string() }
-            };
-            let refusal = match read_setup(&mut stream, config.timeout, &who) {
-                Ok(f) if f.kind == FrameKind::Hello => match handshake::parse_hello(&f.payload) {
-                    Some((token, listen)) if handshake::same_token(&token, &config.token) => {
-                        joined.push((stream, listen));
-                        continue;
-                    }
-                    Some(_) => refuse(&mut stream, "wrong token"),
-                    None => refuse(&mut stream, "malformed hello"),
-                },
-                Ok(f) => refuse(&mut stream, &format!("expected a hello, got a {:?} frame", f.kind)),
-                Err(e) => Refusal { from, reason: e.to_string() },
-            };
-            on_refused(&refusal);
+            }
+            let moved = admission.poll(&mut events)?;
+            for event in events.drain(..) {
+                match event {
+                    Event::Admitted(a) => joined.push(a),
+                    Event::Refused(r) => on_refused(&r),
+                }
+            }
+            joined.retain(|a| match still_waiting(&a.stream) {
+                Ok(()) => true,
+                Err(reason) => {
+                    on_refused(&Refusal { from: a.from, reason });
+                    false
+                }
+            });
+            if !moved {
+                thread::sleep(IDLE_POLL);
+            }
         }
+        drop(admission);
+        let start_by = at_least(deadline, config.timeout);
         let size = workers + 1;
         let mut addrs = vec![String::new()];
-        addrs.extend(joined.iter().map(|(_, a)| a.clone()));
+        addrs.extend(joined.iter().map(|a| a.listen.clone()));
         let mut streams: Vec<Option<TcpStream>> = vec![None];
-        for (k, (mut stream, _)) in joined.into_iter().enumerate() {
+        for (k, a) in joined.into_iter().enumerate() {
             let rank = k + 1;
             let welcome = Welcome {
                 rank: rank as u32,
@@ -179,14 +176,14 @@ impl MasterListener {
                 method: config.broadcast,
                 addrs: addrs.clone(),
             };
-            write_setup(&mut stream, FrameKind::Welcome, 0, &welcome.to_bytes(), &format!("rank {rank}"))?;
-            streams.push(Some(stream));
+            let who = format!("rank {rank}");
+            write_before(&a.stream, start_by, FrameKind::Welcome, 0, &welcome.to_bytes(), &who)?;
+            streams.push(Some(a.stream));
         }
         // Every worker reports its mesh built; then all start together.
-        for (rank, stream) in streams.iter_mut().enumerate().skip(1) {
+        for (rank, stream) in streams.iter().enumerate().skip(1) {
             let Some(stream) = stream else { continue };
-            let left = deadline.saturating_duration_since(Instant::now()).max(config.timeout);
-            let f = read_setup(stream, left, &format!("rank {rank}"))?;
+            let f = read_before(stream, start_by, 0, &format!("rank {rank}"))?;
             if f.kind != FrameKind::Ready {
                 return Err(TransportError::Setup(format!(
                     "rank {rank} sent a {:?} frame instead of ready",
@@ -194,9 +191,9 @@ impl MasterListener {
                 )));
             }
         }
-        for (rank, stream) in streams.iter_mut().enumerate().skip(1) {
+        for (rank, stream) in streams.iter().enumerate().skip(1) {
             if let Some(stream) = stream {
-                write_setup(stream, FrameKind::Ready, 0, &[], &format!("rank {rank}"))?;
+                write_before(stream, start_by, FrameKind::Ready, 0, &[], &format!("rank {rank}"))?;
             }
         }
         TcpTransport::from_streams(0, size, config.broadcast, &config, streams)
@@ -205,28 +202,25 @@ impl MasterListener {
 
 /// Joins the cluster of the master at `master` (`HOST:PORT`), retrying until it listens, and
 /// returns this worker's endpoint once the master starts the cluster.
+///
+/// Each handshake (with the master, with every peer) must finish within the timeout; the
+/// whole join, waiting for the master's other workers included, within the join timeout.
 pub fn connect_worker(master: &str, config: &TcpConfig) -> Result<TcpTransport, TransportError> {
+    auth::check_token(&config.token)?;
     let deadline = Instant::now() + config.join_timeout;
-    let mut stream = connect_before(master, deadline)?;
+    let handshake_by = || deadline.min(Instant::now() + config.timeout);
+    let stream = connect_before(master, deadline)?;
     let local = stream.local_addr().map_err(io_error("reading the local address"))?;
     let listener = TcpListener::bind((local.ip(), 0)).map_err(io_error("cannot listen for peer workers"))?;
     let listen = listener.local_addr().map_err(io_error("reading the peer listening address"))?;
     let who = format!("the master at {master}");
-    write_setup(
-        &mut stream,
-        FrameKind::Hello,
-        0,
-        &handshake::hello(&config.token, &listen.to_string()),
-        &who,
-    )?;
-    let left = deadline.saturating_duration_since(Instant::now()).max(config.timeout);
-    let f = read_setup(&mut stream, left, &who)?;
+    let token = &config.token;
+    let join = Context::Join;
+    authenticate_to(&stream, token, join, FrameKind::Hello, 0, &listen.to_string(), handshake_by(), &who)?;
+    let f = read_before(&stream, deadline, MAX_SETUP_FRAME, &who)?;
     let welcome = match f.kind {
         FrameKind::Welcome => Welcome::parse(&f.payload)
             .ok_or_else(|| TransportError::Setup(format!("{who} sent a malformed welcome")))?,
-        FrameKind::Refused => {
-            return Err(TransportError::Refused { reason: String::from_utf8_lossy(&f.payload).into_owned() });
-        }
         other => {
             return Err(TransportError::Setup(format!("{who} sent a {other:?} frame instead of a welcome")));
         }
@@ -235,41 +229,53 @@ pub fn connect_worker(master: &str, config: &TcpConfig) -> Result<TcpTransport, 
     let mut streams: Vec<Option<TcpStream>> = (0..size).map(|_| None).collect();
     // Connect to every lower-ranked worker, then accept every higher-ranked one.
     for (peer, addr) in welcome.addrs.iter().enumerate().take(rank).skip(1) {
-        let mut s = connect_before(addr, deadline)?;
-        write_setup(
-            &mut s,
+        let s = connect_before(addr, deadline)?;
+        let context = Context::Peer { from: rank as u32, to: peer as u32 };
+        let peer_who = format!("rank {peer}");
+        authenticate_to(
+            &s,
+            token,
+            context,
             FrameKind::PeerHello,
-            rank,
-            &handshake::peer_hello(&config.token),
-            &format!("rank {peer}"),
+            rank as u32,
+            "",
+            handshake_by(),
+            &peer_who,
         )?;
         streams[peer] = Some(s);
     }
-    listener.set_nonblocking(true).map_err(io_error("configuring the peer listener"))?;
     let mut missing = size - 1 - rank;
-    while missing > 0 {
-        let Some((mut s, from)) = accept_before(&listener, deadline)? else {
-            return Err(TransportError::Setup(format!(
-                "rank {rank}: {missing} higher-ranked workers did not connect within {:?}",
-                config.join_timeout
-            )));
-        };
-        let Ok(f) = read_setup(&mut s, config.timeout, &format!("a peer at {from}")) else { continue };
-        let peer = f.sender as usize;
-        let valid = f.kind == FrameKind::PeerHello
-            && handshake::parse_peer_hello(&f.payload)
-                .is_some_and(|t| handshake::same_token(&t, &config.token))
-            && peer > rank
-            && peer < size
-            && streams[peer].is_none();
-        if valid {
-            streams[peer] = Some(s);
-            missing -= 1;
+    if missing > 0 {
+        let me = rank as u32;
+        let higher =
+            |from: u32| (from > me && (from as usize) < size).then_some(Context::Peer { from, to: me });
+        let mut admission =
+            Admission::new(&listener, token, config.timeout, size, FrameKind::PeerHello, me, higher)?;
+        let mut events = Vec::new();
+        while missing > 0 {
+            if Instant::now() >= deadline {
+                return Err(TransportError::Setup(format!(
+                    "rank {rank}: {missing} higher-ranked workers did not connect within {:?}",
+                    config.join_timeout
+                )));
+            }
+            let moved = admission.poll(&mut events)?;
+            for event in events.drain(..) {
+                // A stray or repeated connection is dropped; the join goes on.
+                if let Event::Admitted(a) = event
+                    && streams[a.sender as usize].is_none()
+                {
+                    streams[a.sender as usize] = Some(a.stream);
+                    missing -= 1;
+                }
+            }
+            if !moved {
+                thread::sleep(IDLE_POLL);
+            }
         }
     }
-    write_setup(&mut stream, FrameKind::Ready, rank, &[], &who)?;
-    let left = deadline.saturating_duration_since(Instant::now()).max(config.timeout);
-    let go = read_setup(&mut stream, left, &who)?;
+    write_before(&stream, deadline, FrameKind::Ready, rank as u32, &[], &who)?;
+    let go = read_before(&stream, deadline, 0, &who)?;
     if go.kind != FrameKind::Ready {
         return Err(TransportError::Setup(format!("{who} sent a {:?} frame instead of start", go.kind)));
     }

@@ -10,6 +10,7 @@ pub(crate) mod specs;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
+use ubershuffle_core::limits::{Limits, instance_bytes};
 use ubershuffle_core::{PlannerOptions, ShufflePlanner, planner_by_name};
 use ubershuffle_learners::StragglerModel;
 use ubershuffle_plugin_host::PluginLibrary;
@@ -66,10 +67,26 @@ fn prepare(r: &Resolved) -> anyhow::Result<Prepared> {
             .with_context(|| format!("unknown scheme {name}"))?,
         SchemeChoice::Plugin(path, name) => Box::new(PluginLibrary::load(path)?.planner(name.as_deref())?),
     };
+    check_memory(r)?;
+    let earlier = report::prepare_out(r)?;
     let data = r.data.build(r.config.seed).context("generating the data")?;
     let stragglers = r.stragglers.build(r.config.workers, r.config.seed)?;
-    let earlier = report::prepare_out(r)?;
     Ok(Prepared { data, planner, stragglers, recorder: Recorder::new(r, earlier) })
+}
+
+/// Refuses a run whose data would pass the memory cap ([`Limits`]), before generating it: the
+/// records (generated, split and encoded: about three copies), the workers' caches (in-process,
+/// all of them live in this process) and one epoch's instance.
+fn check_memory(r: &Resolved) -> anyhow::Result<()> {
+    let limits = Limits::from_env()?;
+    let width = r.config.learner.build()?.record_width() as u64;
+    let (q, held) = (r.data.training_points() as u64, r.data.held_out() as u64);
+    let (n, s) = (r.config.workers as u64, r.config.cache_capacity as u64);
+    let records = q.saturating_add(held).saturating_mul(width).saturating_mul(3);
+    let caches = n.saturating_mul(s).saturating_mul(width);
+    let instance = instance_bytes(r.config.workers, r.data.training_points(), r.config.cache_capacity);
+    let what = format!("a run of {q} points of {width} bytes on {n} workers");
+    Ok(limits.check_memory(&what, records.saturating_add(caches).saturating_add(instance))?)
 }
 
 /// Runs the master over `t` (rank 0 of `workers + 1`), recording every epoch.

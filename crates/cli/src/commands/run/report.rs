@@ -19,10 +19,34 @@ use crate::output::{print_json, print_line, print_table};
 const CSV: &str = "epochs.csv";
 const SUMMARY: &str = "summary.json";
 
-/// Prepares `--out DIR`: creates it, and on `--resume` checks that its run had the same
-/// configuration; returns the epochs already done (empty for a fresh run).
+/// The checkpoint's name in `--out DIR` (written by the runtime).
+const CHECKPOINT: &str = "checkpoint.json";
+
+/// Prepares `--out DIR`: creates it; refuses a DIR that holds an earlier run unless
+/// `--resume` (continue it) or `--force` (its files are removed first); on `--resume` checks
+/// that its run had the same configuration; returns the epochs already done (empty for a fresh
+/// run).
 pub fn prepare_out(r: &Resolved) -> anyhow::Result<Vec<EpochMetrics>> {
     let Some(dir) = &r.out else { return Ok(Vec::new()) };
+    if !r.config.resume {
+        let earlier: Vec<&str> =
+            [CSV, SUMMARY, CHECKPOINT].into_iter().filter(|f| dir.join(f).exists()).collect();
+        match (earlier.is_empty(), r.force) {
+            (true, _) => {}
+            (false, false) => bail!(
+                "--out {} holds an earlier run ({}): give --resume to continue it, --force to replace it, or another folder",
+                dir.display(),
+                earlier.join(", ")
+            ),
+            (false, true) => {
+                for f in earlier {
+                    let path = dir.join(f);
+                    std::fs::remove_file(&path)
+                        .with_context(|| format!("--force: cannot remove {}", path.display()))?;
+                }
+            }
+        }
+    }
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let Some(checkpoint) = r.config.checkpoint.as_ref().filter(|_| r.config.resume) else {
         return Ok(Vec::new());

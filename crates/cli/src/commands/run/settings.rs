@@ -59,6 +59,8 @@ pub struct Resolved {
     pub kill: Option<KillSpec>,
     /// `--out DIR`.
     pub out: Option<PathBuf>,
+    /// `--force`: replace an earlier run in `--out DIR`.
+    pub force: bool,
     /// `--json`.
     pub json: bool,
 }
@@ -199,6 +201,7 @@ impl RunSettings {
             listen: s.listen.clone().zip(s.token.clone()),
             kill,
             out: s.out.clone(),
+            force: s.force,
             json: s.json,
         })
     }
