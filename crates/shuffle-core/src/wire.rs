@@ -88,7 +88,7 @@ pub fn encode_instance(inst: &ShuffleInstance) -> Vec<u8> {
         (0..inst.workers()).map(|w| inst.cache(w)).chain((0..inst.workers()).map(|w| inst.assignment(w)))
     {
         push_u32(&mut out, list.len() as u32);
-        for &id in list {
+        for id in list {
             push_u32(&mut out, id);
         }
     }
@@ -274,7 +274,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::examples::{arbitrary_instance, ubershuffle_paper_example};
+    use crate::{ShuffleInstance, arbitrary_instance};
 
     fn sample_plan() -> Plan {
         let mut plan = Plan::new();
@@ -285,7 +285,7 @@ mod tests {
 
     #[test]
     fn instances_round_trip() {
-        for inst in [ubershuffle_paper_example(), arbitrary_instance(7, 300, 0.3, 4)] {
+        for inst in [ShuffleInstance::paper_example(), arbitrary_instance(7, 300, 0.3, 4)] {
             assert_eq!(decode_instance(&encode_instance(&inst)).unwrap(), inst);
         }
     }
@@ -313,7 +313,7 @@ mod tests {
 
     #[test]
     fn every_truncation_and_corruption_is_an_error_not_a_panic() {
-        let inst_bytes = encode_instance(&ubershuffle_paper_example());
+        let inst_bytes = encode_instance(&ShuffleInstance::paper_example());
         let plan_bytes = encode_plan(&sample_plan()).unwrap();
         for cut in 0..inst_bytes.len() {
             assert!(decode_instance(&inst_bytes[..cut]).is_err(), "instance cut at {cut}");
@@ -346,7 +346,7 @@ mod tests {
 
     #[test]
     fn invalid_instances_are_refused_with_the_instance_error() {
-        let inst = ubershuffle_paper_example();
+        let inst = ShuffleInstance::paper_example();
         let mut bytes = encode_instance(&inst);
         // Point count 9 -> 8: point 8 is now out of range.
         bytes[8..12].copy_from_slice(&8u32.to_le_bytes());

@@ -75,7 +75,7 @@ impl ShuffleBlocks {
         }
         let mut cacher = vec![u32::MAX; inst.points()];
         for worker in 0..k {
-            for &p in inst.cache(worker) {
+            for p in inst.cache(worker) {
                 let slot = &mut cacher[p as usize];
                 if *slot != u32::MAX {
                     return Err(NoExcessError::CachedTwice {
@@ -143,7 +143,7 @@ mod tests {
 
     #[test]
     fn instances_outside_the_model_are_named() {
-        let inst = crate::examples::ubershuffle_paper_example();
+        let inst = crate::ShuffleInstance::paper_example();
         let e = ShuffleBlocks::of(&inst).unwrap_err();
         assert_eq!(e, NoExcessError::CachedTwice { point: 7, first: 0, second: 1 });
         let uncached =
