@@ -390,7 +390,7 @@ pub struct RunSettings {
     /// with --features mpi) [default: inproc].
     #[arg(long, value_name = "KIND", help_heading = "Cluster")]
     pub transport: Option<String>,
-    /// Number of workers n, at most 64 [default: 4; under mpi, the ranks after the master].
+    /// Number of workers n, at most 1024 [default: 4; under mpi, the ranks after the master].
     #[arg(long, short = 'n', value_name = "N", help_heading = "Cluster")]
     pub workers: Option<usize>,
     /// Epochs to run [default: 5].

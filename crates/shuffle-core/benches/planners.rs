@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use ubershuffle_core::bounds::best_lower_bound;
-use ubershuffle_core::planners::UberShuffleOptPlanner;
+use ubershuffle_core::planners::{BuiltinPlanner, UberShuffleOptPlanner};
 use ubershuffle_core::{
     GeneratorParams, PlannerOptions, ShufflePlanner, builtin_planners, planner_by_name, seeded, verify,
 };

@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 
-use crate::{Plan, PointSet, ShuffleInstance};
+use crate::{Plan, ShuffleInstance};
 
 /// Why a plan is malformed or does not decode.
 #[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
@@ -148,7 +148,7 @@ impl VerifyReport {
 /// one transmission); otherwise the report lists every worker that cannot decode its batch.
 ///
 /// ```
-/// use ubershuffle_core::{verify, Part, Plan};
+/// use ubershuffle_core::{verify, Part, Plan, ShuffleInstance};
 /// let inst = ShuffleInstance::paper_example();
 /// let mut plan = Plan::new();
 /// plan.push(&[Part::new(4, 0), Part::new(1, 2)]); // d_5 + d_2 of the paper's Example 2
@@ -420,13 +420,14 @@ impl Peeling {
 /// Peels `plan` at a worker that starts knowing the points `start` (its cache, say), in a
 /// universe of `points` points. The plan must be well formed (see [`verify`]); out-of-range ids
 /// are an error.
-pub fn peel(points: usize, plan: &Plan, start: PointSet<'_>) -> Result<Peeling, VerifyError> {
+pub fn peel(points: usize, plan: &Plan, start: impl IntoIterator<Item = u32>) -> Result<Peeling, VerifyError> {
     for (transmission, parts) in plan.iter().enumerate() {
         if let Some(part) = parts.iter().find(|p| p.point as usize >= points) {
             return Err(VerifyError::PointOutOfRange { transmission, point: part.point, points });
         }
     }
-    if let Some(point) = start.iter().find(|&p| p as usize >= points) {
+    let start: Vec<u32> = start.into_iter().collect();
+    if let Some(&point) = start.iter().find(|&&p| p as usize >= points) {
         return Err(VerifyError::PointOutOfRange { transmission: usize::MAX, point, points });
     }
     let containing = transmissions_by_point(points, plan);

@@ -29,10 +29,13 @@ fn check_every_planner(inst: &ShuffleInstance) {
     let mut counts = Vec::new();
     for entry in builtin_planners() {
         let planner = (entry.build)(&PlannerOptions::default());
-        if let Err(PlanError::Unsupported { .. }) = planner.plan(inst, &mut seeded(0)) {
-            continue;
-        }
-        let n = count(entry.name, inst);
+        let plan = match planner.plan(inst, &mut seeded(0)) {
+            Err(PlanError::Unsupported { .. }) => continue,
+            plan => plan.unwrap(),
+        };
+        let report = verify(inst, &plan).unwrap();
+        assert!(report.is_valid(), "{}: {report:?}", entry.name);
+        let n = plan.len();
         assert!(n <= uncoded, "{} sent {n} > uncoded {uncoded}", entry.name);
         for bound in &bounds {
             assert!(n >= bound.value, "{} sent {n} < the {} bound {}", entry.name, bound.kind, bound.value);

@@ -177,7 +177,7 @@ pub(crate) struct RunSpec<'a> {
 /// Runs the epoch loop of `setup` as `spec` says, every worker a thread of this process,
 /// starting from [`storage_blocks`].
 pub(crate) fn run(setup: &Setup, spec: &RunSpec<'_>) -> anyhow::Result<RunReport> {
-    let planner = planner_by_name(spec.scheme, &PlannerOptions { time_budget: Duration::from_secs(2) })
+    let planner = planner_by_name(spec.scheme, &PlannerOptions::default().with_time_budget(Duration::from_secs(2)))
         .with_context(|| format!("no planner {}", spec.scheme))?;
     let config = RunConfig {
         workers: setup.workers,

@@ -48,7 +48,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     let options = PlannerOptions::default().with_time_budget(budget);
     let planners: Vec<Box<dyn ShufflePlanner>> = SCHEMES
         .iter()
-        .map(|name| planner_by_name(name, &options).ok_or_else(|| anyhow::anyhow!("no planner {name}")))
+        .map(|name| planner_by_name(name, &options).map_err(anyhow::Error::from))
         .collect::<anyhow::Result<_>>()?;
     let mut table = CsvTable::new(&[
         "scheme",

@@ -54,7 +54,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     for (storage, alpha, schemes) in storages {
         let planners = schemes
             .iter()
-            .map(|s| planner_by_name(s, &PlannerOptions::default()).ok_or_else(|| anyhow::anyhow!("no {s}")))
+            .map(|s| planner_by_name(s, &PlannerOptions::default()).map_err(anyhow::Error::from))
             .collect::<anyhow::Result<Vec<_>>>()?;
         let mut curves = vec![Vec::new(); schemes.len()];
         for &fraction in &fractions {

@@ -41,7 +41,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     }
     let mut contenders: Vec<Contender> = BUILTINS
         .iter()
-        .filter_map(|name| planner_by_name(name, &PlannerOptions::default()))
+        .filter_map(|name| planner_by_name(name, &PlannerOptions::default()).ok())
         .map(|planner| Contender { planner, source: "built-in".into() })
         .collect();
     for path in &ctx.plugins {

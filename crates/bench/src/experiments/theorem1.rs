@@ -19,7 +19,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
     let points: &[usize] =
         if ctx.quick { &[1_000, 10_000, 100_000] } else { &[1_000, 10_000, 100_000, 1_000_000] };
     let coded = planner_by_name("coded", &PlannerOptions::default())
-        .ok_or_else(|| anyhow::anyhow!("no coded planner"))?;
+        .map_err(anyhow::Error::from)?;
     let mut table =
         CsvTable::new(&["alpha", "points", "seed", "coded", "uncoded", "theorem1", "coded_over_theorem1"]);
     let bar = ctx.progress((ALPHAS.len() * points.len() * SEEDS.len()) as u64, "theorem1");

@@ -46,7 +46,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Outcome> {
         .iter()
         .map(|name| {
             planner_by_name(name, &PlannerOptions::default())
-                .ok_or_else(|| anyhow::anyhow!("no {name} planner"))
+                .map_err(anyhow::Error::from)
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let mut table = CsvTable::new(&[

@@ -11,8 +11,8 @@ use ubershuffle_core::exchange_policy::ExchangeRun;
 use ubershuffle_core::no_excess::{ShuffleMatrix, random_no_excess_instance};
 use ubershuffle_core::theory::theorem1_coded_transmissions;
 use ubershuffle_core::{
-    GeneratorParams, PlannerOptions, ShuffleInstance, ShufflePlanner, builtin_names, planner_by_name,
-    rng::seeded_stream, seeded, verify,
+    GeneratorParams, PlannerOptions, ShuffleInstance, ShufflePlanner, planner_by_name,
+    Tried, rng::seeded_stream, seeded, verify,
 };
 use ubershuffle_plugin_host::PluginLibrary;
 
@@ -59,8 +59,8 @@ fn choose_planner(args: &PlanArgs, options: &PlannerOptions) -> anyhow::Result<B
         return Ok(Box::new(PluginLibrary::load(path)?.planner(args.scheme.as_deref())?));
     }
     let scheme = args.scheme.as_deref().unwrap_or(DEFAULT_SCHEME);
-    planner_by_name(scheme, options).with_context(|| {
-        format!("invalid value '{scheme}' for '--scheme': known schemes are {}", builtin_names())
+    planner_by_name(scheme, options).map_err(|e| {
+        anyhow::anyhow!("invalid value '{scheme}' for '--scheme': known schemes are {}", e.known.join(", "))
     })
 }
 
@@ -79,10 +79,11 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     };
 
     let started = Instant::now();
-    let plan = planner.plan(&inst, &mut seeded_stream(args.source.seed, PLANNER_STREAM))?;
+    let planned = planner.plan_explained(&inst, &mut seeded_stream(args.source.seed, PLANNER_STREAM))?;
     let plan_seconds = started.elapsed().as_secs_f64();
+    let plan = &planned.plan;
     let started = Instant::now();
-    let report = verify(&inst, &plan)
+    let report = verify(&inst, plan)
         .with_context(|| format!("scheme {} returned a malformed plan", planner.name()))?;
     let verify_seconds = started.elapsed().as_secs_f64();
 
@@ -90,7 +91,9 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         write_atomically(path, format!("{}\n", plan.to_json()).as_bytes())?;
     }
     let uncoded = inst.uncoded_transmissions();
+    let started = Instant::now();
     let bound = best_lower_bound(&inst);
+    let bound_seconds = started.elapsed().as_secs_f64();
     let theorem1 = theorem1_coded_transmissions(inst.workers(), inst.points(), inst.cache_size());
     let mut extra = plan_no_excess::fields(&inst);
     if let (Some(run), Some(first)) = (exchange.as_mut(), &first_epoch) {
@@ -119,7 +122,13 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
             "verified": report.is_valid(),
             "plan_seconds": plan_seconds,
             "verify_seconds": verify_seconds,
+            "lower_bound_seconds": bound_seconds,
+            "instance_bytes": inst.heap_bytes(),
         });
+        if planned.tried.len() > 1 {
+            out["auto_winner"] = json!(planned.made_by);
+            out["auto_tried"] = tried_json(&planned.tried);
+        }
         if let Some(path) = &args.plugin {
             out["plugin"] = json!(path.display().to_string());
         }
@@ -131,6 +140,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         let ratio =
             |x: usize| if x == 0 { "-".to_string() } else { format!("{:.2}x", uncoded as f64 / x as f64) };
         let extra_rows = extra_table_rows(&extra);
+        let mut tried_rows: Vec<(String, String)> = Vec::new();
         let mut rows = vec![
             ("scheme", planner.name().to_string()),
             ("workers", inst.workers().to_string()),
@@ -145,8 +155,20 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
                 if report.is_valid() { "yes: every worker decodes by peeling".into() } else { "NO".into() },
             ),
             ("plan time", format!("{plan_seconds:.3} s")),
+            ("lower bound time", format!("{bound_seconds:.3} s")),
             ("verify time", format!("{verify_seconds:.3} s")),
         ];
+        if planned.tried.len() > 1 {
+            rows.insert(1, ("winner", planned.made_by.clone()));
+            for t in &planned.tried {
+                let outcome = match &t.outcome {
+                    Ok(n) => format!("{n} transmissions"),
+                    Err(reason) => format!("skipped: {reason}"),
+                };
+                tried_rows.push((format!("  {}", t.scheme), outcome));
+            }
+        }
+        rows.extend(tried_rows.iter().map(|(k, v)| (k.as_str(), v.clone())));
         rows.extend(extra_rows.iter().map(|(k, v)| (k.as_str(), v.clone())));
         print_table(&rows)?;
     }
@@ -154,6 +176,20 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         bail!("scheme {} produced a plan that does not decode: {e}", planner.name());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What every member of a portfolio did: `{"scheme": transmissions or "skipped: reason"}`, in
+/// the order tried.
+fn tried_json(tried: &[Tried]) -> serde_json::Value {
+    let mut map = serde_json::Map::new();
+    for t in tried {
+        let value = match &t.outcome {
+            Ok(n) => json!(n),
+            Err(reason) => json!(format!("skipped: {reason}")),
+        };
+        map.insert(t.scheme.clone(), value);
+    }
+    serde_json::Value::Object(map)
 }
 
 /// The extra fields as table rows: `achievable_bound` as "achievable bound", one row per epoch.

@@ -4,7 +4,6 @@ use super::{
     BuiltinPlanner, CliqueCoverPlanner, CodedPlanner, CyclePackingPlanner, UberShuffleOptPlanner,
     UberShufflePlanner, UncodedPlanner, WorstCasePlanner,
 };
-use crate::rng::{seeded, uniform_below};
 use crate::{
     Plan, PlanError, Planned, PlannerOptions, SeededRng, ShuffleInstance, ShufflePlanner, Tried,
 };
@@ -22,8 +21,9 @@ use crate::{
 /// send less).
 ///
 /// Each member gets the whole `--time-budget` (so `auto` sends no more than `ubershuffle-opt`
-/// run alone), and `auto`'s time is the sum of its members'. Each member draws from its own
-/// generator, seeded from `auto`'s in member order, so the plan is deterministic under the seed.
+/// run alone), and `auto`'s time is the sum of its members'. Each member draws from a copy of
+/// `auto`'s generator, so it plans exactly as it would alone with the same seed, and the plan
+/// is deterministic under the seed.
 pub struct AutoPlanner {
     members: Vec<Member>,
 }
@@ -75,9 +75,9 @@ impl ShufflePlanner for AutoPlanner {
         let mut tried: Vec<Tried> = Vec::new();
         let mut planned: Vec<&str> = Vec::new();
         for member in &self.members {
-            // Every member's seed is drawn whether it runs or not, so one member's fit does
-            // not change another's plan.
-            let mut member_rng = seeded(uniform_below(rng, u64::MAX));
+            // A copy of the caller's generator: each member makes the plan it would make alone
+            // with the same seed, so `auto` never sends more than any of them.
+            let mut member_rng = rng.clone();
             let name = member.planner.name();
             if member.dominated_by.iter().any(|d| planned.contains(d)) {
                 continue;
@@ -109,7 +109,7 @@ impl ShufflePlanner for AutoPlanner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{GeneratorParams, verify};
+    use crate::{GeneratorParams, seeded, verify};
 
     #[test]
     fn keeps_the_best_member_and_names_it() {

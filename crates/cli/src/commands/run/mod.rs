@@ -62,8 +62,7 @@ struct Prepared {
 /// Generates the data, loads the scheme, builds the straggler model, prepares `--out`.
 fn prepare(r: &Resolved) -> anyhow::Result<Prepared> {
     let planner: Box<dyn ShufflePlanner> = match &r.scheme {
-        SchemeChoice::Builtin(name) => planner_by_name(name, &PlannerOptions::default())
-            .with_context(|| format!("unknown scheme {name}"))?,
+        SchemeChoice::Builtin(name) => planner_by_name(name, &PlannerOptions::default())?,
         SchemeChoice::Plugin(path, name) => Box::new(PluginLibrary::load(path)?.planner(name.as_deref())?),
     };
     let data = r.data.build(r.config.seed).context("generating the data")?;
