@@ -8,6 +8,7 @@ use crate::rng::{SeededRng, partial_shuffle, seeded, shuffle};
 
 /// Why generator parameters are impossible.
 #[derive(Debug, thiserror::Error, PartialEq)]
+#[non_exhaustive]
 pub enum GeneratorError {
     /// No worker.
     #[error("--workers must be at least 1")]

@@ -8,6 +8,7 @@ use crate::point_set::{PointSet, StoredPoints};
 
 /// Why a set of caches and assignments is not a valid shuffle instance.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum InstanceError {
     /// The instance has no worker.
     #[error("an instance needs at least one worker")]

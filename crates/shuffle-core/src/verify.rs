@@ -35,7 +35,7 @@ pub enum VerifyError {
         /// Its index in the plan.
         transmission: usize,
         /// The worker named.
-        worker: u32,
+        worker: usize,
         /// Workers in the instance.
         workers: usize,
     },
@@ -192,7 +192,7 @@ fn delivered_in_one_step(inst: &ShuffleInstance, plan: &Plan) -> Vec<bool> {
     let mut delivered = vec![false; inst.points()];
     for parts in plan.iter() {
         for part in parts {
-            let worker = part.worker as usize;
+            let worker = part.worker;
             if inst.owner(part.point) != worker || delivered[part.point as usize] {
                 continue;
             }
@@ -215,7 +215,7 @@ fn missing_cause(
 ) -> MissingCause {
     let holding = containing.of(point);
     let tagged = holding.iter().copied().find(|&t| {
-        plan.transmission(t as usize).iter().any(|part| part.point == point && part.worker as usize == worker)
+        plan.transmission(t as usize).iter().any(|part| part.point == point && part.worker == worker)
     });
     match tagged.or(holding.first().copied()) {
         None => MissingCause::NeverSent,
@@ -251,7 +251,7 @@ fn check_shape(inst: &ShuffleInstance, plan: &Plan) -> Result<(), VerifyError> {
                     points: inst.points(),
                 });
             }
-            if part.worker as usize >= inst.workers() {
+            if part.worker >= inst.workers() {
                 return Err(VerifyError::WorkerOutOfRange {
                     transmission,
                     worker: part.worker,

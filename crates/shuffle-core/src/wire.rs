@@ -32,6 +32,7 @@ const PLAN_MAGIC: &[u8; 4] = b"USP1";
 
 /// Why bytes are not an instance or a plan in the layouts above.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum WireError {
     /// The bytes do not start with the expected magic.
     #[error("the bytes are not {what} (they do not start with {expected:?})")]
@@ -124,7 +125,7 @@ pub fn encode_plan(plan: &Plan) -> Result<Vec<u8>, WireError> {
         push_u32(&mut out, u32::try_from(parts.len()).map_err(|_| too_large(parts.len(), "parts"))?);
         for part in parts {
             push_u32(&mut out, part.point);
-            push_u32(&mut out, part.worker);
+            push_u32(&mut out, u32::try_from(part.worker).map_err(|_| too_large(part.worker, "workers"))?);
         }
     }
     Ok(out)
@@ -150,7 +151,7 @@ pub fn decode_plan(bytes: &[u8]) -> Result<Plan, WireError> {
         parts.clear();
         parts.extend(raw.chunks_exact(8).map(|c| Part {
             point: u32::from_le_bytes([c[0], c[1], c[2], c[3]]),
-            worker: u32::from_le_bytes([c[4], c[5], c[6], c[7]]),
+            worker: u32::from_le_bytes([c[4], c[5], c[6], c[7]]) as usize,
         }));
         plan.push(&parts);
     }

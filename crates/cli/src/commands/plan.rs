@@ -178,18 +178,16 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// What every member of a portfolio did: `{"scheme": transmissions or "skipped: reason"}`, in
-/// the order tried.
+/// What every member of a portfolio did, in the order tried:
+/// `[{"scheme": s, "transmissions": n} or {"scheme": s, "skipped": reason}, ...]`.
 fn tried_json(tried: &[Tried]) -> serde_json::Value {
-    let mut map = serde_json::Map::new();
-    for t in tried {
-        let value = match &t.outcome {
-            Ok(n) => json!(n),
-            Err(reason) => json!(format!("skipped: {reason}")),
-        };
-        map.insert(t.scheme.clone(), value);
-    }
-    serde_json::Value::Object(map)
+    tried
+        .iter()
+        .map(|t| match &t.outcome {
+            Ok(n) => json!({"scheme": t.scheme, "transmissions": n}),
+            Err(reason) => json!({"scheme": t.scheme, "skipped": reason}),
+        })
+        .collect()
 }
 
 /// The extra fields as table rows: `achievable_bound` as "achievable bound", one row per epoch.

@@ -9,6 +9,7 @@ pub const MAX_MATRIX_WORKERS: usize = 1024;
 
 /// Why an instance is outside the no-excess storage model (caches = previous batches).
 #[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
+#[non_exhaustive]
 pub enum NoExcessError {
     /// Too many workers for a `K x K` matrix.
     #[error("{workers} workers is more than the shuffle matrix supports (at most {max})")]

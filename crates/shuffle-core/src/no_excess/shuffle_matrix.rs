@@ -8,6 +8,7 @@ use crate::ShuffleInstance;
 
 /// Why a matrix is not a shuffle matrix. Rows and columns are workers `0..K`.
 #[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
+#[non_exhaustive]
 pub enum ShuffleMatrixError {
     /// No row at all.
     #[error("the shuffle matrix is empty: give rows separated by ';', entries by ','")]
