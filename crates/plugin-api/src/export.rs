@@ -182,7 +182,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-        use ubershuffle_core::{Plan, PlanError, SeededRng, ShuffleInstance, planners::UncodedPlanner, verify};
+    use ubershuffle_core::{Plan, PlanError, SeededRng, ShuffleInstance, planners::UncodedPlanner, verify};
 
     use crate::wire::{decode_plan, encode_instance};
 

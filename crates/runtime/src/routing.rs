@@ -23,7 +23,8 @@ pub fn route(inst: &ShuffleInstance, plan: &Plan, point_to_point_only: bool) -> 
     let mut needs = Vec::with_capacity(inst.workers());
     let mut users = vec![0u32; plan.len()];
     for w in 0..inst.workers() {
-        let schedule = match peel(inst.points(), plan, inst.cache(w))?.schedule(plan, &inst.needs(w).to_vec()) {
+        let schedule = match peel(inst.points(), plan, inst.cache(w))?.schedule(plan, &inst.needs(w).to_vec())
+        {
             Ok(schedule) => schedule,
             Err(missing) => {
                 // The plan does not deliver: verify says which point, and why (it peels the
@@ -49,7 +50,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-        use ubershuffle_core::{PlannerOptions, planner_by_name, seeded};
+    use ubershuffle_core::{PlannerOptions, planner_by_name, seeded};
 
     #[test]
     fn coded_packets_are_broadcast_and_unicasts_go_point_to_point() {

@@ -12,8 +12,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use ubershuffle_core::bounds::best_lower_bound;
 use ubershuffle_core::planners::{BuiltinPlanner, UberShuffleOptPlanner};
 use ubershuffle_core::{
-    GeneratorParams, PlannerOptions, ShuffleInstance, ShufflePlanner, builtin_planners, planner_by_name, seeded,
-    verify,
+    GeneratorParams, PlannerOptions, ShuffleInstance, ShufflePlanner, builtin_planners, planner_by_name,
+    seeded, verify,
 };
 
 fn instance(workers: usize, points: usize, alpha: f64) -> ShuffleInstance {
@@ -57,7 +57,10 @@ fn plan_time(c: &mut Criterion) {
 fn plan_time_at_scale(c: &mut Criterion) {
     for (workers, alpha) in [(100, 0.3), (1000, 0.1)] {
         let mut group = c.benchmark_group(format!("scale n={workers} q=1e6 alpha={alpha}"));
-        group.sample_size(10).warm_up_time(Duration::from_millis(1)).measurement_time(Duration::from_secs(60));
+        group
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(1))
+            .measurement_time(Duration::from_secs(60));
         let inst = instance(workers, 1_000_000, alpha);
         let planner = planner_by_name("clique-cover", &PlannerOptions::default()).expect("built in");
         let plan = planner.plan(&inst, &mut seeded(0)).expect("plans");

@@ -188,13 +188,20 @@ pub fn cache_around(rng: &mut SeededRng, batch: &[u32], points: usize, size: usi
 /// let inst = arbitrary_instance(4, 30, 0.5, 7);
 /// assert_eq!((inst.workers(), inst.points()), (4, 30));
 /// ```
-pub fn arbitrary_instance(workers: usize, points: usize, cache_probability: f64, seed: u64) -> ShuffleInstance {
+pub fn arbitrary_instance(
+    workers: usize,
+    points: usize,
+    cache_probability: f64,
+    seed: u64,
+) -> ShuffleInstance {
     let workers = workers.max(1);
     let points = points.max(workers);
     let mut rng = seeded(seed);
     let assignment = balanced_assignment(&mut rng, workers, points);
     let cache = (0..workers)
-        .map(|_| (0..points as u32).filter(|_| crate::rng::uniform_unit(&mut rng) < cache_probability).collect())
+        .map(|_| {
+            (0..points as u32).filter(|_| crate::rng::uniform_unit(&mut rng) < cache_probability).collect()
+        })
         .collect();
     ShuffleInstance::new(workers, points, cache, assignment)
         .unwrap_or_else(|e| unreachable!("arbitrary instances are valid: {e}"))

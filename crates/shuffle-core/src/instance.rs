@@ -268,7 +268,8 @@ impl ShuffleInstance {
     /// Bytes the instance holds on the heap (caches, batches, needs and the owner of every
     /// point), to report the memory of large instances.
     pub fn heap_bytes(&self) -> usize {
-        let lists = |l: &[Vec<u32>]| l.iter().map(|v| v.capacity() * 4 + size_of::<Vec<u32>>()).sum::<usize>();
+        let lists =
+            |l: &[Vec<u32>]| l.iter().map(|v| v.capacity() * 4 + size_of::<Vec<u32>>()).sum::<usize>();
         self.cache.iter().map(|c| c.heap_bytes() + size_of::<StoredPoints>()).sum::<usize>()
             + lists(&self.assignment)
             + lists(&self.needs)

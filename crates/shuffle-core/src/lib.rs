@@ -11,7 +11,9 @@
 //! - [`Plan`] (transmissions, each an XOR of tagged points) and [`ShufflePlanner`], the trait
 //!   every scheme implements, with the built-in planners in [`planners`] and a registry by name;
 //! - [`verify`]: symbolic peeling at every worker, which every plan must pass;
-//! - [`bounds`] and [`theory`]: lower bounds and the papers' closed forms to print beside counts.
+//! - [`bounds`] and [`theory`]: lower bounds and the papers' closed forms to print beside counts;
+//! - [`scale`]: every scheme on one instance, verified, timed and beside its bound (the `scale`
+//!   experiment's measurement).
 //!
 //! [`no_excess`] holds Attia-Tandon's no-excess storage model (the shuffle matrix, eq. (43),
 //! cycle packing) and [`exchange_policy`] the local, partial-local and global exchange of
@@ -42,6 +44,7 @@ pub mod planners;
 mod point_set;
 mod requests;
 pub mod rng;
+pub mod scale;
 mod tables;
 pub mod theory;
 mod verify;
@@ -55,7 +58,7 @@ pub use generator::{
 pub use instance::{InstanceError, ShuffleInstance};
 pub use plan::{Part, Plan};
 pub use plan_error::PlanError;
-pub use planner::{PlannerOptions, Planned, ShufflePlanner, Tried, WORK_PER_SECOND, work_units};
+pub use planner::{Planned, PlannerOptions, ShufflePlanner, Tried, WORK_PER_SECOND, work_units};
 pub use planners::{PlannerEntry, UnknownScheme, builtin_names, builtin_planners, planner_by_name};
 pub use point_set::{PointIter, PointSet};
 pub use rng::{SeededRng, seeded};

@@ -8,7 +8,9 @@
 #[non_exhaustive]
 pub enum PlanError {
     /// The planner groups points by exact worker sets and supports at most `max` workers.
-    #[error("scheme {planner} supports at most {max} workers, the instance has {workers}: try --scheme {suggestion}")]
+    #[error(
+        "scheme {planner} supports at most {max} workers, the instance has {workers}: try --scheme {suggestion}"
+    )]
     TooManyWorkers {
         /// The planner's name.
         planner: String,

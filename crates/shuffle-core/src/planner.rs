@@ -67,7 +67,11 @@ pub trait ShufflePlanner: Send + Sync {
     /// the member that won, with what every member sent.
     fn plan_explained(&self, inst: &ShuffleInstance, rng: &mut SeededRng) -> Result<Planned, PlanError> {
         let plan = self.plan(inst, rng)?;
-        Ok(Planned { tried: vec![Tried::sent(self.name(), plan.len())], made_by: self.name().to_string(), plan })
+        Ok(Planned {
+            tried: vec![Tried::sent(self.name(), plan.len())],
+            made_by: self.name().to_string(),
+            plan,
+        })
     }
 }
 

@@ -107,7 +107,6 @@ impl Requests {
     pub(crate) fn cacher_rows(&self) -> CacherRows {
         CacherRows::transpose(self)
     }
-
 }
 
 /// The cachers of every request, as worker bitsets of [`CacherRows::words`] words each.
@@ -154,7 +153,6 @@ impl CacherRows {
     pub(crate) fn of(&self, r: usize) -> &[u64] {
         &self.rows[r * self.words..(r + 1) * self.words]
     }
-
 }
 
 /// Transposes a 64 x 64 bit matrix in place: bit `j` of word `i` becomes bit `i` of word `j`
@@ -196,9 +194,9 @@ mod tests {
         }
         let original = m;
         transpose64(&mut m);
-        for i in 0..64 {
-            for j in 0..64 {
-                assert_eq!(original[i] >> j & 1, m[j] >> i & 1, "bit ({i}, {j})");
+        for (i, row) in original.iter().enumerate() {
+            for (j, column) in m.iter().enumerate() {
+                assert_eq!(row >> j & 1, column >> i & 1, "bit ({i}, {j})");
             }
         }
     }

@@ -7,11 +7,11 @@
 //! height of its tallest column. The UberShuffle planners start from these tables and move
 //! points between them.
 
+#[cfg(test)]
+use crate::WorkerSet;
 use crate::planners::{BuiltinPlanner, CliqueCoverPlanner};
 use crate::requests::Requests;
 use crate::{Part, Plan, PlanError, ShuffleInstance, bits};
-#[cfg(test)]
-use crate::WorkerSet;
 
 /// The most workers of the planners that keep table labels as 128-bit masks (`ubershuffle`,
 /// `ubershuffle-opt`): their subset searches are out of reach long before that anyway.
@@ -50,7 +50,12 @@ impl EncodingTables {
         let mut order: Vec<u32> = (0..requests.len() as u32).collect();
         // Request order is (receiver, point), the order inside a table.
         order.sort_unstable_by(|&a, &b| home(a).iter().rev().cmp(home(b).iter().rev()).then(a.cmp(&b)));
-        let mut tables = EncodingTables { entries: Vec::with_capacity(order.len()), starts: Vec::new(), sets: Vec::new(), words };
+        let mut tables = EncodingTables {
+            entries: Vec::with_capacity(order.len()),
+            starts: Vec::new(),
+            sets: Vec::new(),
+            words,
+        };
         let mut last: Option<&[u64]> = None;
         for r in order {
             let set = home(r);
@@ -100,7 +105,9 @@ impl EncodingTables {
             columns.clear();
             columns.extend(self.entries(t).chunk_by(|a, b| a.1 == b.1));
             for row in 0..self.height(t) {
-                plan.push_iter(columns.iter().filter_map(|c| c.get(row).map(|&(p, w)| Part::new(p, w as usize))));
+                plan.push_iter(
+                    columns.iter().filter_map(|c| c.get(row).map(|&(p, w)| Part::new(p, w as usize))),
+                );
             }
         }
         plan
@@ -112,7 +119,10 @@ impl EncodingTables {
 /// of [`EncodingTables`]; the carpool planners keep their own compact, mutable form of the
 /// tables and start from it. More than [`CARPOOL_MAX_WORKERS`] workers is an error naming
 /// `planner`.
-pub(crate) fn table_entries(inst: &ShuffleInstance, planner: &str) -> Result<Vec<(u128, u32, u32)>, PlanError> {
+pub(crate) fn table_entries(
+    inst: &ShuffleInstance,
+    planner: &str,
+) -> Result<Vec<(u128, u32, u32)>, PlanError> {
     if inst.workers() > CARPOOL_MAX_WORKERS {
         return Err(PlanError::TooManyWorkers {
             planner: planner.to_string(),
@@ -140,7 +150,7 @@ pub(crate) fn table_entries(inst: &ShuffleInstance, planner: &str) -> Result<Vec
 mod tests {
     use super::*;
     use crate::GeneratorParams;
-    
+
     #[test]
     fn paper_example_tables_match_fig_1b() {
         let inst = ShuffleInstance::paper_example();
@@ -164,7 +174,8 @@ mod tests {
 
     #[test]
     fn tables_match_the_128_bit_entries_and_beyond_128_workers_plan() {
-        let inst = GeneratorParams { workers: 8, points: 2000, alpha: 0.3, seed: 5 }.check().unwrap().generate();
+        let inst =
+            GeneratorParams { workers: 8, points: 2000, alpha: 0.3, seed: 5 }.check().unwrap().generate();
         let tables = EncodingTables::of(&inst);
         let flat: Vec<(u128, u32, u32)> = (0..tables.len())
             .flat_map(|t| {
@@ -174,7 +185,8 @@ mod tests {
             .collect();
         assert_eq!(flat, table_entries(&inst, "test").unwrap());
         assert!(tables.cost() < inst.uncoded_transmissions());
-        let wide = GeneratorParams { workers: 200, points: 4000, alpha: 0.05, seed: 1 }.check().unwrap().generate();
+        let wide =
+            GeneratorParams { workers: 200, points: 4000, alpha: 0.05, seed: 1 }.check().unwrap().generate();
         let plan = EncodingTables::of(&wide).to_plan();
         assert!(crate::verify(&wide, &plan).unwrap().is_valid());
         assert!(table_entries(&wide, "test").unwrap_err().to_string().contains("at most 128 workers"));

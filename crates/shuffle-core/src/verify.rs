@@ -48,7 +48,9 @@ pub enum VerifyError {
         point: u32,
     },
     /// A point some worker needs is in no transmission.
-    #[error("worker {worker} needs point {point}, which no transmission sends ({missing} of its points missing in all)")]
+    #[error(
+        "worker {worker} needs point {point}, which no transmission sends ({missing} of its points missing in all)"
+    )]
     NeverSent {
         /// The first worker that cannot decode.
         worker: usize,
@@ -420,7 +422,11 @@ impl Peeling {
 /// Peels `plan` at a worker that starts knowing the points `start` (its cache, say), in a
 /// universe of `points` points. The plan must be well formed (see [`verify`]); out-of-range ids
 /// are an error.
-pub fn peel(points: usize, plan: &Plan, start: impl IntoIterator<Item = u32>) -> Result<Peeling, VerifyError> {
+pub fn peel(
+    points: usize,
+    plan: &Plan,
+    start: impl IntoIterator<Item = u32>,
+) -> Result<Peeling, VerifyError> {
     for (transmission, parts) in plan.iter().enumerate() {
         if let Some(part) = parts.iter().find(|p| p.point as usize >= points) {
             return Err(VerifyError::PointOutOfRange { transmission, point: part.point, points });
@@ -440,7 +446,7 @@ pub fn peel(points: usize, plan: &Plan, start: impl IntoIterator<Item = u32>) ->
 mod tests {
     use super::*;
     use crate::Part;
-    
+
     #[test]
     fn two_step_decoding_is_found() {
         // Attia-Tandon's three-worker leftover example: worker 2 (the ignored one) caches point 2

@@ -101,8 +101,7 @@ impl WorkerSet {
     /// The members of either set.
     #[must_use]
     pub fn union(&self, other: &WorkerSet) -> WorkerSet {
-        let (long, short) =
-            if self.words.len() >= other.words.len() { (self, other) } else { (other, self) };
+        let (long, short) = if self.words.len() >= other.words.len() { (self, other) } else { (other, self) };
         let mut words = long.words.clone();
         for (w, s) in words.iter_mut().zip(&short.words) {
             *w |= s;

@@ -117,7 +117,10 @@ fn past_128_workers_the_carpool_schemes_refuse_and_name_one_that_fits() {
         let err = planner.plan(&inst, &mut seeded(0)).unwrap_err();
         assert_eq!(planner.fits(&inst), Err(err.clone()));
         let message = err.to_string();
-        assert!(message.contains("at most 128 workers") && message.contains("--scheme clique-cover"), "{message}");
+        assert!(
+            message.contains("at most 128 workers") && message.contains("--scheme clique-cover"),
+            "{message}"
+        );
     }
     assert_eq!(count("uncoded", &inst), inst.uncoded_transmissions());
     assert!(count("coded", &inst) <= inst.uncoded_transmissions());
@@ -125,7 +128,8 @@ fn past_128_workers_the_carpool_schemes_refuse_and_name_one_that_fits() {
 
 #[test]
 fn uncoded_clique_cover_and_auto_plan_1024_workers() {
-    let inst = GeneratorParams { workers: 1024, points: 8192, alpha: 0.05, seed: 3 }.check().unwrap().generate();
+    let inst =
+        GeneratorParams { workers: 1024, points: 8192, alpha: 0.05, seed: 3 }.check().unwrap().generate();
     let uncoded = count("uncoded", &inst);
     let clique = count("clique-cover", &inst);
     assert!(clique < uncoded, "clique-cover {clique} vs uncoded {uncoded}");
@@ -137,7 +141,8 @@ fn uncoded_clique_cover_and_auto_plan_1024_workers() {
 fn a_carpool_search_past_its_reach_is_refused_at_once() {
     // Cachers of about 13 workers each, almost all unique: the greedy's subset search would
     // take minutes; it is refused before it starts.
-    let inst = GeneratorParams { workers: 40, points: 40_000, alpha: 0.3, seed: 1 }.check().unwrap().generate();
+    let inst =
+        GeneratorParams { workers: 40, points: 40_000, alpha: 0.3, seed: 1 }.check().unwrap().generate();
     let planner = planner_by_name("ubershuffle", &PlannerOptions::default()).unwrap();
     let err = planner.fits(&inst).unwrap_err();
     assert!(matches!(err, PlanError::OverBudget { .. }), "{err}");

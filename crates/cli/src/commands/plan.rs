@@ -11,8 +11,8 @@ use ubershuffle_core::exchange_policy::ExchangeRun;
 use ubershuffle_core::no_excess::{ShuffleMatrix, random_no_excess_instance};
 use ubershuffle_core::theory::theorem1_coded_transmissions;
 use ubershuffle_core::{
-    GeneratorParams, PlannerOptions, ShuffleInstance, ShufflePlanner, planner_by_name,
-    Tried, rng::seeded_stream, seeded, verify,
+    GeneratorParams, PlannerOptions, ShuffleInstance, ShufflePlanner, Tried, planner_by_name,
+    rng::seeded_stream, seeded, verify,
 };
 use ubershuffle_plugin_host::PluginLibrary;
 
@@ -124,6 +124,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
             "verify_seconds": verify_seconds,
             "lower_bound_seconds": bound_seconds,
             "instance_bytes": inst.heap_bytes(),
+            "max_rss_bytes": peak_rss_bytes(),
         });
         if planned.tried.len() > 1 {
             out["auto_winner"] = json!(planned.made_by);
@@ -176,6 +177,15 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         bail!("scheme {} produced a plan that does not decode: {e}", planner.name());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The process's peak resident memory so far (Linux: `VmHWM` of `/proc/self/status`), or
+/// `None` where the system does not say.
+fn peak_rss_bytes() -> Option<u64> {
+    let status = fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// What every member of a portfolio did, in the order tried:

@@ -56,7 +56,8 @@ impl IterationOutcome {
 
     /// The late workers as a bit mask, for at most 64 workers (`None` above).
     pub fn late_mask(&self) -> Option<u64> {
-        (self.workers() <= 64).then(|| (0..self.workers()).filter(|&w| self.is_late(w)).fold(0, |m, w| m | 1 << w))
+        (self.workers() <= 64)
+            .then(|| (0..self.workers()).filter(|&w| self.is_late(w)).fold(0, |m, w| m | 1 << w))
     }
 
     /// How many workers are late.

@@ -65,7 +65,8 @@ pub(crate) fn greedy_order_bound(inst: &ShuffleInstance) -> usize {
     let mut total = 0;
     let mut counts: Vec<usize> = (0..n).map(|w| requests.of_receiver(w).len()).collect();
     for _ in 0..n {
-        let Some(w) = (0..n).filter(|&w| !chosen[w]).max_by_key(|&w| (counts[w], std::cmp::Reverse(w))) else {
+        let Some(w) = (0..n).filter(|&w| !chosen[w]).max_by_key(|&w| (counts[w], std::cmp::Reverse(w)))
+        else {
             break;
         };
         total += counts[w];

@@ -228,7 +228,7 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
-        use crate::{GeneratorParams, seeded, verify};
+    use crate::{GeneratorParams, seeded, verify};
 
     #[test]
     fn paper_example_packs_into_three_rows() {

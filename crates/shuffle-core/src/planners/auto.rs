@@ -4,9 +4,7 @@ use super::{
     BuiltinPlanner, CliqueCoverPlanner, CodedPlanner, CyclePackingPlanner, UberShuffleOptPlanner,
     UberShufflePlanner, UncodedPlanner, WorstCasePlanner,
 };
-use crate::{
-    Plan, PlanError, Planned, PlannerOptions, SeededRng, ShuffleInstance, ShufflePlanner, Tried,
-};
+use crate::{Plan, PlanError, Planned, PlannerOptions, SeededRng, ShuffleInstance, ShufflePlanner, Tried};
 
 /// The portfolio: runs each member on the instance (one that does not fit refuses at once, as
 /// [`ShufflePlanner::fits`] says) and keeps
@@ -40,7 +38,10 @@ impl BuiltinPlanner for AutoPlanner {
     const DESCRIPTION: &'static str = "ours: runs every scheme that fits the instance within --time-budget and keeps the fewest transmissions";
 
     fn build(options: &PlannerOptions) -> Self {
-        fn member<P: BuiltinPlanner>(options: &PlannerOptions, dominated_by: &'static [&'static str]) -> Member {
+        fn member<P: BuiltinPlanner>(
+            options: &PlannerOptions,
+            dominated_by: &'static [&'static str],
+        ) -> Member {
             Member { planner: Box::new(P::build(options)), dominated_by }
         }
         AutoPlanner {
@@ -113,7 +114,8 @@ mod tests {
 
     #[test]
     fn keeps_the_best_member_and_names_it() {
-        let inst = GeneratorParams { workers: 6, points: 600, alpha: 0.5, seed: 3 }.check().unwrap().generate();
+        let inst =
+            GeneratorParams { workers: 6, points: 600, alpha: 0.5, seed: 3 }.check().unwrap().generate();
         let auto = AutoPlanner::build(&PlannerOptions::default());
         let planned = auto.plan_explained(&inst, &mut seeded(1)).unwrap();
         assert!(verify(&inst, &planned.plan).unwrap().is_valid());
@@ -129,8 +131,10 @@ mod tests {
 
     #[test]
     fn beyond_128_workers_the_table_schemes_say_why() {
-        let inst = GeneratorParams { workers: 200, points: 4000, alpha: 0.05, seed: 1 }.check().unwrap().generate();
-        let planned = AutoPlanner::build(&PlannerOptions::default()).plan_explained(&inst, &mut seeded(1)).unwrap();
+        let inst =
+            GeneratorParams { workers: 200, points: 4000, alpha: 0.05, seed: 1 }.check().unwrap().generate();
+        let planned =
+            AutoPlanner::build(&PlannerOptions::default()).plan_explained(&inst, &mut seeded(1)).unwrap();
         assert!(verify(&inst, &planned.plan).unwrap().is_valid());
         assert_eq!(planned.made_by, CliqueCoverPlanner::NAME);
         let opt = planned.tried.iter().find(|t| t.scheme == UberShuffleOptPlanner::NAME).unwrap();

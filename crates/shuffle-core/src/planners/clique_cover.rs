@@ -94,7 +94,7 @@ impl ShufflePlanner for CliqueCoverPlanner {
 #[cfg(test)]
 mod tests {
     use super::*;
-        use crate::planners::UberShufflePlanner;
+    use crate::planners::UberShufflePlanner;
     use crate::{GeneratorParams, seeded, verify};
 
     fn planner() -> CliqueCoverPlanner {
@@ -117,12 +117,18 @@ mod tests {
         assert!(verify(&inst, &plan).unwrap().is_valid());
         let greedy = UberShufflePlanner::default().plan(&inst, &mut seeded(1)).unwrap();
         assert!(plan.len() < greedy.len(), "clique-cover {} vs ubershuffle {}", plan.len(), greedy.len());
-        assert!(plan.len() * 3 < inst.uncoded_transmissions(), "{} of {}", plan.len(), inst.uncoded_transmissions());
+        assert!(
+            plan.len() * 3 < inst.uncoded_transmissions(),
+            "{} of {}",
+            plan.len(),
+            inst.uncoded_transmissions()
+        );
     }
 
     #[test]
     fn same_seed_same_plan_and_a_tiny_budget_is_refused_at_once() {
-        let inst = GeneratorParams { workers: 150, points: 3000, alpha: 0.1, seed: 4 }.check().unwrap().generate();
+        let inst =
+            GeneratorParams { workers: 150, points: 3000, alpha: 0.1, seed: 4 }.check().unwrap().generate();
         let a = planner().plan(&inst, &mut seeded(3)).unwrap();
         assert_eq!(a, planner().plan(&inst, &mut seeded(3)).unwrap());
         assert!(verify(&inst, &a).unwrap().is_valid());

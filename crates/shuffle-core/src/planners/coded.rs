@@ -1,8 +1,8 @@
 //! Lee et al.'s coded shuffling: one XOR packet per row of every encoding table.
 
-use crate::tables::EncodingTables;
-use crate::{Plan, PlanError, SeededRng, ShuffleInstance, PlannerOptions, ShufflePlanner};
 use super::BuiltinPlanner;
+use crate::tables::EncodingTables;
+use crate::{Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, ShufflePlanner};
 
 /// The coded shuffling algorithm of Lee et al. as the UberShuffle paper describes it
 /// (Section 2.2, Example 2): group needed points into encoding tables by the exact set of

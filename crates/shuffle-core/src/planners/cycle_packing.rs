@@ -1,10 +1,10 @@
 //! Our cycle-packing scheme for no excess storage: split the shuffle into directed cycles
 //! among workers and send each cycle of length `L` as `L - 1` chained XORs.
 
+use super::BuiltinPlanner;
 use crate::no_excess::pack_cycles;
 use crate::planners::worst_case::no_excess_blocks;
-use crate::{Part, Plan, PlanError, SeededRng, ShuffleInstance, PlannerOptions, ShufflePlanner};
-use super::BuiltinPlanner;
+use crate::{Part, Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, ShufflePlanner};
 
 /// Splits what must move into as many directed cycles among workers as
 /// [`crate::no_excess::pack_cycles`] finds (exact search up to 10 workers, greedy shortest
@@ -28,7 +28,8 @@ pub const MAX_WORKERS: usize = 128;
 
 impl BuiltinPlanner for CyclePackingPlanner {
     const NAME: &'static str = "cycle-packing";
-    const DESCRIPTION: &'static str = "ours, no excess storage only: most directed cycles of the shuffle, L-1 XORs per cycle of L";
+    const DESCRIPTION: &'static str =
+        "ours, no excess storage only: most directed cycles of the shuffle, L-1 XORs per cycle of L";
 
     fn build(_options: &PlannerOptions) -> Self {
         Self

@@ -97,7 +97,10 @@ pub struct UnknownScheme {
 /// assert!(err.to_string().contains("known schemes are uncoded, coded"));
 /// # Ok::<(), ubershuffle_core::UnknownScheme>(())
 /// ```
-pub fn planner_by_name(name: &str, options: &PlannerOptions) -> Result<Box<dyn ShufflePlanner>, UnknownScheme> {
+pub fn planner_by_name(
+    name: &str,
+    options: &PlannerOptions,
+) -> Result<Box<dyn ShufflePlanner>, UnknownScheme> {
     REGISTRY
         .iter()
         .find(|e| e.name == name)

@@ -1,8 +1,8 @@
 //! UberShuffle: Lee et al.'s encoding tables with the paper's greedy carpool reallocation.
 
+use super::{BuiltinPlanner, CliqueCoverPlanner};
 use crate::carpool::{CarpoolTables, for_each_combination};
 use crate::rng::uniform_below;
-use super::{BuiltinPlanner, CliqueCoverPlanner};
 use crate::{Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, ShufflePlanner, work_units};
 
 /// The UberShuffle paper's planner (Section 3.2, Example 3): Lee et al.'s encoding tables,
@@ -220,7 +220,11 @@ impl GreedyOverBudget {
 /// search of a table is its cheapest when targets exist and its only one when none does, the
 /// case that grows as `2^k`.) Each sampled search stops at four times the average the budget
 /// allows a table, so the estimate itself stays cheap.
-pub(crate) fn check_greedy_reach(tables: &CarpoolTables, budget: u64, planner: &str) -> Result<(), PlanError> {
+pub(crate) fn check_greedy_reach(
+    tables: &CarpoolTables,
+    budget: u64,
+    planner: &str,
+) -> Result<(), PlanError> {
     let count = tables.table_count();
     if count == 0 {
         return Ok(());
@@ -233,7 +237,8 @@ pub(crate) fn check_greedy_reach(tables: &CarpoolTables, budget: u64, planner: &
     for k in 0..samples {
         let t = (k * count / samples) as u32;
         let mask = tables.mask(t);
-        let Some(worker) = (0..tables.workers()).find(|&w| mask >> w & 1 == 1 && tables.count(t, w) > 0) else {
+        let Some(worker) = (0..tables.workers()).find(|&w| mask >> w & 1 == 1 && tables.count(t, w) > 0)
+        else {
             continue;
         };
         let mut work = 0;
@@ -242,7 +247,9 @@ pub(crate) fn check_greedy_reach(tables: &CarpoolTables, budget: u64, planner: &
     }
     let estimate = probed.saturating_mul(count as u64) / samples as u64;
     if estimate > budget {
-        let mean_workers = (0..samples).map(|k| tables.mask((k * count / samples) as u32).count_ones() as u64).sum::<u64>() / samples as u64;
+        let mean_workers =
+            (0..samples).map(|k| tables.mask((k * count / samples) as u32).count_ones() as u64).sum::<u64>()
+                / samples as u64;
         return Err(PlanError::OverBudget {
             planner: planner.to_string(),
             reach: format!(
@@ -315,7 +322,7 @@ fn find_target(
 #[cfg(test)]
 mod tests {
     use super::*;
-        use crate::{GeneratorParams, seeded, verify};
+    use crate::{GeneratorParams, seeded, verify};
 
     #[test]
     fn paper_example_3_sends_three() {

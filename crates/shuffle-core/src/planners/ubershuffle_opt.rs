@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
+use super::BuiltinPlanner;
 use super::ubershuffle::{GreedyRule, carpool_greedy, check_greedy_reach};
 use crate::bounds::best_lower_bound;
 use crate::carpool::{CarpoolTables, PACK_MAX_WORKERS, PackOrder, Rows, pack_full_rows};
-use super::BuiltinPlanner;
 use crate::{Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, ShufflePlanner, work_units};
 
 /// Work charged per needed point for what is not counted as it goes: building the tables,
@@ -63,7 +63,6 @@ pub struct UberShuffleOptPlanner {
 }
 
 impl UberShuffleOptPlanner {
-
     /// The planner with a search budget.
     pub fn new(budget: Duration) -> Self {
         UberShuffleOptPlanner { budget }
@@ -156,7 +155,7 @@ impl ShufflePlanner for UberShuffleOptPlanner {
 #[cfg(test)]
 mod tests {
     use super::*;
-        use crate::planners::UberShufflePlanner;
+    use crate::planners::UberShufflePlanner;
     use crate::{GeneratorParams, seeded, verify};
 
     #[test]

@@ -1,7 +1,7 @@
 //! The uncoded scheme: every needed point is sent once, on its own.
 
-use crate::{Part, Plan, PlanError, SeededRng, ShuffleInstance, PlannerOptions, ShufflePlanner};
 use super::BuiltinPlanner;
+use crate::{Part, Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, ShufflePlanner};
 
 /// Unicasts every point of `D_i \ C_i` to worker `i` (UberShuffle paper, Section 2.1); the
 /// baseline every coded scheme is measured against. Costs `sum_i |D_i \ C_i|` transmissions.

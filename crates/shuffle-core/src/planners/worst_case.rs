@@ -1,9 +1,9 @@
 //! Attia-Tandon's scheme for no excess storage: pairwise XORs, then leftover combining with an
 //! ignored worker that decodes in two steps.
 
-use crate::no_excess::{MAX_MATRIX_WORKERS, ShuffleBlocks};
-use crate::{Part, Plan, PlanError, SeededRng, ShuffleInstance, PlannerOptions, ShufflePlanner};
 use super::{BuiltinPlanner, CliqueCoverPlanner};
+use crate::no_excess::{MAX_MATRIX_WORKERS, ShuffleBlocks};
+use crate::{Part, Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, ShufflePlanner};
 
 /// The achievable scheme of Attia and Tandon's Theorem 1 (Section V), for instances whose
 /// caches are exactly the previous batches; it sends eq. (43)'s count exactly.
@@ -31,7 +31,8 @@ pub struct WorstCasePlanner;
 
 impl BuiltinPlanner for WorstCasePlanner {
     const NAME: &'static str = "worst-case";
-    const DESCRIPTION: &'static str = "Attia-Tandon, no excess storage only: pairwise XORs, then leftover combining (eq. 43)";
+    const DESCRIPTION: &'static str =
+        "Attia-Tandon, no excess storage only: pairwise XORs, then leftover combining (eq. 43)";
 
     fn build(_options: &PlannerOptions) -> Self {
         Self
