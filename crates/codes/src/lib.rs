@@ -11,9 +11,9 @@
 //!
 //! ```
 //! use ubershuffle_codes::{Decoder, Encoder, Records};
-//! use ubershuffle_core::{planner_by_name, seeded, PlannerOptions};
+//! use ubershuffle_core::{planner_by_name, seeded, PlannerOptions, ShuffleInstance};
 //! let inst = ShuffleInstance::paper_example();
-//! let plan = planner_by_name("coded", &PlannerOptions::default()).unwrap().plan(&inst, &mut seeded(0))?;
+//! let plan = planner_by_name("coded", &PlannerOptions::default())?.plan(&inst, &mut seeded(0))?;
 //! let records = Records::random(inst.points(), 64, 1)?;
 //! let encoder = Encoder::new(&plan, &records)?;
 //! let mut decoder = Decoder::new(2, &plan, records.store_of(inst.cache(2))?, inst.needs(2))?;
