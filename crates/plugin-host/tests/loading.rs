@@ -108,7 +108,7 @@ fn an_undecodable_plan_is_rejected_naming_the_first_worker_that_cannot_decode() 
     // The fixture drops uncoded's last unicast: worker 2's point 6 of the paper's example.
     assert!(
         message.ends_with(
-            "returned a plan that does not decode: worker 2 cannot decode point 6 (1 of its points in all)"
+            "returned a plan that does not decode: worker 2 needs point 6, which no transmission sends (1 of its points missing in all)"
         ),
         "{message}"
     );
