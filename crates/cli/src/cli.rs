@@ -461,7 +461,7 @@ pub struct RunSettings {
     /// How master and workers talk.
     #[arg(long, value_enum, default_value_t = TransportKind::Inproc, help_heading = "Cluster")]
     pub transport: TransportKind,
-    /// Number of workers n [default: 4; under mpi, the ranks after the master].
+    /// Number of workers n, at most 1024 [default: 4; under mpi, the ranks after the master].
     #[arg(long, short = 'n', value_name = "N", help_heading = "Cluster")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workers: Option<usize>,

@@ -52,7 +52,7 @@ fn codec(c: &mut Criterion) {
     let needs = inst.needs(worker);
     let make_decoder = || {
         let store = records.store_of(inst.cache(worker)).expect("cache");
-        Decoder::new(worker, &plan, store, &needs).expect("decodable")
+        Decoder::new(worker, &plan, store, needs).expect("decodable")
     };
     let needed: Vec<&Packet> = packets.iter().filter(|p| make_decoder().needs_packet(p.seq)).collect();
     // A decoder reads each needed payload and the cached records it XORs out.

@@ -91,10 +91,16 @@ pub struct Decoder {
 impl Decoder {
     /// A decoder for `worker`, which holds `store` (its cache) and must end holding `wanted`.
     /// Fails at once, with [`DecodeError::Undecodable`], if the plan cannot deliver `wanted`.
-    pub fn new(worker: usize, plan: &Plan, store: RecordStore, wanted: &[u32]) -> Result<Self, DecodeError> {
-        let peeling = peel(store.universe(), plan, store.ids())?;
+    pub fn new(
+        worker: usize,
+        plan: &Plan,
+        store: RecordStore,
+        wanted: impl IntoIterator<Item = u32>,
+    ) -> Result<Self, DecodeError> {
+        let wanted: Vec<u32> = wanted.into_iter().collect();
+        let peeling = peel(store.universe(), plan, store.ids().iter().copied())?;
         let schedule =
-            peeling.schedule(plan, wanted).map_err(|points| DecodeError::Undecodable { worker, points })?;
+            peeling.schedule(plan, &wanted).map_err(|points| DecodeError::Undecodable { worker, points })?;
         let mut by_seq = vec![NOT_NEEDED; plan.len()];
         let scheduled: Vec<Scheduled> = schedule
             .into_iter()
@@ -107,7 +113,7 @@ impl Decoder {
         // Room for every point it will learn, so decoding never moves the cache in memory.
         let mut store = store;
         store.reserve(scheduled.len());
-        let mut wanted = wanted.to_vec();
+        let mut wanted = wanted;
         wanted.sort_unstable();
         wanted.dedup();
         Ok(Decoder {

@@ -11,12 +11,12 @@
 //!
 //! ```
 //! use ubershuffle_codes::{Decoder, Encoder, Records};
-//! use ubershuffle_core::{examples::ubershuffle_paper_example, planner_by_name, seeded, PlannerOptions};
-//! let inst = ubershuffle_paper_example();
-//! let plan = planner_by_name("coded", &PlannerOptions::default()).unwrap().plan(&inst, &mut seeded(0))?;
+//! use ubershuffle_core::{planner_by_name, seeded, PlannerOptions, ShuffleInstance};
+//! let inst = ShuffleInstance::paper_example();
+//! let plan = planner_by_name("coded", &PlannerOptions::default())?.plan(&inst, &mut seeded(0))?;
 //! let records = Records::random(inst.points(), 64, 1)?;
 //! let encoder = Encoder::new(&plan, &records)?;
-//! let mut decoder = Decoder::new(2, &plan, records.store_of(inst.cache(2))?, &inst.needs(2))?;
+//! let mut decoder = Decoder::new(2, &plan, records.store_of(inst.cache(2))?, inst.needs(2))?;
 //! for packet in encoder.packets() {
 //!     decoder.receive_packet(&packet)?;
 //! }

@@ -35,7 +35,9 @@ impl Packet {
         out.extend_from_slice(&(self.parts.len() as u32).to_le_bytes());
         for part in &self.parts {
             out.extend_from_slice(&part.point.to_le_bytes());
-            out.extend_from_slice(&part.worker.to_le_bytes());
+            // Worker ids of a valid plan fit in 32 bits; anything larger becomes an id no
+            // instance has, which the receiving side rejects.
+            out.extend_from_slice(&u32::try_from(part.worker).unwrap_or(u32::MAX).to_le_bytes());
         }
         out.extend_from_slice(&self.payload);
     }
@@ -65,7 +67,7 @@ impl Packet {
         let parts = (0..count)
             .map(|k| {
                 let at = FIXED_HEADER + k * PART_BYTES;
-                Part { point: read_u32(bytes, at), worker: read_u32(bytes, at + 4) }
+                Part { point: read_u32(bytes, at), worker: read_u32(bytes, at + 4) as usize }
             })
             .collect();
         Ok(Packet { seq, parts, payload: bytes[parts_end..].to_vec() })

@@ -57,10 +57,11 @@ impl Records {
     }
 
     /// A worker's store holding the records `points` (its cache), in a universe of `len()` ids.
-    pub fn store_of(&self, points: &[u32]) -> Result<RecordStore, CodecError> {
+    pub fn store_of(&self, points: impl IntoIterator<Item = u32>) -> Result<RecordStore, CodecError> {
+        let points = points.into_iter();
         let mut store = RecordStore::new(self.len(), self.width)?;
-        store.reserve(points.len());
-        for &p in points {
+        store.reserve(points.size_hint().0);
+        for p in points {
             let bytes = self.get(p).ok_or(CodecError::UnknownPoint { point: p })?;
             store.insert(p, bytes)?;
         }
@@ -184,7 +185,7 @@ mod tests {
         let recs = Records::random(10, 16, 1).unwrap();
         assert_eq!(recs.len(), 10);
         assert!(recs.get(10).is_none());
-        let store = recs.store_of(&[3, 7]).unwrap();
+        let store = recs.store_of([3, 7]).unwrap();
         assert_eq!(store.get(3), recs.get(3));
         assert!(store.get(4).is_none() && !store.contains(99));
         let kept = store.retain_only(&[7, 8]);

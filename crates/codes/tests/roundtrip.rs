@@ -5,7 +5,7 @@
 
 use proptest::prelude::*;
 use ubershuffle_codes::{DecodeError, Decoder, Encoder, Packet, Records};
-use ubershuffle_core::examples::{arbitrary_instance, ubershuffle_paper_example};
+use ubershuffle_core::arbitrary_instance;
 use ubershuffle_core::planners::UncodedPlanner;
 use ubershuffle_core::rng::{seeded, shuffle};
 use ubershuffle_core::{
@@ -20,7 +20,7 @@ fn round_trip(inst: &ShuffleInstance, plan: &Plan, width: usize, order_seed: u64
     let wire: Vec<Vec<u8>> = encoder.packets().map(|p| p.to_bytes()).collect();
     for worker in 0..inst.workers() {
         let store = records.store_of(inst.cache(worker)).unwrap();
-        let mut decoder = Decoder::new(worker, plan, store, &inst.needs(worker)).unwrap();
+        let mut decoder = Decoder::new(worker, plan, store, inst.needs(worker)).unwrap();
         let mut order: Vec<usize> = (0..wire.len()).collect();
         shuffle(&mut seeded(order_seed ^ worker as u64), &mut order);
         for k in order {
@@ -28,7 +28,7 @@ fn round_trip(inst: &ShuffleInstance, plan: &Plan, width: usize, order_seed: u64
         }
         let decoded = decoder.finish().unwrap();
         let got: Vec<u32> = decoded.new_records().map(|(p, _)| p).collect();
-        assert_eq!(got, inst.needs(worker), "worker {worker} decoded other points");
+        assert_eq!(got, inst.needs(worker).to_vec(), "worker {worker} decoded other points");
         for (point, bytes) in decoded.new_records() {
             assert_eq!(Some(bytes), records.get(point), "worker {worker}, point {point}");
         }
@@ -49,7 +49,7 @@ fn every_planner_round_trips(inst: &ShuffleInstance, width: usize, order_seed: u
 
 #[test]
 fn paper_example_bytes() {
-    every_planner_round_trips(&ubershuffle_paper_example(), 64, 3);
+    every_planner_round_trips(&ShuffleInstance::paper_example(), 64, 3);
 }
 
 #[test]
@@ -68,20 +68,20 @@ fn two_step_decoding_in_either_order() {
 
 #[test]
 fn missing_packets_and_bad_plans_are_typed_errors() {
-    let inst = ubershuffle_paper_example();
+    let inst = ShuffleInstance::paper_example();
     let records = Records::random(inst.points(), 16, 1).unwrap();
     let mut plan = Plan::new();
     plan.push(&[Part::new(4, 0), Part::new(1, 2)]);
     // Worker 1 needs 0 and 3; this plan never sends them.
-    let err = Decoder::new(1, &plan, records.store_of(inst.cache(1)).unwrap(), &inst.needs(1)).unwrap_err();
+    let err = Decoder::new(1, &plan, records.store_of(inst.cache(1)).unwrap(), inst.needs(1)).unwrap_err();
     assert_eq!(err, DecodeError::Undecodable { worker: 1, points: vec![0, 3] });
     // Worker 0 can decode, but finishing before the packet arrives names what is missing.
-    let decoder = Decoder::new(0, &plan, records.store_of(inst.cache(0)).unwrap(), &inst.needs(0)).unwrap();
+    let decoder = Decoder::new(0, &plan, records.store_of(inst.cache(0)).unwrap(), inst.needs(0)).unwrap();
     assert_eq!(decoder.packets_needed(), 1);
     assert_eq!(decoder.finish().unwrap_err(), DecodeError::Missing { worker: 0, points: vec![4] });
     // A packet whose header does not match the plan, or whose payload has the wrong width.
     let mut decoder =
-        Decoder::new(0, &plan, records.store_of(inst.cache(0)).unwrap(), &inst.needs(0)).unwrap();
+        Decoder::new(0, &plan, records.store_of(inst.cache(0)).unwrap(), inst.needs(0)).unwrap();
     assert!(matches!(
         decoder.receive(0, &[Part::new(4, 0)], &[0; 16]),
         Err(DecodeError::HeaderMismatch { seq: 0 })
@@ -100,7 +100,7 @@ fn uncoded_worker_buffers_nothing_it_does_not_need() {
     let inst = GeneratorParams { workers: 5, points: 500, alpha: 0.3, seed: 3 }.check().unwrap().generate();
     let plan = UncodedPlanner.plan(&inst, &mut seeded(0)).unwrap();
     let records = Records::random(inst.points(), 8, 1).unwrap();
-    let decoder = Decoder::new(0, &plan, records.store_of(inst.cache(0)).unwrap(), &inst.needs(0)).unwrap();
+    let decoder = Decoder::new(0, &plan, records.store_of(inst.cache(0)).unwrap(), inst.needs(0)).unwrap();
     assert_eq!(decoder.packets_needed(), inst.needs(0).len());
     assert!(!decoder.needs_packet(plan.len() as u32 - 1));
 }

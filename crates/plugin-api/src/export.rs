@@ -182,7 +182,6 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use ubershuffle_core::examples::ubershuffle_paper_example;
     use ubershuffle_core::{Plan, PlanError, SeededRng, ShuffleInstance, planners::UncodedPlanner, verify};
 
     use crate::wire::{decode_plan, encode_instance};
@@ -232,7 +231,7 @@ mod tests {
         assert_eq!(status, Some(Status::BadRequest));
         assert!(String::from_utf8(message).unwrap().contains("no scheme number 5"));
 
-        let inst = ubershuffle_paper_example();
+        let inst = ShuffleInstance::paper_example();
         let request = encode_instance(&inst);
         let (status, bytes) = call(|out| unsafe { (t.plan)(0, request.as_ptr(), request.len(), 3, out) });
         assert_eq!(status, Some(Status::Ok));
@@ -246,7 +245,7 @@ mod tests {
     #[test]
     fn a_panic_becomes_a_status_with_its_message_and_location() {
         let t = table::<Set>();
-        let request = encode_instance(&ubershuffle_paper_example());
+        let request = encode_instance(&ShuffleInstance::paper_example());
         let (status, message) = call(|out| unsafe { (t.plan)(1, request.as_ptr(), request.len(), 3, out) });
         assert_eq!(status, Some(Status::Panicked));
         let message = String::from_utf8(message).unwrap();

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use pairwise_xor::PairwiseXor;
 use rand_core::Rng;
-use ubershuffle_core::examples::ubershuffle_paper_example;
 use ubershuffle_core::{GeneratorParams, PlanError, ShuffleInstance, ShufflePlanner, seeded, verify};
 use ubershuffle_plugin_host::workspace_plugins::{
     self, FUTURE_ABI, MISBEHAVING, NOT_A_PLUGIN, PAIRWISE_XOR, WorkspacePlugin,
@@ -47,7 +46,7 @@ fn the_example_plugin_loads_plans_and_verifies() {
     assert_eq!(planner.plugin_path(), path);
     assert_eq!(plugin.planner(Some("pairwise-xor")).unwrap().name(), "pairwise-xor");
 
-    assert_eq!(planner.plan(&ubershuffle_paper_example(), &mut seeded(0)).unwrap().len(), 3);
+    assert_eq!(planner.plan(&ShuffleInstance::paper_example(), &mut seeded(0)).unwrap().len(), 3);
     for (seed, (workers, alpha)) in [(5, 0.3), (10, 0.2), (20, 0.45)].into_iter().enumerate() {
         let inst = generated(workers, 4000, alpha, seed as u64);
         let plan = planner.plan(&inst, &mut seeded(seed as u64)).unwrap();
@@ -83,7 +82,7 @@ fn plugin_planners_work_from_several_threads() {
 fn misbehaving(scheme: &str) -> (PathBuf, PlanError) {
     let path = built(MISBEHAVING);
     let planner = PluginLibrary::load(&path).unwrap().planner(Some(scheme)).unwrap();
-    let err = planner.plan(&ubershuffle_paper_example(), &mut seeded(0)).unwrap_err();
+    let err = planner.plan(&ShuffleInstance::paper_example(), &mut seeded(0)).unwrap_err();
     (path, err)
 }
 
@@ -99,7 +98,7 @@ fn a_panicking_plugin_is_an_error_with_its_message_and_the_process_goes_on() {
     }
     // Still alive, and other plugins still work.
     let planner = PluginLibrary::load(built(PAIRWISE_XOR)).unwrap().planner(None).unwrap();
-    assert!(planner.plan(&ubershuffle_paper_example(), &mut seeded(0)).is_ok());
+    assert!(planner.plan(&ShuffleInstance::paper_example(), &mut seeded(0)).is_ok());
 }
 
 #[test]
@@ -109,7 +108,7 @@ fn an_undecodable_plan_is_rejected_naming_the_first_worker_that_cannot_decode() 
     // The fixture drops uncoded's last unicast: worker 2's point 6 of the paper's example.
     assert!(
         message.ends_with(
-            "returned a plan that does not decode: worker 2 cannot decode point 6 (1 of its points in all)"
+            "returned a plan that does not decode: worker 2 needs point 6, which no transmission sends (1 of its points missing in all)"
         ),
         "{message}"
     );

@@ -501,8 +501,8 @@ impl<'a, T: Transport> Master<'a, T> {
         for (k, &w) in live.iter().enumerate() {
             if self.state.alive[w] {
                 let kept = next_cache(
-                    inst.cache(k),
-                    inst.assignment(k),
+                    &inst.cache(k).to_vec(),
+                    &inst.assignment(k).to_vec(),
                     self.config.cache_capacity,
                     seed,
                     epoch as u32,

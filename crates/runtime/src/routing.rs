@@ -1,7 +1,7 @@
 //! Which worker needs which transmission of a plan, and how each one travels: point to point
 //! when one worker needs it, in a broadcast when several do.
 
-use ubershuffle_core::{Plan, ShuffleInstance, VerifyError, peel};
+use ubershuffle_core::{Plan, ShuffleInstance, VerifyError, peel, verify};
 
 /// The route of every transmission of a plan and every worker's decoding schedule.
 #[derive(Clone, Debug)]
@@ -23,10 +23,16 @@ pub fn route(inst: &ShuffleInstance, plan: &Plan, point_to_point_only: bool) -> 
     let mut needs = Vec::with_capacity(inst.workers());
     let mut users = vec![0u32; plan.len()];
     for w in 0..inst.workers() {
-        let schedule =
-            peel(inst.points(), plan, inst.cache(w))?.schedule(plan, &inst.needs(w)).map_err(|missing| {
-                VerifyError::Undecodable { worker: w, point: missing[0], missing: missing.len() }
-            })?;
+        let schedule = match peel(inst.points(), plan, inst.cache(w))?.schedule(plan, &inst.needs(w).to_vec())
+        {
+            Ok(schedule) => schedule,
+            Err(missing) => {
+                // The plan does not deliver: verify says which point, and why (it peels the
+                // same way, so it finds this shortfall).
+                verify(inst, plan)?.ensure_valid()?;
+                return Err(VerifyError::NeverSent { worker: w, point: missing[0], missing: missing.len() });
+            }
+        };
         let seqs: Vec<u32> = schedule.into_iter().map(|(t, _)| t as u32).collect();
         for &t in &seqs {
             users[t as usize] += 1;
@@ -44,12 +50,11 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use ubershuffle_core::examples::ubershuffle_paper_example;
     use ubershuffle_core::{PlannerOptions, planner_by_name, seeded};
 
     #[test]
     fn coded_packets_are_broadcast_and_unicasts_go_point_to_point() {
-        let inst = ubershuffle_paper_example();
+        let inst = ShuffleInstance::paper_example();
         let plan_with = |name: &str| {
             planner_by_name(name, &PlannerOptions::default()).unwrap().plan(&inst, &mut seeded(0)).unwrap()
         };

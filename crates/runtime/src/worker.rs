@@ -370,7 +370,7 @@ fn prepare(j: &mut Joined, order: &EpochOrder) -> Result<(Vec<u32>, Decoder), Ru
     j.finished = None;
     let wanted: Vec<u32> = order.batch.iter().copied().filter(|&p| !j.store.contains(p)).collect();
     let store = std::mem::replace(&mut j.store, RecordStore::new(0, width)?);
-    let decoder = Decoder::new(j.job.worker as usize, &order.plan, store, &wanted)?;
+    let decoder = Decoder::new(j.job.worker as usize, &order.plan, store, wanted)?;
     Ok((old_cache, decoder))
 }
 

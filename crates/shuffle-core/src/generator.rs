@@ -3,10 +3,12 @@
 //! fresh uniformly random balanced one.
 
 use crate::ShuffleInstance;
+use crate::point_set::StoredPoints;
 use crate::rng::{SeededRng, partial_shuffle, seeded, shuffle};
 
 /// Why generator parameters are impossible.
 #[derive(Debug, thiserror::Error, PartialEq)]
+#[non_exhaustive]
 pub enum GeneratorError {
     /// No worker.
     #[error("--workers must be at least 1")]
@@ -129,9 +131,14 @@ impl CheckedGeneratorParams {
     pub fn generate_with(&self, rng: &mut SeededRng) -> ShuffleInstance {
         let GeneratorParams { workers, points, .. } = self.params;
         let previous = balanced_assignment(rng, workers, points);
-        let cache = previous.iter().map(|batch| cache_around(rng, batch, points, self.cache_size)).collect();
+        // Each cache is stored compactly as soon as it is drawn, so that n = 1000 workers never
+        // hold every cache as a list at once.
+        let cache = previous
+            .iter()
+            .map(|batch| StoredPoints::compact(cache_around(rng, batch, points, self.cache_size), points))
+            .collect();
         let assignment = balanced_assignment(rng, workers, points);
-        ShuffleInstance::new(workers, points, cache, assignment)
+        ShuffleInstance::from_stored(workers, points, cache, assignment)
             .unwrap_or_else(|e| unreachable!("generated instances are valid: {e}"))
     }
 }
@@ -168,6 +175,36 @@ pub fn cache_around(rng: &mut SeededRng, batch: &[u32], points: usize, size: usi
     let mut cache: Vec<u32> = batch.iter().copied().chain(rest[..extra].iter().copied()).collect();
     cache.sort_unstable();
     cache
+}
+
+/// An instance outside the paper's cache model, for robustness tests: a uniformly random
+/// balanced assignment, and caches in which every worker holds every point independently with
+/// probability `cache_probability` (so some needed points may be cached by nobody, and caches
+/// need not hold the previous batch). At least one worker and one point per worker; same
+/// arguments, same instance.
+///
+/// ```
+/// use ubershuffle_core::arbitrary_instance;
+/// let inst = arbitrary_instance(4, 30, 0.5, 7);
+/// assert_eq!((inst.workers(), inst.points()), (4, 30));
+/// ```
+pub fn arbitrary_instance(
+    workers: usize,
+    points: usize,
+    cache_probability: f64,
+    seed: u64,
+) -> ShuffleInstance {
+    let workers = workers.max(1);
+    let points = points.max(workers);
+    let mut rng = seeded(seed);
+    let assignment = balanced_assignment(&mut rng, workers, points);
+    let cache = (0..workers)
+        .map(|_| {
+            (0..points as u32).filter(|_| crate::rng::uniform_unit(&mut rng) < cache_probability).collect()
+        })
+        .collect();
+    ShuffleInstance::new(workers, points, cache, assignment)
+        .unwrap_or_else(|e| unreachable!("arbitrary instances are valid: {e}"))
 }
 
 #[cfg(test)]

@@ -3,10 +3,12 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::worker_set::{MAX_SET_WORKERS, WorkerSet};
+use crate::WorkerSet;
+use crate::point_set::{PointSet, StoredPoints};
 
 /// Why a set of caches and assignments is not a valid shuffle instance.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum InstanceError {
     /// The instance has no worker.
     #[error("an instance needs at least one worker")]
@@ -97,21 +99,26 @@ pub enum InstanceError {
 /// the workers hold now, and the balanced assignment `D_i` they must hold after the shuffle.
 ///
 /// Construction validates everything ([`ShuffleInstance::new`]); every other part of the
-/// workspace trusts an instance. Lists are kept sorted.
+/// workspace trusts an instance. Caches, batches and needs are handed out as [`PointSet`]s in
+/// increasing id order. Caches are stored as sorted lists or bitsets, whichever is smaller
+/// ([`ShuffleInstance::heap_bytes`] says how much an instance holds), and the points each worker
+/// needs are computed once.
 ///
 /// ```
 /// use ubershuffle_core::ShuffleInstance;
 /// let inst = ShuffleInstance::from_json(
 ///     r#"{"workers": 2, "points": 4, "cache": [[0, 1, 2], [2, 3]], "assignment": [[0, 3], [1, 2]]}"#,
-/// ).unwrap();
-/// assert_eq!(inst.needs(0), vec![3]);
+/// )?;
+/// assert_eq!(inst.needs(0), [3]);
 /// assert_eq!(inst.uncoded_transmissions(), 2);
+/// # Ok::<(), ubershuffle_core::InstanceError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShuffleInstance {
     points: usize,
-    cache: Vec<Vec<u32>>,
+    cache: Vec<StoredPoints>,
     assignment: Vec<Vec<u32>>,
+    needs: Vec<Vec<u32>>,
     owner: Vec<u32>,
 }
 
@@ -120,44 +127,30 @@ impl ShuffleInstance {
     pub fn new(
         workers: usize,
         points: usize,
-        mut cache: Vec<Vec<u32>>,
-        mut assignment: Vec<Vec<u32>>,
+        cache: Vec<Vec<u32>>,
+        assignment: Vec<Vec<u32>>,
     ) -> Result<Self, InstanceError> {
-        if workers == 0 {
-            return Err(InstanceError::NoWorkers);
+        check_counts(workers, points)?;
+        check_assignment_total(&assignment, points)?;
+        let cache = check_lists("cache", workers, points, cache)?;
+        let cache = cache.into_iter().map(|list| StoredPoints::compact(list, points)).collect();
+        Self::from_stored(workers, points, cache, assignment)
+    }
+
+    /// Builds an instance from caches already stored compactly (each sorted, in range and
+    /// duplicate-free by construction); validates the assignment.
+    pub(crate) fn from_stored(
+        workers: usize,
+        points: usize,
+        cache: Vec<StoredPoints>,
+        assignment: Vec<Vec<u32>>,
+    ) -> Result<Self, InstanceError> {
+        check_counts(workers, points)?;
+        if cache.len() != workers {
+            return Err(InstanceError::ListCount { field: "cache", got: cache.len(), workers });
         }
-        if u32::try_from(points).is_err() {
-            return Err(InstanceError::TooManyPoints { points });
-        }
-        if workers > points {
-            return Err(InstanceError::MoreWorkersThanPoints { workers, points });
-        }
-        for (field, lists) in [("cache", &mut cache), ("assignment", &mut assignment)] {
-            if lists.len() != workers {
-                return Err(InstanceError::ListCount { field, got: lists.len(), workers });
-            }
-            for (worker, list) in lists.iter_mut().enumerate() {
-                list.sort_unstable();
-                if let Some(&point) = list.last().filter(|&&p| p as usize >= points) {
-                    return Err(InstanceError::PointOutOfRange {
-                        field,
-                        worker,
-                        point: point.into(),
-                        points,
-                    });
-                }
-                if let Some(w) = list.windows(2).find(|w| w[0] == w[1]) {
-                    return Err(InstanceError::DuplicateInList { field, worker, point: w[0] });
-                }
-            }
-        }
-        // The assignment partitions 0..points, so its lists hold exactly `points` ids. Checking
-        // that sum first keeps memory bounded by the input: a declared `points` the lists do not
-        // back is found without allocating a table of that size.
-        let assigned: usize = assignment.iter().map(Vec::len).sum();
-        if assigned != points {
-            return Err(first_partition_error(&assignment, points));
-        }
+        check_assignment_total(&assignment, points)?;
+        let assignment = check_lists("assignment", workers, points, assignment)?;
         let mut owner = vec![u32::MAX; points];
         for (worker, batch) in assignment.iter().enumerate() {
             for &p in batch {
@@ -181,7 +174,35 @@ impl ShuffleInstance {
         if large > small + 1 {
             return Err(InstanceError::Unbalanced { small_worker, small, large_worker, large });
         }
-        Ok(ShuffleInstance { points, cache, assignment, owner })
+        let needs = assignment
+            .iter()
+            .zip(&cache)
+            .map(|(batch, cache)| {
+                let cache = cache.view();
+                batch.iter().copied().filter(|&p| !cache.contains(p)).collect()
+            })
+            .collect();
+        Ok(ShuffleInstance { points, cache, assignment, needs, owner })
+    }
+
+    /// The UberShuffle paper's running example (Examples 1-3: n = 3, q = 9), with the paper's
+    /// 1-based point ids `d_1..d_9` converted to 0-based ids `0..8`. Uncoded needs 6
+    /// transmissions, coded shuffling 4 and UberShuffle 3.
+    ///
+    /// ```
+    /// use ubershuffle_core::ShuffleInstance;
+    /// let inst = ShuffleInstance::paper_example();
+    /// assert_eq!(inst.uncoded_transmissions(), 6);
+    /// assert_eq!(inst.needs(2), [1, 5, 6]);
+    /// ```
+    pub fn paper_example() -> Self {
+        ShuffleInstance::new(
+            3,
+            9,
+            vec![vec![1, 2, 3, 7], vec![5, 6, 7, 8], vec![0, 2, 3, 4]],
+            vec![vec![2, 4, 7], vec![0, 3, 8], vec![1, 5, 6]],
+        )
+        .unwrap_or_else(|e| unreachable!("the paper's example is a valid instance: {e}"))
     }
 
     /// Parses and validates the JSON layout
@@ -206,14 +227,19 @@ impl ShuffleInstance {
         self.points
     }
 
-    /// The sorted cache `C_i` of worker `i`.
-    pub fn cache(&self, worker: usize) -> &[u32] {
-        &self.cache[worker]
+    /// The cache `C_i` of worker `i`.
+    pub fn cache(&self, worker: usize) -> PointSet<'_> {
+        self.cache[worker].view()
     }
 
-    /// The sorted new batch `D_i` of worker `i`.
-    pub fn assignment(&self, worker: usize) -> &[u32] {
-        &self.assignment[worker]
+    /// The new batch `D_i` of worker `i`.
+    pub fn assignment(&self, worker: usize) -> PointSet<'_> {
+        PointSet::from_sorted(&self.assignment[worker])
+    }
+
+    /// The points worker `i` must receive, `D_i \ C_i`.
+    pub fn needs(&self, worker: usize) -> PointSet<'_> {
+        PointSet::from_sorted(&self.needs[worker])
     }
 
     /// The worker the new assignment gives `point` to.
@@ -223,37 +249,81 @@ impl ShuffleInstance {
 
     /// The largest cache, `max_i |C_i|` (the cache size `s` for generated instances).
     pub fn cache_size(&self) -> usize {
-        self.cache.iter().map(Vec::len).max().unwrap_or(0)
-    }
-
-    /// The points worker `i` must receive, `D_i \ C_i`, sorted.
-    pub fn needs(&self, worker: usize) -> Vec<u32> {
-        sorted_difference(&self.assignment[worker], &self.cache[worker])
+        self.cache.iter().map(|c| c.view().len()).max().unwrap_or(0)
     }
 
     /// `|D_i \ C_i|` for every worker.
     pub fn need_counts(&self) -> Vec<usize> {
-        (0..self.workers()).map(|w| self.needs(w).len()).collect()
+        self.needs.iter().map(Vec::len).collect()
     }
 
     /// The number of unicasts of the uncoded scheme, `sum_i |D_i \ C_i|`.
     pub fn uncoded_transmissions(&self) -> usize {
-        self.need_counts().iter().sum()
+        self.needs.iter().map(Vec::len).sum()
     }
 
-    /// For every point, the set of workers caching it. Needs at most [`MAX_SET_WORKERS`] workers.
-    pub fn cachers(&self) -> Option<Vec<WorkerSet>> {
-        if self.workers() > MAX_SET_WORKERS {
-            return None;
-        }
-        let mut sets = vec![WorkerSet::EMPTY; self.points];
-        for (w, cache) in self.cache.iter().enumerate() {
-            for &p in cache {
-                sets[p as usize].insert(w);
-            }
-        }
-        Some(sets)
+    /// The set of workers caching `point` (one membership test per worker).
+    pub fn cachers_of(&self, point: u32) -> WorkerSet {
+        (0..self.workers()).filter(|&w| self.cache(w).contains(point)).collect()
     }
+
+    /// Bytes the instance holds on the heap (caches, batches, needs and the owner of every
+    /// point), to report the memory of large instances.
+    pub fn heap_bytes(&self) -> usize {
+        let lists =
+            |l: &[Vec<u32>]| l.iter().map(|v| v.capacity() * 4 + size_of::<Vec<u32>>()).sum::<usize>();
+        self.cache.iter().map(|c| c.heap_bytes() + size_of::<StoredPoints>()).sum::<usize>()
+            + lists(&self.assignment)
+            + lists(&self.needs)
+            + self.owner.capacity() * 4
+    }
+}
+
+/// The checks on `n` and `q` alone.
+fn check_counts(workers: usize, points: usize) -> Result<(), InstanceError> {
+    if workers == 0 {
+        return Err(InstanceError::NoWorkers);
+    }
+    if u32::try_from(points).is_err() {
+        return Err(InstanceError::TooManyPoints { points });
+    }
+    if workers > points {
+        return Err(InstanceError::MoreWorkersThanPoints { workers, points });
+    }
+    Ok(())
+}
+
+/// One list per worker, each sorted, in range and duplicate-free.
+fn check_lists(
+    field: &'static str,
+    workers: usize,
+    points: usize,
+    mut lists: Vec<Vec<u32>>,
+) -> Result<Vec<Vec<u32>>, InstanceError> {
+    if lists.len() != workers {
+        return Err(InstanceError::ListCount { field, got: lists.len(), workers });
+    }
+    for (worker, list) in lists.iter_mut().enumerate() {
+        list.sort_unstable();
+        if let Some(&point) = list.last().filter(|&&p| p as usize >= points) {
+            return Err(InstanceError::PointOutOfRange { field, worker, point: point.into(), points });
+        }
+        if let Some(w) = list.windows(2).find(|w| w[0] == w[1]) {
+            return Err(InstanceError::DuplicateInList { field, worker, point: w[0] });
+        }
+    }
+    Ok(lists)
+}
+
+/// The assignment partitions `0..points`, so its lists hold exactly `points` ids. Checking that
+/// sum before anything of size `points` is allocated keeps memory bounded by the input: a
+/// declared `points` the lists do not back is found at the cost of the lists themselves.
+fn check_assignment_total(assignment: &[Vec<u32>], points: usize) -> Result<(), InstanceError> {
+    let assigned: usize = assignment.iter().map(Vec::len).sum();
+    if assigned != points {
+        return Err(first_partition_error(assignment, points));
+    }
+    Ok(())
 }
 
 /// The first point (in id order) assigned twice or to no worker, for an assignment whose lists
@@ -320,7 +390,7 @@ impl TryFrom<InstanceJson> for ShuffleInstance {
 struct InstanceJsonRef<'a> {
     workers: usize,
     points: usize,
-    cache: &'a [Vec<u32>],
+    cache: Vec<PointSet<'a>>,
     assignment: &'a [Vec<u32>],
 }
 
@@ -329,7 +399,7 @@ impl Serialize for ShuffleInstance {
         InstanceJsonRef {
             workers: self.workers(),
             points: self.points,
-            cache: &self.cache,
+            cache: self.cache.iter().map(StoredPoints::view).collect(),
             assignment: &self.assignment,
         }
         .serialize(serializer)
@@ -348,7 +418,7 @@ mod tests {
     use super::*;
 
     fn paper() -> ShuffleInstance {
-        crate::examples::ubershuffle_paper_example()
+        crate::ShuffleInstance::paper_example()
     }
 
     #[test]
@@ -361,9 +431,9 @@ mod tests {
     #[test]
     fn needs_and_uncoded_count() {
         let inst = paper();
-        assert_eq!(inst.needs(0), vec![4]);
-        assert_eq!(inst.needs(1), vec![0, 3]);
-        assert_eq!(inst.needs(2), vec![1, 5, 6]);
+        assert_eq!(inst.needs(0), [4]);
+        assert_eq!(inst.needs(1), [0, 3]);
+        assert_eq!(inst.needs(2), [1, 5, 6]);
         assert_eq!(inst.uncoded_transmissions(), 6);
         assert_eq!(inst.cache_size(), 4);
         assert_eq!(inst.owner(8), 1);
@@ -437,7 +507,7 @@ mod tests {
     #[test]
     fn near_balanced_is_accepted() {
         let inst = ShuffleInstance::new(2, 3, vec![vec![0, 1], vec![2]], vec![vec![0, 2], vec![1]]).unwrap();
-        assert_eq!(inst.needs(0), vec![2]);
+        assert_eq!(inst.needs(0), [2]);
     }
 
     #[test]

@@ -5,19 +5,21 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// One summand of a transmission: `point`, meant to be learned by `worker`.
 ///
-/// In JSON a part is the pair `[point, worker]`.
+/// Point ids are `u32` and worker ids `usize` throughout the crate (as in
+/// [`crate::ShuffleInstance::cache`] and [`crate::ShuffleInstance::needs`]). In JSON a part is
+/// the pair `[point, worker]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Part {
     /// The data point's id.
     pub point: u32,
     /// The worker that is meant to decode it from this transmission.
-    pub worker: u32,
+    pub worker: usize,
 }
 
 impl Part {
     /// The part `point` for `worker`.
     pub fn new(point: u32, worker: usize) -> Self {
-        Part { point, worker: worker as u32 }
+        Part { point, worker }
     }
 }
 
@@ -30,7 +32,7 @@ impl Serialize for Part {
 impl<'de> Deserialize<'de> for Part {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let (point, worker) = <(u32, u32)>::deserialize(d)?;
-        Ok(Part { point, worker })
+        Ok(Part { point, worker: worker as usize })
     }
 }
 

@@ -1,47 +1,49 @@
-//! [`ShufflePlanner`], the one trait every shuffling scheme implements, its error type, and the
-//! registry of built-in planners by name.
+//! [`ShufflePlanner`], the one trait every shuffling scheme implements, and the options the
+//! built-in planners share. The registry of built-in planners lives in [`crate::planners`].
 
 use std::time::Duration;
 
-use crate::planners;
-use crate::{Plan, SeededRng, ShuffleInstance};
+use crate::{Plan, PlanError, SeededRng, ShuffleInstance};
 
-/// Why a planner could not produce a plan for an instance.
-#[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
-pub enum PlanError {
-    /// The planner groups points by worker sets and supports at most `max` workers.
-    #[error("scheme {planner} supports at most {max} workers, the instance has {workers}")]
-    TooManyWorkers {
-        /// The planner's name.
-        planner: String,
-        /// Workers in the instance.
-        workers: usize,
-        /// The planner's limit.
-        max: usize,
-    },
-    /// The instance is outside the model the planner is built for.
-    #[error("scheme {planner} does not apply to this instance: {reason}")]
-    Unsupported {
-        /// The planner's name.
-        planner: String,
-        /// What the instance lacks, in one line.
-        reason: String,
-    },
-    /// The planner failed for a reason of its own (a plugin's error, say).
-    #[error("scheme {planner} failed: {reason}")]
-    Failed {
-        /// The planner's name.
-        planner: String,
-        /// What went wrong, in one line.
-        reason: String,
-    },
-}
+/// Work units to a second of `--time-budget`: on the project's 2-core reference machine a unit
+/// (a sub-table probed, a counter updated, forty rows or a few bitset words visited) takes
+/// 30 to 50 ns. Planners count their work in these units instead of reading a clock, so a plan
+/// depends only on the instance, the seed and the budget, never on the machine's load.
+pub const WORK_PER_SECOND: f64 = 20e6;
 
 /// A shuffling scheme: turns an instance into a plan of coded transmissions.
 ///
 /// Implementations must return plans that pass [`crate::verify`]; the tests of every built-in
 /// planner check that on random instances. Randomised planners draw only from `rng`, so the
 /// same seed gives the same plan.
+///
+/// ```
+/// use ubershuffle_core::{Part, Plan, PlanError, SeededRng, ShuffleInstance, ShufflePlanner};
+/// use ubershuffle_core::{GeneratorParams, seeded, verify};
+///
+/// /// Unicasts every needed point, last worker first.
+/// struct Backwards;
+///
+/// impl ShufflePlanner for Backwards {
+///     fn name(&self) -> &str { "backwards" }
+///     fn description(&self) -> &str { "unicast every needed point, last worker first" }
+///     fn plan(&self, inst: &ShuffleInstance, _rng: &mut SeededRng) -> Result<Plan, PlanError> {
+///         let mut plan = Plan::new();
+///         for worker in (0..inst.workers()).rev() {
+///             for point in inst.needs(worker) {
+///                 plan.push(&[Part::new(point, worker)]);
+///             }
+///         }
+///         Ok(plan)
+///     }
+/// }
+///
+/// let inst = GeneratorParams { workers: 4, points: 100, alpha: 0.5, seed: 1 }.check()?.generate();
+/// let plan = Backwards.plan(&inst, &mut seeded(0))?;
+/// assert!(verify(&inst, &plan)?.is_valid());
+/// assert_eq!(plan.len(), inst.uncoded_transmissions());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait ShufflePlanner: Send + Sync {
     /// The scheme's name as the command line spells it (`coded`, `ubershuffle`, ...).
     fn name(&self) -> &str;
@@ -51,12 +53,75 @@ pub trait ShufflePlanner: Send + Sync {
 
     /// Plans the shuffle of `inst`.
     fn plan(&self, inst: &ShuffleInstance, rng: &mut SeededRng) -> Result<Plan, PlanError>;
+
+    /// Whether the scheme can plan `inst` within its limits and budget, decided at once
+    /// without planning: `Err` is the error [`ShufflePlanner::plan`] would return at once.
+    /// A portfolio ([`crate::planners::AutoPlanner`]) skips the schemes that do not fit. The
+    /// default says yes.
+    fn fits(&self, inst: &ShuffleInstance) -> Result<(), PlanError> {
+        let _ = inst;
+        Ok(())
+    }
+
+    /// Plans `inst` and says which scheme made the plan: the scheme itself, or for a portfolio
+    /// the member that won, with what every member sent.
+    fn plan_explained(&self, inst: &ShuffleInstance, rng: &mut SeededRng) -> Result<Planned, PlanError> {
+        let plan = self.plan(inst, rng)?;
+        Ok(Planned {
+            tried: vec![Tried::sent(self.name(), plan.len())],
+            made_by: self.name().to_string(),
+            plan,
+        })
+    }
+}
+
+/// A plan and the scheme that made it ([`ShufflePlanner::plan_explained`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Planned {
+    /// The plan.
+    pub plan: Plan,
+    /// The scheme that made it (for a portfolio, the member that won).
+    pub made_by: String,
+    /// Every scheme tried, in order, with its count or why it was skipped.
+    pub tried: Vec<Tried>,
+}
+
+/// One scheme a planner tried: its count, or why it did not plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Tried {
+    /// The scheme's name.
+    pub scheme: String,
+    /// Transmissions its plan sent, or the one-line reason it did not plan.
+    pub outcome: Result<usize, String>,
+}
+
+impl Tried {
+    /// A scheme that sent `transmissions`.
+    pub fn sent(scheme: &str, transmissions: usize) -> Self {
+        Tried { scheme: scheme.to_string(), outcome: Ok(transmissions) }
+    }
+
+    /// A scheme that did not plan, and why.
+    pub fn skipped(scheme: &str, reason: &PlanError) -> Self {
+        Tried { scheme: scheme.to_string(), outcome: Err(reason.to_string()) }
+    }
 }
 
 /// Options shared by the built-in planners; each planner reads the ones it understands.
+///
+/// ```
+/// use std::time::Duration;
+/// use ubershuffle_core::PlannerOptions;
+/// let options = PlannerOptions::default().with_time_budget(Duration::from_secs(2));
+/// assert_eq!(options.work_budget(), 40_000_000);
+/// ```
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct PlannerOptions {
-    /// Wall-clock budget for planners that search (improving local search and the like).
+    /// The search budget, counted in work units ([`WORK_PER_SECOND`] to a second), not read
+    /// from a clock: about this long on the reference machine.
     pub time_budget: Duration,
 }
 
@@ -73,31 +138,14 @@ impl PlannerOptions {
         self.time_budget = budget;
         self
     }
+
+    /// The budget in work units.
+    pub fn work_budget(&self) -> u64 {
+        work_units(self.time_budget)
+    }
 }
 
-/// A built-in planner in the registry: its name, what it does, and how to build it.
-#[derive(Clone, Copy)]
-pub struct PlannerEntry {
-    /// The scheme's name.
-    pub name: &'static str,
-    /// One line saying what it does.
-    pub description: &'static str,
-    /// Builds the planner with the given options.
-    pub build: fn(&PlannerOptions) -> Box<dyn ShufflePlanner>,
-}
-
-/// Every built-in planner, in the order listings show them. Registering a new planner is one
-/// line here plus its file under `planners/`.
-pub fn builtin_planners() -> &'static [PlannerEntry] {
-    planners::REGISTRY
-}
-
-/// The built-in planner called `name`, built with `options`.
-pub fn planner_by_name(name: &str, options: &PlannerOptions) -> Option<Box<dyn ShufflePlanner>> {
-    builtin_planners().iter().find(|e| e.name == name).map(|e| (e.build)(options))
-}
-
-/// The names of the built-in planners, comma-separated, for error messages.
-pub fn builtin_names() -> String {
-    builtin_planners().iter().map(|e| e.name).collect::<Vec<_>>().join(", ")
+/// `budget` in work units ([`WORK_PER_SECOND`] to a second).
+pub fn work_units(budget: Duration) -> u64 {
+    (budget.as_secs_f64() * WORK_PER_SECOND) as u64
 }

@@ -11,6 +11,7 @@ use crate::{Plan, ShuffleInstance};
 
 /// Why a plan is malformed or does not decode.
 #[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
+#[non_exhaustive]
 pub enum VerifyError {
     /// A transmission with no part.
     #[error("transmission {transmission} is empty")]
@@ -34,7 +35,7 @@ pub enum VerifyError {
         /// Its index in the plan.
         transmission: usize,
         /// The worker named.
-        worker: u32,
+        worker: usize,
         /// Workers in the instance.
         workers: usize,
     },
@@ -46,9 +47,11 @@ pub enum VerifyError {
         /// The repeated point.
         point: u32,
     },
-    /// Some worker cannot decode some point of its new batch.
-    #[error("worker {worker} cannot decode point {point} ({missing} of its points in all)")]
-    Undecodable {
+    /// A point some worker needs is in no transmission.
+    #[error(
+        "worker {worker} needs point {point}, which no transmission sends ({missing} of its points missing in all)"
+    )]
+    NeverSent {
         /// The first worker that cannot decode.
         worker: usize,
         /// The first point it lacks.
@@ -56,15 +59,64 @@ pub enum VerifyError {
         /// How many points it lacks.
         missing: usize,
     },
+    /// A point some worker needs is sent, but the worker cannot decode it.
+    #[error(
+        "worker {worker} cannot decode point {point} from transmission {transmission}: it never learns \
+         point {lacks} of that transmission ({missing} of its points missing in all)"
+    )]
+    NotDecodable {
+        /// The first worker that cannot decode.
+        worker: usize,
+        /// The first point it lacks.
+        point: u32,
+        /// A transmission holding the point (the one tagged for this worker, if any).
+        transmission: usize,
+        /// Another point of that transmission the worker never learns.
+        lacks: u32,
+        /// How many points it lacks.
+        missing: usize,
+    },
+}
+
+/// Why a worker lacks the first point of its shortfall.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MissingCause {
+    /// No transmission holds the point.
+    NeverSent,
+    /// `transmission` holds it (the one tagged for this worker, if any), but the worker never
+    /// learns `lacks`, another point of it.
+    NotDecodable {
+        /// The transmission.
+        transmission: usize,
+        /// A point of it the worker never learns.
+        lacks: u32,
+    },
 }
 
 /// The points one worker lacks at the end of peeling.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WorkerShortfall {
     /// The worker.
     pub worker: usize,
     /// The points of its new batch it could not decode, sorted.
     pub missing: Vec<u32>,
+    /// Why it lacks the first of them.
+    pub cause: MissingCause,
+}
+
+impl WorkerShortfall {
+    /// The error naming this worker's first missing point and why it is missing.
+    pub fn to_error(&self) -> VerifyError {
+        let (worker, point, missing) = (self.worker, self.missing[0], self.missing.len());
+        match self.cause {
+            MissingCause::NeverSent => VerifyError::NeverSent { worker, point, missing },
+            MissingCause::NotDecodable { transmission, lacks } => {
+                VerifyError::NotDecodable { worker, point, transmission, lacks, missing }
+            }
+        }
+    }
 }
 
 /// What peeling found at every worker.
@@ -82,15 +134,12 @@ impl VerifyReport {
         self.shortfalls.is_empty()
     }
 
-    /// `Ok` when valid, else the first worker that cannot decode and the first point it lacks.
+    /// `Ok` when valid, else the first worker that cannot decode, the first point it lacks and
+    /// why: never sent, or sent in a transmission it cannot decode.
     pub fn ensure_valid(&self) -> Result<(), VerifyError> {
         match self.shortfalls.first() {
             None => Ok(()),
-            Some(s) => Err(VerifyError::Undecodable {
-                worker: s.worker,
-                point: s.missing[0],
-                missing: s.missing.len(),
-            }),
+            Some(s) => Err(s.to_error()),
         }
     }
 }
@@ -101,8 +150,8 @@ impl VerifyReport {
 /// one transmission); otherwise the report lists every worker that cannot decode its batch.
 ///
 /// ```
-/// use ubershuffle_core::{examples::ubershuffle_paper_example, verify, Part, Plan};
-/// let inst = ubershuffle_paper_example();
+/// use ubershuffle_core::{verify, Part, Plan, ShuffleInstance};
+/// let inst = ShuffleInstance::paper_example();
 /// let mut plan = Plan::new();
 /// plan.push(&[Part::new(4, 0), Part::new(1, 2)]); // d_5 + d_2 of the paper's Example 2
 /// let report = verify(&inst, &plan)?;
@@ -115,20 +164,77 @@ impl VerifyReport {
 /// ```
 pub fn verify(inst: &ShuffleInstance, plan: &Plan) -> Result<VerifyReport, VerifyError> {
     check_shape(inst, plan)?;
-    let containing = transmissions_by_point(inst.points(), plan);
-    let mut peeler = Peeler::new(inst.points(), plan.len());
-    let shortfalls = (0..inst.workers())
-        .filter_map(|worker| {
-            let known = peeler.run(plan, &containing, inst.cache(worker));
-            let missing: Vec<u32> =
-                inst.assignment(worker).iter().copied().filter(|&p| !known[p as usize]).collect();
-            (!missing.is_empty()).then_some(WorkerShortfall { worker, missing })
-        })
-        .collect();
+    let delivered = delivered_in_one_step(inst, plan);
+    let mut containing: Option<TransmissionsByPoint> = None;
+    let mut peeler: Option<Peeler> = None;
+    let mut shortfalls = Vec::new();
+    for worker in 0..inst.workers() {
+        if inst.needs(worker).iter().all(|p| delivered[p as usize]) {
+            continue;
+        }
+        // Some point needs more than one-step decoding from its tagged transmission (or is
+        // missing): peel at this worker over the whole plan.
+        let containing = containing.get_or_insert_with(|| transmissions_by_point(inst.points(), plan));
+        let peeler = peeler.get_or_insert_with(|| Peeler::new(inst.points(), plan.len()));
+        let known = peeler.run(plan, containing, inst.cache(worker));
+        let missing: Vec<u32> = inst.needs(worker).iter().filter(|&p| !known[p as usize]).collect();
+        if let Some(&first) = missing.first() {
+            let cause = missing_cause(plan, containing, known, worker, first);
+            shortfalls.push(WorkerShortfall { worker, missing, cause });
+        }
+    }
     Ok(VerifyReport { transmissions: plan.len(), shortfalls })
 }
 
-/// [`verify`], with an undecodable plan turned into [`VerifyError::Undecodable`].
+/// For every point, whether its owner decodes it in one step from a transmission that tags it
+/// for the owner: the owner caches every other point of that transmission. Costs one cache
+/// lookup per pair of parts in a transmission; a plan that passes it everywhere needs no
+/// peeling (peeling can only learn more).
+fn delivered_in_one_step(inst: &ShuffleInstance, plan: &Plan) -> Vec<bool> {
+    let mut delivered = vec![false; inst.points()];
+    for parts in plan.iter() {
+        for part in parts {
+            let worker = part.worker;
+            if inst.owner(part.point) != worker || delivered[part.point as usize] {
+                continue;
+            }
+            let cache = inst.cache(worker);
+            if parts.iter().all(|other| other.point == part.point || cache.contains(other.point)) {
+                delivered[part.point as usize] = true;
+            }
+        }
+    }
+    delivered
+}
+
+/// Why `worker`, having peeled to `known`, lacks `point`.
+fn missing_cause(
+    plan: &Plan,
+    containing: &TransmissionsByPoint,
+    known: &[bool],
+    worker: usize,
+    point: u32,
+) -> MissingCause {
+    let holding = containing.of(point);
+    let tagged = holding.iter().copied().find(|&t| {
+        plan.transmission(t as usize).iter().any(|part| part.point == point && part.worker == worker)
+    });
+    match tagged.or(holding.first().copied()) {
+        None => MissingCause::NeverSent,
+        Some(t) => {
+            let parts = plan.transmission(t as usize);
+            let lacks = parts
+                .iter()
+                .map(|part| part.point)
+                .find(|&p| p != point && !known[p as usize])
+                .unwrap_or(point);
+            MissingCause::NotDecodable { transmission: t as usize, lacks }
+        }
+    }
+}
+
+/// [`verify`], with an undecodable plan turned into [`VerifyError::NeverSent`] or
+/// [`VerifyError::NotDecodable`].
 pub fn check_plan(inst: &ShuffleInstance, plan: &Plan) -> Result<(), VerifyError> {
     verify(inst, plan)?.ensure_valid()
 }
@@ -147,7 +253,7 @@ fn check_shape(inst: &ShuffleInstance, plan: &Plan) -> Result<(), VerifyError> {
                     points: inst.points(),
                 });
             }
-            if part.worker as usize >= inst.workers() {
+            if part.worker >= inst.workers() {
                 return Err(VerifyError::WorkerOutOfRange {
                     transmission,
                     worker: part.worker,
@@ -220,10 +326,15 @@ impl Peeler {
     }
 
     /// Peels from `start`; returns which points the worker knows at the end.
-    fn run(&mut self, plan: &Plan, containing: &TransmissionsByPoint, start: &[u32]) -> &[bool] {
+    fn run(
+        &mut self,
+        plan: &Plan,
+        containing: &TransmissionsByPoint,
+        start: impl IntoIterator<Item = u32>,
+    ) -> &[bool] {
         self.known.fill(false);
         self.learned_via.fill(NOT_LEARNED);
-        for &p in start {
+        for p in start {
             self.known[p as usize] = true;
         }
         self.ready.clear();
@@ -308,14 +419,20 @@ impl Peeling {
     }
 }
 
-/// Peels `plan` at a worker that starts knowing the points `start`, in a universe of `points`
-/// points. The plan must be well formed (see [`verify`]); out-of-range ids are an error.
-pub fn peel(points: usize, plan: &Plan, start: &[u32]) -> Result<Peeling, VerifyError> {
+/// Peels `plan` at a worker that starts knowing the points `start` (its cache, say), in a
+/// universe of `points` points. The plan must be well formed (see [`verify`]); out-of-range ids
+/// are an error.
+pub fn peel(
+    points: usize,
+    plan: &Plan,
+    start: impl IntoIterator<Item = u32>,
+) -> Result<Peeling, VerifyError> {
     for (transmission, parts) in plan.iter().enumerate() {
         if let Some(part) = parts.iter().find(|p| p.point as usize >= points) {
             return Err(VerifyError::PointOutOfRange { transmission, point: part.point, points });
         }
     }
+    let start: Vec<u32> = start.into_iter().collect();
     if let Some(&point) = start.iter().find(|&&p| p as usize >= points) {
         return Err(VerifyError::PointOutOfRange { transmission: usize::MAX, point, points });
     }
@@ -329,7 +446,6 @@ pub fn peel(points: usize, plan: &Plan, start: &[u32]) -> Result<Peeling, Verify
 mod tests {
     use super::*;
     use crate::Part;
-    use crate::examples::ubershuffle_paper_example;
 
     #[test]
     fn two_step_decoding_is_found() {
@@ -348,7 +464,7 @@ mod tests {
 
     #[test]
     fn malformed_plans_are_errors() {
-        let inst = ubershuffle_paper_example();
+        let inst = ShuffleInstance::paper_example();
         let mut plan = Plan::new();
         plan.push(&[]);
         assert_eq!(verify(&inst, &plan), Err(VerifyError::EmptyTransmission { transmission: 0 }));
@@ -365,20 +481,48 @@ mod tests {
 
     #[test]
     fn empty_plan_reports_every_missing_point() {
-        let inst = ubershuffle_paper_example();
+        let inst = ShuffleInstance::paper_example();
         let report = verify(&inst, &Plan::new()).unwrap();
         let missing: Vec<_> = report.shortfalls.iter().map(|s| (s.worker, s.missing.clone())).collect();
         assert_eq!(missing, vec![(0, vec![4]), (1, vec![0, 3]), (2, vec![1, 5, 6])]);
-        assert_eq!(report.ensure_valid(), Err(VerifyError::Undecodable { worker: 0, point: 4, missing: 1 }));
+        assert_eq!(report.ensure_valid(), Err(VerifyError::NeverSent { worker: 0, point: 4, missing: 1 }));
     }
 
     #[test]
     fn a_packet_with_two_unknowns_does_not_decode() {
-        let inst = ubershuffle_paper_example();
+        let inst = ShuffleInstance::paper_example();
         let mut plan = Plan::new();
         // Worker 1 needs 0 and 3 and caches neither: their XOR alone tells it nothing.
         plan.push(&[Part::new(0, 1), Part::new(3, 1)]);
         let report = verify(&inst, &plan).unwrap();
         assert!(report.shortfalls.iter().any(|s| s.worker == 1 && s.missing == vec![0, 3]));
+        // Worker 0 needs 4, which is never sent; worker 1's 0 is sent but not decodable.
+        assert_eq!(report.ensure_valid(), Err(VerifyError::NeverSent { worker: 0, point: 4, missing: 1 }));
+        let one = report.shortfalls.iter().find(|s| s.worker == 1).unwrap();
+        let err = one.to_error();
+        assert_eq!(
+            err,
+            VerifyError::NotDecodable { worker: 1, point: 0, transmission: 0, lacks: 3, missing: 2 }
+        );
+        assert!(err.to_string().contains("from transmission 0"), "{err}");
+    }
+
+    #[test]
+    fn one_step_fast_path_agrees_with_peeling() {
+        // Plans valid only by two-step decoding, and plans with a wrong tag, are peeled.
+        let inst = crate::arbitrary_instance(6, 60, 0.5, 3);
+        for seed in 0..20u64 {
+            let mut plan = Plan::new();
+            let mut rng = crate::seeded(seed);
+            for w in 0..6 {
+                for p in inst.needs(w) {
+                    // Tag some parts for the wrong worker: they then decode only by peeling.
+                    let tag = if crate::rng::uniform_below(&mut rng, 4) == 0 { (w + 1) % 6 } else { w };
+                    plan.push(&[Part::new(p, tag)]);
+                }
+            }
+            let report = verify(&inst, &plan).unwrap();
+            assert!(report.is_valid(), "unicasts decode whatever their tags");
+        }
     }
 }

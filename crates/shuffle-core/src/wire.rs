@@ -32,6 +32,7 @@ const PLAN_MAGIC: &[u8; 4] = b"USP1";
 
 /// Why bytes are not an instance or a plan in the layouts above.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum WireError {
     /// The bytes do not start with the expected magic.
     #[error("the bytes are not {what} (they do not start with {expected:?})")]
@@ -88,7 +89,7 @@ pub fn encode_instance(inst: &ShuffleInstance) -> Vec<u8> {
         (0..inst.workers()).map(|w| inst.cache(w)).chain((0..inst.workers()).map(|w| inst.assignment(w)))
     {
         push_u32(&mut out, list.len() as u32);
-        for &id in list {
+        for id in list {
             push_u32(&mut out, id);
         }
     }
@@ -124,7 +125,7 @@ pub fn encode_plan(plan: &Plan) -> Result<Vec<u8>, WireError> {
         push_u32(&mut out, u32::try_from(parts.len()).map_err(|_| too_large(parts.len(), "parts"))?);
         for part in parts {
             push_u32(&mut out, part.point);
-            push_u32(&mut out, part.worker);
+            push_u32(&mut out, u32::try_from(part.worker).map_err(|_| too_large(part.worker, "workers"))?);
         }
     }
     Ok(out)
@@ -150,7 +151,7 @@ pub fn decode_plan(bytes: &[u8]) -> Result<Plan, WireError> {
         parts.clear();
         parts.extend(raw.chunks_exact(8).map(|c| Part {
             point: u32::from_le_bytes([c[0], c[1], c[2], c[3]]),
-            worker: u32::from_le_bytes([c[4], c[5], c[6], c[7]]),
+            worker: u32::from_le_bytes([c[4], c[5], c[6], c[7]]) as usize,
         }));
         plan.push(&parts);
     }
@@ -274,7 +275,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::examples::{arbitrary_instance, ubershuffle_paper_example};
+    use crate::{ShuffleInstance, arbitrary_instance};
 
     fn sample_plan() -> Plan {
         let mut plan = Plan::new();
@@ -285,7 +286,7 @@ mod tests {
 
     #[test]
     fn instances_round_trip() {
-        for inst in [ubershuffle_paper_example(), arbitrary_instance(7, 300, 0.3, 4)] {
+        for inst in [ShuffleInstance::paper_example(), arbitrary_instance(7, 300, 0.3, 4)] {
             assert_eq!(decode_instance(&encode_instance(&inst)).unwrap(), inst);
         }
     }
@@ -313,7 +314,7 @@ mod tests {
 
     #[test]
     fn every_truncation_and_corruption_is_an_error_not_a_panic() {
-        let inst_bytes = encode_instance(&ubershuffle_paper_example());
+        let inst_bytes = encode_instance(&ShuffleInstance::paper_example());
         let plan_bytes = encode_plan(&sample_plan()).unwrap();
         for cut in 0..inst_bytes.len() {
             assert!(decode_instance(&inst_bytes[..cut]).is_err(), "instance cut at {cut}");
@@ -346,7 +347,7 @@ mod tests {
 
     #[test]
     fn invalid_instances_are_refused_with_the_instance_error() {
-        let inst = ubershuffle_paper_example();
+        let inst = ShuffleInstance::paper_example();
         let mut bytes = encode_instance(&inst);
         // Point count 9 -> 8: point 8 is now out of range.
         bytes[8..12].copy_from_slice(&8u32.to_le_bytes());

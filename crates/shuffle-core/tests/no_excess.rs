@@ -205,5 +205,8 @@ fn many_workers_are_typed_errors_not_slow_or_huge() {
     let huge = random_no_excess_instance(1100, 1100, &mut seeded(1)).unwrap();
     let worst = planner_by_name("worst-case", &PlannerOptions::default()).unwrap();
     assert!(matches!(worst.plan(&huge, &mut rng(0)), Err(PlanError::TooManyWorkers { max: 1024, .. })));
-    assert_eq!(best_lower_bound(&huge).kind, "max-need");
+    // The acyclic-subgraph bound (greedy order) applies at any size and beats max-need.
+    let best = best_lower_bound(&huge);
+    assert_eq!(best.kind, "acyclic-subgraph-greedy");
+    assert!(best.value >= ubershuffle_core::bounds::max_need_bound(&huge).value);
 }

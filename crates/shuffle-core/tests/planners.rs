@@ -5,11 +5,9 @@
 
 use proptest::prelude::*;
 use ubershuffle_core::bounds::{all_lower_bounds, best_lower_bound, max_need_bound};
-use ubershuffle_core::examples::{arbitrary_instance, ubershuffle_paper_example};
-use ubershuffle_core::tables::{encoding_tables, tables_cost};
 use ubershuffle_core::{
-    GeneratorParams, PlanError, PlannerOptions, ShuffleInstance, builtin_planners, planner_by_name, seeded,
-    verify,
+    GeneratorParams, PlanError, PlannerOptions, ShuffleInstance, arbitrary_instance, builtin_planners,
+    planner_by_name, seeded, verify,
 };
 
 fn count(scheme: &str, inst: &ShuffleInstance) -> usize {
@@ -21,36 +19,45 @@ fn count(scheme: &str, inst: &ShuffleInstance) -> usize {
 }
 
 /// Plans `inst` with every built-in planner and checks each plan decodes everywhere, never
-/// costs more than uncoded, and never beats a lower bound; and that `ubershuffle-opt` never
-/// sends more than `ubershuffle`. A planner built for a narrower model (no excess storage, say)
-/// may refuse an instance outside it with `PlanError::Unsupported`.
+/// costs more than uncoded, and never beats a lower bound; that `ubershuffle-opt` never sends
+/// more than `ubershuffle`, and `auto` never more than any other. A planner built for a
+/// narrower model (no excess storage, say) may refuse an instance outside it with
+/// `PlanError::Unsupported`.
 fn check_every_planner(inst: &ShuffleInstance) {
     let uncoded = inst.uncoded_transmissions();
     let bounds = all_lower_bounds(inst);
+    let mut counts = Vec::new();
     for entry in builtin_planners() {
         let planner = (entry.build)(&PlannerOptions::default());
-        if let Err(PlanError::Unsupported { .. }) = planner.plan(inst, &mut seeded(0)) {
-            continue;
-        }
-        let n = count(entry.name, inst);
+        let plan = match planner.plan(inst, &mut seeded(0)) {
+            Err(PlanError::Unsupported { .. }) => continue,
+            plan => plan.unwrap(),
+        };
+        let report = verify(inst, &plan).unwrap();
+        assert!(report.is_valid(), "{}: {report:?}", entry.name);
+        let n = plan.len();
         assert!(n <= uncoded, "{} sent {n} > uncoded {uncoded}", entry.name);
         for bound in &bounds {
             assert!(n >= bound.value, "{} sent {n} < the {} bound {}", entry.name, bound.kind, bound.value);
         }
+        counts.push((entry.name, n));
     }
-    assert!(count("ubershuffle-opt", inst) <= count("ubershuffle", inst));
+    let of = |name: &str| counts.iter().find(|(n, _)| *n == name).map(|&(_, c)| c);
+    assert!(of("ubershuffle-opt") <= of("ubershuffle"));
+    let auto = of("auto").unwrap();
+    assert!(counts.iter().all(|&(_, c)| auto <= c), "auto {auto} vs {counts:?}");
 }
 
 #[test]
 fn paper_examples_1_and_2() {
-    let inst = ubershuffle_paper_example();
+    let inst = ShuffleInstance::paper_example();
     assert_eq!(count("uncoded", &inst), 6);
     assert_eq!(count("coded", &inst), 4);
 }
 
 #[test]
 fn paper_example_3_ubershuffle_sends_three() {
-    let inst = ubershuffle_paper_example();
+    let inst = ShuffleInstance::paper_example();
     assert_eq!(count("ubershuffle", &inst), 3);
     assert_eq!(count("ubershuffle-opt", &inst), 3);
     assert_eq!(best_lower_bound(&inst).value, 3);
@@ -68,14 +75,6 @@ fn the_acyclic_bound_is_stronger_than_max_need() {
     assert_eq!(best.kind, "acyclic-subgraph-greedy");
     assert!(best.value > max_need_bound(&wide).value);
     assert!(best.value <= count("ubershuffle-opt", &wide));
-}
-
-#[test]
-fn coded_count_is_the_sum_of_table_heights() {
-    let inst = GeneratorParams { workers: 8, points: 2000, alpha: 0.3, seed: 5 }.check().unwrap().generate();
-    let tables = encoding_tables(&inst, "coded").unwrap();
-    assert_eq!(count("coded", &inst), tables_cost(&tables));
-    assert!(tables_cost(&tables) < inst.uncoded_transmissions());
 }
 
 #[test]
@@ -111,12 +110,51 @@ fn edge_cases() {
 }
 
 #[test]
-fn too_many_workers_for_sets_is_a_typed_error() {
-    let inst = arbitrary_instance(130, 130, 0.01, 1);
-    let coded = planner_by_name("coded", &PlannerOptions::default()).unwrap();
-    let err = coded.plan(&inst, &mut seeded(0)).unwrap_err();
-    assert!(err.to_string().contains("at most 128 workers"), "{err}");
+fn past_128_workers_the_carpool_schemes_refuse_and_name_one_that_fits() {
+    let inst = arbitrary_instance(130, 260, 0.05, 1);
+    for scheme in ["ubershuffle", "ubershuffle-opt"] {
+        let planner = planner_by_name(scheme, &PlannerOptions::default()).unwrap();
+        let err = planner.plan(&inst, &mut seeded(0)).unwrap_err();
+        assert_eq!(planner.fits(&inst), Err(err.clone()));
+        let message = err.to_string();
+        assert!(
+            message.contains("at most 128 workers") && message.contains("--scheme clique-cover"),
+            "{message}"
+        );
+    }
     assert_eq!(count("uncoded", &inst), inst.uncoded_transmissions());
+    assert!(count("coded", &inst) <= inst.uncoded_transmissions());
+}
+
+#[test]
+fn uncoded_clique_cover_and_auto_plan_1024_workers() {
+    let inst =
+        GeneratorParams { workers: 1024, points: 8192, alpha: 0.05, seed: 3 }.check().unwrap().generate();
+    let uncoded = count("uncoded", &inst);
+    let clique = count("clique-cover", &inst);
+    assert!(clique < uncoded, "clique-cover {clique} vs uncoded {uncoded}");
+    assert!(count("auto", &inst) <= clique);
+    assert!(clique >= best_lower_bound(&inst).value);
+}
+
+#[test]
+fn a_carpool_search_past_its_reach_is_refused_at_once() {
+    // Cachers of about 13 workers each, almost all unique: the greedy's subset search would
+    // take minutes; it is refused before it starts.
+    let inst =
+        GeneratorParams { workers: 40, points: 40_000, alpha: 0.3, seed: 1 }.check().unwrap().generate();
+    let planner = planner_by_name("ubershuffle", &PlannerOptions::default()).unwrap();
+    let err = planner.fits(&inst).unwrap_err();
+    assert!(matches!(err, PlanError::OverBudget { .. }), "{err}");
+    assert!(err.to_string().contains("try --scheme clique-cover"), "{err}");
+}
+
+#[test]
+fn unknown_schemes_are_named_with_the_known_ones() {
+    let err = planner_by_name("clique", &PlannerOptions::default()).err().unwrap();
+    assert_eq!(err.known, ubershuffle_core::builtin_names());
+    assert!(err.to_string().contains("unknown scheme 'clique'"), "{err}");
+    assert!(ubershuffle_core::builtin_names().contains(&"auto"));
 }
 
 proptest! {

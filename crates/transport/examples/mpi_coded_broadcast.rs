@@ -83,7 +83,7 @@ fn run(t: &mut MpiTransport) -> Result<String, String> {
         let packets = unpack(&buf)?;
         let store = records.store_of(inst.cache(worker)).map_err(|e| e.to_string())?;
         let mut decoder =
-            Decoder::new(worker, &plan, store, &inst.needs(worker)).map_err(|e| e.to_string())?;
+            Decoder::new(worker, &plan, store, inst.needs(worker)).map_err(|e| e.to_string())?;
         for p in &packets {
             decoder.receive_packet(p).map_err(|e| e.to_string())?;
         }

@@ -177,7 +177,8 @@ pub(crate) struct RunSpec<'a> {
 /// Runs the epoch loop of `setup` as `spec` says, every worker a thread of this process,
 /// starting from [`storage_blocks`].
 pub(crate) fn run(setup: &Setup, spec: &RunSpec<'_>) -> anyhow::Result<RunReport> {
-    let planner = super::planner(spec.scheme, &PlannerOptions { time_budget: Duration::from_secs(2) })?;
+    let planner =
+        super::planner(spec.scheme, &PlannerOptions::default().with_time_budget(Duration::from_secs(2)))?;
     let config = RunConfig {
         workers: setup.workers,
         cache_capacity: setup.cache_capacity(),

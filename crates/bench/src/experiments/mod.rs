@@ -87,8 +87,7 @@ pub(crate) fn planner(
     name: &str,
     options: &ubershuffle_core::PlannerOptions,
 ) -> anyhow::Result<Box<dyn ubershuffle_core::ShufflePlanner>> {
-    ubershuffle_core::planner_by_name(name, options)
-        .ok_or_else(|| anyhow::anyhow!("no planner '{name}'; known: {}", ubershuffle_core::builtin_names()))
+    Ok(ubershuffle_core::planner_by_name(name, options)?)
 }
 
 /// The experiment called `name`, or an error naming the known ones.

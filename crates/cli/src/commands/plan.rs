@@ -1,5 +1,6 @@
 //! `ubershuffle plan`: plan one epoch with a scheme, verify it, and report the counts.
 
+use std::fs;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -11,8 +12,8 @@ use ubershuffle_core::limits::{Limits, instance_bytes};
 use ubershuffle_core::no_excess::{ShuffleMatrix, random_no_excess_instance};
 use ubershuffle_core::theory::theorem1_coded_transmissions;
 use ubershuffle_core::{
-    GeneratorParams, PlannerOptions, ShuffleInstance, ShufflePlanner, builtin_names, cache_size_for,
-    planner_by_name, rng::seeded_stream, seeded, verify,
+    GeneratorParams, PlannerOptions, ShuffleInstance, ShufflePlanner, Tried, cache_size_for, planner_by_name,
+    rng::seeded_stream, seeded, verify,
 };
 use ubershuffle_plugin_host::PluginLibrary;
 
@@ -74,8 +75,8 @@ fn choose_planner(args: &PlanArgs, options: &PlannerOptions) -> anyhow::Result<B
         return Ok(Box::new(PluginLibrary::load(path)?.planner(args.scheme.as_deref())?));
     }
     let scheme = args.scheme.as_deref().unwrap_or(DEFAULT_SCHEME);
-    planner_by_name(scheme, options).with_context(|| {
-        format!("invalid value '{scheme}' for '--scheme': known schemes are {}", builtin_names())
+    planner_by_name(scheme, options).map_err(|e| {
+        anyhow::anyhow!("invalid value '{scheme}' for '--scheme': known schemes are {}", e.known.join(", "))
     })
 }
 
@@ -92,10 +93,11 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     };
 
     let started = Instant::now();
-    let plan = planner.plan(&inst, &mut seeded_stream(args.source.seed, PLANNER_STREAM))?;
+    let planned = planner.plan_explained(&inst, &mut seeded_stream(args.source.seed, PLANNER_STREAM))?;
     let plan_seconds = started.elapsed().as_secs_f64();
+    let plan = &planned.plan;
     let started = Instant::now();
-    let report = verify(&inst, &plan)
+    let report = verify(&inst, plan)
         .with_context(|| format!("scheme {} returned a malformed plan", planner.name()))?;
     let verify_seconds = started.elapsed().as_secs_f64();
 
@@ -103,7 +105,9 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         write_atomically(path, format!("{}\n", plan.to_json()).as_bytes())?;
     }
     let uncoded = inst.uncoded_transmissions();
+    let started = Instant::now();
     let bound = best_lower_bound(&inst);
+    let bound_seconds = started.elapsed().as_secs_f64();
     let theorem1 = theorem1_coded_transmissions(inst.workers(), inst.points(), inst.cache_size());
     let mut extra = plan_no_excess::fields(&inst);
     if let (Some(run), Some(first)) = (exchange.as_mut(), &first_epoch) {
@@ -132,7 +136,14 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
             "verified": report.is_valid(),
             "plan_seconds": plan_seconds,
             "verify_seconds": verify_seconds,
+            "lower_bound_seconds": bound_seconds,
+            "instance_bytes": inst.heap_bytes(),
+            "max_rss_bytes": peak_rss_bytes(),
         });
+        if planned.tried.len() > 1 {
+            out["auto_winner"] = json!(planned.made_by);
+            out["auto_tried"] = tried_json(&planned.tried);
+        }
         if let Some(path) = &args.plugin {
             out["plugin"] = json!(path.display().to_string());
         }
@@ -144,6 +155,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         let ratio =
             |x: usize| if x == 0 { "-".to_string() } else { format!("{:.2}x", uncoded as f64 / x as f64) };
         let extra_rows = extra_table_rows(&extra);
+        let mut tried_rows: Vec<(String, String)> = Vec::new();
         let mut rows = vec![
             ("scheme", planner.name().to_string()),
             ("workers", inst.workers().to_string()),
@@ -158,8 +170,20 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
                 if report.is_valid() { "yes: every worker decodes by peeling".into() } else { "NO".into() },
             ),
             ("plan time", format!("{plan_seconds:.3} s")),
+            ("lower bound time", format!("{bound_seconds:.3} s")),
             ("verify time", format!("{verify_seconds:.3} s")),
         ];
+        if planned.tried.len() > 1 {
+            rows.insert(1, ("winner", planned.made_by.clone()));
+            for t in &planned.tried {
+                let outcome = match &t.outcome {
+                    Ok(n) => format!("{n} transmissions"),
+                    Err(reason) => format!("skipped: {reason}"),
+                };
+                tried_rows.push((format!("  {}", t.scheme), outcome));
+            }
+        }
+        rows.extend(tried_rows.iter().map(|(k, v)| (k.as_str(), v.clone())));
         rows.extend(extra_rows.iter().map(|(k, v)| (k.as_str(), v.clone())));
         print_table(&rows)?;
     }
@@ -167,6 +191,27 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         bail!("scheme {} produced a plan that does not decode: {e}", planner.name());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The process's peak resident memory so far (Linux: `VmHWM` of `/proc/self/status`), or
+/// `None` where the system does not say.
+fn peak_rss_bytes() -> Option<u64> {
+    let status = fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// What every member of a portfolio did, in the order tried:
+/// `[{"scheme": s, "transmissions": n} or {"scheme": s, "skipped": reason}, ...]`.
+fn tried_json(tried: &[Tried]) -> serde_json::Value {
+    tried
+        .iter()
+        .map(|t| match &t.outcome {
+            Ok(n) => json!({"scheme": t.scheme, "transmissions": n}),
+            Err(reason) => json!({"scheme": t.scheme, "skipped": reason}),
+        })
+        .collect()
 }
 
 /// The extra fields as table rows: `achievable_bound` as "achievable bound", one row per epoch.

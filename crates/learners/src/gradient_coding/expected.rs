@@ -332,7 +332,11 @@ pub fn monte_carlo(
         for t in 0..options.iterations {
             let outcome = model.next_iteration(&mut rng);
             let roles = shuffle.roles(n, t, &mut rng);
-            let on_time = !outcome.late_mask() & if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+            // Encoding matrices have at most 64 workers, so the mask exists.
+            let late = outcome.late_mask().ok_or_else(|| {
+                LearnerError::InvalidParameter(format!("{n} workers: gradient codes take at most 64"))
+            })?;
+            let on_time = !late & if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
             total += oracle.error(roles_mask(&roles, on_time));
         }
         run_means.push(total / options.iterations as f64);

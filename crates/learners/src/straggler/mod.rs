@@ -54,9 +54,10 @@ impl IterationOutcome {
         self.compute_times.get(w).is_some_and(|&t| t > self.deadline)
     }
 
-    /// The late workers as a bit mask (workers 0..64).
-    pub fn late_mask(&self) -> u64 {
-        (0..self.workers().min(64)).filter(|&w| self.is_late(w)).fold(0, |m, w| m | 1 << w)
+    /// The late workers as a bit mask, for at most 64 workers (`None` above).
+    pub fn late_mask(&self) -> Option<u64> {
+        (self.workers() <= 64)
+            .then(|| (0..self.workers()).filter(|&w| self.is_late(w)).fold(0, |m, w| m | 1 << w))
     }
 
     /// How many workers are late.
@@ -86,13 +87,11 @@ pub(crate) fn check_probability(name: &str, p: f64) -> Result<f64, LearnerError>
     }
 }
 
-/// Checks a worker count.
+/// Checks a worker count: at least one (the models keep one state per worker, with no limit).
 pub(crate) fn check_workers(workers: usize) -> Result<usize, LearnerError> {
-    if (1..=64).contains(&workers) {
+    if workers >= 1 {
         Ok(workers)
     } else {
-        Err(LearnerError::InvalidParameter(format!(
-            "the number of workers must be between 1 and 64, got {workers}"
-        )))
+        Err(LearnerError::InvalidParameter("the number of workers must be at least 1, got 0".to_string()))
     }
 }

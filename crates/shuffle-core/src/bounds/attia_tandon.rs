@@ -47,7 +47,7 @@ mod tests {
     fn example_1_bound_wins_over_max_need() {
         let inst = ShuffleMatrix::parse("2,1,2;2,1,2;1,3,1").unwrap().to_instance();
         assert_eq!(best_lower_bound(&inst), LowerBound { value: 6, kind: THEOREM2_KIND });
-        assert_eq!(attia_tandon_bound(&crate::examples::ubershuffle_paper_example()), None);
+        assert_eq!(attia_tandon_bound(&crate::ShuffleInstance::paper_example()), None);
     }
 
     #[test]

@@ -16,7 +16,7 @@ mod tests {
 
     #[test]
     fn paper_example_max_need_is_three() {
-        let inst = crate::examples::ubershuffle_paper_example();
+        let inst = crate::ShuffleInstance::paper_example();
         assert_eq!(best_lower_bound(&inst), LowerBound { value: 3, kind: "max-need" });
     }
 }

@@ -228,12 +228,11 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::examples::ubershuffle_paper_example;
     use crate::{GeneratorParams, seeded, verify};
 
     #[test]
     fn paper_example_packs_into_three_rows() {
-        let inst = ubershuffle_paper_example();
+        let inst = crate::ShuffleInstance::paper_example();
         let mut tables = CarpoolTables::build(&inst, "test").unwrap();
         assert!(pack_full_rows(&mut tables, PackOrder::MostRowsFirst, u64::MAX).is_some());
         assert_eq!(tables.cost(), 3);

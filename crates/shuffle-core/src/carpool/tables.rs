@@ -306,21 +306,22 @@ impl CarpoolTables {
 mod tests {
     use super::*;
     use crate::GeneratorParams;
-    use crate::tables::{encoding_tables, tables_cost};
+    use crate::tables::EncodingTables;
 
     #[test]
     fn starts_as_lee_et_al_tables_and_moves_keep_heights() {
         let inst =
             GeneratorParams { workers: 6, points: 300, alpha: 0.5, seed: 4 }.check().unwrap().generate();
-        let lee = encoding_tables(&inst, "test").unwrap();
+        let lee = EncodingTables::of(&inst);
         let mut tables = CarpoolTables::build(&inst, "test").unwrap();
         assert_eq!(tables.table_count(), lee.len());
-        assert_eq!(tables.cost(), tables_cost(&lee));
-        for (t, table) in lee.iter().enumerate() {
-            assert_eq!(tables.mask(t as u32), table.members.bits());
-            assert_eq!(tables.height(t as u32) as usize, table.height());
-            for column in &table.columns {
-                assert_eq!(tables.count(t as u32, column.worker as usize) as usize, column.points.len());
+        assert_eq!(tables.cost(), lee.cost());
+        for t in 0..lee.len() {
+            let mask = lee.members(t).iter().fold(0u128, |m, w| m | 1 << w);
+            assert_eq!(tables.mask(t as u32), mask);
+            assert_eq!(tables.height(t as u32) as usize, lee.height(t));
+            for column in lee.entries(t).chunk_by(|a, b| a.1 == b.1) {
+                assert_eq!(tables.count(t as u32, column[0].1 as usize) as usize, column.len());
             }
         }
         assert_eq!(tables.to_plan().len(), tables.cost());

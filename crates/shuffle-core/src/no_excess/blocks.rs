@@ -9,6 +9,7 @@ pub const MAX_MATRIX_WORKERS: usize = 1024;
 
 /// Why an instance is outside the no-excess storage model (caches = previous batches).
 #[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
+#[non_exhaustive]
 pub enum NoExcessError {
     /// Too many workers for a `K x K` matrix.
     #[error("{workers} workers is more than the shuffle matrix supports (at most {max})")]
@@ -75,7 +76,7 @@ impl ShuffleBlocks {
         }
         let mut cacher = vec![u32::MAX; inst.points()];
         for worker in 0..k {
-            for &p in inst.cache(worker) {
+            for p in inst.cache(worker) {
                 let slot = &mut cacher[p as usize];
                 if *slot != u32::MAX {
                     return Err(NoExcessError::CachedTwice {
@@ -143,7 +144,7 @@ mod tests {
 
     #[test]
     fn instances_outside_the_model_are_named() {
-        let inst = crate::examples::ubershuffle_paper_example();
+        let inst = crate::ShuffleInstance::paper_example();
         let e = ShuffleBlocks::of(&inst).unwrap_err();
         assert_eq!(e, NoExcessError::CachedTwice { point: 7, first: 0, second: 1 });
         let uncached =

@@ -8,6 +8,7 @@ use crate::ShuffleInstance;
 
 /// Why a matrix is not a shuffle matrix. Rows and columns are workers `0..K`.
 #[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
+#[non_exhaustive]
 pub enum ShuffleMatrixError {
     /// No row at all.
     #[error("the shuffle matrix is empty: give rows separated by ';', entries by ','")]
@@ -285,10 +286,10 @@ mod tests {
     fn instance_lays_blocks_out_in_order() {
         let s = ShuffleMatrix::parse("1,2;2,1").unwrap();
         let inst = s.to_instance();
-        assert_eq!(inst.cache(0), &[0, 1, 2]);
-        assert_eq!(inst.cache(1), &[3, 4, 5]);
-        assert_eq!(inst.assignment(0), &[0, 3, 4]);
-        assert_eq!(inst.assignment(1), &[1, 2, 5]);
+        assert_eq!(inst.cache(0), [0, 1, 2]);
+        assert_eq!(inst.cache(1), [3, 4, 5]);
+        assert_eq!(inst.assignment(0), [0, 3, 4]);
+        assert_eq!(inst.assignment(1), [1, 2, 5]);
         assert_eq!(inst.uncoded_transmissions(), s.uncoded_transmissions());
     }
 }

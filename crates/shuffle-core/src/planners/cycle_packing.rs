@@ -1,9 +1,10 @@
 //! Our cycle-packing scheme for no excess storage: split the shuffle into directed cycles
 //! among workers and send each cycle of length `L` as `L - 1` chained XORs.
 
+use super::BuiltinPlanner;
 use crate::no_excess::pack_cycles;
 use crate::planners::worst_case::no_excess_blocks;
-use crate::{MAX_SET_WORKERS, Part, Plan, PlanError, SeededRng, ShuffleInstance, ShufflePlanner};
+use crate::{Part, Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, ShufflePlanner};
 
 /// Splits what must move into as many directed cycles among workers as
 /// [`crate::no_excess::pack_cycles`] finds (exact search up to 10 workers, greedy shortest
@@ -17,17 +18,22 @@ use crate::{MAX_SET_WORKERS, Part, Plan, PlanError, SeededRng, ShuffleInstance, 
 /// It is strictly better when the shuffle holds more disjoint cycles than one worker's
 /// leftovers, e.g. two disjoint 3-cycles among 6 workers: 4 transmissions against 5.
 /// Parts are tagged with the worker that needs the point. Other instances get
-/// [`PlanError::Unsupported`]; more than [`MAX_SET_WORKERS`] workers (where the greedy's
+/// [`PlanError::Unsupported`]; more than [`MAX_WORKERS`] workers (where the greedy's
 /// breadth-first searches over `K^2` edges grow slow), [`PlanError::TooManyWorkers`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CyclePackingPlanner;
 
-impl CyclePackingPlanner {
-    /// The scheme's name.
-    pub const NAME: &'static str = "cycle-packing";
-    /// What the scheme does.
-    pub const DESCRIPTION: &'static str =
+/// The most workers cycle packing takes.
+pub const MAX_WORKERS: usize = 128;
+
+impl BuiltinPlanner for CyclePackingPlanner {
+    const NAME: &'static str = "cycle-packing";
+    const DESCRIPTION: &'static str =
         "ours, no excess storage only: most directed cycles of the shuffle, L-1 XORs per cycle of L";
+
+    fn build(_options: &PlannerOptions) -> Self {
+        Self
+    }
 }
 
 impl ShufflePlanner for CyclePackingPlanner {
@@ -40,7 +46,7 @@ impl ShufflePlanner for CyclePackingPlanner {
     }
 
     fn plan(&self, inst: &ShuffleInstance, _rng: &mut SeededRng) -> Result<Plan, PlanError> {
-        let mut blocks = no_excess_blocks(inst, Self::NAME, MAX_SET_WORKERS)?;
+        let mut blocks = no_excess_blocks(inst, Self::NAME, MAX_WORKERS)?;
         let packing = pack_cycles(&blocks.matrix());
         let mut plan = Plan::with_capacity(packing.transmissions(), 2 * packing.transmissions());
         let mut points = Vec::new();

@@ -1,8 +1,9 @@
 //! UberShuffle: Lee et al.'s encoding tables with the paper's greedy carpool reallocation.
 
+use super::{BuiltinPlanner, CliqueCoverPlanner};
 use crate::carpool::{CarpoolTables, for_each_combination};
 use crate::rng::uniform_below;
-use crate::{Plan, PlanError, SeededRng, ShuffleInstance, ShufflePlanner};
+use crate::{Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, ShufflePlanner, work_units};
 
 /// The UberShuffle paper's planner (Section 3.2, Example 3): Lee et al.'s encoding tables,
 /// then the greedy carpool reallocation over the DAG of table columns.
@@ -35,14 +36,43 @@ use crate::{Plan, PlanError, SeededRng, ShuffleInstance, ShufflePlanner};
 ///
 /// The plan is deterministic (it draws nothing from the generator). At n = 20, q = 1e6 it
 /// takes about 1.3 s on the project's 2-core machine (`cargo bench -p ubershuffle-core`).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct UberShufflePlanner;
+///
+/// Reach: the search for a sub-table enumerates subsets of a table's workers, up to `2^(k-1)`
+/// for a table of `k` workers, and where cachers are unique (from about 30 workers) almost
+/// every search comes up empty, so the work doubles with every worker a point's cachers gain.
+/// Before planning, the search's work is estimated from a sample of tables (the first search
+/// of every table, [`GREEDY_SAMPLES`] of them); an instance whose estimate exceeds the budget
+/// (`--time-budget`, in work units) is refused at once with [`PlanError::OverBudget`], naming
+/// `clique-cover`; should the search still run past its budget, it stops there with the same
+/// error. Table labels are 128-bit masks: at most 128 workers ([`PlanError::TooManyWorkers`]).
+#[derive(Clone, Copy, Debug)]
+pub struct UberShufflePlanner {
+    budget: u64,
+}
+
+impl Default for UberShufflePlanner {
+    fn default() -> Self {
+        UberShufflePlanner::build(&PlannerOptions::default())
+    }
+}
 
 impl UberShufflePlanner {
-    /// The scheme's name.
-    pub const NAME: &'static str = "ubershuffle";
-    /// What the scheme does.
-    pub const DESCRIPTION: &'static str = "the UberShuffle paper: Lee et al.'s tables, then greedy carpool reallocation from the largest tables down";
+    /// The planner with a budget in work units.
+    pub fn with_work_budget(budget: u64) -> Self {
+        UberShufflePlanner { budget }
+    }
+}
+
+/// Tables sampled to estimate the greedy's work before it starts.
+pub const GREEDY_SAMPLES: usize = 256;
+
+impl BuiltinPlanner for UberShufflePlanner {
+    const NAME: &'static str = "ubershuffle";
+    const DESCRIPTION: &'static str = "the UberShuffle paper: Lee et al.'s tables, then greedy carpool reallocation from the largest tables down";
+
+    fn build(options: &PlannerOptions) -> Self {
+        UberShufflePlanner { budget: work_units(options.time_budget) }
+    }
 }
 
 impl ShufflePlanner for UberShufflePlanner {
@@ -54,9 +84,16 @@ impl ShufflePlanner for UberShufflePlanner {
         Self::DESCRIPTION
     }
 
+    fn fits(&self, inst: &ShuffleInstance) -> Result<(), PlanError> {
+        let tables = CarpoolTables::build(inst, Self::NAME)?;
+        check_greedy_reach(&tables, self.budget, Self::NAME)
+    }
+
     fn plan(&self, inst: &ShuffleInstance, rng: &mut SeededRng) -> Result<Plan, PlanError> {
         let mut tables = CarpoolTables::build(inst, Self::NAME)?;
-        carpool_greedy(&mut tables, &GreedyRule::default(), rng);
+        check_greedy_reach(&tables, self.budget, Self::NAME)?;
+        carpool_greedy(&mut tables, &GreedyRule::default(), rng, self.budget)
+            .map_err(|e| e.to_plan_error(self.budget, Self::NAME))?;
         Ok(tables.to_plan())
     }
 }
@@ -112,9 +149,16 @@ impl Default for GreedyRule {
 /// lowered by one row whenever every one of its tallest columns can hand a point to a proper
 /// sub-table (of at least two workers, holding that column's worker) whose column is shorter
 /// than the sub-table, so the sub-table does not grow. Repeats on a table until it cannot be
-/// lowered, then moves on. Returns the work done (sub-tables probed).
-pub(crate) fn carpool_greedy(tables: &mut CarpoolTables, rule: &GreedyRule, rng: &mut SeededRng) -> u64 {
+/// lowered, then moves on. Returns the work done (sub-tables probed), or stops once it passes
+/// `limit`.
+pub(crate) fn carpool_greedy(
+    tables: &mut CarpoolTables,
+    rule: &GreedyRule,
+    rng: &mut SeededRng,
+    limit: u64,
+) -> Result<u64, GreedyOverBudget> {
     let mut work = 0u64;
+    let table_count = tables.table_count();
     let mut order: Vec<u32> = (0..tables.table_count() as u32).collect();
     match rule.order {
         LayerOrder::Mask => {}
@@ -123,7 +167,7 @@ pub(crate) fn carpool_greedy(tables: &mut CarpoolTables, rule: &GreedyRule, rng:
     }
     order.sort_by_key(|&t| std::cmp::Reverse(tables.mask(t).count_ones()));
     let mut moves: Vec<(usize, u32)> = Vec::new();
-    for t in order {
+    for (done, t) in order.into_iter().enumerate() {
         let mask = tables.mask(t);
         'lower: loop {
             let height = tables.height(t);
@@ -133,9 +177,10 @@ pub(crate) fn carpool_greedy(tables: &mut CarpoolTables, rule: &GreedyRule, rng:
             moves.clear();
             for worker in (0..tables.workers()).filter(|&w| mask >> w & 1 == 1) {
                 if tables.count(t, worker) == height {
-                    match find_target(tables, mask, worker, rule, rng, &mut work) {
-                        Some(target) => moves.push((worker, target)),
-                        None => break 'lower,
+                    match find_target(tables, mask, worker, rule, rng, &mut work, limit) {
+                        Ok(Some(target)) => moves.push((worker, target)),
+                        Ok(None) => break 'lower,
+                        Err(()) => return Err(GreedyOverBudget { tables_done: done, tables: table_count }),
                     }
                 }
             }
@@ -145,13 +190,82 @@ pub(crate) fn carpool_greedy(tables: &mut CarpoolTables, rule: &GreedyRule, rng:
             }
         }
     }
-    work
+    Ok(work)
+}
+
+/// The greedy passed its work limit after `tables_done` of `tables` tables.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct GreedyOverBudget {
+    tables_done: usize,
+    tables: usize,
+}
+
+impl GreedyOverBudget {
+    /// The planner error for `planner` with budget `budget`.
+    pub(crate) fn to_plan_error(self, budget: u64, planner: &str) -> PlanError {
+        PlanError::OverBudget {
+            planner: planner.to_string(),
+            reach: format!(
+                "its carpool search stopped when its budget ran out, {} of {} tables done",
+                self.tables_done, self.tables
+            ),
+            budget,
+            suggestion: CliqueCoverPlanner::NAME,
+        }
+    }
+}
+
+/// Refuses at once an instance whose greedy search would exceed `budget`: the first search of
+/// [`GREEDY_SAMPLES`] tables spread evenly over the DAG, scaled to every table. (The first
+/// search of a table is its cheapest when targets exist and its only one when none does, the
+/// case that grows as `2^k`.) Each sampled search stops at four times the average the budget
+/// allows a table, so the estimate itself stays cheap.
+pub(crate) fn check_greedy_reach(
+    tables: &CarpoolTables,
+    budget: u64,
+    planner: &str,
+) -> Result<(), PlanError> {
+    let count = tables.table_count();
+    if count == 0 {
+        return Ok(());
+    }
+    let samples = GREEDY_SAMPLES.min(count);
+    let cap = (budget / count as u64).saturating_mul(4).max(64);
+    let mut probed = 0u64;
+    let rule = GreedyRule::default();
+    let mut rng = crate::seeded(0);
+    for k in 0..samples {
+        let t = (k * count / samples) as u32;
+        let mask = tables.mask(t);
+        let Some(worker) = (0..tables.workers()).find(|&w| mask >> w & 1 == 1 && tables.count(t, w) > 0)
+        else {
+            continue;
+        };
+        let mut work = 0;
+        let _ = find_target(tables, mask, worker, &rule, &mut rng, &mut work, cap);
+        probed += work.min(cap);
+    }
+    let estimate = probed.saturating_mul(count as u64) / samples as u64;
+    if estimate > budget {
+        let mean_workers =
+            (0..samples).map(|k| tables.mask((k * count / samples) as u32).count_ones() as u64).sum::<u64>()
+                / samples as u64;
+        return Err(PlanError::OverBudget {
+            planner: planner.to_string(),
+            reach: format!(
+                "its carpool search would probe about {estimate} sub-tables ({count} tables of about {mean_workers} workers; the work doubles with every worker a table gains)"
+            ),
+            budget,
+            suggestion: CliqueCoverPlanner::NAME,
+        });
+    }
+    Ok(())
 }
 
 /// A proper sub-table of `mask` holding `worker` whose column of `worker` has room, searched
 /// layer by layer from the largest (the edges of the paper's DAG out of this column: every
 /// worker of a sub-table other than `worker` is in `mask`, so caches the point); `None` when
-/// there is none within `rule.max_removed` layers.
+/// there is none within `rule.max_removed` layers; `Err` once `work` would pass `limit`.
 fn find_target(
     tables: &CarpoolTables,
     mask: u128,
@@ -159,14 +273,23 @@ fn find_target(
     rule: &GreedyRule,
     rng: &mut SeededRng,
     work: &mut u64,
-) -> Option<u32> {
+    limit: u64,
+) -> Result<Option<u32>, ()> {
     let others = mask & !(1u128 << worker);
     // |J| >= 2 leaves at least one other member.
     let deepest = rule.max_removed.min((others.count_ones() as usize).saturating_sub(1));
     let mut best: Option<(u32, u32)> = None;
     let mut seen = 0u64;
+    let start = *work;
+    let mut over = false;
     for removed in 1..=deepest {
+        let mut visited = *work - start;
         *work += for_each_combination(others, removed, |gone| {
+            visited += 1;
+            if start + visited > limit {
+                over = true;
+                return false;
+            }
             let Some(u) = tables.find(mask & !gone) else { return true };
             if !tables.has_room(u, worker) {
                 return true;
@@ -186,23 +309,25 @@ fn find_target(
             }
             rule.choice != TargetChoice::First
         });
+        if over {
+            return Err(());
+        }
         if best.is_some() {
             break;
         }
     }
-    best.map(|(u, _)| u)
+    Ok(best.map(|(u, _)| u))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::examples::ubershuffle_paper_example;
     use crate::{GeneratorParams, seeded, verify};
 
     #[test]
     fn paper_example_3_sends_three() {
-        let inst = ubershuffle_paper_example();
-        let plan = UberShufflePlanner.plan(&inst, &mut seeded(0)).unwrap();
+        let inst = ShuffleInstance::paper_example();
+        let plan = UberShufflePlanner::default().plan(&inst, &mut seeded(0)).unwrap();
         assert!(verify(&inst, &plan).unwrap().is_valid());
         assert_eq!(plan.len(), 3);
     }
@@ -232,7 +357,7 @@ mod tests {
                 let mut line = format!("q={q} alpha={alpha} coded={}", base.cost());
                 for (name, rule) in &rules {
                     let mut tables = base.clone();
-                    carpool_greedy(&mut tables, rule, &mut seeded(3));
+                    carpool_greedy(&mut tables, rule, &mut seeded(3), u64::MAX).unwrap();
                     assert!(verify(&inst, &tables.to_plan()).unwrap().is_valid());
                     line += &format!(" | {name} {}", tables.cost());
                 }

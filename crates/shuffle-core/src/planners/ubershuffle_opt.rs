@@ -2,15 +2,11 @@
 
 use std::time::Duration;
 
-use super::ubershuffle::{GreedyRule, carpool_greedy};
+use super::BuiltinPlanner;
+use super::ubershuffle::{GreedyRule, carpool_greedy, check_greedy_reach};
 use crate::bounds::best_lower_bound;
 use crate::carpool::{CarpoolTables, PACK_MAX_WORKERS, PackOrder, Rows, pack_full_rows};
-use crate::{Plan, PlanError, SeededRng, ShuffleInstance, ShufflePlanner};
-
-/// Work units (sub-tables probed, counters updated, rows visited forty to a unit) per second
-/// of budget: on the project's 2-core reference machine a unit takes 30 to 50 ns at
-/// n = 20, q = 1e4 to 1e6.
-pub const WORK_PER_SECOND: f64 = 20e6;
+use crate::{Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, ShufflePlanner, work_units};
 
 /// Work charged per needed point for what is not counted as it goes: building the tables,
 /// the lower bound and the plan (about 1.2 µs a point on the reference machine).
@@ -51,26 +47,34 @@ const PATIENCE: usize = 8;
 /// to 72 % fewer packets than the greedy for `alpha >= 0.325`, 0.5 % to 17 % fewer for
 /// `alpha <= 0.2`.
 ///
-/// The budget (`PlannerOptions::time_budget`) is counted in work units, [`WORK_PER_SECOND`]
-/// to a second, not read from a clock: the plan depends only on the instance, the seed and
+/// The budget (`PlannerOptions::time_budget`) is counted in work units,
+/// [`crate::WORK_PER_SECOND`] to a second, not read from a clock: the plan depends only on the instance, the seed and
 /// the budget, never on the machine's load, and the time it takes is about the budget on
 /// the reference machine (more on a slower or busier one). A packing that would exceed the
 /// budget is abandoned (the greedy's plan stands), and a restart is only begun when the
 /// previous packing's work still fits. At n = 20, q = 1e6 one packing takes 2-4 s there.
+///
+/// Reach: that of [`super::UberShufflePlanner`], whose greedy it runs first (refused at once
+/// with [`PlanError::OverBudget`] where that search would pass the budget, at most 128
+/// workers); the packing itself runs up to 22 workers.
 #[derive(Clone, Copy, Debug)]
 pub struct UberShuffleOptPlanner {
     budget: Duration,
 }
 
 impl UberShuffleOptPlanner {
-    /// The scheme's name.
-    pub const NAME: &'static str = "ubershuffle-opt";
-    /// What the scheme does.
-    pub const DESCRIPTION: &'static str = "ours: full-row packing of the carpool tables, row emptying, seeded restarts within --time-budget; never worse than ubershuffle";
-
     /// The planner with a search budget.
     pub fn new(budget: Duration) -> Self {
         UberShuffleOptPlanner { budget }
+    }
+}
+
+impl BuiltinPlanner for UberShuffleOptPlanner {
+    const NAME: &'static str = "ubershuffle-opt";
+    const DESCRIPTION: &'static str = "ours: full-row packing of the carpool tables, row emptying, seeded restarts within --time-budget; never worse than ubershuffle";
+
+    fn build(options: &PlannerOptions) -> Self {
+        Self::new(options.time_budget)
     }
 }
 
@@ -83,13 +87,21 @@ impl ShufflePlanner for UberShuffleOptPlanner {
         Self::DESCRIPTION
     }
 
+    fn fits(&self, inst: &ShuffleInstance) -> Result<(), PlanError> {
+        let tables = CarpoolTables::build(inst, Self::NAME)?;
+        check_greedy_reach(&tables, work_units(self.budget), Self::NAME)
+    }
+
     fn plan(&self, inst: &ShuffleInstance, rng: &mut SeededRng) -> Result<Plan, PlanError> {
         let base = CarpoolTables::build(inst, Self::NAME)?;
-        let budget = (self.budget.as_secs_f64() * WORK_PER_SECOND) as u64;
+        let budget = work_units(self.budget);
+        check_greedy_reach(&base, budget, Self::NAME)?;
         let bound = best_lower_bound(inst).value;
         let mut work = base.entry_count() as u64 * WORK_PER_ENTRY;
         let mut greedy = base.clone();
-        work += carpool_greedy(&mut greedy, &GreedyRule::default(), rng);
+        // The greedy is the fallback: it runs whatever the budget left (its reach was checked).
+        work += carpool_greedy(&mut greedy, &GreedyRule::default(), rng, budget)
+            .map_err(|e| e.to_plan_error(budget, Self::NAME))?;
         let mut greedy_rows = Rows::from_tables(&greedy);
         drop(greedy);
         let mut best = greedy_rows.clone();
@@ -143,13 +155,12 @@ impl ShufflePlanner for UberShuffleOptPlanner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::examples::ubershuffle_paper_example;
     use crate::planners::UberShufflePlanner;
     use crate::{GeneratorParams, seeded, verify};
 
     #[test]
     fn paper_example_sends_three() {
-        let inst = ubershuffle_paper_example();
+        let inst = ShuffleInstance::paper_example();
         let plan = UberShuffleOptPlanner::new(Duration::from_secs(10)).plan(&inst, &mut seeded(0)).unwrap();
         assert!(verify(&inst, &plan).unwrap().is_valid());
         assert_eq!(plan.len(), 3);
@@ -159,13 +170,13 @@ mod tests {
     fn same_seed_same_plan_when_the_budget_binds() {
         let inst =
             GeneratorParams { workers: 10, points: 2000, alpha: 0.6, seed: 5 }.check().unwrap().generate();
-        for budget in [Duration::ZERO, Duration::from_millis(20), Duration::from_millis(200)] {
+        for budget in [Duration::from_millis(1), Duration::from_millis(20), Duration::from_millis(200)] {
             let planner = UberShuffleOptPlanner::new(budget);
             let a = planner.plan(&inst, &mut seeded(7)).unwrap();
             assert_eq!(a, planner.plan(&inst, &mut seeded(7)).unwrap());
             assert!(verify(&inst, &a).unwrap().is_valid());
             // Whatever the budget, never worse than the greedy.
-            assert!(a.len() <= UberShufflePlanner.plan(&inst, &mut seeded(7)).unwrap().len());
+            assert!(a.len() <= UberShufflePlanner::default().plan(&inst, &mut seeded(7)).unwrap().len());
         }
     }
 
@@ -174,7 +185,7 @@ mod tests {
         let inst =
             GeneratorParams { workers: 12, points: 3000, alpha: 0.5, seed: 3 }.check().unwrap().generate();
         let opt = UberShuffleOptPlanner::new(Duration::from_secs(1)).plan(&inst, &mut seeded(1)).unwrap();
-        let greedy = UberShufflePlanner.plan(&inst, &mut seeded(1)).unwrap();
+        let greedy = UberShufflePlanner::default().plan(&inst, &mut seeded(1)).unwrap();
         assert!(verify(&inst, &opt).unwrap().is_valid());
         assert!(opt.len() * 10 < greedy.len() * 9, "opt {} vs greedy {}", opt.len(), greedy.len());
     }

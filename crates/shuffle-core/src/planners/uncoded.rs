@@ -1,17 +1,20 @@
 //! The uncoded scheme: every needed point is sent once, on its own.
 
-use crate::{Part, Plan, PlanError, SeededRng, ShuffleInstance, ShufflePlanner};
+use super::BuiltinPlanner;
+use crate::{Part, Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, ShufflePlanner};
 
 /// Unicasts every point of `D_i \ C_i` to worker `i` (UberShuffle paper, Section 2.1); the
 /// baseline every coded scheme is measured against. Costs `sum_i |D_i \ C_i|` transmissions.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct UncodedPlanner;
 
-impl UncodedPlanner {
-    /// The scheme's name.
-    pub const NAME: &'static str = "uncoded";
-    /// What the scheme does.
-    pub const DESCRIPTION: &'static str = "unicast every needed point once (the baseline)";
+impl BuiltinPlanner for UncodedPlanner {
+    const NAME: &'static str = "uncoded";
+    const DESCRIPTION: &'static str = "unicast every needed point once (the baseline)";
+
+    fn build(_options: &PlannerOptions) -> Self {
+        Self
+    }
 }
 
 impl ShufflePlanner for UncodedPlanner {

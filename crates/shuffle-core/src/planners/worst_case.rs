@@ -1,8 +1,9 @@
 //! Attia-Tandon's scheme for no excess storage: pairwise XORs, then leftover combining with an
 //! ignored worker that decodes in two steps.
 
+use super::{BuiltinPlanner, CliqueCoverPlanner};
 use crate::no_excess::{MAX_MATRIX_WORKERS, ShuffleBlocks};
-use crate::{Part, Plan, PlanError, SeededRng, ShuffleInstance, ShufflePlanner};
+use crate::{Part, Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, ShufflePlanner};
 
 /// The achievable scheme of Attia and Tandon's Theorem 1 (Section V), for instances whose
 /// caches are exactly the previous batches; it sends eq. (43)'s count exactly.
@@ -28,12 +29,14 @@ use crate::{Part, Plan, PlanError, SeededRng, ShuffleInstance, ShufflePlanner};
 #[derive(Clone, Copy, Debug, Default)]
 pub struct WorstCasePlanner;
 
-impl WorstCasePlanner {
-    /// The scheme's name.
-    pub const NAME: &'static str = "worst-case";
-    /// What the scheme does.
-    pub const DESCRIPTION: &'static str =
+impl BuiltinPlanner for WorstCasePlanner {
+    const NAME: &'static str = "worst-case";
+    const DESCRIPTION: &'static str =
         "Attia-Tandon, no excess storage only: pairwise XORs, then leftover combining (eq. 43)";
+
+    fn build(_options: &PlannerOptions) -> Self {
+        Self
+    }
 }
 
 impl ShufflePlanner for WorstCasePlanner {
@@ -87,7 +90,12 @@ pub(crate) fn no_excess_blocks(
 ) -> Result<ShuffleBlocks, PlanError> {
     let max = max_workers.min(MAX_MATRIX_WORKERS);
     if inst.workers() > max {
-        return Err(PlanError::TooManyWorkers { planner: planner.to_string(), workers: inst.workers(), max });
+        return Err(PlanError::TooManyWorkers {
+            planner: planner.to_string(),
+            workers: inst.workers(),
+            max,
+            suggestion: CliqueCoverPlanner::NAME,
+        });
     }
     ShuffleBlocks::of(inst)
         .map_err(|e| PlanError::Unsupported { planner: planner.to_string(), reason: e.to_string() })

@@ -65,7 +65,7 @@ impl ShufflePlanner for PairwiseXor {
         let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); n * n];
         let mut options = vec![0u32; inst.points()];
         for j in 0..n {
-            for &p in inst.cache(j) {
+            for p in inst.cache(j) {
                 let i = needer[p as usize];
                 if i != NOT_NEEDED && i as usize != j {
                     buckets[i as usize * n + j].push(p);
@@ -125,7 +125,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use ubershuffle_plugin_api::shuffle_core::examples::{arbitrary_instance, ubershuffle_paper_example};
+    use ubershuffle_plugin_api::shuffle_core::arbitrary_instance;
     use ubershuffle_plugin_api::shuffle_core::{GeneratorParams, seeded, verify};
 
     fn check(inst: &ShuffleInstance, seed: u64) -> usize {
@@ -142,7 +142,7 @@ mod tests {
         // Every needed point pairs up: 4 + 1 (workers 0 and 2), and 0, 3 with 5, 6 (workers 1
         // and 2): 3 transmissions, as UberShuffle sends in the paper's Example 3 (coded sends 4).
         for seed in 0..4 {
-            assert_eq!(check(&ubershuffle_paper_example(), seed), 3);
+            assert_eq!(check(&ShuffleInstance::paper_example(), seed), 3);
         }
     }
 

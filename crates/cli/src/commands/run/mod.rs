@@ -63,8 +63,7 @@ struct Prepared {
 /// Generates the data, loads the scheme, builds the straggler model, prepares `--out`.
 fn prepare(r: &Resolved) -> anyhow::Result<Prepared> {
     let planner: Box<dyn ShufflePlanner> = match &r.scheme {
-        SchemeChoice::Builtin(name) => planner_by_name(name, &PlannerOptions::default())
-            .with_context(|| format!("unknown scheme {name}"))?,
+        SchemeChoice::Builtin(name) => planner_by_name(name, &PlannerOptions::default())?,
         SchemeChoice::Plugin(path, name) => Box::new(PluginLibrary::load(path)?.planner(name.as_deref())?),
     };
     check_memory(r)?;

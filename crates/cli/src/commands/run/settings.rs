@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde_json::{Map, Value};
 use ubershuffle_core::exchange_policy::ExchangePolicy;
-use ubershuffle_core::{PlannerOptions, builtin_names, cache_size_for, planner_by_name};
+use ubershuffle_core::{PlannerOptions, cache_size_for, planner_by_name};
 use ubershuffle_learners::MatrixCompletionParams;
 use ubershuffle_runtime::{CheckedRunConfig, ConfigError, LearnerSpec, RunConfig};
 use ubershuffle_transport::BroadcastMethod;
@@ -65,8 +65,9 @@ pub struct Resolved {
     pub json: bool,
 }
 
-/// The most workers a run takes (what the straggler models handle).
-const MAX_WORKERS: usize = 64;
+/// The most workers a run takes: as far as the planners `uncoded`, `clique-cover` and `auto`
+/// are tested (the straggler models and the epoch loop have no limit of their own).
+const MAX_WORKERS: usize = 1024;
 /// Workers when `--workers` is not given (outside MPI).
 const DEFAULT_WORKERS: usize = 4;
 
@@ -142,7 +143,7 @@ impl RunSettings {
         s.workers = Some(at_least_one("--workers", workers)?);
         if workers > MAX_WORKERS {
             bail!(
-                "--workers {workers}: runs take at most {MAX_WORKERS} workers (the straggler models' limit)"
+                "--workers {workers}: runs take at most {MAX_WORKERS} workers (as far as the planners are tested)"
             );
         }
         at_least_one("--epochs", s.epochs)?;
@@ -297,8 +298,8 @@ fn resolve_scheme(s: &mut RunSettings) -> anyhow::Result<SchemeChoice> {
         return Ok(SchemeChoice::Plugin(path.clone(), s.scheme.clone()));
     }
     let name = s.scheme.get_or_insert_with(|| "coded".into()).clone();
-    if planner_by_name(&name, &PlannerOptions::default()).is_none() {
-        bail!("invalid value '{name}' for '--scheme': known schemes are {}", builtin_names());
+    if let Err(e) = planner_by_name(&name, &PlannerOptions::default()) {
+        bail!("invalid value '{name}' for '--scheme': known schemes are {}", e.known.join(", "));
     }
     Ok(SchemeChoice::Builtin(name))
 }

@@ -1,0 +1,140 @@
+//! `clique-cover`: packs requests straight into XOR packets over the side information, with no
+//! encoding tables, so that it keeps its gain at cluster scale.
+
+use super::BuiltinPlanner;
+use crate::packing::{PackingParams, pack_requests};
+use crate::requests::Requests;
+use crate::{Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, ShufflePlanner, work_units};
+
+/// Our planner for many workers: a greedy clique cover of the side-information graph.
+///
+/// A *request* is a needed pair (point `p`, receiver `w`). A packet may XOR requests of
+/// distinct receivers when every receiver caches every other request's point: each then
+/// removes the others and keeps its own. Such a set is a clique of the graph joining two
+/// requests when each receiver caches the other's point, and a plan is a cover of the
+/// requests by cliques. Lee et al.'s tables are the special cliques whose points all have the
+/// same cachers; at `n = 100` workers almost every point's cachers are unique, the tables hold
+/// one point each and send what uncoded sends, while cliques of 5 to 8 requests abound.
+///
+/// The planner grows one packet at a time ([`crate::packing`] has the details):
+/// 1. *Seed*: the open request whose point has the fewest cachers (ties in a seeded random
+///    order): it fits the fewest packets, so it is served while partners are plentiful.
+/// 2. *Grow*: keep `A`, the workers caching every point chosen so far (the receivers that may
+///    still join), and for each of them the open requests cached by every receiver chosen so
+///    far (bitsets over that worker's requests, narrowed by one AND per step). Add the
+///    candidate whose point is cached by the most of `A` (so the packet can keep growing),
+///    looking at a bounded number of candidates per worker; stop when no candidate is left.
+/// 3. *Merge*: while the budget lasts, small packets are dissolved when each of their requests
+///    can join another packet as it stands.
+///
+/// Bitset indexing makes each step a few words per candidate; the cost is about
+/// `U (n a)^2 / 64` word operations for `U` requests and storage ratio `a`, polynomial in
+/// every parameter. Work is counted in units ([`crate::WORK_PER_SECOND`] to a second of
+/// `--time-budget`); the candidates examined per step shrink when the budget is tight, and an
+/// instance whose cheapest packing would not fit the budget is refused at once with
+/// [`PlanError::OverBudget`]. Deterministic under the seed.
+///
+/// Reach: any number of workers (measured up to 1000) and any `q` that fits in memory:
+/// the side information takes `n U / 4` bytes (225 MB at `n = 1000`, `q = 1e6`, `a = 0.1`).
+/// Measured sizes and times are in `docs/shuffling.md`.
+#[derive(Clone, Copy, Debug)]
+pub struct CliqueCoverPlanner {
+    budget: u64,
+}
+
+impl CliqueCoverPlanner {
+    /// The planner with a budget in work units.
+    pub fn with_work_budget(budget: u64) -> Self {
+        CliqueCoverPlanner { budget }
+    }
+}
+
+impl BuiltinPlanner for CliqueCoverPlanner {
+    const NAME: &'static str = "clique-cover";
+    const DESCRIPTION: &'static str = "ours, for many workers: greedy clique cover of the requests (each packet serves distinct receivers caching each other's points), bitset-indexed, within --time-budget";
+
+    fn build(options: &PlannerOptions) -> Self {
+        CliqueCoverPlanner { budget: work_units(options.time_budget) }
+    }
+}
+
+impl ShufflePlanner for CliqueCoverPlanner {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn description(&self) -> &str {
+        Self::DESCRIPTION
+    }
+
+    fn fits(&self, inst: &ShuffleInstance) -> Result<(), PlanError> {
+        let least = PackingParams::least_work(inst);
+        if least > self.budget {
+            return Err(PlanError::OverBudget {
+                planner: Self::NAME.to_string(),
+                reach: format!(
+                    "even its cheapest packing of {} requests among {} workers takes about {least} work units",
+                    inst.uncoded_transmissions(),
+                    inst.workers()
+                ),
+                budget: self.budget,
+                suggestion: "uncoded",
+            });
+        }
+        Ok(())
+    }
+
+    fn plan(&self, inst: &ShuffleInstance, rng: &mut SeededRng) -> Result<Plan, PlanError> {
+        self.fits(inst)?;
+        let requests = Requests::of(inst);
+        Ok(pack_requests(&requests, &PackingParams::within(self.budget, inst), rng))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::planners::UberShufflePlanner;
+    use crate::{GeneratorParams, seeded, verify};
+
+    fn planner() -> CliqueCoverPlanner {
+        CliqueCoverPlanner::build(&PlannerOptions::default())
+    }
+
+    #[test]
+    fn paper_example_sends_three() {
+        let inst = ShuffleInstance::paper_example();
+        let plan = planner().plan(&inst, &mut seeded(0)).unwrap();
+        assert!(verify(&inst, &plan).unwrap().is_valid());
+        assert_eq!(plan.len(), 3);
+    }
+
+    #[test]
+    fn beats_the_tables_where_cachers_are_unique() {
+        let inst =
+            GeneratorParams { workers: 30, points: 6_000, alpha: 0.3, seed: 2 }.check().unwrap().generate();
+        let plan = planner().plan(&inst, &mut seeded(1)).unwrap();
+        assert!(verify(&inst, &plan).unwrap().is_valid());
+        let greedy = UberShufflePlanner::default().plan(&inst, &mut seeded(1)).unwrap();
+        assert!(plan.len() < greedy.len(), "clique-cover {} vs ubershuffle {}", plan.len(), greedy.len());
+        assert!(
+            plan.len() * 3 < inst.uncoded_transmissions(),
+            "{} of {}",
+            plan.len(),
+            inst.uncoded_transmissions()
+        );
+    }
+
+    #[test]
+    fn same_seed_same_plan_and_a_tiny_budget_is_refused_at_once() {
+        let inst =
+            GeneratorParams { workers: 150, points: 3000, alpha: 0.1, seed: 4 }.check().unwrap().generate();
+        let a = planner().plan(&inst, &mut seeded(3)).unwrap();
+        assert_eq!(a, planner().plan(&inst, &mut seeded(3)).unwrap());
+        assert!(verify(&inst, &a).unwrap().is_valid());
+        assert!(a.len() < inst.uncoded_transmissions());
+        let err = CliqueCoverPlanner::with_work_budget(10).plan(&inst, &mut seeded(3)).unwrap_err();
+        assert!(matches!(err, PlanError::OverBudget { .. }), "{err}");
+        assert!(err.to_string().contains("try --scheme uncoded"), "{err}");
+    }
+}
