@@ -68,7 +68,7 @@ pub struct InstanceSource {
     #[arg(long, short = 'a', value_name = "A", requires_all = ["workers", "points"])]
     pub alpha: Option<f64>,
     /// Use the no-excess instance of this Attia-Tandon shuffle matrix S: rows separated by
-    /// ';', entries by ','; S[i][j] counts the points worker i held that worker j needs now,
+    /// ';', entries by ','; `S[i][j]` counts the points worker i held that worker j needs now,
     /// and every row and column sums to N/K. Point ids are laid out block by block, row by row.
     #[arg(long, value_name = "S", conflicts_with_all = ["instance", "workers", "points", "alpha"])]
     pub shuffle_matrix: Option<String>,
@@ -310,7 +310,8 @@ pub struct WorkerArgs {
 
 /// Flags of `ubershuffle run`.
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  \
+#[command(
+    after_help = "Examples:\n  \
     ubershuffle run --scheme coded --workers 4 --epochs 5 --bandwidth 1gbit\n  \
     ubershuffle run --learner matcomp --scheme uncoded --stragglers iid:0.2 --deadline 0.05 --json\n  \
     ubershuffle run --config run.toml --out runs/a          # then: --resume --epochs 20\n  \
@@ -319,7 +320,9 @@ pub struct WorkerArgs {
     mpirun -np 5 ubershuffle run --transport mpi --epochs 3     # built with --features mpi\n\n\
 A config file (--config) is TOML whose keys are the long flags, e.g.\n  \
     scheme = \"coded\"\n  workers = 8\n  step-size = 0.02\n  stragglers = \"iid:0.1\"\n\
-Flags on the command line override it; an unknown key is an error.", args_override_self = true)]
+Flags on the command line override it; an unknown key is an error.",
+    args_override_self = true
+)]
 pub struct RunArgs {
     /// Read settings from this TOML file (keys: the long flags without dashes in front, e.g.
     /// `workers = 8`, `step-size = 0.02`); flags given on the command line override it.

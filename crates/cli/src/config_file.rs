@@ -72,7 +72,11 @@ fn read_capped(path: &Path) -> anyhow::Result<String> {
         .read_to_end(&mut bytes)
         .with_context(|| format!("cannot read config {}", path.display()))?;
     if bytes.len() as u64 > MAX_CONFIG_BYTES {
-        bail!("config {}: larger than {} bytes; a config file holds a few settings", path.display(), MAX_CONFIG_BYTES);
+        bail!(
+            "config {}: larger than {} bytes; a config file holds a few settings",
+            path.display(),
+            MAX_CONFIG_BYTES
+        );
     }
     String::from_utf8(bytes).with_context(|| format!("config {}: not UTF-8 text", path.display()))
 }
@@ -111,19 +115,29 @@ mod tests {
     }
 
     fn write(name: &str, text: &str) -> std::path::PathBuf {
-        let path = std::env::temp_dir().join(format!("ubershuffle-config-{}-{name}.toml", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("ubershuffle-config-{}-{name}.toml", std::process::id()));
         std::fs::write(&path, text).unwrap();
         path
     }
 
     #[test]
     fn keys_become_flags_with_their_lines() {
-        let path = write("ok", "workers = 8\n# comment\nstep-size = 0.02\njson = true\nresume = false\nscheme = \"coded\"\n");
+        let path = write(
+            "ok",
+            "workers = 8\n# comment\nstep-size = 0.02\njson = true\nresume = false\nscheme = \"coded\"\n",
+        );
         let args = file_arguments(&path, &run_command()).unwrap();
-        let text: Vec<(String, usize)> = args.iter().map(|(a, l)| (a.to_string_lossy().into_owned(), *l)).collect();
+        let text: Vec<(String, usize)> =
+            args.iter().map(|(a, l)| (a.to_string_lossy().into_owned(), *l)).collect();
         assert_eq!(
             text,
-            [("--json".into(), 4), ("--scheme=coded".into(), 6), ("--step-size=0.02".into(), 3), ("--workers=8".into(), 1)]
+            [
+                ("--json".into(), 4),
+                ("--scheme=coded".into(), 6),
+                ("--step-size=0.02".into(), 3),
+                ("--workers=8".into(), 1)
+            ]
         );
         check_alone(&path, &run_command(), &args).unwrap();
     }

@@ -38,7 +38,7 @@ fn config(
 fn without_stragglers_every_code_gives_the_full_gradient_step() {
     let (train, held) = ShippedTask::IrisVirginica.prepare(0.2, 1).unwrap();
     let records = train.to_records().unwrap();
-    let reference = GlmLoss::Logistic.descend(&record_views(&records), train.features, 2.0, 15).unwrap();
+    let reference = GlmLoss::Logistic.descend(&record_views(&records), train.features(), 2.0, 15).unwrap();
     for code in [
         EncodingMatrix::uncoded(6).unwrap(),
         EncodingMatrix::frc(6, 3).unwrap(),

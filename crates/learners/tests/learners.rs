@@ -40,7 +40,7 @@ fn psgd_recovers_a_synthetic_linear_model() {
     let (data, _truth) = synthetic::linear_regression(2000, 8, 0.1, 1).unwrap();
     let (train, held) = data.split(0.2, 2);
     let learner = LinearRegressionPsgd::new(8, 0.01, 1).unwrap();
-    let options = EpochOptions { workers: 8, epochs: 30, seed: 3 };
+    let options = EpochOptions::new(8, 30, 3);
     let mut stragglers = IidStragglers::new(8, 0.2).unwrap();
     let history = train_by_epochs(
         &learner,
@@ -59,8 +59,8 @@ fn psgd_recovers_a_synthetic_linear_model() {
 #[test]
 fn psgd_fits_the_diabetes_data() {
     let (train, held) = ShippedTask::DiabetesRegression.prepare(0.2, 1).unwrap();
-    let learner = LinearRegressionPsgd::new(train.features, 0.01, 1).unwrap();
-    let options = EpochOptions { workers: 4, epochs: 60, seed: 1 };
+    let learner = LinearRegressionPsgd::new(train.features(), 0.01, 1).unwrap();
+    let options = EpochOptions::new(4, 60, 1);
     let history = train_all(&learner, &train.to_records().unwrap(), &held.to_records().unwrap(), options);
     let last = history.last().unwrap().held_out_loss;
     // Standardised target: predicting the mean gives about 1; ordinary least squares on this
@@ -73,7 +73,7 @@ fn matrix_completion_fits_a_synthetic_low_rank_matrix() {
     let data = synthetic::low_rank(120, 100, 3, 40, 0.05, 4).unwrap();
     let (train, held) = data.split(0.1, 5);
     let learner = mc(120, 100, 3, 0.05, 0.001, 0.3);
-    let options = EpochOptions { workers: 4, epochs: 40, seed: 6 };
+    let options = EpochOptions::new(4, 40, 6);
     let history = train_all(&learner, &train.to_records().unwrap(), &held.to_records().unwrap(), options);
     let (first, last) = (history[0].held_out_loss, history.last().unwrap().held_out_loss);
     // Entries have unit variance; the noise is 0.05.
@@ -180,7 +180,7 @@ fn matrix_completion_on_user_rows_fits_and_agrees_with_the_triples_learner() {
     let on_triples =
         triples.loss(&model, &ubershuffle_learners::data::record_views(&held.to_records().unwrap())).unwrap();
     assert!((on_rows - on_triples).abs() < 1e-12, "{on_rows} vs {on_triples}");
-    let options = EpochOptions { workers: 4, epochs: 40, seed: 6 };
+    let options = EpochOptions::new(4, 40, 6);
     let history = train_all(&rows, &train_rows, &held_rows, options);
     let (first, last) = (history[0].held_out_loss, history.last().unwrap().held_out_loss);
     assert!(first > 0.9 && last < 0.2, "held-out RMSE {first} -> {last}");

@@ -90,7 +90,9 @@ pub enum ProtocolError {
     #[error("the order's model was to come by broadcast; none arrived")]
     ModelMissing,
     /// A broadcast of another epoch or attempt.
-    #[error("a broadcast of epoch {epoch} attempt {attempt} arrived during epoch {current_epoch} attempt {current_attempt}")]
+    #[error(
+        "a broadcast of epoch {epoch} attempt {attempt} arrived during epoch {current_epoch} attempt {current_attempt}"
+    )]
     StaleBroadcast {
         /// The broadcast's epoch.
         epoch: u32,

@@ -137,7 +137,9 @@ impl<'a, T: Transport> Master<'a, T> {
             return Err(ConfigError::MasterRank { expected, rank, size }.into());
         }
         if stragglers.workers() != config.workers {
-            return Err(ConfigError::StragglerWorkers { model: stragglers.workers(), run: config.workers }.into());
+            return Err(
+                ConfigError::StragglerWorkers { model: stragglers.workers(), run: config.workers }.into()
+            );
         }
         let learner = config.learner.build()?;
         for (which, records) in [("training", &data.train), ("held-out", &data.held_out)] {

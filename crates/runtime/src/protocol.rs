@@ -262,7 +262,9 @@ impl<'a> DataChunkRef<'a> {
         let seqs = r.u32_list()?;
         let expected = seqs.len().saturating_mul(width);
         if r.remaining() != expected {
-            return Err(ProtocolError::ChunkSize { packets: seqs.len(), bytes: r.remaining(), expected }.into());
+            return Err(
+                ProtocolError::ChunkSize { packets: seqs.len(), bytes: r.remaining(), expected }.into()
+            );
         }
         let payloads = r.take(expected)?;
         Ok(DataChunkRef { epoch, attempt, seqs, payloads, width })

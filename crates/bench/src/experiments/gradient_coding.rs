@@ -546,7 +546,7 @@ fn executed(ctx: &Context, table: &mut CsvTable) -> anyhow::Result<(Vec<(String,
         let (train, held) = task.prepare(0.2, 1)?;
         let train_records = train.to_records()?;
         let views = record_views(&train_records);
-        let full = full_gradient_curve(loss, &views, train.features + 1, step, iterations)?;
+        let full = full_gradient_curve(loss, &views, train.features() + 1, step, iterations)?;
         let mut chart = LineChart {
             title: format!("{}: excess training loss over full-gradient descent (seed 1)", task.name()),
             x_label: "iteration".into(),

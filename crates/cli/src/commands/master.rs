@@ -7,8 +7,8 @@ use anyhow::{Context, bail};
 use serde_json::json;
 use ubershuffle_runtime::broadcast_demo::{DemoJob, run_master};
 use ubershuffle_runtime::cluster_job::ClusterJob;
-use ubershuffle_transport::tcp::{MasterListener, TcpConfig};
 use ubershuffle_transport::Transport;
+use ubershuffle_transport::tcp::{MasterListener, TcpConfig};
 
 use crate::cli::MasterArgs;
 use crate::output::{print_json, print_table};

@@ -12,7 +12,7 @@
 //! but holds it back for twice the deadline (it drops it if the next iteration's request comes
 //! first). Its result then really misses the master's deadline and is discarded, never faked.
 //! On-time workers reply as soon as they finish; if one still misses the deadline (a loaded
-//! machine), it is dropped too and counted in [`IterationRecord::unexpected_late`].
+//! machine), it is dropped too and counted in [`IterationRecord::unexpected_late`](crate::gradient_coding::run::IterationRecord::unexpected_late).
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -34,13 +34,13 @@ const PATIENCE: usize = 8;
 ///    that already have room, build the tables: for each layer of worker sets from the
 ///    largest down, take as many full rows of each set as its members' unplaced points allow,
 ///    sets offering the most rows first, points with the smallest homes first
-///    ([`crate::carpool`]'s `pack_full_rows`).
+///    (`carpool::pack_full_rows`).
 /// 2. Row emptying on the result: a small row disappears when each of its points can join
 ///    another row whose workers all cache it and which lacks its worker (any row, not only
 ///    rows of sub-tables), or take the place of that row's point of the same worker, which
 ///    then has such a place.
 /// 3. While the budget lasts, seeded restarts of the packing with ties between worker sets
-///    broken in random order, keeping the best; the search stops early after [`PATIENCE`]
+///    broken in random order, keeping the best; the search stops early after `PATIENCE`
 ///    restarts without improvement, or when it meets the best lower bound of
 ///    [`crate::bounds`] (so small instances finish at once).
 /// 4. The paper's greedy ([`super::UberShufflePlanner`]), its rows emptied with what is left
@@ -51,7 +51,7 @@ const PATIENCE: usize = 8;
 /// to 72 % fewer packets than the greedy for `alpha >= 0.325`, 0.5 % to 17 % fewer for
 /// `alpha <= 0.2`.
 ///
-/// The budget (`PlannerOptions::time_budget`) is counted in work units, [`WORK_PER_SECOND`]
+/// The budget (`PlannerOptions::time_budget`) is counted in work units, `WORK_PER_SECOND`
 /// to a second, not read from a clock: the plan depends only on the instance, the seed and
 /// the budget, never on the machine's load, and the time it takes is about the budget on
 /// the reference machine (more on a slower or busier one). A packing that would exceed the

@@ -139,7 +139,9 @@ impl RunSettings {
         };
         s.workers = Some(at_least_one("--workers", workers)?);
         if workers > MAX_WORKERS {
-            bail!("--workers {workers}: runs take at most {MAX_WORKERS} workers (the straggler models' limit)");
+            bail!(
+                "--workers {workers}: runs take at most {MAX_WORKERS} workers (the straggler models' limit)"
+            );
         }
         at_least_one("--epochs", s.epochs)?;
         let (data, learner) = resolve_learner(&mut s)?;
@@ -153,7 +155,10 @@ impl RunSettings {
         s.stragglers.build(workers, s.seed).context("--stragglers")?;
         let deadline = s.deadline.map(|d| seconds("--deadline", d)).transpose()?;
         if deadline.is_none() && !s.stragglers.is_none() {
-            bail!("--stragglers {} needs --deadline SECONDS (how long the master waits for updates)", s.stragglers);
+            bail!(
+                "--stragglers {} needs --deadline SECONDS (how long the master waits for updates)",
+                s.stragglers
+            );
         }
         let kill = s.kill_worker.map(|k| k.within(workers)).transpose().map_err(anyhow::Error::msg)?;
         let checkpoint = s.out.as_ref().map(|dir| dir.join("checkpoint.json"));
@@ -164,20 +169,13 @@ impl RunSettings {
             }
         }
         let scheme = resolve_scheme(&mut s)?;
-        let config = RunConfig {
-            workers,
-            cache_capacity: cache_size_for(alpha, points),
-            epochs: s.epochs,
-            seed: s.seed,
-            policy,
-            learner,
-            deadline,
-            chunk_bytes: s.chunk_bytes,
-            checkpoint,
-            resume: s.resume,
-        }
-        .check(points)
-        .map_err(|e| explain(e, alpha))?;
+        let mut config = RunConfig::new(workers, cache_size_for(alpha, points), learner)
+            .with_epochs(s.epochs)
+            .with_seed(s.seed)
+            .with_policy(policy)
+            .with_chunk_bytes(s.chunk_bytes);
+        (config.deadline, config.checkpoint, config.resume) = (deadline, checkpoint, s.resume);
+        let config = config.check(points).map_err(|e| explain(e, alpha))?;
         let (echo, identity) = echo(&s, &data, config.cache_capacity)?;
         Ok(Resolved {
             echo,
@@ -221,7 +219,9 @@ fn resolve_transport(s: &mut RunSettings) -> anyhow::Result<(TransportKind, Broa
         bail!("--bandwidth shapes in-process links only; tcp and mpi run at the real network's rate");
     }
     let broadcast = match (transport, s.broadcast) {
-        (TransportKind::Mpi, Some(_)) => bail!("--broadcast does not apply to mpi (it broadcasts with MPI_Bcast)"),
+        (TransportKind::Mpi, Some(_)) => {
+            bail!("--broadcast does not apply to mpi (it broadcasts with MPI_Bcast)")
+        }
         (TransportKind::Mpi, None) => BroadcastMethod::PseudoBroadcast,
         (_, kind) => s.broadcast.get_or_insert(kind.unwrap_or(BroadcastKind::PseudoBroadcast)).method(),
     };

@@ -65,7 +65,7 @@ pub fn parse_bandwidth(text: &str) -> Result<Option<LinkShaping>, String> {
     if !(value > 0.0 && value.is_finite()) {
         return Err(format!("invalid --bandwidth '{text}': the rate must be positive"));
     }
-    Ok(Some(LinkShaping { bytes_per_second: value * scale / 8.0, latency: Duration::ZERO }))
+    Ok(Some(LinkShaping::new(value * scale / 8.0, Duration::ZERO)))
 }
 
 /// `--stragglers`: which workers hold their updates past the deadline, epoch by epoch.
@@ -171,7 +171,8 @@ pub struct KillSpec {
 impl KillSpec {
     /// Parses `W@E` (the worker's range is checked once the number of workers is known).
     pub fn parse(text: &str) -> Result<KillSpec, String> {
-        let bad = || format!("invalid --kill-worker '{text}': use W@E, worker W (0-based) at epoch E (from 1)");
+        let bad =
+            || format!("invalid --kill-worker '{text}': use W@E, worker W (0-based) at epoch E (from 1)");
         let (w, e) = text.split_once('@').ok_or_else(bad)?;
         let worker: usize = w.trim().parse().map_err(|_| bad())?;
         let epoch: u32 = e.trim().parse().map_err(|_| bad())?;
@@ -184,7 +185,10 @@ impl KillSpec {
     /// The spec if its worker is one of `workers`.
     pub fn within(self, workers: usize) -> Result<KillSpec, String> {
         if self.worker >= workers {
-            return Err(format!("--kill-worker {self}: there are only workers 0..{}", workers.saturating_sub(1)));
+            return Err(format!(
+                "--kill-worker {self}: there are only workers 0..{}",
+                workers.saturating_sub(1)
+            ));
         }
         Ok(self)
     }
