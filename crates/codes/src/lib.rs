@@ -13,6 +13,7 @@ pub use records::{RecordStore, Records};
 
 /// Why records or packets are malformed.
 #[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
+#[non_exhaustive]
 pub enum CodecError {
     /// Records must have at least one byte.
     #[error("records must be at least one byte wide")]

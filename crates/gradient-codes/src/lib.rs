@@ -12,6 +12,7 @@ pub use shuffle::{RoleShuffle, roles_mask};
 
 /// Why a gradient code cannot be built or decoded.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum GradientCodeError {
     /// Fewer than one worker, or more than the code supports.
     #[error("the number of workers must be between 1 and {max}, got {workers}")]

@@ -114,6 +114,7 @@ pub use unified::unified_design;
 
 /// Why a map-shuffle-reduce setting, size or execution failed.
 #[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
+#[non_exhaustive]
 pub enum MsrError {
     /// A parameter is out of range; the message names it.
     #[error("{0}")]

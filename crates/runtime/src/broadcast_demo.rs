@@ -31,6 +31,7 @@ pub struct DemoJob {
 
 /// Why the demo failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DemoError {
     /// The transport failed.
     #[error("{step}: {error}")]

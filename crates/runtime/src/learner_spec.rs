@@ -10,6 +10,7 @@ use crate::{ProtocolError, RuntimeError};
 
 /// A learner and its hyper-parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum LearnerSpec {
     /// Linear regression by parallel SGD (Zinkevich et al.): local SGD, then averaging.
     LinearRegression {

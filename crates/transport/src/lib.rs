@@ -11,6 +11,6 @@ pub mod mpi;
 pub mod tcp;
 mod transport;
 
-pub use collectives::BroadcastMethod;
+pub use collectives::{BroadcastMethod, UnknownBroadcastMethod};
 pub use error::TransportError;
 pub use transport::{MAX_USER_TAG, Tag, Transport};

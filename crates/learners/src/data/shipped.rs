@@ -91,6 +91,7 @@ pub fn diabetes() -> Result<Dataset, LearnerError> {
 
 /// A learning task on a shipped table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ShippedTask {
     /// Linear regression of diabetes `progression` (standardised with the training split).
     DiabetesRegression,
