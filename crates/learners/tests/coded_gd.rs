@@ -23,15 +23,10 @@ fn config(
     step_size: f64,
 ) -> CodedRunConfig {
     // A generous deadline: these tests check results, not timing.
-    CodedRunConfig {
-        code,
-        shuffle,
-        loss,
-        iterations,
-        step_size,
-        deadline: Duration::from_millis(10),
-        seed: 1,
-    }
+    CodedRunConfig::new(code, loss, iterations, step_size)
+        .with_shuffle(shuffle)
+        .with_deadline(Duration::from_millis(10))
+        .with_seed(1)
 }
 
 #[test]
@@ -58,7 +53,7 @@ fn without_stragglers_every_code_gives_the_full_gradient_step() {
 
 #[test]
 fn coded_descent_converges_on_the_shipped_data_under_heterogeneous_stragglers() {
-    let params = HeterogeneousParams { p_slow: 0.3, p_slow_straggle: 0.8, p_active_straggle: 0.01 };
+    let params = HeterogeneousParams::new(0.3, 0.8, 0.01);
     for (task, loss, step, bound) in [
         (ShippedTask::DiabetesRegression, GlmLoss::LeastSquares, 0.3, 0.25),
         (ShippedTask::IrisVirginica, GlmLoss::Logistic, 4.0, 0.15),
@@ -86,16 +81,15 @@ fn coded_descent_converges_on_the_shipped_data_under_heterogeneous_stragglers() 
 #[test]
 fn late_results_are_dropped_not_faked() {
     let (train, held) = ShippedTask::DiabetesRegression.prepare(0.2, 1).unwrap();
-    let cfg = CodedRunConfig {
-        deadline: Duration::from_millis(3),
-        ..config(EncodingMatrix::frc(4, 2).unwrap(), RoleShuffle::None, GlmLoss::LeastSquares, 4, 0.3)
-    };
+    let cfg = config(EncodingMatrix::frc(4, 2).unwrap(), RoleShuffle::None, GlmLoss::LeastSquares, 4, 0.3)
+        .with_deadline(Duration::from_millis(3));
     let trace = run_coded_gd(&cfg, &train, &held, &mut IidStragglers::new(4, 1.0).unwrap()).unwrap();
     assert!(trace.params.iter().all(|&p| p == 0.0), "no gradient arrived, so no step: {:?}", trace.history);
     assert!(
         trace.history[1..].iter().all(|h| h.received == 0 && h.decoding_error == 4.0 && h.late_by_model == 4)
     );
-    let bad = CodedRunConfig { step_size: -1.0, ..cfg };
+    let mut bad = cfg.clone();
+    bad.step_size = -1.0;
     assert!(run_coded_gd(&bad, &train, &held, &mut NoStragglers::new(4).unwrap()).is_err());
     assert!(run_coded_gd(&bad, &train, &held, &mut NoStragglers::new(5).unwrap()).is_err());
 }

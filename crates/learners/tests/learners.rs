@@ -32,7 +32,11 @@ fn mc(
     regularization: f64,
     init_scale: f64,
 ) -> ubershuffle_learners::MatrixCompletionSgd {
-    MatrixCompletionParams { rows, cols, rank, step_size, regularization, init_scale }.check().unwrap()
+    MatrixCompletionParams::new(rows, cols, rank, step_size)
+        .with_regularization(regularization)
+        .with_init_scale(init_scale)
+        .check()
+        .unwrap()
 }
 
 #[test]
@@ -104,14 +108,7 @@ fn learners_reject_bad_records_and_updates() {
     let wrong = learner.local_update(&model, &[], step).unwrap();
     assert!(mc.aggregate(&mc.initial_model(0), &[wrong]).is_err());
     assert!(LinearRegressionPsgd::new(3, -1.0, 1).is_err());
-    let bad = MatrixCompletionParams {
-        rows: 0,
-        cols: 2,
-        rank: 1,
-        step_size: 0.1,
-        regularization: 0.0,
-        init_scale: 0.1,
-    };
+    let bad = MatrixCompletionParams::new(0, 2, 1, 0.1).with_regularization(0.0).with_init_scale(0.1);
     assert!(bad.check().is_err());
 }
 
@@ -161,14 +158,8 @@ fn matrix_completion_on_user_rows_fits_and_agrees_with_the_triples_learner() {
     let data = synthetic::low_rank(120, 100, 3, 40, 0.05, 4).unwrap();
     let (train, held) = data.split_within_rows(4, 5);
     assert_eq!((train.ratings.len(), held.ratings.len()), (120 * 36, 120 * 4));
-    let params = MatrixCompletionParams {
-        rows: 120,
-        cols: 100,
-        rank: 3,
-        step_size: 0.05,
-        regularization: 0.001,
-        init_scale: 0.3,
-    };
+    let params =
+        MatrixCompletionParams::new(120, 100, 3, 0.05).with_regularization(0.001).with_init_scale(0.3);
     let rows = MatrixCompletionRowsSgd::new(params, 36).unwrap();
     let (train_rows, held_rows) = (train.to_row_records(36).unwrap(), held.to_row_records(36).unwrap());
     assert_eq!((train_rows.len(), train_rows.width()), (120, 8 + 12 * 36));

@@ -10,8 +10,11 @@ pub mod in_process;
 mod learner_spec;
 mod master;
 mod metrics;
+// The master/worker messages: public for this workspace's tests and tools that speak them, not a
+// stable API (the protocol changes with the runtime).
+#[doc(hidden)]
 pub mod protocol;
-pub mod routing;
+mod routing;
 mod worker;
 
 pub use checkpoint::{Checkpoint, write_atomically};

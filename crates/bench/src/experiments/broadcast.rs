@@ -56,7 +56,7 @@ fn measure(
     workers: usize,
     bytes: usize,
 ) -> anyhow::Result<Vec<RoundTime>> {
-    let job = DemoJob { rounds: ROUNDS, bytes: bytes as u64, seed: bytes as u64 ^ workers as u64 };
+    let job = DemoJob::new(ROUNDS, bytes as u64, bytes as u64 ^ workers as u64);
     // One wait may be a whole plain broadcast at 1 Gbit/s (16 x 256 MiB = 34 s).
     let timeout = Duration::from_secs(300);
     match setting {

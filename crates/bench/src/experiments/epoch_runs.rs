@@ -82,14 +82,8 @@ pub(crate) fn matrix_completion(
     const RANK: usize = 5;
     let all = low_rank(users, items, RANK, per_row + HELD_OUT_PER_ROW, 0.05, seed)?;
     let (train, held) = all.split_within_rows(HELD_OUT_PER_ROW, seed + 1);
-    let params = MatrixCompletionParams {
-        rows: users,
-        cols: items,
-        rank: RANK,
-        step_size: 0.02,
-        regularization: 0.001,
-        init_scale: 0.3,
-    };
+    let params =
+        MatrixCompletionParams::new(users, items, RANK, 0.02).with_regularization(0.001).with_init_scale(0.3);
     Ok(Setup {
         row: "(a)",
         key: "mc",

@@ -25,7 +25,7 @@ use crate::svg_chart::{LineChart, Series};
 
 /// The paper's setting (Section V): n = 8, s = 2, p_hat = 0.3, p_ss = 0.8, p_as = 0.01.
 const PAPER: HeterogeneousParams =
-    HeterogeneousParams { p_slow: 0.3, p_slow_straggle: 0.8, p_active_straggle: 0.01 };
+    HeterogeneousParams::new(0.3, 0.8, 0.01);
 const N: usize = 8;
 const S: usize = 2;
 /// 95 % normal intervals.
@@ -135,7 +135,7 @@ fn paper_numbers(table: &mut CsvTable) -> anyhow::Result<String> {
             SlowWorkers::Drawn,
             PAPER,
             RoleShuffle::Random,
-            MonteCarloOptions { runs: 20_000, iterations: 16, seed: 1 },
+            MonteCarloOptions::new(20_000, 16, 1),
         )?;
         let (lo, hi) = mc.interval(Z95);
         text.push_str(&format!(
@@ -232,7 +232,7 @@ fn paper_numbers(table: &mut CsvTable) -> anyhow::Result<String> {
         ));
     }
     let iid_phat = EncodingMatrix::crc(N, S)?;
-    let as_iid = HeterogeneousParams { p_slow: 1.0, p_slow_straggle: PAPER.p_slow, p_active_straggle: 0.0 };
+    let as_iid = HeterogeneousParams::new(1.0, PAPER.p_slow, 0.0);
     readings.push((
         "CRC, s = 2, i.i.d. stragglers with p = p_hat = 0.3".into(),
         analytic(&iid_phat, SlowWorkers::Drawn, as_iid).unwrap_or(f64::NAN),
@@ -279,7 +279,7 @@ fn paper_numbers(table: &mut CsvTable) -> anyhow::Result<String> {
 }
 
 fn mc_options(runs: usize, n: usize, seed: u64) -> MonteCarloOptions {
-    MonteCarloOptions { runs, iterations: 2 * n, seed }
+    MonteCarloOptions::new(runs, 2 * n, seed)
 }
 
 /// Expected error vs p_ss at n = 8, s = 2.
@@ -302,7 +302,7 @@ fn versus_p_ss(table: &mut CsvTable, runs: usize) -> anyhow::Result<(LineChart, 
         let mut sims = Vec::new();
         for step in 1..=9 {
             let pss = step as f64 / 10.0;
-            let params = HeterogeneousParams { p_slow_straggle: pss, ..PAPER };
+            let params = HeterogeneousParams::new(PAPER.p_slow, pss, PAPER.p_active_straggle);
             let a = analytic(b, SlowWorkers::Drawn, params).unwrap_or(f64::NAN);
             let e = enumerate_drawn(&err_table, params, RoleShuffle::Random).unwrap_or(f64::NAN);
             let mc = monte_carlo(
@@ -580,15 +580,10 @@ fn executed(ctx: &Context, table: &mut CsvTable) -> anyhow::Result<(Vec<(String,
                     partial_shuffle(&mut seeded_stream(seed, 30), &mut workers, slow_count);
                     let slow = &workers[..slow_count];
                     let mut model = HeterogeneousStragglers::with_slow_workers(N, slow, PAPER)?;
-                    let config = CodedRunConfig {
-                        code: b.clone(),
-                        shuffle,
-                        loss,
-                        iterations,
-                        step_size: step,
-                        deadline: Duration::from_millis(deadline_ms),
-                        seed,
-                    };
+                    let config = CodedRunConfig::new(b.clone(), loss, iterations, step)
+                        .with_shuffle(shuffle)
+                        .with_deadline(Duration::from_millis(deadline_ms))
+                        .with_seed(seed);
                     let trace = run_coded_gd(&config, &train, &held, &mut model)?;
                     let h = &trace.history;
                     let excess = h[iterations + 1 - tail..]

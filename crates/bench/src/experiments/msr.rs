@@ -67,7 +67,7 @@ fn run_scheme(
 
 fn setting(k: usize, mu: &str, q: usize) -> anyhow::Result<Option<MsrSetting>> {
     let storage: Ratio = mu.parse()?;
-    Ok(MsrParams { servers: k, storage, wait: q }.check().ok())
+    Ok(MsrParams::new(k, storage, q).check().ok())
 }
 
 fn opt<T: ToString>(v: Option<T>) -> String {

@@ -260,6 +260,7 @@ impl MonteCarloEstimate {
 
 /// Options of [`monte_carlo`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MonteCarloOptions {
     /// Independent runs (each draws its own slow workers).
     pub runs: usize,
@@ -267,6 +268,13 @@ pub struct MonteCarloOptions {
     pub iterations: usize,
     /// Seed of the runs.
     pub seed: u64,
+}
+
+impl MonteCarloOptions {
+    /// `runs` runs of `iterations` iterations, drawn from `seed`.
+    pub const fn new(runs: usize, iterations: usize, seed: u64) -> Self {
+        MonteCarloOptions { runs, iterations, seed }
+    }
 }
 
 /// Decoding errors by mask: a full table for small `n`, decoded on demand and remembered above.
@@ -384,7 +392,13 @@ pub fn expected_error_report(
         Ok(ThreeWays {
             analytic: analytic(b, slow, params),
             enumeration,
-            monte_carlo: monte_carlo(b, slow, params, shuffle, MonteCarloOptions { seed, ..options })?,
+            monte_carlo: monte_carlo(
+                b,
+                slow,
+                params,
+                shuffle,
+                MonteCarloOptions::new(options.runs, options.iterations, seed),
+            )?,
         })
     };
     let drawn = three(SlowWorkers::Drawn, options.seed)?;

@@ -265,14 +265,9 @@ fn resolve_learner(s: &mut RunSettings) -> anyhow::Result<(DataSpec, LearnerSpec
     if per_row > cols {
         bail!("--ratings-per-row {per_row} exceeds the {cols} columns");
     }
-    let params = MatrixCompletionParams {
-        rows,
-        cols,
-        rank,
-        step_size,
-        regularization: non_negative("--regularization", s.regularization)?,
-        init_scale: non_negative("--init-scale", s.init_scale)?,
-    };
+    let params = MatrixCompletionParams::new(rows, cols, rank, step_size)
+        .with_regularization(non_negative("--regularization", s.regularization)?)
+        .with_init_scale(non_negative("--init-scale", s.init_scale)?);
     params.check().context("--learner matcomp")?;
     let data = DataSpec::MatrixCompletion { rows, cols, rank, per_row, noise };
     if u32::try_from(data.training_points()).is_err() {

@@ -101,11 +101,11 @@ impl StragglerSpec {
             ("none", []) => Ok(StragglerSpec::None),
             ("iid", &[p]) => Ok(StragglerSpec::Iid(p)),
             ("heterogeneous", &[p_slow, p_slow_straggle, p_active_straggle]) => {
-                Ok(StragglerSpec::Heterogeneous(HeterogeneousParams {
+                Ok(StragglerSpec::Heterogeneous(HeterogeneousParams::new(
                     p_slow,
                     p_slow_straggle,
                     p_active_straggle,
-                }))
+                )))
             }
             ("markov", &[p_fall, p_recover]) => Ok(StragglerSpec::Markov { p_fall, p_recover }),
             _ => Err(format!("invalid --stragglers '{text}': {usage}")),
