@@ -68,7 +68,7 @@ pub struct InstanceSource {
     #[arg(long, short = 'a', value_name = "A", requires_all = ["workers", "points"])]
     pub alpha: Option<f64>,
     /// Use the no-excess instance of this Attia-Tandon shuffle matrix S: rows separated by
-    /// ';', entries by ','; S[i][j] counts the points worker i held that worker j needs now,
+    /// ';', entries by ','; `S[i][j]` counts the points worker i held that worker j needs now,
     /// and every row and column sums to N/K. Point ids are laid out block by block, row by row.
     #[arg(long, value_name = "S", conflicts_with_all = ["instance", "workers", "points", "alpha"])]
     pub shuffle_matrix: Option<String>,

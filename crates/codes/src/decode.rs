@@ -15,6 +15,7 @@ use crate::{CodecError, Packet, RecordStore};
 
 /// Why a worker cannot return its new records.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DecodeError {
     /// The plan itself does not let this worker decode these points.
     #[error("the plan does not let worker {worker} decode point {} ({} points in all)", .points[0], .points.len())]

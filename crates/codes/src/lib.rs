@@ -1,30 +1,4 @@
-//! Turning shuffle plans into bytes and back.
-//!
-//! A data point is a fixed-width byte record ([`Records`] at the master, a [`RecordStore`] at a
-//! worker). [`Encoder`] XORs the records of each transmission of a [`ubershuffle_core::Plan`] into a
-//! [`Packet`] (a header naming its parts plus the payload); a worker's [`Decoder`] takes packets
-//! in any order and returns exactly its new records, byte for byte. The XOR kernel in [`xor`]
-//! works a word at a time.
-//!
-//! The codec needs no linear algebra. Gradient codes live in `ubershuffle-gradient-codes`, coded
-//! map-shuffle-reduce in `ubershuffle-msr`.
-//!
-//! ```
-//! use ubershuffle_codes::{Decoder, Encoder, Records};
-//! use ubershuffle_core::{planner_by_name, seeded, PlannerOptions, ShuffleInstance};
-//! let inst = ShuffleInstance::paper_example();
-//! let plan = planner_by_name("coded", &PlannerOptions::default())?.plan(&inst, &mut seeded(0))?;
-//! let records = Records::random(inst.points(), 64, 1)?;
-//! let encoder = Encoder::new(&plan, &records)?;
-//! let mut decoder = Decoder::new(2, &plan, records.store_of(inst.cache(2))?, inst.needs(2))?;
-//! for packet in encoder.packets() {
-//!     decoder.receive_packet(&packet)?;
-//! }
-//! for (point, bytes) in decoder.finish()?.new_records() {
-//!     assert_eq!(Some(bytes), records.get(point));
-//! }
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+#![doc = include_str!("../README.md")]
 
 mod decode;
 mod encode;
@@ -39,6 +13,7 @@ pub use records::{RecordStore, Records};
 
 /// Why records or packets are malformed.
 #[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
+#[non_exhaustive]
 pub enum CodecError {
     /// Records must have at least one byte.
     #[error("records must be at least one byte wide")]

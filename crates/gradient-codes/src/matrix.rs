@@ -13,6 +13,7 @@ pub const MAX_WORKERS: usize = 64;
 
 /// Which gradient code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum GradientCodeKind {
     /// No redundancy: role `i` holds partition `i` (identity matrix; any `s` is ignored).
     Uncoded,

@@ -11,6 +11,7 @@ use super::GradientCodeError;
 /// persistently slow workers do not always block the same partitions (Johri et al., Section III;
 /// their "shuffling the columns of B" in their transposed convention).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum RoleShuffle {
     /// Worker `w` always plays role `w`.
     None,

@@ -24,8 +24,9 @@ pub struct EpochRecord {
     pub stragglers: usize,
 }
 
-/// Options of [`train_by_epochs`].
+/// Options of [`train_by_epochs`]: build with [`EpochOptions::new`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EpochOptions {
     /// Number of workers.
     pub workers: usize,
@@ -33,6 +34,13 @@ pub struct EpochOptions {
     pub epochs: usize,
     /// Seed of the initial model, the assignments, the local SGD orders and the stragglers.
     pub seed: u64,
+}
+
+impl EpochOptions {
+    /// `epochs` epochs over `workers` workers, every random choice drawn from `seed`.
+    pub fn new(workers: usize, epochs: usize, seed: u64) -> Self {
+        EpochOptions { workers, epochs, seed }
+    }
 }
 
 /// The balanced random assignment of records `0..points` to `workers` batches for one epoch

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 /// Why a learner, a data set or a straggler model cannot proceed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LearnerError {
     /// A record has the wrong number of bytes for the learner's layout.
     #[error("a record has {len} bytes, the learner's records are {width} bytes")]

@@ -1,20 +1,4 @@
-//! What the workers compute: learners, data, straggler models and gradient-coded descent.
-//!
-//! - [`Learner`]: local work on a worker's current records from the master's [`Model`] giving
-//!   an [`Update`], aggregation of the updates that arrived, held-out loss. Implemented by
-//!   [`LinearRegressionPsgd`] (parallel SGD, local SGD then averaging),
-//!   [`MatrixCompletionSgd`] (distributed SGD on rating triples) and [`MatrixCompletionRowsSgd`]
-//!   (the same on user rows, the UberShuffle paper's data points); [`epochs`] is an in-process
-//!   reference epoch loop that reassigns the data every epoch.
-//! - [`data`]: seeded synthetic data, the CSV tables shipped in `data/`, a MovieLens loader.
-//! - [`straggler`]: [`StragglerModel`] and its models (none, i.i.d., heterogeneous slow/active
-//!   classes, shifted exponential compute times, two-state Markov).
-//! - [`gradient_coding`]: gradient-coded gradient descent for linear and logistic regression
-//!   with FRC/CRC codes and shuffled worker roles, run on real threads, and the expected
-//!   decoding error three ways (theorems, exact enumeration, Monte Carlo).
-//!
-//! Records are fixed-width byte strings ([`sample`] gives the layouts), the same bytes the
-//! shuffle moves; models and updates have byte forms for the wire.
+#![doc = include_str!("../README.md")]
 
 pub mod data;
 pub mod epochs;

@@ -29,6 +29,7 @@ pub struct MatrixCompletionSgd {
 /// The hyper-parameters of [`MatrixCompletionSgd`]; [`MatrixCompletionParams::check`] validates
 /// them once and gives the learner.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct MatrixCompletionParams {
     /// Matrix rows (users).
     pub rows: usize,
@@ -45,6 +46,25 @@ pub struct MatrixCompletionParams {
 }
 
 impl MatrixCompletionParams {
+    /// A `rows x cols` matrix fitted with rank-`rank` factors by SGD steps of `step_size`, with
+    /// the l2 penalty 0.001 and initial factor entries of scale 0.3 unless set otherwise (the
+    /// values of the UberShuffle experiments here).
+    pub const fn new(rows: usize, cols: usize, rank: usize, step_size: f64) -> Self {
+        MatrixCompletionParams { rows, cols, rank, step_size, regularization: 0.001, init_scale: 0.3 }
+    }
+
+    /// The l2 penalty `lambda`.
+    pub fn with_regularization(mut self, regularization: f64) -> Self {
+        self.regularization = regularization;
+        self
+    }
+
+    /// Initial factor entries `N(0, init_scale^2)`.
+    pub fn with_init_scale(mut self, init_scale: f64) -> Self {
+        self.init_scale = init_scale;
+        self
+    }
+
     /// The learner, or a one-line error naming the bad parameter.
     pub fn check(self) -> Result<MatrixCompletionSgd, LearnerError> {
         let MatrixCompletionParams { rows, cols, rank, step_size, regularization, init_scale } = self;

@@ -1,5 +1,7 @@
 //! [`Model`] and [`Update`]: what travels between master and workers, with their byte forms.
 
+use ndarray::Array1;
+
 use crate::LearnerError;
 
 /// A model's state: a flat vector of `f64` parameters (the learner says what they mean).
@@ -34,6 +36,18 @@ impl Model {
             });
         }
         Ok(Model { params: f64s(bytes) })
+    }
+}
+
+impl From<Array1<f64>> for Model {
+    fn from(params: Array1<f64>) -> Self {
+        Model { params: params.to_vec() }
+    }
+}
+
+impl From<Model> for Array1<f64> {
+    fn from(model: Model) -> Self {
+        Array1::from(model.params)
     }
 }
 

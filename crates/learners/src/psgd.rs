@@ -2,6 +2,7 @@
 //! plain SGD over its own records starting from the master's model, and the master averages
 //! the workers' models (UberShuffle paper, Section 4.1, "Parallel SGD for Linear Regression").
 
+use ndarray::{Array1, ArrayView2};
 use ubershuffle_core::rng::{seeded_stream, shuffle};
 
 use crate::learner::check_model;
@@ -44,6 +45,24 @@ impl LinearRegressionPsgd {
             )));
         }
         Ok(LinearRegressionPsgd { features, step_size, local_passes })
+    }
+
+    /// The model's predictions `w . x + b` for every row of `inputs` (`samples x features`).
+    pub fn predict(&self, model: &Model, inputs: ArrayView2<'_, f64>) -> Result<Array1<f64>, LearnerError> {
+        check_model(model, self.parameter_count())?;
+        if inputs.ncols() != self.features {
+            return Err(LearnerError::InvalidParameter(format!(
+                "inputs have {} features, the model {}",
+                inputs.ncols(),
+                self.features
+            )));
+        }
+        let (w, b) = model.params.split_at(self.features);
+        Ok(inputs
+            .rows()
+            .into_iter()
+            .map(|x| x.iter().zip(w).map(|(a, w)| a * w).sum::<f64>() + b[0])
+            .collect())
     }
 }
 

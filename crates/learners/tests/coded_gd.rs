@@ -23,22 +23,17 @@ fn config(
     step_size: f64,
 ) -> CodedRunConfig {
     // A generous deadline: these tests check results, not timing.
-    CodedRunConfig {
-        code,
-        shuffle,
-        loss,
-        iterations,
-        step_size,
-        deadline: Duration::from_millis(10),
-        seed: 1,
-    }
+    CodedRunConfig::new(code, loss, iterations, step_size)
+        .with_shuffle(shuffle)
+        .with_deadline(Duration::from_millis(10))
+        .with_seed(1)
 }
 
 #[test]
 fn without_stragglers_every_code_gives_the_full_gradient_step() {
     let (train, held) = ShippedTask::IrisVirginica.prepare(0.2, 1).unwrap();
     let records = train.to_records().unwrap();
-    let reference = GlmLoss::Logistic.descend(&record_views(&records), train.features, 2.0, 15).unwrap();
+    let reference = GlmLoss::Logistic.descend(&record_views(&records), train.features(), 2.0, 15).unwrap();
     for code in [
         EncodingMatrix::uncoded(6).unwrap(),
         EncodingMatrix::frc(6, 3).unwrap(),
@@ -58,7 +53,7 @@ fn without_stragglers_every_code_gives_the_full_gradient_step() {
 
 #[test]
 fn coded_descent_converges_on_the_shipped_data_under_heterogeneous_stragglers() {
-    let params = HeterogeneousParams { p_slow: 0.3, p_slow_straggle: 0.8, p_active_straggle: 0.01 };
+    let params = HeterogeneousParams::new(0.3, 0.8, 0.01);
     for (task, loss, step, bound) in [
         (ShippedTask::DiabetesRegression, GlmLoss::LeastSquares, 0.3, 0.25),
         (ShippedTask::IrisVirginica, GlmLoss::Logistic, 4.0, 0.15),
@@ -86,16 +81,15 @@ fn coded_descent_converges_on_the_shipped_data_under_heterogeneous_stragglers() 
 #[test]
 fn late_results_are_dropped_not_faked() {
     let (train, held) = ShippedTask::DiabetesRegression.prepare(0.2, 1).unwrap();
-    let cfg = CodedRunConfig {
-        deadline: Duration::from_millis(3),
-        ..config(EncodingMatrix::frc(4, 2).unwrap(), RoleShuffle::None, GlmLoss::LeastSquares, 4, 0.3)
-    };
+    let cfg = config(EncodingMatrix::frc(4, 2).unwrap(), RoleShuffle::None, GlmLoss::LeastSquares, 4, 0.3)
+        .with_deadline(Duration::from_millis(3));
     let trace = run_coded_gd(&cfg, &train, &held, &mut IidStragglers::new(4, 1.0).unwrap()).unwrap();
     assert!(trace.params.iter().all(|&p| p == 0.0), "no gradient arrived, so no step: {:?}", trace.history);
     assert!(
         trace.history[1..].iter().all(|h| h.received == 0 && h.decoding_error == 4.0 && h.late_by_model == 4)
     );
-    let bad = CodedRunConfig { step_size: -1.0, ..cfg };
+    let mut bad = cfg.clone();
+    bad.step_size = -1.0;
     assert!(run_coded_gd(&bad, &train, &held, &mut NoStragglers::new(4).unwrap()).is_err());
     assert!(run_coded_gd(&bad, &train, &held, &mut NoStragglers::new(5).unwrap()).is_err());
 }
@@ -104,10 +98,8 @@ fn late_results_are_dropped_not_faked() {
 fn on_time_workers_count_however_slow_the_machine_so_a_seed_gives_one_run() {
     let (train, held) = ShippedTask::DiabetesRegression.prepare(0.2, 1).unwrap();
     // A deadline no reply can meet: only the model's stragglers may be dropped.
-    let cfg = CodedRunConfig {
-        deadline: Duration::from_nanos(1),
-        ..config(EncodingMatrix::frc(4, 2).unwrap(), RoleShuffle::Random, GlmLoss::LeastSquares, 6, 0.3)
-    };
+    let cfg = config(EncodingMatrix::frc(4, 2).unwrap(), RoleShuffle::Random, GlmLoss::LeastSquares, 6, 0.3)
+        .with_deadline(Duration::from_nanos(1));
     let run = || run_coded_gd(&cfg, &train, &held, &mut IidStragglers::new(4, 0.3).unwrap()).unwrap();
     let (a, b) = (run(), run());
     assert_eq!(a.params, b.params);

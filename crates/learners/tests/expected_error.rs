@@ -10,8 +10,7 @@ use ubershuffle_learners::gradient_coding::expected::{
 };
 use ubershuffle_learners::straggler::HeterogeneousParams;
 
-const PAPER: HeterogeneousParams =
-    HeterogeneousParams { p_slow: 0.3, p_slow_straggle: 0.8, p_active_straggle: 0.01 };
+const PAPER: HeterogeneousParams = HeterogeneousParams::new(0.3, 0.8, 0.01);
 
 /// Monte Carlo is accepted within 4 standard errors (a 99.99 % normal interval): with the
 /// few dozen estimates of these tests, a correct estimator fails with probability below 0.5 %.
@@ -45,14 +44,8 @@ fn the_paper_parameters_agree_three_ways() {
             let theory = analytic(&b, SlowWorkers::Drawn, PAPER).unwrap();
             let exact = enumerate_drawn(&table, PAPER, shuffle).unwrap();
             assert_close(theory, exact, &format!("{:?} {shuffle}", b.kind()));
-            let mc = monte_carlo(
-                &b,
-                SlowWorkers::Drawn,
-                PAPER,
-                shuffle,
-                MonteCarloOptions { runs: 4000, iterations: 16, seed: 3 },
-            )
-            .unwrap();
+            let mc = monte_carlo(&b, SlowWorkers::Drawn, PAPER, shuffle, MonteCarloOptions::new(4000, 16, 3))
+                .unwrap();
             assert_within(&mc, exact, &format!("{:?} {shuffle}", b.kind()));
         }
     }
@@ -93,7 +86,7 @@ fn per_slow_count_values_agree_and_shuffling_narrows_the_spread() {
                 SlowWorkers::Exactly(m),
                 PAPER,
                 RoleShuffle::Cyclic,
-                MonteCarloOptions { runs: 1500, iterations: 2 * n, seed: 7 + m as u64 },
+                MonteCarloOptions::new(1500, 2 * n, 7 + m as u64),
             )
             .unwrap();
             assert_within(&mc, theory, &format!("{:?} n={n} m={m}", b.kind()));
@@ -148,13 +141,8 @@ fn zero_one_crc_is_not_always_s_minus_one_tolerant() {
 #[test]
 fn the_report_has_every_method() {
     let b = EncodingMatrix::crc_exact(6, 2, &mut seeded(1)).unwrap();
-    let r = expected_error_report(
-        &b,
-        PAPER,
-        RoleShuffle::Random,
-        MonteCarloOptions { runs: 300, iterations: 12, seed: 1 },
-    )
-    .unwrap();
+    let r =
+        expected_error_report(&b, PAPER, RoleShuffle::Random, MonteCarloOptions::new(300, 12, 1)).unwrap();
     assert!(r.drawn.analytic.is_none(), "no theorem for the real-valued CRC");
     let exact = r.drawn.enumeration.unwrap().mean;
     assert_within(&r.drawn.monte_carlo, exact, "report");

@@ -32,7 +32,11 @@ fn mc(
     regularization: f64,
     init_scale: f64,
 ) -> ubershuffle_learners::MatrixCompletionSgd {
-    MatrixCompletionParams { rows, cols, rank, step_size, regularization, init_scale }.check().unwrap()
+    MatrixCompletionParams::new(rows, cols, rank, step_size)
+        .with_regularization(regularization)
+        .with_init_scale(init_scale)
+        .check()
+        .unwrap()
 }
 
 #[test]
@@ -40,7 +44,7 @@ fn psgd_recovers_a_synthetic_linear_model() {
     let (data, _truth) = synthetic::linear_regression(2000, 8, 0.1, 1).unwrap();
     let (train, held) = data.split(0.2, 2);
     let learner = LinearRegressionPsgd::new(8, 0.01, 1).unwrap();
-    let options = EpochOptions { workers: 8, epochs: 30, seed: 3 };
+    let options = EpochOptions::new(8, 30, 3);
     let mut stragglers = IidStragglers::new(8, 0.2).unwrap();
     let history = train_by_epochs(
         &learner,
@@ -59,8 +63,8 @@ fn psgd_recovers_a_synthetic_linear_model() {
 #[test]
 fn psgd_fits_the_diabetes_data() {
     let (train, held) = ShippedTask::DiabetesRegression.prepare(0.2, 1).unwrap();
-    let learner = LinearRegressionPsgd::new(train.features, 0.01, 1).unwrap();
-    let options = EpochOptions { workers: 4, epochs: 60, seed: 1 };
+    let learner = LinearRegressionPsgd::new(train.features(), 0.01, 1).unwrap();
+    let options = EpochOptions::new(4, 60, 1);
     let history = train_all(&learner, &train.to_records().unwrap(), &held.to_records().unwrap(), options);
     let last = history.last().unwrap().held_out_loss;
     // Standardised target: predicting the mean gives about 1; ordinary least squares on this
@@ -73,7 +77,7 @@ fn matrix_completion_fits_a_synthetic_low_rank_matrix() {
     let data = synthetic::low_rank(120, 100, 3, 40, 0.05, 4).unwrap();
     let (train, held) = data.split(0.1, 5);
     let learner = mc(120, 100, 3, 0.05, 0.001, 0.3);
-    let options = EpochOptions { workers: 4, epochs: 40, seed: 6 };
+    let options = EpochOptions::new(4, 40, 6);
     let history = train_all(&learner, &train.to_records().unwrap(), &held.to_records().unwrap(), options);
     let (first, last) = (history[0].held_out_loss, history.last().unwrap().held_out_loss);
     // Entries have unit variance; the noise is 0.05.
@@ -104,14 +108,7 @@ fn learners_reject_bad_records_and_updates() {
     let wrong = learner.local_update(&model, &[], step).unwrap();
     assert!(mc.aggregate(&mc.initial_model(0), &[wrong]).is_err());
     assert!(LinearRegressionPsgd::new(3, -1.0, 1).is_err());
-    let bad = MatrixCompletionParams {
-        rows: 0,
-        cols: 2,
-        rank: 1,
-        step_size: 0.1,
-        regularization: 0.0,
-        init_scale: 0.1,
-    };
+    let bad = MatrixCompletionParams::new(0, 2, 1, 0.1).with_regularization(0.0).with_init_scale(0.1);
     assert!(bad.check().is_err());
 }
 
@@ -161,14 +158,8 @@ fn matrix_completion_on_user_rows_fits_and_agrees_with_the_triples_learner() {
     let data = synthetic::low_rank(120, 100, 3, 40, 0.05, 4).unwrap();
     let (train, held) = data.split_within_rows(4, 5);
     assert_eq!((train.ratings.len(), held.ratings.len()), (120 * 36, 120 * 4));
-    let params = MatrixCompletionParams {
-        rows: 120,
-        cols: 100,
-        rank: 3,
-        step_size: 0.05,
-        regularization: 0.001,
-        init_scale: 0.3,
-    };
+    let params =
+        MatrixCompletionParams::new(120, 100, 3, 0.05).with_regularization(0.001).with_init_scale(0.3);
     let rows = MatrixCompletionRowsSgd::new(params, 36).unwrap();
     let (train_rows, held_rows) = (train.to_row_records(36).unwrap(), held.to_row_records(36).unwrap());
     assert_eq!((train_rows.len(), train_rows.width()), (120, 8 + 12 * 36));
@@ -180,7 +171,7 @@ fn matrix_completion_on_user_rows_fits_and_agrees_with_the_triples_learner() {
     let on_triples =
         triples.loss(&model, &ubershuffle_learners::data::record_views(&held.to_records().unwrap())).unwrap();
     assert!((on_rows - on_triples).abs() < 1e-12, "{on_rows} vs {on_triples}");
-    let options = EpochOptions { workers: 4, epochs: 40, seed: 6 };
+    let options = EpochOptions::new(4, 40, 6);
     let history = train_all(&rows, &train_rows, &held_rows, options);
     let (first, last) = (history[0].held_out_loss, history.last().unwrap().held_out_loss);
     assert!(first > 0.9 && last < 0.2, "held-out RMSE {first} -> {last}");

@@ -43,7 +43,7 @@ fn iid_stragglers_are_late_with_probability_p_independently() {
 
 #[test]
 fn heterogeneous_classes_and_per_class_rates() {
-    let params = HeterogeneousParams { p_slow: 0.3, p_slow_straggle: 0.8, p_active_straggle: 0.05 };
+    let params = HeterogeneousParams::new(0.3, 0.8, 0.05);
     // The class draw: slow with probability p_hat over 2000 models of 10 workers.
     let mut rng = seeded(3);
     let slow: usize = (0..2000)

@@ -9,6 +9,7 @@ use super::{MsrError, MsrSetting, Ratio};
 
 /// Which scheme a design belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Scheme {
     /// Li, Maddah-Ali and Avestimehr's unified scheme (MDS rate q/K, repetition floor(mu q)).
     Unified,

@@ -1,27 +1,6 @@
-//! Coded map-shuffle-reduce with stragglers: K servers compute Y = A X, each storing at most a
-//! fraction mu of A's (coded) rows and all of X; the master waits for the first q servers to
-//! finish their map phase; those q multicast (sums of) intermediate values over GF(p) so that
-//! each can reduce its N/q columns of Y. Two schemes, both as closed forms and executed:
+#![doc = include_str!("../README.md")]
 //!
-//! * the **unified** scheme of Li, Maddah-Ali and Avestimehr ([`unified_design`]), and
-//! * the **improved** scheme of Zhang and Simeone ([`improved_design`]), *as reconstructed
-//!   here*: the paper's formulas were lost when its text was extracted, so the conditions and
-//!   the load below are rebuilt from its prose, its worked example and its proofs' structure.
-//!
-//! ```
-//! use ubershuffle_msr::{MatrixTask, MsrParams, execute, improved_design, smallest_sizes, unified_design};
-//! // The worked example of Zhang-Simeone Section III-A: K = 6, mu = 1/2, q = 4.
-//! let setting = MsrParams { servers: 6, storage: "1/2".parse()?, wait: 4 }.check()?;
-//! let (unified, improved) = (unified_design(&setting)?, improved_design(&setting)?);
-//! assert_eq!((unified.load.to_string(), improved.load.to_string()), ("7/20".into(), "19/60".into()));
-//! let (rows, columns) = smallest_sizes(&[&improved])?; // M = 20, N = 12
-//! let task = MatrixTask::random(rows, 2, columns, 1);
-//! let report = execute(&improved, &task, &[0, 2, 3, 5])?; // servers 1 and 4 straggle
-//! assert!(report.product_matches && report.messages == 76);
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
-//!
-//! # Notation
+//! ## Notation
 //! M rows of A, N columns of X; an intermediate value (IV) is one coded row times one column
 //! of X, one field element. The **load** L(q) is the number of IV-sized messages multicast in
 //! the shuffle divided by M N. The outer MDS code has rate rho (M rows become M / rho coded
@@ -31,7 +10,7 @@
 //! redundancy j it lacks number `B_j M` with
 //! `B_j = C(q-1, j) C(K-q, r-j) / (rho C(K, r))` ([`supply`]).
 //!
-//! # Unified scheme (Li et al.; Zhang-Simeone eqs. (7)-(9))
+//! ## Unified scheme (Li et al.; Zhang-Simeone eqs. (7)-(9))
 //! rho = q/K, r = floor(mu q), mubar = r/q. Load (the issue's statement of Li et al.'s formula):
 //! L = 1 - mubar if r <= 1; otherwise, with s_q the smallest s >= 2 such that
 //! `sum_{j=s}^{r} B_j <= 1 - mubar`,
@@ -39,7 +18,7 @@
 //! (second option only for s_q >= 3). Checks: K=4, mu=1/2 gives 1/2, 2/3, 1/4 for q = 2, 3, 4;
 //! K=18, mu=1/3, q=18 gives 1/9.
 //!
-//! # Improved scheme (reconstruction)
+//! ## Improved scheme (reconstruction)
 //! **The worked example (Section III-A) recovered.** Its numbers fix its parameters: rows
 //! stored uncoded (no MDS code) on 3-subsets, server 1 needs 10 extra IVs for each of its 3
 //! columns (30 in all), the phases deliver 3, then 18, then 9 IVs per server, in 4 groups of
@@ -91,7 +70,7 @@
 //! We cannot tell whether the paper restricts rho to a grid (e.g. multiples of 1/K); any
 //! rational rho is realisable here by choosing M (subpacketization), so we allow all.
 //!
-//! # Execution
+//! ## Execution
 //! Over GF(2^31 - 1) ([`Fp`]): A and X are random, the outer code is a Vandermonde
 //! (Reed-Solomon) code ([`RowCode`]; the identity at rate 1), batches are placed on subsets
 //! ([`Placement`]), the first q finishers map, every message is a real sum of IVs built from
@@ -101,7 +80,7 @@
 //! whole ([`smallest_sizes`]): M makes the coded rows split into C(K, r) batches, and N = q c
 //! with c making each phase split evenly among senders and groups.
 //!
-//! # Latency
+//! ## Latency
 //! Shifted-exponential map times give `E[T_q] = mu N (1 + (H_K - H_{K-q}) / lambda)`
 //! ([`expected_map_latency`], eq. (4)), for both schemes at the same q.
 
@@ -135,6 +114,7 @@ pub use unified::unified_design;
 
 /// Why a map-shuffle-reduce setting, size or execution failed.
 #[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
+#[non_exhaustive]
 pub enum MsrError {
     /// A parameter is out of range; the message names it.
     #[error("{0}")]

@@ -8,6 +8,7 @@ pub const MAX_SERVERS: usize = 64;
 
 /// Unchecked parameters, as a user gives them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MsrParams {
     /// K, the number of servers.
     pub servers: usize,
@@ -26,6 +27,11 @@ pub struct MsrSetting {
 }
 
 impl MsrParams {
+    /// K = `servers`, mu = `storage`, q = `wait`; [`MsrParams::check`] validates them.
+    pub const fn new(servers: usize, storage: Ratio, wait: usize) -> Self {
+        MsrParams { servers, storage, wait }
+    }
+
     /// Checks the parameters; the error is one line naming the problem.
     pub fn check(self) -> Result<MsrSetting, MsrError> {
         let MsrParams { servers, storage, wait } = self;
@@ -85,7 +91,7 @@ mod tests {
     use super::*;
 
     fn check(servers: usize, storage: &str, wait: usize) -> Result<MsrSetting, MsrError> {
-        MsrParams { servers, storage: storage.parse().unwrap(), wait }.check()
+        MsrParams::new(servers, storage.parse().unwrap(), wait).check()
     }
 
     #[test]

@@ -17,7 +17,7 @@ fn ratio(text: &str) -> Ratio {
 }
 
 fn setting(k: usize, mu: &str, q: usize) -> MsrSetting {
-    MsrParams { servers: k, storage: ratio(mu), wait: q }.check().unwrap()
+    MsrParams::new(k, ratio(mu), q).check().unwrap()
 }
 
 fn loads(k: usize, mu: &str, q: usize) -> (Ratio, Ratio) {
@@ -86,7 +86,7 @@ fn improved_is_never_worse_and_the_unified_pair_is_feasible() {
         for (a, b) in [(1, 5), (1, 4), (1, 3), (2, 5), (1, 2), (2, 3), (3, 4), (1, 1)] {
             let mu = Ratio::new(a, b).unwrap();
             for q in 1..=k {
-                let Ok(s) = (MsrParams { servers: k, storage: mu, wait: q }).check() else { continue };
+                let Ok(s) = MsrParams::new(k, mu, q).check() else { continue };
                 let unified = unified_design(&s).unwrap();
                 let improved = improved_design(&s).unwrap();
                 assert!(improved.load <= unified.load, "K={k} mu={mu} q={q}");
@@ -177,7 +177,7 @@ fn executed_counts_equal_closed_forms_on_every_straggler_set_small_k() {
     for k in 1..=6usize {
         for mu in STORAGES {
             for q in 1..=k {
-                let Ok(s) = (MsrParams { servers: k, storage: ratio(mu), wait: q }).check() else { continue };
+                let Ok(s) = MsrParams::new(k, ratio(mu), q).check() else { continue };
                 let patterns: Vec<Vec<usize>> = subsets_of((1u64 << k) - 1, q)
                     .map(|m| (0..k).filter(|i| m & 1 << i != 0).collect())
                     .collect();
@@ -194,7 +194,7 @@ fn executed_counts_equal_closed_forms_on_sampled_straggler_sets_k7_to_10() {
     for k in 7..=10usize {
         for mu in ["1/5", "1/3", "1/2"] {
             for q in 1..=k {
-                let Ok(s) = (MsrParams { servers: k, storage: ratio(mu), wait: q }).check() else { continue };
+                let Ok(s) = MsrParams::new(k, ratio(mu), q).check() else { continue };
                 let patterns: Vec<Vec<usize>> = (0..2)
                     .map(|_| {
                         let mut all: Vec<usize> = (0..k).collect();

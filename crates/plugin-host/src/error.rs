@@ -5,6 +5,7 @@ use std::path::PathBuf;
 /// Why a plugin library could not be loaded, or a scheme could not be taken from it. Each
 /// message is one line naming the plugin's path.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PluginError {
     /// The path cannot be opened (missing file, no permission).
     #[error("cannot open plugin {}: {error}", path.display())]
@@ -65,21 +66,21 @@ pub enum PluginError {
         path: PathBuf,
     },
     /// The plugin has no scheme by the name asked for.
-    #[error("plugin {} has no scheme '{scheme}'; it exports: {known}", path.display())]
+    #[error("plugin {} has no scheme '{scheme}'; it exports: {}", path.display(), known.join(", "))]
     UnknownScheme {
         /// The path as given.
         path: PathBuf,
         /// The name asked for.
         scheme: String,
-        /// The names it exports, comma-separated.
-        known: String,
+        /// The names it exports.
+        known: Vec<String>,
     },
     /// The plugin exports several schemes and none was named.
-    #[error("plugin {} exports several schemes ({known}): name one with --scheme", path.display())]
+    #[error("plugin {} exports several schemes ({}): name one with --scheme", path.display(), known.join(", "))]
     SchemeRequired {
         /// The path as given.
         path: PathBuf,
-        /// The names it exports, comma-separated.
-        known: String,
+        /// The names it exports, in its order.
+        known: Vec<String>,
     },
 }

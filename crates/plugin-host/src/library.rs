@@ -76,9 +76,9 @@ impl PluginLibrary {
         &self.schemes
     }
 
-    /// Its scheme names, comma-separated, for messages.
-    pub fn scheme_names(&self) -> String {
-        self.schemes.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+    /// Its scheme names, in its order.
+    pub fn scheme_names(&self) -> Vec<&str> {
+        self.schemes.iter().map(|s| s.name.as_str()).collect()
     }
 
     /// The scheme called `name`, or, when `name` is `None`, the plugin's only scheme.
@@ -88,14 +88,14 @@ impl PluginLibrary {
                 PluginError::UnknownScheme {
                     path: self.path.to_path_buf(),
                     scheme: name.to_string(),
-                    known: self.scheme_names(),
+                    known: self.scheme_names().iter().map(|n| n.to_string()).collect(),
                 }
             })?,
             None if self.schemes.len() == 1 => 0,
             None => {
                 return Err(PluginError::SchemeRequired {
                     path: self.path.to_path_buf(),
-                    known: self.scheme_names(),
+                    known: self.scheme_names().iter().map(|n| n.to_string()).collect(),
                 });
             }
         };

@@ -39,7 +39,7 @@ fn the_example_plugin_loads_plans_and_verifies() {
     let path = built(PAIRWISE_XOR);
     let plugin = PluginLibrary::load(&path).unwrap();
     assert_eq!(plugin.path(), path);
-    assert_eq!(plugin.scheme_names(), "pairwise-xor");
+    assert_eq!(plugin.scheme_names(), ["pairwise-xor"]);
     assert_eq!(plugin.schemes()[0].description, PairwiseXor::DESCRIPTION);
     let planner = plugin.planner(None).unwrap();
     assert_eq!(planner.name(), "pairwise-xor");
@@ -132,7 +132,7 @@ fn a_planner_error_in_the_plugin_comes_back_with_its_message() {
 fn choosing_a_scheme_from_a_plugin_with_several() {
     let path = built(MISBEHAVING);
     let plugin = PluginLibrary::load(&path).unwrap();
-    assert_eq!(plugin.scheme_names(), "panics, undecodable, malformed, refuses");
+    assert_eq!(plugin.scheme_names(), ["panics", "undecodable", "malformed", "refuses"]);
     assert_eq!(plugin.planners().len(), 4);
     let message = message_naming(&plugin.planner(None).unwrap_err(), &path);
     assert!(message.ends_with(

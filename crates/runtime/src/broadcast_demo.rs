@@ -20,6 +20,7 @@ const CHECK_CHUNK: usize = 1 << 20;
 
 /// What the master asks of the workers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DemoJob {
     /// Number of broadcasts.
     pub rounds: u32,
@@ -31,6 +32,7 @@ pub struct DemoJob {
 
 /// Why the demo failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DemoError {
     /// The transport failed.
     #[error("{step}: {error}")]
@@ -69,6 +71,11 @@ fn step(what: impl Into<String>) -> impl FnOnce(TransportError) -> DemoError {
 }
 
 impl DemoJob {
+    /// `rounds` broadcasts of `bytes` bytes, payloads drawn from `seed`.
+    pub const fn new(rounds: u32, bytes: u64, seed: u64) -> Self {
+        DemoJob { rounds, bytes, seed }
+    }
+
     fn to_bytes(self) -> [u8; 20] {
         let mut b = [0u8; 20];
         b[..4].copy_from_slice(&self.rounds.to_le_bytes());
@@ -193,7 +200,7 @@ mod tests {
 
     #[test]
     fn the_demo_runs_and_checks_bytes_in_process() {
-        let job = DemoJob { rounds: 2, bytes: 3 * CHECK_CHUNK as u64 + 5, seed: 9 };
+        let job = DemoJob::new(2, 3 * CHECK_CHUNK as u64 + 5, 9);
         assert_eq!(DemoJob::parse(&job.to_bytes()), Some(job));
         let mut ranks = cluster(4, &InProcessConfig::default()).unwrap().into_iter();
         let mut master = ranks.next().unwrap();
@@ -209,7 +216,7 @@ mod tests {
 
     #[test]
     fn corrupt_payloads_are_caught() {
-        let job = DemoJob { rounds: 1, bytes: 100, seed: 1 };
+        let job = DemoJob::new(1, 100, 1);
         let mut p = payload(&job, 0).unwrap();
         assert!(check_payload(&job, 0, &p).is_ok());
         p[77] ^= 1;

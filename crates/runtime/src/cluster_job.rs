@@ -10,6 +10,8 @@ use ubershuffle_transport::{Tag, Transport, TransportError};
 pub const TAG_JOB_KIND: Tag = 0x0100;
 
 /// What the master asks the workers to do.
+// Exhaustive on purpose: both ends of a cluster are the same program, and a new job is a
+// change of the cluster protocol that `ubershuffle worker` must handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClusterJob {
     /// The broadcast demo ([`crate::broadcast_demo`]).
@@ -26,6 +28,7 @@ pub enum ClusterJob {
 
 /// Why the job message could not be had.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum JobError {
     /// The transport failed.
     #[error("waiting for the master's job: {0}")]

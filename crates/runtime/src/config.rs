@@ -7,8 +7,22 @@ use ubershuffle_core::exchange_policy::ExchangePolicy;
 
 use crate::LearnerSpec;
 
-/// A run of the epoch loop.
+/// A run of the epoch loop: build with [`RunConfig::new`] and the `with_` methods, then
+/// [`check`](RunConfig::check) it against the data.
+///
+/// ```
+/// use std::time::Duration;
+/// use ubershuffle_runtime::{LearnerSpec, RunConfig};
+/// let learner = LearnerSpec::LinearRegression { features: 4, step_size: 0.01, local_passes: 1 };
+/// let config = RunConfig::new(4, 200, learner).with_epochs(5).with_seed(7).with_deadline(Duration::from_millis(50));
+/// assert!(config.clone().check(400).is_ok());
+/// assert_eq!(
+///     config.check(10).unwrap_err().to_string(),
+///     "the cache holds 200 points; it must hold a batch (3 = q/n) and at most all 10"
+/// );
+/// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct RunConfig {
     /// Workers at the start.
     pub workers: usize,
@@ -35,6 +49,64 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
+    /// The largest payload of one data message unless set otherwise: 1 MiB.
+    pub const DEFAULT_CHUNK_BYTES: usize = 1 << 20;
+
+    /// A run of `workers` workers caching `cache_capacity` points each and training `learner`:
+    /// one epoch, seed 0, global reshuffling, no deadline (wait for every live worker), data
+    /// messages of at most [`RunConfig::DEFAULT_CHUNK_BYTES`], no checkpoint.
+    pub fn new(workers: usize, cache_capacity: usize, learner: LearnerSpec) -> Self {
+        RunConfig {
+            workers,
+            cache_capacity,
+            epochs: 1,
+            seed: 0,
+            policy: ExchangePolicy::Global,
+            learner,
+            deadline: None,
+            chunk_bytes: Self::DEFAULT_CHUNK_BYTES,
+            checkpoint: None,
+            resume: false,
+        }
+    }
+
+    /// Runs `epochs` epochs.
+    pub fn with_epochs(mut self, epochs: usize) -> Self {
+        self.epochs = epochs;
+        self
+    }
+
+    /// Draws every random choice from `seed`.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Changes batches between epochs by `policy`.
+    pub fn with_policy(mut self, policy: ExchangePolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Waits at most `deadline` for updates once every worker holds its packets.
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Sends data in messages of at most `bytes` bytes.
+    pub fn with_chunk_bytes(mut self, bytes: usize) -> Self {
+        self.chunk_bytes = bytes;
+        self
+    }
+
+    /// Writes a checkpoint to `path` after every epoch; with `resume`, continues from it.
+    pub fn with_checkpoint(mut self, path: impl Into<PathBuf>, resume: bool) -> Self {
+        self.checkpoint = Some(path.into());
+        self.resume = resume;
+        self
+    }
+
     /// A one-line description of the parts of the configuration a checkpoint must agree with.
     pub fn fingerprint(&self, planner: &str, points: usize) -> String {
         format!(

@@ -11,7 +11,8 @@ use crate::{
     WorkerSummary, run_worker,
 };
 
-/// A run on threads of this process.
+/// A run on threads of this process: build with [`InProcessRun::new`].
+#[non_exhaustive]
 pub struct InProcessRun<'a> {
     /// What to run.
     pub config: &'a CheckedRunConfig,
@@ -26,6 +27,39 @@ pub struct InProcessRun<'a> {
     /// Fault injection: `(worker, epoch)` makes that worker leave, as if killed, when that
     /// epoch's order reaches it.
     pub faults: Vec<(usize, u32)>,
+}
+
+impl<'a> InProcessRun<'a> {
+    /// A run of `config` with `planner`, `stragglers` and `data` over an unshaped in-process
+    /// transport with its default timeouts, and no injected faults.
+    pub fn new(
+        config: &'a CheckedRunConfig,
+        planner: &'a dyn ShufflePlanner,
+        stragglers: &'a mut dyn StragglerModel,
+        data: &'a RunData,
+    ) -> Self {
+        InProcessRun {
+            config,
+            planner,
+            stragglers,
+            data,
+            transport: InProcessConfig::default(),
+            faults: Vec::new(),
+        }
+    }
+
+    /// Runs over `transport` (timeouts, broadcast method, link shaping).
+    pub fn with_transport(mut self, transport: InProcessConfig) -> Self {
+        self.transport = transport;
+        self
+    }
+
+    /// Makes each `(worker, epoch)` worker leave, as if killed, when that epoch's order
+    /// reaches it.
+    pub fn with_faults(mut self, faults: Vec<(usize, u32)>) -> Self {
+        self.faults = faults;
+        self
+    }
 }
 
 /// Runs the master here and every worker on its own thread; returns the master's report and

@@ -10,6 +10,7 @@ use crate::{ProtocolError, RuntimeError};
 
 /// A learner and its hyper-parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum LearnerSpec {
     /// Linear regression by parallel SGD (Zinkevich et al.): local SGD, then averaging.
     LinearRegression {
@@ -95,14 +96,11 @@ fn write_matrix_params(out: &mut Vec<u8>, p: &MatrixCompletionParams) {
 }
 
 fn read_matrix_params(r: &mut ByteReader<'_>) -> Result<MatrixCompletionParams, RuntimeError> {
-    Ok(MatrixCompletionParams {
-        rows: r.u32()? as usize,
-        cols: r.u32()? as usize,
-        rank: r.u32()? as usize,
-        step_size: r.f64()?,
-        regularization: r.f64()?,
-        init_scale: r.f64()?,
-    })
+    let (rows, cols, rank) = (r.u32()? as usize, r.u32()? as usize, r.u32()? as usize);
+    let (step_size, regularization, init_scale) = (r.f64()?, r.f64()?, r.f64()?);
+    Ok(MatrixCompletionParams::new(rows, cols, rank, step_size)
+        .with_regularization(regularization)
+        .with_init_scale(init_scale))
 }
 
 #[cfg(test)]
@@ -113,14 +111,8 @@ mod tests {
 
     #[test]
     fn every_learner_spec_round_trips_through_bytes() {
-        let params = MatrixCompletionParams {
-            rows: 30,
-            cols: 20,
-            rank: 3,
-            step_size: 0.05,
-            regularization: 0.001,
-            init_scale: 0.3,
-        };
+        let params =
+            MatrixCompletionParams::new(30, 20, 3, 0.05).with_regularization(0.001).with_init_scale(0.3);
         for spec in [
             LearnerSpec::LinearRegression { features: 5, step_size: 0.01, local_passes: 2 },
             LearnerSpec::MatrixCompletion(params),

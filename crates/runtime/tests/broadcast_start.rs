@@ -36,35 +36,20 @@ fn coded_broadcasts_are_not_held_up_by_the_workers_decoder_setup() {
     let (all, _) = linear_regression(POINTS + 100, FEATURES, 0.05, 3).unwrap();
     let (train, held_out) = all.split(100.0 / (POINTS + 100) as f64, 4);
     let data = RunData { train: train.to_records().unwrap(), held_out: held_out.to_records().unwrap() };
-    let config = RunConfig {
-        workers: WORKERS,
-        cache_capacity: POINTS / 2,
-        epochs: 3,
-        seed: 5,
-        policy: ExchangePolicy::Global,
-        learner: LearnerSpec::LinearRegression { features: FEATURES, step_size: 0.001, local_passes: 1 },
-        deadline: None,
-        chunk_bytes: 1 << 20,
-        checkpoint: None,
-        resume: false,
-    }
-    .check(POINTS)
-    .unwrap();
-    let transport = InProcessConfig {
-        timeout: Duration::from_secs(60),
-        shaping: Some(LinkShaping { bytes_per_second: RATE, latency: Duration::ZERO }),
-        ..InProcessConfig::default()
-    };
+    let learner = LearnerSpec::LinearRegression { features: FEATURES, step_size: 0.001, local_passes: 1 };
+    let config = RunConfig::new(WORKERS, POINTS / 2, learner)
+        .with_epochs(3)
+        .with_seed(5)
+        .with_policy(ExchangePolicy::Global)
+        .with_chunk_bytes(1 << 20)
+        .check(POINTS)
+        .unwrap();
+    let transport = InProcessConfig::default()
+        .with_timeout(Duration::from_secs(60))
+        .with_shaping(Some(LinkShaping::new(RATE, Duration::ZERO)));
     let planner = planner_by_name("ubershuffle", &PlannerOptions::default()).unwrap();
     let mut none = NoStragglers::new(WORKERS).unwrap();
-    let run = InProcessRun {
-        config: &config,
-        planner: planner.as_ref(),
-        stragglers: &mut none,
-        data: &data,
-        transport,
-        faults: vec![],
-    };
+    let run = InProcessRun::new(&config, planner.as_ref(), &mut none, &data).with_transport(transport);
     let (report, _) = run_in_process(run, &mut |_| {}).unwrap();
     // From epoch 2 on a worker's store holds more than its cache, so the setup copies it: with
     // that copy before the broadcasts these epochs measured 1.5-1.7 times the link model (in a

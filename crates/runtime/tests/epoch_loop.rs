@@ -28,22 +28,16 @@ fn data() -> RunData {
 }
 
 fn config(epochs: usize) -> RunConfig {
-    RunConfig {
-        workers: WORKERS,
-        cache_capacity: POINTS / 2,
-        epochs,
-        seed: 11,
-        policy: ExchangePolicy::Global,
-        learner: LearnerSpec::LinearRegression { features: FEATURES, step_size: 0.01, local_passes: 2 },
-        deadline: None,
-        chunk_bytes: 2048,
-        checkpoint: None,
-        resume: false,
-    }
+    let learner = LearnerSpec::LinearRegression { features: FEATURES, step_size: 0.01, local_passes: 2 };
+    RunConfig::new(WORKERS, POINTS / 2, learner)
+        .with_epochs(epochs)
+        .with_seed(11)
+        .with_policy(ExchangePolicy::Global)
+        .with_chunk_bytes(2048)
 }
 
 fn transport() -> InProcessConfig {
-    InProcessConfig { timeout: Duration::from_secs(5), ..InProcessConfig::default() }
+    InProcessConfig::default().with_timeout(Duration::from_secs(5))
 }
 
 /// One run of `scheme` on [`data`], as `run_in_process` returns it.
@@ -57,14 +51,9 @@ fn try_run(
     let data = data();
     let config = config.clone().check(data.train.len())?;
     let planner = planner_by_name(scheme, &PlannerOptions::default()).unwrap();
-    let run = InProcessRun {
-        config: &config,
-        planner: planner.as_ref(),
-        stragglers,
-        data: &data,
-        transport: transport(),
-        faults,
-    };
+    let run = InProcessRun::new(&config, planner.as_ref(), stragglers, &data)
+        .with_transport(transport())
+        .with_faults(faults);
     run_in_process(run, on_epoch)
 }
 
@@ -128,7 +117,7 @@ fn same_seed_same_run() {
 
 #[test]
 fn stragglers_miss_the_deadline_and_the_run_goes_on() {
-    let config = RunConfig { deadline: Some(Duration::from_millis(150)), ..config(4) };
+    let config = config(4).with_deadline(Duration::from_millis(150));
     let mut iid = IidStragglers::new(WORKERS, 0.4).unwrap();
     let report = run_with(&config, "coded", &mut iid, vec![]);
     let late: usize = report.epochs.iter().map(|e| e.stragglers).sum();
@@ -173,17 +162,17 @@ fn temp_checkpoint(name: &str) -> PathBuf {
 fn a_resumed_run_continues_exactly_where_it_stopped() {
     let whole = run_with(&config(4), "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![]);
     let path = temp_checkpoint("resume.json");
-    let first = RunConfig { checkpoint: Some(path.clone()), ..config(2) };
+    let first = config(2).with_checkpoint(path.clone(), false);
     let first_half = run_with(&first, "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![]);
     assert_eq!(first_half.epochs.len(), 2);
-    let rest = RunConfig { checkpoint: Some(path.clone()), resume: true, ..config(4) };
+    let rest = config(4).with_checkpoint(path.clone(), true);
     let mut seen: Vec<EpochMetrics> = Vec::new();
     let mut none = NoStragglers::new(WORKERS).unwrap();
     let (resumed, _) = try_run(&rest, "coded", &mut none, vec![], &mut |m| seen.push(m.clone())).unwrap();
     assert_eq!(seen.iter().map(|m| m.epoch).collect::<Vec<_>>(), vec![3, 4]);
     assert_eq!(losses(&resumed), losses(&whole));
     // A checkpoint of another run is refused.
-    let other = RunConfig { checkpoint: Some(path), resume: true, seed: 12, ..config(4) };
+    let other = config(4).with_checkpoint(path, true).with_seed(12);
     let mut none = NoStragglers::new(WORKERS).unwrap();
     let err = try_run(&other, "coded", &mut none, vec![], &mut |_| {}).unwrap_err().to_string();
     assert!(err.contains("belongs to another run"), "{err}");
@@ -191,12 +180,12 @@ fn a_resumed_run_continues_exactly_where_it_stopped() {
 
 #[test]
 fn partial_local_moves_fewer_points_than_a_global_reshuffle() {
-    let partial = RunConfig { policy: ExchangePolicy::new("partial-local", Some(0.2)).unwrap(), ..config(3) };
+    let partial = config(3).with_policy(ExchangePolicy::new("partial-local", Some(0.2)).unwrap());
     let p = run_with(&partial, "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![]);
     let g = run_with(&config(3), "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![]);
     let moved = |r: &RunReport| r.epochs.iter().map(|e| e.uncoded_transmissions).sum::<usize>();
     assert!(moved(&p) * 2 < moved(&g), "{} vs {}", moved(&p), moved(&g));
-    let local = RunConfig { policy: ExchangePolicy::Local, ..config(2) };
+    let local = config(2).with_policy(ExchangePolicy::Local);
     let l = run_with(&local, "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![]);
     assert!(l.epochs.iter().all(|e| e.transmissions == 0 && e.updates == WORKERS));
 }

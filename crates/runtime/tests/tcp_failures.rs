@@ -27,19 +27,13 @@ fn data() -> RunData {
 }
 
 fn config(workers: usize, epochs: usize) -> RunConfig {
-    RunConfig {
-        workers,
-        cache_capacity: POINTS / 2,
-        epochs,
-        seed: 5,
-        policy: ExchangePolicy::Global,
-        learner: LearnerSpec::LinearRegression { features: FEATURES, step_size: 0.01, local_passes: 2 },
-        deadline: None,
+    let learner = LearnerSpec::LinearRegression { features: FEATURES, step_size: 0.01, local_passes: 2 };
+    RunConfig::new(workers, POINTS / 2, learner)
+        .with_epochs(epochs)
+        .with_seed(5)
+        .with_policy(ExchangePolicy::Global)
         // Small chunks: several broadcasts per epoch, so a failure lands inside the ring.
-        chunk_bytes: 1024,
-        checkpoint: None,
-        resume: false,
-    }
+        .with_chunk_bytes(1024)
 }
 
 /// Runs a TCP cluster on threads; `faults` makes workers (by index) leave at an epoch (at

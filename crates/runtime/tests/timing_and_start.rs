@@ -36,38 +36,22 @@ impl Run<'_> {
         let (all, _) = linear_regression(POINTS + 40, self.features, 0.05, 3).unwrap();
         let (train, held_out) = all.split(40.0 / (POINTS + 40) as f64, 4);
         let data = RunData { train: train.to_records().unwrap(), held_out: held_out.to_records().unwrap() };
-        let config = RunConfig {
-            workers: WORKERS,
-            cache_capacity: POINTS / 2,
-            epochs: 2,
-            seed: 5,
-            policy: self.policy,
-            learner: LearnerSpec::LinearRegression {
-                features: self.features,
-                step_size: 0.001,
-                local_passes: 1,
-            },
-            deadline: None,
-            chunk_bytes: self.chunk_bytes,
-            checkpoint: self.checkpoint.map(Path::to_path_buf),
-            resume: false,
+        let learner =
+            LearnerSpec::LinearRegression { features: self.features, step_size: 0.001, local_passes: 1 };
+        let mut config = RunConfig::new(WORKERS, POINTS / 2, learner)
+            .with_epochs(2)
+            .with_seed(5)
+            .with_policy(self.policy)
+            .with_chunk_bytes(self.chunk_bytes);
+        if let Some(path) = self.checkpoint {
+            config = config.with_checkpoint(path, false);
         }
-        .check(POINTS)?;
-        let transport = InProcessConfig {
-            timeout: Duration::from_secs(20),
-            shaping: self.shaping,
-            ..InProcessConfig::default()
-        };
+        let config = config.check(POINTS)?;
+        let transport =
+            InProcessConfig::default().with_timeout(Duration::from_secs(20)).with_shaping(self.shaping);
         let planner = planner_by_name("uncoded", &PlannerOptions::default()).unwrap();
         let mut none = NoStragglers::new(WORKERS).unwrap();
-        let run = InProcessRun {
-            config: &config,
-            planner: planner.as_ref(),
-            stragglers: &mut none,
-            data: &data,
-            transport,
-            faults: vec![],
-        };
+        let run = InProcessRun::new(&config, planner.as_ref(), &mut none, &data).with_transport(transport);
         run_in_process_from(run, self.start, &mut |_| {}).map(|(report, _)| report)
     }
 }
@@ -80,7 +64,7 @@ fn on_shaped_links_transmit_time_is_the_payload_on_the_masters_link() {
         features: FEATURES,
         policy: ExchangePolicy::Global,
         chunk_bytes: 64 * 1024,
-        shaping: Some(LinkShaping { bytes_per_second: RATE, latency: Duration::ZERO }),
+        shaping: Some(LinkShaping::new(RATE, Duration::ZERO)),
         start: None,
         checkpoint: None,
     }

@@ -4,9 +4,39 @@
 //! draws) goes through [`SeededRng`], a ChaCha8 stream. The sampling routines below are written
 //! here rather than taken from `rand`'s distributions so that the same seed gives the same
 //! instance on every machine and across `rand` releases.
+//!
+//! They are generic over [`rand_core::Rng`], the trait every `rand` generator implements, and
+//! [`SeededRng`] implements it too. So a user can bring a generator of their own to our
+//! routines, or draw from `rand`'s distributions with ours; the routines stay the default the
+//! workspace uses, which is what keeps its results reproducible.
+//!
+//! ```
+//! use rand::RngExt; // rand 0.10: the convenience methods (`random`, `random_range`)
+//! use rand::SeedableRng;
+//! use rand::distr::{Bernoulli, Distribution};
+//! use ubershuffle_core::rng::{seeded, shuffle, uniform_below};
+//!
+//! // rand's distributions and methods on our generator:
+//! let mut ours = seeded(7);
+//! let coin = Bernoulli::new(0.3)?.sample(&mut ours);
+//! let die: u32 = ours.random_range(1..=6);
+//! assert!((1..=6).contains(&die));
+//! # let _ = coin;
+//!
+//! // our portable routines on a generator of rand's:
+//! let mut theirs = rand::rngs::SmallRng::seed_from_u64(7);
+//! let mut order: Vec<u32> = (0..10).collect();
+//! shuffle(&mut theirs, &mut order);
+//! assert!(uniform_below(&mut theirs, 10) < 10);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
+
+/// The `rand_core` crate this one is built on, so that users name its traits at the same
+/// version ([`rand_core::Rng`] is what the routines below accept).
+pub use rand_core;
 
 /// The random number generator used everywhere in the project: ChaCha8, seeded from a `u64`.
 pub type SeededRng = ChaCha8Rng;
@@ -28,7 +58,7 @@ pub fn seeded_stream(seed: u64, stream: u64) -> SeededRng {
 ///
 /// # Panics
 /// Panics if `bound` is zero (a caller bug, never user input).
-pub fn uniform_below(rng: &mut SeededRng, bound: u64) -> u64 {
+pub fn uniform_below<R: Rng + ?Sized>(rng: &mut R, bound: u64) -> u64 {
     assert!(bound > 0, "uniform_below needs a positive bound");
     let threshold = bound.wrapping_neg() % bound;
     loop {
@@ -40,23 +70,23 @@ pub fn uniform_below(rng: &mut SeededRng, bound: u64) -> u64 {
 }
 
 /// A uniform `f64` in `[0, 1)` with 53 random bits.
-pub fn uniform_unit(rng: &mut SeededRng) -> f64 {
+pub fn uniform_unit<R: Rng + ?Sized>(rng: &mut R) -> f64 {
     (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
 /// Fills `bytes` with pseudo-random bytes from `rng`.
-pub fn fill_bytes(rng: &mut SeededRng, bytes: &mut [u8]) {
+pub fn fill_bytes<R: Rng + ?Sized>(rng: &mut R, bytes: &mut [u8]) {
     rng.fill_bytes(bytes);
 }
 
 /// Shuffles `items` uniformly at random in place (Fisher-Yates).
-pub fn shuffle<T>(rng: &mut SeededRng, items: &mut [T]) {
+pub fn shuffle<T, R: Rng + ?Sized>(rng: &mut R, items: &mut [T]) {
     partial_shuffle(rng, items, items.len());
 }
 
 /// Moves a uniformly random `k`-subset of `items`, in uniformly random order, to the front
 /// (the first `k` steps of Fisher-Yates). `k` is clamped to `items.len()`.
-pub fn partial_shuffle<T>(rng: &mut SeededRng, items: &mut [T], k: usize) {
+pub fn partial_shuffle<T, R: Rng + ?Sized>(rng: &mut R, items: &mut [T], k: usize) {
     let len = items.len();
     for i in 0..k.min(len) {
         let j = i + uniform_below(rng, (len - i) as u64) as usize;
@@ -65,7 +95,7 @@ pub fn partial_shuffle<T>(rng: &mut SeededRng, items: &mut [T], k: usize) {
 }
 
 /// A standard normal draw (Box-Muller on [`uniform_unit`], so it reproduces across machines).
-pub fn standard_normal(rng: &mut SeededRng) -> f64 {
+pub fn standard_normal<R: Rng + ?Sized>(rng: &mut R) -> f64 {
     let u1 = 1.0 - uniform_unit(rng); // in (0, 1], so the log is finite
     let u2 = uniform_unit(rng);
     (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
@@ -88,6 +118,22 @@ mod tests {
     fn the_stream_is_pinned_across_releases() {
         // If this value changes, every published instance changes: treat it as a breaking change.
         assert_eq!(seeded(7).next_u64(), 2_910_824_217_569_608_635);
+    }
+
+    #[test]
+    fn sampling_is_pinned_across_releases() {
+        // The routines are generic over the generator; for ours they must keep drawing exactly
+        // what they drew before (the experiments' committed results depend on it).
+        let mut rng = seeded(7);
+        let mut order: Vec<u32> = (0..8).collect();
+        shuffle(&mut rng, &mut order);
+        let below = uniform_below(&mut rng, 1000);
+        let normal = standard_normal(&mut rng);
+        // Computed before the routines became generic.
+        assert_eq!(
+            (order, below, normal.to_bits()),
+            (vec![1, 2, 6, 0, 3, 4, 5, 7], 364, 4_606_581_031_271_197_279)
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ use crate::{Tag, TransportError};
 
 /// How a transport built on point-to-point links broadcasts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BroadcastMethod {
     /// Van de Geijn's pseudo-broadcast as in the UberShuffle paper, Section 3.1: the root cuts
     /// the buffer into `m` pieces (one per receiver) and scatters them, then the receivers pass
@@ -29,12 +30,20 @@ impl BroadcastMethod {
         }
     }
 
-    /// The method called `name` (`pseudo-broadcast`/`pseudo`, or `plain`).
-    pub fn from_name(name: &str) -> Option<BroadcastMethod> {
+    /// The method called `name` (`pseudo-broadcast`/`pseudo`, or `plain`); the error names the
+    /// known methods.
+    ///
+    /// ```
+    /// use ubershuffle_transport::BroadcastMethod;
+    /// assert_eq!(BroadcastMethod::from_name("plain"), Ok(BroadcastMethod::Plain));
+    /// let err = BroadcastMethod::from_name("ring").unwrap_err();
+    /// assert_eq!(err.to_string(), "unknown broadcast method 'ring'; known: pseudo-broadcast (or pseudo), plain");
+    /// ```
+    pub fn from_name(name: &str) -> Result<BroadcastMethod, UnknownBroadcastMethod> {
         match name {
-            "pseudo-broadcast" | "pseudo" => Some(BroadcastMethod::PseudoBroadcast),
-            "plain" => Some(BroadcastMethod::Plain),
-            _ => None,
+            "pseudo-broadcast" | "pseudo" => Ok(BroadcastMethod::PseudoBroadcast),
+            "plain" => Ok(BroadcastMethod::Plain),
+            _ => Err(UnknownBroadcastMethod { name: name.to_string() }),
         }
     }
 
@@ -50,6 +59,22 @@ impl BroadcastMethod {
             BroadcastMethod::Plain => m * unicast,
         }
     }
+}
+
+impl std::str::FromStr for BroadcastMethod {
+    type Err = UnknownBroadcastMethod;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        BroadcastMethod::from_name(name)
+    }
+}
+
+/// A broadcast method name that is not one of [`BroadcastMethod`]'s.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown broadcast method '{name}'; known: pseudo-broadcast (or pseudo), plain")]
+pub struct UnknownBroadcastMethod {
+    /// The name given.
+    pub name: String,
 }
 
 /// Scatter pieces of a pseudo-broadcast.
@@ -369,8 +394,8 @@ mod tests {
         let pseudo = BroadcastMethod::PseudoBroadcast.ideal_seconds(1000, 4, 1000.0);
         assert!((pseudo - 7.0 / 4.0).abs() < 1e-12);
         assert_eq!(BroadcastMethod::Plain.ideal_seconds(1000, 4, 1000.0), 4.0);
-        assert_eq!(BroadcastMethod::from_name("pseudo"), Some(BroadcastMethod::PseudoBroadcast));
-        assert_eq!(BroadcastMethod::from_name(BroadcastMethod::Plain.name()), Some(BroadcastMethod::Plain));
+        assert_eq!(BroadcastMethod::from_name("pseudo"), Ok(BroadcastMethod::PseudoBroadcast));
+        assert_eq!(BroadcastMethod::from_name(BroadcastMethod::Plain.name()), Ok(BroadcastMethod::Plain));
     }
 
     #[test]

@@ -6,6 +6,7 @@ use crate::frame::FrameError;
 
 /// Why a transport operation failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TransportError {
     /// A peer did not answer (or did not drain what we sent) within the timeout.
     #[error("rank {peer} did not respond within {after:?} ({op})")]

@@ -71,6 +71,7 @@ impl FrameKind {
 
 /// Why bytes are not a valid frame.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FrameError {
     /// The first four bytes are not [`MAGIC`].
     #[error("bad magic {0:02x?} (not a ubershuffle frame)")]
@@ -242,6 +243,7 @@ impl Frame {
 
 /// Why a frame could not be read from a stream.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReadFrameError {
     /// The stream ended cleanly between frames.
     #[error("connection closed")]

@@ -25,15 +25,15 @@ fn in_process_pseudo_broadcast() {
 
 #[test]
 fn in_process_plain_broadcast() {
-    let config = InProcessConfig { broadcast: BroadcastMethod::Plain, ..Default::default() };
+    let config = InProcessConfig::default().with_broadcast(BroadcastMethod::Plain);
     report(run_on_threads(in_process::cluster(5, &config).unwrap()));
 }
 
 #[test]
 fn in_process_shaped() {
     // Fast enough links that 64 MiB takes well under a second per hop.
-    let shaping = LinkShaping { bytes_per_second: 4e9, latency: std::time::Duration::from_micros(50) };
-    let config = InProcessConfig { shaping: Some(shaping), ..Default::default() };
+    let shaping = LinkShaping::new(4e9, std::time::Duration::from_micros(50));
+    let config = InProcessConfig::default().with_shaping(Some(shaping));
     report(run_on_threads(in_process::cluster(3, &config).unwrap()));
 }
 

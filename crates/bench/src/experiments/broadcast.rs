@@ -136,17 +136,15 @@ fn measure(
     workers: usize,
     bytes: usize,
 ) -> anyhow::Result<Vec<RoundTime>> {
-    let job = DemoJob { rounds: ROUNDS, bytes: bytes as u64, seed: bytes as u64 ^ workers as u64 };
+    let job = DemoJob::new(ROUNDS, bytes as u64, bytes as u64 ^ workers as u64);
     // One wait may be a whole plain broadcast at 1 Gbit/s (16 x 256 MiB = 34 s).
     let timeout = Duration::from_secs(300);
     match setting {
         Setting::Shaped => {
-            let config = InProcessConfig {
-                timeout,
-                broadcast: method,
-                shaping: Some(LinkShaping::gbit_per_second(GBIT)),
-                ..Default::default()
-            };
+            let config = InProcessConfig::default()
+                .with_timeout(timeout)
+                .with_broadcast(method)
+                .with_shaping(Some(LinkShaping::gbit_per_second(GBIT)));
             let mut ranks = in_process::cluster(workers + 1, &config)?.into_iter();
             let mut master = ranks.next().ok_or_else(|| anyhow!("empty cluster"))?;
             let handles: Vec<_> = ranks.map(|mut t| thread::spawn(move || run_worker(&mut t))).collect();

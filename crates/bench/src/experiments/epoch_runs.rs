@@ -82,14 +82,8 @@ pub(crate) fn matrix_completion(
     const RANK: usize = 5;
     let all = low_rank(users, items, RANK, per_row + HELD_OUT_PER_ROW, 0.05, seed)?;
     let (train, held) = all.split_within_rows(HELD_OUT_PER_ROW, seed + 1);
-    let params = MatrixCompletionParams {
-        rows: users,
-        cols: items,
-        rank: RANK,
-        step_size: 0.02,
-        regularization: 0.001,
-        init_scale: 0.3,
-    };
+    let params =
+        MatrixCompletionParams::new(users, items, RANK, 0.02).with_regularization(0.001).with_init_scale(0.3);
     Ok(Setup {
         row: "(a)",
         key: "mc",
@@ -179,33 +173,18 @@ pub(crate) struct RunSpec<'a> {
 pub(crate) fn run(setup: &Setup, spec: &RunSpec<'_>) -> anyhow::Result<RunReport> {
     let planner =
         super::planner(spec.scheme, &PlannerOptions::default().with_time_budget(Duration::from_secs(2)))?;
-    let config = RunConfig {
-        workers: setup.workers,
-        cache_capacity: setup.cache_capacity(),
-        epochs: spec.epochs,
-        seed: spec.seed,
-        policy: spec.policy,
-        learner: setup.learner,
-        deadline: None,
-        chunk_bytes: CHUNK_BYTES,
-        checkpoint: None,
-        resume: false,
-    }
-    .check(setup.points())?;
-    let transport = InProcessConfig {
-        timeout: Duration::from_secs(120),
-        shaping: spec.gbit.map(LinkShaping::gbit_per_second),
-        ..InProcessConfig::default()
-    };
+    let config = RunConfig::new(setup.workers, setup.cache_capacity(), setup.learner)
+        .with_epochs(spec.epochs)
+        .with_seed(spec.seed)
+        .with_policy(spec.policy)
+        .with_chunk_bytes(CHUNK_BYTES)
+        .check(setup.points())?;
+    let transport = InProcessConfig::default()
+        .with_timeout(Duration::from_secs(120))
+        .with_shaping(spec.gbit.map(LinkShaping::gbit_per_second));
     let mut stragglers = NoStragglers::new(setup.workers)?;
-    let run = InProcessRun {
-        config: &config,
-        planner: planner.as_ref(),
-        stragglers: &mut stragglers,
-        data: &setup.data,
-        transport,
-        faults: Vec::new(),
-    };
+    let run =
+        InProcessRun::new(&config, planner.as_ref(), &mut stragglers, &setup.data).with_transport(transport);
     let start = storage_blocks(setup.points(), setup.workers);
     let (report, workers) = run_in_process_from(run, Some(start), &mut |_| {})
         .with_context(|| format!("{} run of {}", spec.scheme, setup.key))?;

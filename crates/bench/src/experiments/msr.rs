@@ -124,7 +124,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
 
 fn setting(k: usize, mu: &str, q: usize) -> anyhow::Result<Option<MsrSetting>> {
     let storage: Ratio = mu.parse()?;
-    Ok(MsrParams { servers: k, storage, wait: q }.check().ok())
+    Ok(MsrParams::new(k, storage, q).check().ok())
 }
 
 /// L unified / L improved (1 when the improved load is zero).

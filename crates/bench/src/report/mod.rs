@@ -1,6 +1,6 @@
 //! The one reporter: experiments measure into typed rows ([`Row`]) and compute their summary
 //! and headline figures from those rows; this module renders them as CSV (the `csv` crate),
-//! Markdown and SVG charts (`plotters`), writes them ([`write`]) and compares a fresh run with
+//! Markdown and SVG charts (`plotters`), writes them ([`write`](mod@write)) and compares a fresh run with
 //! the committed results ([`check`]).
 
 pub mod chart;

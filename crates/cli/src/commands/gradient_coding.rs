@@ -42,12 +42,8 @@ pub fn run(args: &GradientCodingArgs) -> anyhow::Result<ExitCode> {
     if iterations == 0 {
         bail!("--iterations must be positive");
     }
-    let params = HeterogeneousParams {
-        p_slow: args.p_slow,
-        p_slow_straggle: args.p_slow_straggle,
-        p_active_straggle: args.p_active_straggle,
-    };
-    let options = MonteCarloOptions { runs: args.runs, iterations, seed: args.seed };
+    let params = HeterogeneousParams::new(args.p_slow, args.p_slow_straggle, args.p_active_straggle);
+    let options = MonteCarloOptions::new(args.runs, iterations, args.seed);
     let report = expected_error_report(&code, params, shuffle, options)?;
     if args.json {
         let by_m: Vec<Value> = report

@@ -52,7 +52,7 @@ pub fn run(args: &MasterArgs) -> anyhow::Result<ExitCode> {
             .send(&mut t, rank)
             .with_context(|| format!("sending the job to rank {rank}"))?;
     }
-    let job = DemoJob { rounds: args.rounds, bytes: args.bytes, seed: args.seed };
+    let job = DemoJob::new(args.rounds, args.bytes, args.seed);
     let seconds: Vec<f64> =
         run_master(&mut t, &job).context("master")?.iter().map(|r| r.wall_seconds).collect();
     let mut sorted = seconds.clone();

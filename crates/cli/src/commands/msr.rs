@@ -62,7 +62,7 @@ pub fn run(args: &MsrArgs) -> anyhow::Result<ExitCode> {
     if !(args.rate.is_finite() && args.rate > 0.0) {
         bail!("--rate must be a positive number, got {}", args.rate);
     }
-    let setting: MsrSetting = MsrParams { servers: args.servers, storage, wait: args.wait }.check()?;
+    let setting: MsrSetting = MsrParams::new(args.servers, storage, args.wait).check()?;
     let unified = unified_design(&setting)?;
     let improved = improved_design(&setting)?;
     let (rows, columns) = sizes(args, [&unified, &improved])?;

@@ -6,8 +6,8 @@ use std::path::Path;
 use super::Dataset;
 use crate::LearnerError;
 
-const IRIS_CSV: &str = include_str!("../../../../data/iris.csv");
-const DIABETES_CSV: &str = include_str!("../../../../data/diabetes.csv");
+const IRIS_CSV: &str = include_str!("../../data/iris.csv");
+const DIABETES_CSV: &str = include_str!("../../data/diabetes.csv");
 
 /// A numeric CSV table: the header's column names and the rows.
 #[derive(Clone, Debug, PartialEq)]
@@ -58,16 +58,12 @@ impl Table {
                 reason: format!("no column '{label}' (columns: {})", self.header.join(", ")),
             });
         };
-        let inputs = self
+        let inputs: Vec<Vec<f64>> = self
             .rows
             .iter()
             .map(|r| r.iter().enumerate().filter(|(c, _)| *c != col).map(|(_, v)| *v).collect())
             .collect();
-        Ok(Dataset {
-            features: self.header.len() - 1,
-            inputs,
-            labels: self.rows.iter().map(|r| r[col]).collect(),
-        })
+        Dataset::from_rows(self.header.len() - 1, &inputs, self.rows.iter().map(|r| r[col]).collect())
     }
 }
 
@@ -95,6 +91,7 @@ pub fn diabetes() -> Result<Dataset, LearnerError> {
 
 /// A learning task on a shipped table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ShippedTask {
     /// Linear regression of diabetes `progression` (standardised with the training split).
     DiabetesRegression,
@@ -137,13 +134,14 @@ impl ShippedTask {
         Ok(match self {
             ShippedTask::DiabetesRegression => {
                 let n = train.len().max(1) as f64;
-                let mean = train.labels.iter().sum::<f64>() / n;
-                let sd = (train.labels.iter().map(|y| (y - mean).powi(2)).sum::<f64>() / n).sqrt().max(1e-12);
+                let mean = train.labels().iter().sum::<f64>() / n;
+                let sd =
+                    (train.labels().iter().map(|y| (y - mean).powi(2)).sum::<f64>() / n).sqrt().max(1e-12);
                 let f = |y: f64| (y - mean) / sd;
                 (train.map_labels(f), held_out.map_labels(f))
             }
             ShippedTask::DiabetesAboveMedian => {
-                let mut sorted = train.labels.clone();
+                let mut sorted = train.labels().to_vec();
                 sorted.sort_by(f64::total_cmp);
                 let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0.0);
                 let f = move |y: f64| if y > median { 1.0 } else { 0.0 };
@@ -164,13 +162,13 @@ mod tests {
     #[test]
     fn shipped_tables_load() {
         let iris = iris().unwrap();
-        assert_eq!((iris.len(), iris.features), (150, 4));
-        assert_eq!(iris.labels.iter().filter(|&&y| y == 2.0).count(), 50);
+        assert_eq!((iris.len(), iris.features()), (150, 4));
+        assert_eq!(iris.labels().iter().filter(|&&y| y == 2.0).count(), 50);
         let diabetes = diabetes().unwrap();
-        assert_eq!((diabetes.len(), diabetes.features), (442, 10));
+        assert_eq!((diabetes.len(), diabetes.features()), (442, 10));
         let (train, held) = ShippedTask::DiabetesRegression.prepare(0.2, 1).unwrap();
         assert_eq!((train.len(), held.len()), (354, 88));
-        let mean: f64 = train.inputs.iter().map(|x| x[2]).sum::<f64>() / train.len() as f64;
+        let mean: f64 = train.inputs().column(2).sum() / train.len() as f64;
         assert!(mean.abs() < 1e-9, "standardised features have mean 0 on the training split");
     }
 

@@ -29,7 +29,7 @@ pub fn linear_regression(
         inputs.push(x);
         labels.push(y);
     }
-    Ok((Dataset { features, inputs, labels }, truth))
+    Ok((Dataset::from_rows(features, &inputs, labels)?, truth))
 }
 
 /// A rank-`rank` matrix `L R^T` with `L`, `R` entries `N(0, 1/sqrt(rank))` (so entries have

@@ -29,6 +29,7 @@ use crate::straggler::{HeterogeneousParams, HeterogeneousStragglers, StragglerMo
 
 /// How the slow workers are chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SlowWorkers {
     /// Exactly `m` slow workers, at a uniformly random placement (the `(n, m)` model).
     Exactly(usize),
@@ -140,6 +141,7 @@ pub fn analytic(b: &EncodingMatrix, slow: SlowWorkers, params: HeterogeneousPara
             GradientCodeKind::Frc => Some(theorem1_frc(n, b.replication(), &p_r)),
             GradientCodeKind::Crc => theorem2_crc(b, &p_r),
             GradientCodeKind::CrcExact => None,
+            _ => None, // a kind the papers give no formula for
         }
     };
     match slow {
@@ -166,10 +168,11 @@ pub struct Enumerated {
 
 /// The long-run mean error of each set of on-time workers under `shuffle`: for cyclic
 /// shuffling, the mean over the `n` shifts; for random, the mean over every set of that size.
-fn error_by_on_time_set(table: &ErrorTable, shuffle: RoleShuffle) -> Vec<f64> {
+/// `None` for a shuffle this enumeration does not know.
+fn error_by_on_time_set(table: &ErrorTable, shuffle: RoleShuffle) -> Option<Vec<f64>> {
     let n = table.workers();
     let masks = 0..1u64 << n;
-    match shuffle {
+    Some(match shuffle {
         RoleShuffle::None => masks.map(|s| table.error(s)).collect(),
         RoleShuffle::Cyclic => {
             let mut rng = seeded_stream(0, 0); // unused by cyclic roles
@@ -182,7 +185,8 @@ fn error_by_on_time_set(table: &ErrorTable, shuffle: RoleShuffle) -> Vec<f64> {
             let by_size: Vec<f64> = (0..=n).map(|r| table.mean_error_with(r)).collect();
             masks.map(|s| by_size[s.count_ones() as usize]).collect()
         }
-    }
+        _ => return None,
+    })
 }
 
 /// Exact enumeration for exactly `m` slow workers: for every placement `M` of the slow
@@ -199,7 +203,7 @@ pub fn enumerate(
     if n > MAX_ENUMERATION_WORKERS || m > n {
         return None;
     }
-    let errors = error_by_on_time_set(table, shuffle);
+    let errors = error_by_on_time_set(table, shuffle)?;
     let (pss, pas) = (params.p_slow_straggle, params.p_active_straggle);
     // P(S | M) depends on a = |S & M| (slow on time) and b = |S \ M| (active on time).
     let slow_part: Vec<f64> =
@@ -256,6 +260,7 @@ impl MonteCarloEstimate {
 
 /// Options of [`monte_carlo`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MonteCarloOptions {
     /// Independent runs (each draws its own slow workers).
     pub runs: usize,
@@ -263,6 +268,13 @@ pub struct MonteCarloOptions {
     pub iterations: usize,
     /// Seed of the runs.
     pub seed: u64,
+}
+
+impl MonteCarloOptions {
+    /// `runs` runs of `iterations` iterations, drawn from `seed`.
+    pub const fn new(runs: usize, iterations: usize, seed: u64) -> Self {
+        MonteCarloOptions { runs, iterations, seed }
+    }
 }
 
 /// Decoding errors by mask: a full table for small `n`, decoded on demand and remembered above.
@@ -397,7 +409,13 @@ pub fn expected_error_report(
         Ok(ThreeWays {
             analytic: analytic(b, slow, params),
             enumeration,
-            monte_carlo: monte_carlo(b, slow, params, shuffle, MonteCarloOptions { seed, ..options })?,
+            monte_carlo: monte_carlo(
+                b,
+                slow,
+                params,
+                shuffle,
+                MonteCarloOptions::new(options.runs, options.iterations, seed),
+            )?,
         })
     };
     let drawn = three(SlowWorkers::Drawn, options.seed)?;

@@ -5,6 +5,7 @@ use crate::sample::{SampleView, sample_width};
 
 /// The loss of a linear model `z = w . x + b` (parameters `[w..., b]`) on a labelled sample.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum GlmLoss {
     /// `(z - y)^2 / 2` (linear regression).
     LeastSquares,

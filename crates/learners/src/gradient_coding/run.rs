@@ -14,7 +14,8 @@
 //! The master waits for every worker the model keeps on time, however long this machine takes
 //! (up to [`ON_TIME_SAFETY`]), so a run's numbers depend on its seed only, not on the host's
 //! load; an on-time reply sent after the deadline is counted in
-//! [`IterationRecord::unexpected_late`] (a machine-dependent figure) and still used.
+//! [`IterationRecord::unexpected_late`](crate::gradient_coding::run::IterationRecord::unexpected_late)
+//! (a machine-dependent figure) and still used.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -37,6 +38,7 @@ pub const ON_TIME_SAFETY: Duration = Duration::from_secs(120);
 
 /// What to run.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct CodedRunConfig {
     /// The gradient code (`n` = number of worker threads).
     pub code: EncodingMatrix,
@@ -52,6 +54,40 @@ pub struct CodedRunConfig {
     pub deadline: Duration,
     /// Seed of the partitioning, the roles and the straggler draws.
     pub seed: u64,
+}
+
+impl CodedRunConfig {
+    /// `iterations` steps of `step_size` with `code` on `loss`: roles not shuffled, a deadline
+    /// of 10 ms per iteration, seed 0, unless set otherwise.
+    pub fn new(code: EncodingMatrix, loss: GlmLoss, iterations: usize, step_size: f64) -> Self {
+        CodedRunConfig {
+            code,
+            shuffle: RoleShuffle::None,
+            loss,
+            iterations,
+            step_size,
+            deadline: Duration::from_millis(10),
+            seed: 0,
+        }
+    }
+
+    /// Moves roles between workers by `shuffle` every iteration.
+    pub fn with_shuffle(mut self, shuffle: RoleShuffle) -> Self {
+        self.shuffle = shuffle;
+        self
+    }
+
+    /// The master waits `deadline` per iteration.
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// Draws the partitioning, the roles and the stragglers from `seed`.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
 }
 
 /// One iteration's measurements (iteration 0 is the initial model, before any step).

@@ -7,6 +7,7 @@ use crate::LearnerError;
 
 /// The three probabilities of the heterogeneous model.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct HeterogeneousParams {
     /// `p_hat`: a worker is slow with this probability, independently, for the whole run.
     pub p_slow: f64,
@@ -17,6 +18,12 @@ pub struct HeterogeneousParams {
 }
 
 impl HeterogeneousParams {
+    /// `p_hat` (slow), `p_ss` (a slow worker straggles), `p_as` (an active one straggles);
+    /// [`HeterogeneousParams::check`] validates them.
+    pub const fn new(p_slow: f64, p_slow_straggle: f64, p_active_straggle: f64) -> Self {
+        HeterogeneousParams { p_slow, p_slow_straggle, p_active_straggle }
+    }
+
     /// Checks that all three are probabilities.
     pub fn check(self) -> Result<Self, LearnerError> {
         check_probability("p_slow", self.p_slow)?;

@@ -30,13 +30,13 @@ const PATIENCE: usize = 8;
 ///    that already have room, build the tables: for each layer of worker sets from the
 ///    largest down, take as many full rows of each set as its members' unplaced points allow,
 ///    sets offering the most rows first, points with the smallest homes first
-///    ([`crate::carpool`]'s `pack_full_rows`).
+///    (`carpool::pack_full_rows`).
 /// 2. Row emptying on the result: a small row disappears when each of its points can join
 ///    another row whose workers all cache it and which lacks its worker (any row, not only
 ///    rows of sub-tables), or take the place of that row's point of the same worker, which
 ///    then has such a place.
 /// 3. While the budget lasts, seeded restarts of the packing with ties between worker sets
-///    broken in random order, keeping the best; the search stops early after [`PATIENCE`]
+///    broken in random order, keeping the best; the search stops early after `PATIENCE`
 ///    restarts without improvement, or when it meets the best lower bound of
 ///    [`crate::bounds`] (so small instances finish at once).
 /// 4. The paper's greedy ([`super::UberShufflePlanner`]), its rows emptied with what is left

@@ -16,8 +16,9 @@ use crate::{Tag, Transport, TransportError};
 pub use shaping::LinkShaping;
 use shaping::{Nic, Ports, QueueError, RankClock};
 
-/// How an in-process cluster behaves.
+/// How an in-process cluster behaves: [`InProcessConfig::default`] and the `with_` methods.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct InProcessConfig {
     /// The timeout of every blocking wait.
     pub timeout: Duration,
@@ -37,6 +38,32 @@ impl Default for InProcessConfig {
             shaping: None,
             max_message: crate::frame::MAX_FORMAT_LEN,
         }
+    }
+}
+
+impl InProcessConfig {
+    /// Every blocking wait times out after `timeout`.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// `broadcast` moves bytes by `method`.
+    pub fn with_broadcast(mut self, method: BroadcastMethod) -> Self {
+        self.broadcast = method;
+        self
+    }
+
+    /// Shapes every link (`None`: messages move as fast as channels do).
+    pub fn with_shaping(mut self, shaping: Option<LinkShaping>) -> Self {
+        self.shaping = shaping;
+        self
+    }
+
+    /// Refuses messages longer than `bytes`.
+    pub fn with_max_message(mut self, bytes: usize) -> Self {
+        self.max_message = bytes;
+        self
     }
 }
 

@@ -76,8 +76,10 @@ impl RankClock {
     }
 }
 
-/// The shape of every link of an in-process cluster.
+/// The shape of every link of an in-process cluster: [`LinkShaping::new`] or
+/// [`LinkShaping::gbit_per_second`].
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct LinkShaping {
     /// Bytes per second through each node's send port and each node's receive port.
     pub bytes_per_second: f64,
@@ -86,6 +88,12 @@ pub struct LinkShaping {
 }
 
 impl LinkShaping {
+    /// Links of `bytes_per_second` through each port, each message arriving `latency` after
+    /// its last byte left.
+    pub fn new(bytes_per_second: f64, latency: Duration) -> LinkShaping {
+        LinkShaping { bytes_per_second, latency }
+    }
+
     /// Links of `gbit` gigabits per second (1 Gbit/s = 125 000 000 bytes/s), no latency.
     pub fn gbit_per_second(gbit: f64) -> LinkShaping {
         LinkShaping { bytes_per_second: gbit * 1e9 / 8.0, latency: Duration::ZERO }

@@ -99,15 +99,10 @@ pub(super) fn measure(ctx: &Context, sizes: Sizes) -> anyhow::Result<(Vec<Execut
         for b in &codes {
             for shuffle in RoleShuffle::ALL {
                 for seed in 1..=sizes.seeds {
-                    let config = CodedRunConfig {
-                        code: b.clone(),
-                        shuffle,
-                        loss,
-                        iterations: sizes.iterations,
-                        step_size: step,
-                        deadline: DEADLINE,
-                        seed,
-                    };
+                    let config = CodedRunConfig::new(b.clone(), loss, sizes.iterations, step)
+                        .with_shuffle(shuffle)
+                        .with_deadline(DEADLINE)
+                        .with_seed(seed);
                     let (run, trace) = run_once(task, &config, &train, &held, &full)?;
                     if seed == CHART_SEED {
                         losses.extend(trace.history.iter().step_by(LOSS_STEP).map(|r| Loss {
@@ -138,7 +133,7 @@ fn full_gradient_curve(
 ) -> anyhow::Result<Vec<f64>> {
     let records = train.to_records()?;
     let views = record_views(&records);
-    let mut params = vec![0.0; train.features + 1];
+    let mut params = vec![0.0; train.features() + 1];
     let mut curve = vec![loss.mean_loss(&params, &views)?];
     let n = views.len() as f64;
     for _ in 0..iterations {

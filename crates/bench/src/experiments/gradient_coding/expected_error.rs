@@ -17,7 +17,7 @@ const PAPER_SWEEP: &str = "paper_example";
 const P_SS_SWEEP: &str = "vs_p_ss";
 const N_SWEEP: &str = "vs_n";
 /// Monte Carlo of the paper's example: runs, iterations per run, seed.
-const PAPER_MONTE_CARLO: MonteCarloOptions = MonteCarloOptions { runs: 20_000, iterations: 16, seed: 1 };
+const PAPER_MONTE_CARLO: MonteCarloOptions = MonteCarloOptions::new(20_000, 16, 1);
 /// p_ss = step / 10 for these steps.
 const P_SS_STEPS: std::ops::RangeInclusive<u64> = 1..=9;
 /// The p_ss steps the summary's table shows.
@@ -84,14 +84,14 @@ pub(super) fn measure(runs: usize) -> anyhow::Result<Vec<ExpectedError>> {
     }
     for b in [EncodingMatrix::uncoded(N)?, EncodingMatrix::frc(N, S)?, EncodingMatrix::crc(N, S)?] {
         for step in P_SS_STEPS {
-            let params = HeterogeneousParams { p_slow_straggle: step as f64 / 10.0, ..PAPER };
-            let options = MonteCarloOptions { runs, iterations: 2 * N, seed: 100 + step };
+            let params = HeterogeneousParams::new(PAPER.p_slow, step as f64 / 10.0, PAPER.p_active_straggle);
+            let options = MonteCarloOptions::new(runs, 2 * N, 100 + step);
             rows.extend(three_ways(P_SS_SWEEP, &b, params, options)?);
         }
     }
     for n in SIZES {
         for b in [EncodingMatrix::frc(n, S)?, EncodingMatrix::crc(n, S)?] {
-            let options = MonteCarloOptions { runs: runs / 2, iterations: 2 * n, seed: 200 + n as u64 };
+            let options = MonteCarloOptions::new(runs / 2, 2 * n, 200 + n as u64);
             rows.extend(three_ways(N_SWEEP, &b, PAPER, options)?);
         }
     }

@@ -24,8 +24,7 @@ pub const NAME: &str = "gradient-coding";
 pub const ABOUT: &str = "Approximate gradient coding (FRC, CRC) under heterogeneous stragglers, with and without shuffled worker roles (Johri et al.)";
 
 /// The paper's setting (Section V): n = 8, s = 2, p_hat = 0.3, p_ss = 0.8, p_as = 0.01.
-const PAPER: HeterogeneousParams =
-    HeterogeneousParams { p_slow: 0.3, p_slow_straggle: 0.8, p_active_straggle: 0.01 };
+const PAPER: HeterogeneousParams = HeterogeneousParams::new(0.3, 0.8, 0.01);
 const N: usize = 8;
 const S: usize = 2;
 /// The paper's quoted expected errors for that setting (Section V): FRC, then CRC. They are

@@ -99,7 +99,7 @@ fn other_codes(frc: &EncodingMatrix) -> anyhow::Result<Vec<Reading>> {
             enumerate_drawn(&ErrorTable::new(&exact)?, PAPER, RoleShuffle::Random).unwrap_or(f64::NAN),
         ));
     }
-    let iid = HeterogeneousParams { p_slow: 1.0, p_slow_straggle: PAPER.p_slow, p_active_straggle: 0.0 };
+    let iid = HeterogeneousParams::new(1.0, PAPER.p_slow, 0.0);
     let crc = EncodingMatrix::crc(N, S)?;
     rows.push(Reading::new(
         format!("CRC, s = {S}, i.i.d. stragglers with p = p_hat = {}", PAPER.p_slow),

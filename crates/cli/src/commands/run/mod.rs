@@ -112,19 +112,13 @@ fn finish(
 /// Master and workers on threads of this process.
 fn in_process(r: &Resolved) -> anyhow::Result<ExitCode> {
     let Prepared { data, planner, mut stragglers, mut recorder } = prepare(r)?;
-    let run = InProcessRun {
-        config: &r.config,
-        planner: planner.as_ref(),
-        stragglers: stragglers.as_mut(),
-        data: &data,
-        transport: InProcessConfig {
-            timeout: r.timeout,
-            broadcast: r.broadcast,
-            shaping: r.shaping,
-            ..InProcessConfig::default()
-        },
-        faults: r.kill.into_iter().map(|k| (k.worker, k.epoch)).collect(),
-    };
+    let transport = InProcessConfig::default()
+        .with_timeout(r.timeout)
+        .with_broadcast(r.broadcast)
+        .with_shaping(r.shaping);
+    let run = InProcessRun::new(&r.config, planner.as_ref(), stragglers.as_mut(), &data)
+        .with_transport(transport)
+        .with_faults(r.kill.into_iter().map(|k| (k.worker, k.epoch)).collect());
     let result = run_in_process(run, &mut |metrics| recorder.on_epoch(metrics));
     let result = result.map(|(report, workers)| {
         for (w, outcome) in workers.iter().enumerate() {

@@ -172,20 +172,13 @@ impl RunSettings {
             }
         }
         let scheme = resolve_scheme(&mut s)?;
-        let config = RunConfig {
-            workers,
-            cache_capacity: cache_size_for(alpha, points),
-            epochs: s.epochs,
-            seed: s.seed,
-            policy,
-            learner,
-            deadline,
-            chunk_bytes: s.chunk_bytes,
-            checkpoint,
-            resume: s.resume,
-        }
-        .check(points)
-        .map_err(|e| explain(e, alpha))?;
+        let mut config = RunConfig::new(workers, cache_size_for(alpha, points), learner)
+            .with_epochs(s.epochs)
+            .with_seed(s.seed)
+            .with_policy(policy)
+            .with_chunk_bytes(s.chunk_bytes);
+        (config.deadline, config.checkpoint, config.resume) = (deadline, checkpoint, s.resume);
+        let config = config.check(points).map_err(|e| explain(e, alpha))?;
         let (echo, identity) = echo(&s, &data, config.cache_capacity)?;
         Ok(Resolved {
             echo,
@@ -276,14 +269,9 @@ fn resolve_learner(s: &mut RunSettings) -> anyhow::Result<(DataSpec, LearnerSpec
     if per_row > cols {
         bail!("--ratings-per-row {per_row} exceeds the {cols} columns");
     }
-    let params = MatrixCompletionParams {
-        rows,
-        cols,
-        rank,
-        step_size,
-        regularization: non_negative("--regularization", s.regularization)?,
-        init_scale: non_negative("--init-scale", s.init_scale)?,
-    };
+    let params = MatrixCompletionParams::new(rows, cols, rank, step_size)
+        .with_regularization(non_negative("--regularization", s.regularization)?)
+        .with_init_scale(non_negative("--init-scale", s.init_scale)?);
     params.check().context("--learner matcomp")?;
     let data = DataSpec::MatrixCompletion { rows, cols, rank, per_row, noise };
     if u32::try_from(data.training_points()).is_err() {

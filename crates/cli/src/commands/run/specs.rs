@@ -65,7 +65,7 @@ pub fn parse_bandwidth(text: &str) -> Result<Option<LinkShaping>, String> {
     if !(value > 0.0 && value.is_finite()) {
         return Err(format!("invalid --bandwidth '{text}': the rate must be positive"));
     }
-    Ok(Some(LinkShaping { bytes_per_second: value * scale / 8.0, latency: Duration::ZERO }))
+    Ok(Some(LinkShaping::new(value * scale / 8.0, Duration::ZERO)))
 }
 
 /// `--stragglers`: which workers hold their updates past the deadline, epoch by epoch.
@@ -101,11 +101,11 @@ impl StragglerSpec {
             ("none", []) => Ok(StragglerSpec::None),
             ("iid", &[p]) => Ok(StragglerSpec::Iid(p)),
             ("heterogeneous", &[p_slow, p_slow_straggle, p_active_straggle]) => {
-                Ok(StragglerSpec::Heterogeneous(HeterogeneousParams {
+                Ok(StragglerSpec::Heterogeneous(HeterogeneousParams::new(
                     p_slow,
                     p_slow_straggle,
                     p_active_straggle,
-                }))
+                )))
             }
             ("markov", &[p_fall, p_recover]) => Ok(StragglerSpec::Markov { p_fall, p_recover }),
             _ => Err(format!("invalid --stragglers '{text}': {usage}")),
