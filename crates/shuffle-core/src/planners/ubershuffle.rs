@@ -332,6 +332,26 @@ mod tests {
         assert_eq!(plan.len(), 3);
     }
 
+    /// The greedy's work count and the reach check's estimate, recorded before the search was
+    /// made faster: budgets are counted in these units (`ubershuffle-opt` adds the greedy's
+    /// work to its own), so a faster search must count exactly the same work.
+    #[test]
+    fn counts_the_work_it_always_counted() {
+        let cases = [
+            ((10, 5_000, 0.3, 2), 9487, "about 2942 sub-tables (793 tables"),
+            ((16, 20_000, 0.4, 4), 293_678, "about 130286 sub-tables (10697 tables"),
+            ((20, 30_000, 0.55, 1), 4_511_630, "about 768159 sub-tables (13447 tables"),
+        ];
+        for ((workers, points, alpha, seed), expected_work, expected_estimate) in cases {
+            let inst = GeneratorParams { workers, points, alpha, seed }.check().unwrap().generate();
+            let mut tables = CarpoolTables::build(&inst, "test").unwrap();
+            let refusal = check_greedy_reach(&tables, 1000, "test").unwrap_err().to_string();
+            assert!(refusal.contains(expected_estimate), "{refusal}");
+            let work = carpool_greedy(&mut tables, &GreedyRule::default(), &mut seeded(0), u64::MAX).unwrap();
+            assert_eq!(work, expected_work, "{workers} workers");
+        }
+    }
+
     /// The comparison behind the choices documented on [`UberShufflePlanner`]. Run:
     /// `cargo test --release -p ubershuffle-core --lib greedy_variants -- --ignored --nocapture`.
     #[test]
