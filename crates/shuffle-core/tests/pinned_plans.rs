@@ -74,3 +74,12 @@ fn ubershuffle_opt_plans_as_it_did() {
         UberShuffleOptPlanner::new(Duration::from_millis(5)).plan(&inst, &mut seeded(7)).unwrap_err();
     assert!(refused.to_string().contains("1773 of 3603 tables done"), "{refused}");
 }
+
+/// The instance of the planners bench (`benches/planners.rs`): the paper's Fig. 3 setting at
+/// its largest. Run: `cargo test --release -p ubershuffle-core --test pinned_plans -- --ignored`.
+#[test]
+#[ignore = "n = 20, q = 1e6: a few seconds in release"]
+fn the_bench_instance_plans_as_it_did() {
+    let inst = instance(20, 1_000_000, 0.55, 1);
+    check(&UberShufflePlanner::default(), &inst, (62_854, 0x88bd_4a46_0787_063f));
+}

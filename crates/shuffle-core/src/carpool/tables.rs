@@ -24,6 +24,9 @@ pub(crate) struct CarpoolTables {
     masks: Vec<u128>,
     slot_start: Vec<u32>,
     height: Vec<u32>,
+    /// How many columns of each table are as tall as the table, so that lowering a column
+    /// rescans the table only when it was the last at that height.
+    tallest: Vec<u32>,
     size: Vec<u32>,
     count: Vec<u32>,
     head: Vec<u32>,
@@ -48,6 +51,7 @@ impl CarpoolTables {
             masks: Vec::new(),
             slot_start: Vec::new(),
             height: Vec::new(),
+            tallest: Vec::new(),
             size: Vec::new(),
             count: Vec::new(),
             head: Vec::new(),
@@ -141,6 +145,13 @@ impl CarpoolTables {
         self.count[self.slot(t, worker)]
     }
 
+    /// The number of entries in each column of table `t`, its members in increasing order.
+    #[inline]
+    pub(crate) fn column_counts(&self, t: u32) -> &[u32] {
+        let start = self.slot_start[t as usize] as usize;
+        &self.count[start..start + self.masks[t as usize].count_ones() as usize]
+    }
+
     /// Whether `worker`'s column of table `t` is shorter than the table, so that an entry can
     /// join it without raising the table.
     #[inline]
@@ -191,8 +202,9 @@ impl CarpoolTables {
         self.masks.push(mask);
         self.slot_start.push(self.count.len() as u32);
         self.height.push(0);
-        self.size.push(0);
         let members = mask.count_ones() as usize;
+        self.tallest.push(members as u32);
+        self.size.push(0);
         self.count.extend(std::iter::repeat_n(0, members));
         self.head.extend(std::iter::repeat_n(NIL, members));
         self.index.insert(mask, id);
@@ -245,7 +257,10 @@ impl CarpoolTables {
         self.size[t as usize] += 1;
         if self.count[slot] > self.height[t as usize] {
             self.height[t as usize] = self.count[slot];
+            self.tallest[t as usize] = 1;
             self.cost += 1;
+        } else if self.count[slot] == self.height[t as usize] {
+            self.tallest[t as usize] += 1;
         }
     }
 
@@ -264,11 +279,16 @@ impl CarpoolTables {
         self.count[slot] -= 1;
         self.size[t as usize] -= 1;
         if self.count[slot] + 1 == self.height[t as usize] {
-            let start = self.slot_start[t as usize] as usize;
-            let members = self.masks[t as usize].count_ones() as usize;
-            let tallest = self.count[start..start + members].iter().copied().max().unwrap_or(0);
-            self.cost -= (self.height[t as usize] - tallest) as usize;
-            self.height[t as usize] = tallest;
+            self.tallest[t as usize] -= 1;
+            if self.tallest[t as usize] == 0 {
+                let start = self.slot_start[t as usize] as usize;
+                let members = self.masks[t as usize].count_ones() as usize;
+                let columns = &self.count[start..start + members];
+                let height = columns.iter().copied().max().unwrap_or(0);
+                self.tallest[t as usize] = columns.iter().filter(|&&c| c == height).count() as u32;
+                self.cost -= (self.height[t as usize] - height) as usize;
+                self.height[t as usize] = height;
+            }
         }
     }
 
