@@ -16,6 +16,7 @@ mod partial_local;
 mod partial_local_training;
 mod plugins;
 pub mod scale;
+mod speed;
 mod table1;
 mod theorem1;
 mod worst_case;
@@ -82,6 +83,7 @@ pub static EXPERIMENTS: &[Experiment] = &[
     Experiment { name: broadcast::NAME, about: broadcast::ABOUT, run: broadcast::run },
     Experiment { name: table1::NAME, about: table1::ABOUT, run: table1::run },
     Experiment { name: fig4::NAME, about: fig4::ABOUT, run: fig4::run },
+    Experiment { name: speed::NAME, about: speed::ABOUT, run: speed::run },
 ];
 
 /// The built-in planner `name` with `options` (an error naming the known ones otherwise).
