@@ -34,8 +34,9 @@ use crate::{Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, Shuffle
 ///   tables emptied by earlier moves drop out the same way. (`ubershuffle-opt` builds new
 ///   tables.)
 ///
-/// The plan is deterministic (it draws nothing from the generator). At n = 20, q = 1e6 it
-/// takes about 1.3 s on the project's 2-core machine (`cargo bench -p ubershuffle-core`).
+/// The plan is deterministic (it draws nothing from the generator). Its time at n = 20,
+/// q = 1e6 is the `plan ubershuffle` row of `results/full/speed.csv`
+/// (`cargo xtask experiments speed`; also `cargo bench -p ubershuffle-core --bench planners`).
 ///
 /// Reach: the search for a sub-table enumerates subsets of a table's workers, up to `2^(k-1)`
 /// for a table of `k` workers, and where cachers are unique (from about 30 workers) almost
