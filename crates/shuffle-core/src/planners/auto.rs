@@ -18,7 +18,7 @@ use crate::{Plan, PlanError, Planned, PlannerOptions, SeededRng, ShuffleInstance
 /// member that fits, and above 128 workers it is `clique-cover` (or `coded`, should that ever
 /// send less).
 ///
-/// Then two local searches polish the best plan, each on a tenth of the budget, and keep a
+/// Then two local searches polish the best plan, each on a fifth of the budget, and keep a
 /// plan only if it sends fewer packets (the winner is then named `<member> + local search`):
 /// iterated greedy repacking of its packets (`carpool::repack`) and lowering of its carpool
 /// tables by augmenting paths, with one row raised where that frees two, and a bounded number
@@ -34,7 +34,7 @@ pub struct AutoPlanner {
 }
 
 /// The share of the budget (one part in this many) each local search gets.
-const POLISH_SHARE: u64 = 10;
+const POLISH_SHARE: u64 = 5;
 
 /// Appended to the winner's name when a local search improved its plan.
 const POLISHED: &str = " + local search";
