@@ -12,8 +12,8 @@
 //! but holds it back for twice the deadline (it drops it if the next iteration's request comes
 //! first). Its result then really misses the master's deadline and is discarded, never faked.
 //! The master waits for every worker the model keeps on time, however long this machine takes
-//! (up to [`ON_TIME_SAFETY`]), so a run's numbers depend on its seed only, not on the host's
-//! load; an on-time reply sent after the deadline is counted in
+//! (up to [`ON_TIME_SAFETY`](crate::gradient_coding::run::ON_TIME_SAFETY)), so a run's
+//! numbers depend on its seed only, not on the host's load; an on-time reply sent after the deadline is counted in
 //! [`IterationRecord::unexpected_late`](crate::gradient_coding::run::IterationRecord::unexpected_late)
 //! (a machine-dependent figure) and still used.
 
