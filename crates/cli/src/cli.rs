@@ -86,7 +86,8 @@ pub struct InstanceSource {
                         ubershuffle plan --plugin target/release/libpairwise_xor.so -n 20 -q 100000 -a 0.4\n  \
                         ubershuffle plan --scheme worst-case --shuffle-matrix \"2,1,2;2,1,2;1,3,1\"\n  \
                         ubershuffle plan --scheme cycle-packing --workers 6 --points 600 --seed 3\n  \
-                        ubershuffle plan --policy partial-local --fraction 0.3 --scheme coded -n 8 -q 8000 -a 0.25 --epochs 5"
+                        ubershuffle plan --policy partial-local --fraction 0.3 --scheme coded -n 8 -q 8000 -a 0.25 --epochs 5\n  \
+                        ubershuffle plan --scheme pliable-greedy --candidates 4 -n 20 -q 100000 -a 0.325 --json"
 )]
 pub struct PlanArgs {
     /// The scheme (see `ubershuffle schemes`) [default: coded, or with --plugin the plugin's
@@ -108,6 +109,17 @@ pub struct PlanArgs {
     /// Also write the plan as JSON to this file ({"transmissions": [[[point, worker], ...], ...]}).
     #[arg(long, value_name = "FILE")]
     pub plan_out: Option<PathBuf>,
+    /// Pliable schemes (pliable-greedy, pliable-hierarchical), which choose the next assignment
+    /// as well as the code: each point's next owner must be one of R workers drawn uniformly at
+    /// random (R = 1: fully random shuffling, today's schemes), or any worker with `all`. R
+    /// bounds how far SGD's data can be steered: a point goes to a given worker with
+    /// probability at most R/n (docs/pliable.md) [default: 3].
+    #[arg(long, alias = "randomness", value_name = "R")]
+    pub candidates: Option<ubershuffle_core::pliable::Randomness>,
+    /// Pliable schemes: also write the chosen assignment (with the caches) as instance JSON to
+    /// this file, which `plan --instance` reads.
+    #[arg(long, value_name = "FILE")]
+    pub chosen_out: Option<PathBuf>,
     /// Print one JSON object on stdout instead of a table.
     #[arg(long)]
     pub json: bool,

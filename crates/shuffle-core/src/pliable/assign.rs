@@ -63,6 +63,8 @@ pub(crate) struct Menu<'a> {
     pub layers: Vec<&'a [u32]>,
     /// Batches must hold only points their workers do not cache (the paper's model).
     pub fresh: bool,
+    /// Every point's previous owner, when known: free placements avoid it when they can.
+    pub previous: Option<&'a [u32]>,
 }
 
 /// The candidates of one point, possibly with repeats.
@@ -219,7 +221,9 @@ impl<'m> Assigner<'m> {
 
     /// Gives every open point that a candidate with room caches to such a candidate, for free:
     /// the points with the fewest such candidates first (ties in a seeded random order), each
-    /// to the one with the most room (ties to a random one). Not for fresh batches.
+    /// to the one with the most room (ties to a random one), other than the point's previous
+    /// owner when another has room (moving a point costs nothing then, and keeps data
+    /// mixing). Not for fresh batches.
     pub(crate) fn place_free(&mut self, rng: &mut SeededRng) {
         if self.menu.fresh {
             return;
@@ -245,7 +249,13 @@ impl<'m> Assigner<'m> {
             } else {
                 choices.extend(menu.candidates(p).filter(|&w| menu.cachers.caches(w, p)));
             }
-            if let Some(w) = self.roomiest(&choices, rng) {
+            let stay = menu.previous.and_then(|prev| prev.get(p as usize)).map_or(usize::MAX, |&w| w as usize);
+            let len = choices.len();
+            choices.retain(|&w| w != stay);
+            let pick = self.roomiest(&choices, rng).or_else(|| {
+                (choices.len() < len && self.capacity.get(stay).is_some_and(|&c| c > 0)).then_some(stay)
+            });
+            if let Some(w) = pick {
                 self.place(p, w);
             }
         }
@@ -380,6 +390,7 @@ mod tests {
             cachers,
             layers,
             fresh: false,
+            previous: None,
         }
     }
 

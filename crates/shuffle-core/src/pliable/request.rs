@@ -32,6 +32,9 @@ pub enum PliableError {
         /// Workers.
         workers: usize,
     },
+    /// The previous batches are not a partition of the points.
+    #[error("previous batches: {0}")]
+    PreviousBatches(String),
     /// Fresh batches were asked for, but the fully random assignment gives a worker a point
     /// it caches.
     #[error("fresh batches: worker {worker} caches point {point} of its batch in the given assignment")]
@@ -158,8 +161,9 @@ impl PliableRequest {
         Ok(PliableRequest { base, layers, randomness, fresh: false, previous: None, cachers })
     }
 
-    /// The same request, with the previous owner of every point (for the randomness
-    /// statistics; the planners do not read it).
+    /// The same request, with the previous owner of every point: for the randomness
+    /// statistics, and so that the planners, among candidates that cost the same, can move
+    /// points rather than leave them where they were.
     pub fn with_previous(mut self, previous: Vec<u32>) -> Result<Self, PliableError> {
         let (n, q) = (self.workers(), self.points());
         if previous.len() != q {
@@ -170,6 +174,30 @@ impl PliableRequest {
         }
         self.previous = Some(previous);
         Ok(self)
+    }
+
+    /// [`PliableRequest::with_previous`] from the previous batches (`batches[w]` the points
+    /// worker `w` held); a point in no batch, or in two, is refused.
+    pub fn with_previous_batches(self, batches: &[Vec<u32>]) -> Result<Self, PliableError> {
+        let q = self.points();
+        let mut owners = vec![u32::MAX; q];
+        for (w, batch) in batches.iter().enumerate() {
+            for &p in batch {
+                match owners.get_mut(p as usize) {
+                    Some(o) if *o == u32::MAX => *o = w as u32,
+                    Some(_) => {
+                        return Err(PliableError::PreviousBatches(format!("point {p} is in two batches")));
+                    }
+                    None => {
+                        return Err(PliableError::PreviousBatches(format!("point {p} is not one of the {q} points")));
+                    }
+                }
+            }
+        }
+        if let Some(p) = owners.iter().position(|&o| o == u32::MAX) {
+            return Err(PliableError::PreviousBatches(format!("point {p} is in no batch")));
+        }
+        self.with_previous(owners)
     }
 
     /// The same request, requiring every batch to hold only points its worker does not cache
@@ -264,6 +292,7 @@ impl PliableRequest {
             cachers: &self.cachers,
             layers,
             fresh: self.fresh,
+            previous: self.previous.as_deref(),
         }
     }
 }
