@@ -326,6 +326,7 @@ pub struct WorkerArgs {
 #[command(
     after_help = "Examples:\n  \
     ubershuffle run --scheme coded --workers 4 --epochs 5 --bandwidth 1gbit\n  \
+    ubershuffle run --scheme pliable-greedy --candidates 4 --workers 8 --epochs 5\n  \
     ubershuffle run --learner matcomp --scheme uncoded --stragglers iid:0.2 --deadline 0.05 --json\n  \
     ubershuffle run --config run.toml --out runs/a          # then: --resume --epochs 20\n  \
     ubershuffle run --transport tcp --listen 127.0.0.1:7070 --token s3cret --workers 2\n  \
@@ -429,6 +430,12 @@ pub struct RunSettings {
     #[arg(long, value_name = "LIBRARY", help_heading = "Scheme")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plugin: Option<PathBuf>,
+    /// Pliable schemes (pliable-greedy, pliable-hierarchical) choose each epoch's assignment:
+    /// each point's next owner is one of R workers drawn uniformly at random (1: fully random
+    /// shuffling; `all`: any worker); see docs/pliable.md [default: 3 with a pliable scheme].
+    #[arg(long, alias = "randomness", value_name = "R", help_heading = "Scheme")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<ubershuffle_core::pliable::Randomness>,
 
     /// What the workers train.
     #[arg(long, value_enum, default_value_t = LearnerKind::Linreg, help_heading = "Learner")]

@@ -387,9 +387,33 @@ fn pliable_schemes_choose_the_assignment_within_the_candidates() {
 fn pliable_flags_are_refused_where_they_do_not_apply() {
     let e = fails(&["plan", "--scheme", "coded", "--candidates", "2", "-n", "4", "-q", "40", "-a", "0.5"]);
     assert!(e.contains("apply to the pliable schemes"), "{e}");
-    let e = fails(&["plan", "--scheme", "pliable-greedy", "--candidates", "none", "-n", "4", "-q", "40", "-a", "0.5"]);
+    let e = fails(&[
+        "plan",
+        "--scheme",
+        "pliable-greedy",
+        "--candidates",
+        "none",
+        "-n",
+        "4",
+        "-q",
+        "40",
+        "-a",
+        "0.5",
+    ]);
     assert!(e.contains("positive number of workers or 'all'"), "{e}");
-    let e = fails(&["plan", "--scheme", "pliable-greedy", "--policy", "local", "-n", "4", "-q", "40", "-a", "0.5"]);
+    let e = fails(&[
+        "plan",
+        "--scheme",
+        "pliable-greedy",
+        "--policy",
+        "local",
+        "-n",
+        "4",
+        "-q",
+        "40",
+        "-a",
+        "0.5",
+    ]);
     assert!(e.contains("chooses the next assignment itself"), "{e}");
     assert_eq!(e.lines().count(), 1, "{e}");
 }

@@ -34,9 +34,14 @@ fn load(source: &InstanceSource) -> anyhow::Result<(ShuffleInstance, Option<Vec<
 
 /// Plans with a pliable scheme, verifies, prints; exits non-zero if the plan does not decode.
 pub fn run(args: &PlanArgs, planner: &dyn ShufflePlanner, plan_stream: u64) -> anyhow::Result<ExitCode> {
-    let Some(pliable) = planner.as_pliable() else { bail!("scheme {} does not choose assignments", planner.name()) };
+    let Some(pliable) = planner.as_pliable() else {
+        bail!("scheme {} does not choose assignments", planner.name())
+    };
     if args.policy.policy.is_some() {
-        bail!("--policy does not apply to {}: a pliable scheme chooses the next assignment itself", planner.name());
+        bail!(
+            "--policy does not apply to {}: a pliable scheme chooses the next assignment itself",
+            planner.name()
+        );
     }
     let randomness = args.candidates.unwrap_or_default();
     let (inst, previous) = load(&args.source)?;
@@ -121,7 +126,11 @@ pub fn run(args: &PlanArgs, planner: &dyn ShufflePlanner, plan_stream: u64) -> a
             ),
             (
                 "points that stay",
-                format!("{} chosen, {} fully random", share(chosen.stay_fraction), share(random.stay_fraction)),
+                format!(
+                    "{} chosen, {} fully random",
+                    share(chosen.stay_fraction),
+                    share(random.stay_fraction)
+                ),
             ),
             (
                 "points given to a cacher",

@@ -249,7 +249,8 @@ impl<'m> Assigner<'m> {
             } else {
                 choices.extend(menu.candidates(p).filter(|&w| menu.cachers.caches(w, p)));
             }
-            let stay = menu.previous.and_then(|prev| prev.get(p as usize)).map_or(usize::MAX, |&w| w as usize);
+            let stay =
+                menu.previous.and_then(|prev| prev.get(p as usize)).map_or(usize::MAX, |&w| w as usize);
             let len = choices.len();
             choices.retain(|&w| w != stay);
             let pick = self.roomiest(&choices, rng).or_else(|| {

@@ -41,7 +41,7 @@ pub(crate) use assign::{Assigner, Menu};
 pub use paper::PaperSetting;
 pub use randomness::{OwnerFrequencies, ParseRandomnessError, Randomness, RandomnessStats};
 pub use request::{MAX_LAYER_ENTRIES, PliableError, PliableRequest};
-pub use verify::{PliableReport, RandomnessJson, verify_pliable};
+pub use verify::{PliableReport, RandomnessJson, verify_choice, verify_pliable};
 
 use crate::{Plan, PlanError, SeededRng, ShuffleInstance};
 

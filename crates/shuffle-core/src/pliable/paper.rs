@@ -84,7 +84,8 @@ impl PaperSetting {
             .collect();
         let shell = ShuffleInstance::new(n, m, caches, blocks)?;
         let cachers = CacherBits::of(&shell);
-        let menu = Menu { workers: n, sizes, cachers: &cachers, layers: Vec::new(), fresh: true, previous: None };
+        let menu =
+            Menu { workers: n, sizes, cachers: &cachers, layers: Vec::new(), fresh: true, previous: None };
         let (batches, _) = Assigner::new(&menu).finish(&mut rng).map_err(|reason| {
             PliableError::Setting(format!("no balanced assignment of new messages exists here: {reason}"))
         })?;

@@ -95,6 +95,13 @@ impl fmt::Display for Randomness {
     }
 }
 
+impl Serialize for Randomness {
+    /// As the command line spells it: a number, or `"all"`.
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 /// A `--candidates` value that is neither a positive number nor `all`.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("candidates must be a positive number of workers or 'all', got '{0}'")]

@@ -189,7 +189,9 @@ impl PliableRequest {
                         return Err(PliableError::PreviousBatches(format!("point {p} is in two batches")));
                     }
                     None => {
-                        return Err(PliableError::PreviousBatches(format!("point {p} is not one of the {q} points")));
+                        return Err(PliableError::PreviousBatches(format!(
+                            "point {p} is not one of the {q} points"
+                        )));
                     }
                 }
             }

@@ -6,7 +6,7 @@ use serde::Serialize;
 use super::PliablePlan;
 use super::randomness::RandomnessStats;
 use super::request::{PliableError, PliableRequest};
-use crate::{VerifyReport, verify};
+use crate::{Plan, ShuffleInstance, VerifyReport, verify};
 
 /// What [`verify_pliable`] found: decoding at every worker, and how random the chosen
 /// assignment is next to the fully random one.
@@ -89,7 +89,16 @@ pub fn verify_pliable(
     request: &PliableRequest,
     planned: &PliablePlan,
 ) -> Result<PliableReport, PliableError> {
-    let inst = &planned.instance;
+    verify_choice(request, &planned.instance, &planned.plan)
+}
+
+/// [`verify_pliable`] of the chosen assignment `inst` (with the request's caches) and its
+/// `plan`, held apart.
+pub fn verify_choice(
+    request: &PliableRequest,
+    inst: &ShuffleInstance,
+    plan: &Plan,
+) -> Result<PliableReport, PliableError> {
     if !inst.same_caches(request.fully_random()) {
         return Err(PliableError::OtherCaches);
     }
@@ -112,7 +121,7 @@ pub fn verify_pliable(
             );
         }
     }
-    let decoding = verify(inst, &planned.plan)?;
+    let decoding = verify(inst, plan)?;
     let base = request.fully_random();
     let n = request.workers();
     let cached = |p: u32, w: usize| request.caches(w, p);
