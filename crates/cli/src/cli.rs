@@ -113,7 +113,7 @@ pub struct PlanArgs {
     /// as well as the code: each point's next owner must be one of R workers drawn uniformly at
     /// random (R = 1: fully random shuffling, today's schemes), or any worker with `all`. R
     /// bounds how far SGD's data can be steered: a point goes to a given worker with
-    /// probability at most R/n (docs/pliable.md) [default: 3].
+    /// probability at most R/n (docs/pliable.md) [default: 4].
     #[arg(long, alias = "randomness", value_name = "R")]
     pub candidates: Option<ubershuffle_core::pliable::Randomness>,
     /// Pliable schemes: also write the chosen assignment (with the caches) as instance JSON to
@@ -432,7 +432,7 @@ pub struct RunSettings {
     pub plugin: Option<PathBuf>,
     /// Pliable schemes (pliable-greedy, pliable-hierarchical) choose each epoch's assignment:
     /// each point's next owner is one of R workers drawn uniformly at random (1: fully random
-    /// shuffling; `all`: any worker); see docs/pliable.md [default: 3 with a pliable scheme].
+    /// shuffling; `all`: any worker); see docs/pliable.md [default: 4 with a pliable scheme].
     #[arg(long, alias = "randomness", value_name = "R", help_heading = "Scheme")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub candidates: Option<ubershuffle_core::pliable::Randomness>,

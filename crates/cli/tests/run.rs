@@ -261,7 +261,7 @@ fn a_pliable_run_chooses_its_batches_and_reports_their_randomness() {
     );
     // The default constraint is filled in and echoed.
     let default = json(&with(&["--scheme", "pliable-hierarchical"]));
-    assert_eq!(default["config"]["candidates"], "3");
+    assert_eq!(default["config"]["candidates"], "4");
     let e = fails(&with(&["--scheme", "uncoded", "--candidates", "2"]));
     assert!(e.contains("applies to the pliable schemes"), "{e}");
 }

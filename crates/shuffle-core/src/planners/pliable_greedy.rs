@@ -4,6 +4,7 @@
 
 use super::{AutoPlanner, BuiltinPlanner};
 use crate::bits;
+use crate::bounds::max_need_bound;
 use crate::packing::{PacketSink, PackingParams, pack_requests_into};
 use crate::pliable::{Assigner, PliablePlan, PliablePlanner, PliableRequest};
 use crate::requests::{Offers, Requests};
@@ -110,6 +111,10 @@ impl PliablePlanner for PliableGreedyPlanner {
         let chosen = base
             .with_assignment(batches)
             .map_err(|e| PlanError::Failed { planner: Self::NAME.to_string(), reason: e.to_string() })?;
+        // Recoding cannot beat the largest need of a worker (one point a packet at most).
+        if packed.len() <= max_need_bound(&chosen).value {
+            return Ok(PliablePlan::new(chosen, packed, Self::NAME));
+        }
         let recoded = self.inner.plan_explained(&chosen, &mut inner_rng)?;
         Ok(if recoded.plan.len() < packed.len() {
             let made_by = format!("{} (assignment), {} (code)", Self::NAME, recoded.made_by);

@@ -46,10 +46,10 @@ impl Randomness {
     /// Fully random shuffling: one candidate per point, the uniformly random assignment.
     pub const FULLY_RANDOM: Randomness = Randomness::Candidates(1);
 
-    /// The default of the command line: three candidates per point, the least choice that
-    /// halves the transmissions of the best fixed-assignment planner at the UberShuffle
-    /// paper's n = 20, q = 1e5, alpha = 0.325 (`results/README.md`, section pliable).
-    pub const DEFAULT: Randomness = Randomness::Candidates(3);
+    /// The default of the command line: four candidates per point (a batch holds at most four
+    /// times its fair share of any set of points; `docs/pliable.md` and the `pliable`
+    /// experiment say what it saves and what it costs SGD).
+    pub const DEFAULT: Randomness = Randomness::Candidates(4);
 
     /// The candidates per point among `workers` workers (`All`: every worker).
     pub fn candidates(&self, workers: usize) -> usize {
