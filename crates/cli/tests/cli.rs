@@ -387,6 +387,26 @@ fn pliable_schemes_choose_the_assignment_within_the_candidates() {
 fn pliable_flags_are_refused_where_they_do_not_apply() {
     let e = fails(&["plan", "--scheme", "coded", "--candidates", "2", "-n", "4", "-q", "40", "-a", "0.5"]);
     assert!(e.contains("apply to the pliable schemes"), "{e}");
+    // Nothing is written when --chosen-out is refused.
+    let chosen = temp_path("refused-chosen.json");
+    let c = chosen.to_str().expect("utf-8 path");
+    let e = fails(&["plan", "--scheme", "auto", "--chosen-out", c, "-n", "4", "-q", "40", "-a", "0.5"]);
+    assert!(e.contains("apply to the pliable schemes"), "{e}");
+    assert!(!chosen.exists(), "{}", chosen.display());
+    let e = fails(&[
+        "plan",
+        "--scheme",
+        "pliable-greedy",
+        "--candidates",
+        "0",
+        "-n",
+        "4",
+        "-q",
+        "40",
+        "-a",
+        "0.5",
+    ]);
+    assert!(e.contains("positive number of workers or 'all'"), "{e}");
     let e = fails(&[
         "plan",
         "--scheme",

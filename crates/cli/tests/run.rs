@@ -264,4 +264,9 @@ fn a_pliable_run_chooses_its_batches_and_reports_their_randomness() {
     assert_eq!(default["config"]["candidates"], "4");
     let e = fails(&with(&["--scheme", "uncoded", "--candidates", "2"]));
     assert!(e.contains("applies to the pliable schemes"), "{e}");
+    let e = fails(&with(&["--scheme", "pliable-greedy", "--candidates", "0"]));
+    assert!(e.contains("positive number of workers or 'all'"), "{e}");
+    let e = fails(&with(&["--scheme", "pliable-greedy", "--policy", "local"]));
+    assert!(e.contains("takes --policy global"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
 }
