@@ -622,3 +622,46 @@ fn headlines(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(workers: usize, scheme: &'static str, candidates: &str, transmissions: usize) -> Planned {
+        let level: Randomness = candidates.parse().unwrap();
+        Planned {
+            workers,
+            points: 1000,
+            alpha: 0.3,
+            seed: 1,
+            scheme,
+            candidates: candidates.into(),
+            candidates_per_point: level.candidates(workers),
+            transmissions: Some(transmissions),
+            uncoded_chosen: 0,
+            uncoded_fully_random: 0,
+            made_by: String::new(),
+            guaranteed_min_entropy_bits: level.guaranteed_min_entropy_bits(workers),
+            owner_entropy_bits: 0.0,
+            uniform_entropy_bits: 0.0,
+            stay_fraction: 0.0,
+            cached_fraction: 0.0,
+            plan_seconds: 0.0,
+        }
+    }
+
+    #[test]
+    fn the_goal_is_the_fewest_candidates_that_halve_the_best_fixed_planner() {
+        let mut rows = vec![row(20, "auto", "1", 1000)];
+        for (c, t) in [("1", 1000), ("2", 700), ("3", 480), ("12", 100), ("all", 0)] {
+            rows.push(row(20, PLIABLE[0], c, t));
+        }
+        let (r, ratio) = goal(&rows).unwrap();
+        assert_eq!(r, Randomness::Candidates(3));
+        assert!((ratio - 1000.0 / 480.0).abs() < 1e-12);
+        // Levels are ordered by their number, not as text ("12" after "3").
+        assert_eq!(levels(&rows, 20).last().map(|(c, _)| *c), Some(20));
+        rows.retain(|r| r.candidates != "3" && r.candidates != "12" && r.candidates != "all");
+        assert_eq!(goal(&rows), None);
+    }
+}
