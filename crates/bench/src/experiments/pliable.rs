@@ -406,7 +406,10 @@ fn entropy_chart(rows: &[Planned]) -> LineChart {
                     count(rows, workers, scheme, l).map(|t| (kept, t / best))
                 })
                 .collect();
-            series.push(Series::solid(format!("{scheme}, n = {workers}"), curve));
+            series.push(Series::solid(
+                format!("{}, n = {workers}", scheme.trim_start_matches("pliable-")),
+                curve,
+            ));
         }
     }
     LineChart {
@@ -576,8 +579,9 @@ fn paper_summary(paper: &[PaperPlanned]) -> String {
          cache it, balanced batches. Index coding plans a random such assignment with `auto`; the pliable \
          schemes choose it. The paper finds gains over index coding of up to O(ns/m); a plan of one-step \
          packets cannot beat sum_p 1/(d_p + 1) (d_p the cachers of message p), about m/(ns/m + 1), which is \
-         where an O(ns/m) gain over sending every message would come from. Medians over seeds (gain over \
-         index coding in brackets):\n\n{}",
+         where an O(ns/m) gain over sending every message would come from. The limit is loose: it lets every \
+         cacher of a message share its packet, while random caches rarely let many receivers each cache all \
+         of a packet's other messages. Medians over seeds (gain over index coding in brackets):\n\n{}",
         markdown_table(
             &["n, m, s", "ns/m", "index coding", "pliable-greedy", "pliable-hierarchical", "packing limit"],
             lines

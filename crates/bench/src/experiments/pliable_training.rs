@@ -134,9 +134,17 @@ pub(crate) fn run(quick: bool, goal: Option<Randomness>, progress: &dyn Fn()) ->
     }
     let goal_loss = goal.and_then(|g| final_vs_uniform(&rows, "linear regression", &g.to_string()));
     let figures = vec![
-        Figure { suffix: "loss".into(), chart: loss_chart(&rows, "linear regression", points) },
-        Figure { suffix: "loss-mc".into(), chart: loss_chart(&rows, "matrix completion", users) },
+        Figure {
+            suffix: "loss".into(),
+            chart: loss_chart(&rows, "linear regression", &format!("{points} points")),
+        },
+        Figure {
+            suffix: "loss-mc".into(),
+            chart: loss_chart(&rows, "matrix completion", &format!("{users} users")),
+        },
+        Figure { suffix: "loss-ratio".into(), chart: loss_ratio_chart(&rows) },
         Figure { suffix: "randomness".into(), chart: randomness_chart(&rows) },
+        Figure { suffix: "chi-square".into(), chart: chi_square_chart(&rows) },
     ];
     let summary = summary(&rows, points, users, epochs, quick);
     Ok(Training { rows, figures, summary, goal_loss })
@@ -216,7 +224,7 @@ fn mean(at: &[&TrainedEpoch], f: fn(&TrainedEpoch) -> f64) -> f64 {
     trained.iter().sum::<f64>() / trained.len().max(1) as f64
 }
 
-fn loss_chart(rows: &[TrainedEpoch], learner: &str, points: usize) -> LineChart {
+fn loss_chart(rows: &[TrainedEpoch], learner: &str, data: &str) -> LineChart {
     let series = runs(rows, learner)
         .into_iter()
         .map(|run| {
@@ -229,10 +237,60 @@ fn loss_chart(rows: &[TrainedEpoch], learner: &str, points: usize) -> LineChart 
         })
         .collect();
     LineChart {
-        title: format!("Pliable training: {learner}, n = {WORKERS}, {points} points, alpha = {ALPHA}"),
+        title: format!("Pliable training: {learner}, n = {WORKERS}, {data}, alpha = {ALPHA}"),
         x_label: "epoch".into(),
         y_label: "held-out loss".into(),
         log_y: true,
+        series,
+        ..Default::default()
+    }
+}
+
+/// Every pliable run's loss over the uniform run's, epoch by epoch (the loss charts' curves
+/// lie on top of each other).
+fn loss_ratio_chart(rows: &[TrainedEpoch]) -> LineChart {
+    let mut series = Vec::new();
+    for learner in ["linear regression", "matrix completion"] {
+        let uniform = epochs_of(rows, learner, ("uniform", "1"));
+        for run in runs(rows, learner).into_iter().filter(|run| run.0 != "uniform") {
+            let curve = epochs_of(rows, learner, run)
+                .iter()
+                .filter(|r| r.epoch > 0)
+                .filter_map(|r| {
+                    let base = uniform.iter().find(|u| u.epoch == r.epoch)?;
+                    Some((r.epoch as f64, r.loss / base.loss))
+                })
+                .collect();
+            let short = if learner == "linear regression" { "LR" } else { "MC" };
+            series.push(Series::solid(format!("{short}, {} candidates", run.1), curve));
+        }
+    }
+    LineChart {
+        title: format!("Pliable training: loss / uniform shuffling's loss, n = {WORKERS}"),
+        x_label: "epoch".into(),
+        y_label: "held-out loss / uniform's".into(),
+        series,
+        ..Default::default()
+    }
+}
+
+/// The chi-square over epochs of every linear-regression run, after each epoch.
+fn chi_square_chart(rows: &[TrainedEpoch]) -> LineChart {
+    let learner = "linear regression";
+    let series = runs(rows, learner)
+        .into_iter()
+        .map(|run| {
+            let curve = epochs_of(rows, learner, run)
+                .iter()
+                .filter_map(|r| r.chi_square_per_df.map(|c| (r.epoch as f64, c)))
+                .collect();
+            Series::solid(label(run), curve)
+        })
+        .collect();
+    LineChart {
+        title: format!("Owners over epochs against uniform: chi-square / df, n = {WORKERS} (uniform: 1)"),
+        x_label: "epoch".into(),
+        y_label: "chi-square / degrees of freedom".into(),
         series,
         ..Default::default()
     }
