@@ -234,3 +234,39 @@ fn bad_flags_are_one_line_errors_and_write_nothing() {
     assert!(!dir.exists(), "a failed run left {}", dir.display());
     assert!(fails(&with(&["--resume"])).contains("--resume needs --out"));
 }
+
+#[test]
+fn a_pliable_run_chooses_its_batches_and_reports_their_randomness() {
+    let fixed = json(&with(&["--scheme", "auto", "--workers", "6", "--points", "1200"]));
+    let pliable = json(&with(&[
+        "--scheme",
+        "pliable-greedy",
+        "--randomness",
+        "4",
+        "--workers",
+        "6",
+        "--points",
+        "1200",
+    ]));
+    assert_eq!(pliable["config"]["candidates"], "4");
+    let sent = |v: &Value| counts(v).iter().sum::<u64>();
+    assert!(2 * sent(&pliable) < sent(&fixed), "{:?} vs {:?}", counts(&pliable), counts(&fixed));
+    for e in pliable["epochs"].as_array().unwrap() {
+        let h = e["owner_entropy_bits"].as_f64().unwrap();
+        assert!(h > 1.0 && h < (6f64).log2(), "{e}");
+        assert!(e["owner_chi_square_per_df"].as_f64().unwrap() > 0.0, "{e}");
+    }
+    assert!(
+        pliable["totals"]["mean_stay_fraction"].as_f64() > fixed["totals"]["mean_stay_fraction"].as_f64()
+    );
+    // The default constraint is filled in and echoed.
+    let default = json(&with(&["--scheme", "pliable-hierarchical"]));
+    assert_eq!(default["config"]["candidates"], "4");
+    let e = fails(&with(&["--scheme", "uncoded", "--candidates", "2"]));
+    assert!(e.contains("applies to the pliable schemes"), "{e}");
+    let e = fails(&with(&["--scheme", "pliable-greedy", "--candidates", "0"]));
+    assert!(e.contains("positive number of workers or 'all'"), "{e}");
+    let e = fails(&with(&["--scheme", "pliable-greedy", "--policy", "local"]));
+    assert!(e.contains("takes --policy global"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+}

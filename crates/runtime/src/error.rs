@@ -34,6 +34,9 @@ pub enum RuntimeError {
     /// A plan was malformed or did not decode.
     #[error("the plan failed verification: {0}")]
     Verify(#[from] VerifyError),
+    /// A pliable planner's choice broke its constraint or did not decode.
+    #[error("the pliable plan failed verification: {0}")]
+    Pliable(#[from] ubershuffle_core::pliable::PliableError),
     /// The learner failed.
     #[error(transparent)]
     Learner(#[from] LearnerError),

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod assignment;
 pub mod broadcast_demo;
 pub mod cache_policy;
 mod checkpoint;

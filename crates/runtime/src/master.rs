@@ -5,11 +5,13 @@
 use std::time::Instant;
 
 use ubershuffle_codes::{Encoder, Records};
+use ubershuffle_core::pliable::OwnerFrequencies;
 use ubershuffle_core::rng::{SeededRng, seeded_stream, shuffle};
-use ubershuffle_core::{Plan, ShuffleInstance, ShufflePlanner, balanced_assignment, cache_around, verify};
+use ubershuffle_core::{Plan, ShuffleInstance, ShufflePlanner, balanced_assignment, cache_around};
 use ubershuffle_learners::{IterationOutcome, Learner, Model, StragglerModel, Update};
 use ubershuffle_transport::{Transport, TransportError};
 
+use crate::assignment::{EpochPlan, check_planner, owner_frequencies, plan_epoch, record_owners};
 use crate::cache_policy::next_cache;
 use crate::protocol::{
     EpochAck, EpochOrder, JobSpec, MasterMessage, TAG_MASTER, TAG_RECEIVED, TAG_UPDATE, UpdateOutcome,
@@ -63,6 +65,8 @@ pub struct Master<'a, T: Transport> {
     /// The error behind the last loss, and whether it was a timeout (for the message when no
     /// worker is left).
     last_loss: Option<(String, bool)>,
+    /// Every point's worker counts over the epochs, for the chi-square against uniform.
+    owner_counts: Option<OwnerFrequencies>,
 }
 
 /// How an attempt at an epoch ended.
@@ -144,6 +148,7 @@ impl<'a, T: Transport> Master<'a, T> {
                 ConfigError::StragglerWorkers { model: stragglers.workers(), run: config.workers }.into()
             );
         }
+        check_planner(config, planner)?;
         let learner = config.learner.build()?;
         for (which, records) in [("training", &data.train), ("held-out", &data.held_out)] {
             if records.width() != learner.record_width() {
@@ -188,6 +193,7 @@ impl<'a, T: Transport> Master<'a, T> {
             state,
             lost_before_epoch: Vec::new(),
             last_loss: None,
+            owner_counts: owner_frequencies(points, config.workers),
         })
     }
 
@@ -450,12 +456,21 @@ impl<'a, T: Transport> Master<'a, T> {
             ..Default::default()
         };
         let t0 = self.t.now();
-        let plan = self.planner.plan(&inst, &mut seeded_stream(seed, STREAM_PLANNER + stream))?;
+        // A pliable planner chooses the assignment too (the policy's is its first candidate).
+        let mut planner_rng = seeded_stream(seed, STREAM_PLANNER + stream);
+        let chosen = plan_epoch(self.config, self.planner, inst, &current, &mut rng, &mut planner_rng)?;
         m.plan_seconds = seconds_since(&self.t, t0);
-        m.transmissions = plan.len();
         let t0 = self.t.now();
-        verify(&inst, &plan)?.ensure_valid()?;
+        chosen.verify()?;
         m.verify_seconds = seconds_since(&self.t, t0);
+        let stats = chosen.randomness(&current);
+        m.owner_entropy_bits = stats.owner_entropy_bits.unwrap_or(0.0);
+        m.stay_fraction = stats.stay_fraction.unwrap_or(0.0);
+        m.cached_fraction = stats.cached_fraction;
+        m.owner_chi_square_per_df = record_owners(&mut self.owner_counts, &chosen.owners(), &live);
+        let EpochPlan { inst, plan, .. } = chosen;
+        m.uncoded_transmissions = inst.uncoded_transmissions();
+        m.transmissions = plan.len();
         let t0 = self.t.now();
         let routes = route(&inst, &plan, self.state.point_to_point_only)?;
         m.route_seconds = seconds_since(&self.t, t0);

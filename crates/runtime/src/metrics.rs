@@ -62,6 +62,23 @@ pub struct EpochMetrics {
     pub lost_workers: Vec<usize>,
     /// Held-out loss after the epoch.
     pub loss: f64,
+    /// How random the epoch's assignment was
+    /// ([`RandomnessStats`](ubershuffle_core::pliable::RandomnessStats)): the entropy in
+    /// bits of each point's new owner given its previous one (uniform shuffling: about
+    /// `log2 n`).
+    #[serde(default)]
+    pub owner_entropy_bits: f64,
+    /// Points that stayed with their previous worker, as a fraction (uniform: `1/n`).
+    #[serde(default)]
+    pub stay_fraction: f64,
+    /// Points given to a worker that cached them, as a fraction (uniform: about alpha).
+    #[serde(default)]
+    pub cached_fraction: f64,
+    /// The chi-square of every point's worker counts over the run's epochs so far against
+    /// uniform assignment, per degree of freedom (about 1 under uniform shuffling; counted
+    /// from the first epoch this process ran, and only while `q n <= 2^26`).
+    #[serde(default)]
+    pub owner_chi_square_per_df: Option<f64>,
 }
 
 impl EpochMetrics {
@@ -107,6 +124,10 @@ struct EpochCsvRecord {
     stragglers: usize,
     lost_workers: String,
     loss: f64,
+    owner_entropy_bits: f64,
+    stay_fraction: f64,
+    cached_fraction: f64,
+    owner_chi_square_per_df: Option<f64>,
 }
 
 impl From<&EpochMetrics> for EpochCsvRecord {
@@ -137,6 +158,10 @@ impl From<&EpochMetrics> for EpochCsvRecord {
             stragglers: m.stragglers,
             lost_workers: lost.join(" "),
             loss: m.loss,
+            owner_entropy_bits: m.owner_entropy_bits,
+            stay_fraction: m.stay_fraction,
+            cached_fraction: m.cached_fraction,
+            owner_chi_square_per_df: m.owner_chi_square_per_df,
         }
     }
 }
@@ -162,7 +187,7 @@ mod tests {
         let mut lines = text.lines();
         let header_cells = lines.next().unwrap_or("").split(',').count();
         let row = lines.next().unwrap_or("");
-        assert_eq!(header_cells, 24);
+        assert_eq!(header_cells, 28);
         assert_eq!(row.split(',').count(), header_cells);
         assert!(row.contains(",1 3,"), "{row}");
     }

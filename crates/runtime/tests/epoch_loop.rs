@@ -189,3 +189,42 @@ fn partial_local_moves_fewer_points_than_a_global_reshuffle() {
     let l = run_with(&local, "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![]);
     assert!(l.epochs.iter().all(|e| e.transmissions == 0 && e.updates == WORKERS));
 }
+
+#[test]
+fn a_pliable_scheme_chooses_the_batches_and_the_workers_decode_them() {
+    use ubershuffle_core::pliable::Randomness;
+    let mut none = NoStragglers::new(WORKERS).unwrap();
+    let fixed = run_with(&config(3), "auto", &mut none, vec![]);
+    for scheme in ["pliable-greedy", "pliable-hierarchical"] {
+        // The workers decode the chosen batches and check them against the master's checksums
+        // (a wrong byte fails the run); a killed worker's batch is taken over as usual.
+        let mut none = NoStragglers::new(WORKERS).unwrap();
+        let config = config(3).with_candidates(Randomness::Candidates(3));
+        let report = run_with(&config, scheme, &mut none, vec![(1, 3)]);
+        assert_eq!(report.lost_workers, vec![1], "{scheme}");
+        let sent: usize = report.epochs[..2].iter().map(|e| e.transmissions).sum();
+        let fixed_sent: usize = fixed.epochs[..2].iter().map(|e| e.transmissions).sum();
+        assert!(sent < fixed_sent, "{scheme}: {sent} vs auto {fixed_sent}");
+        for e in &report.epochs {
+            assert!(e.cached_fraction > 0.5 && e.owner_entropy_bits > 0.5, "{scheme}: {e:?}");
+            assert!(e.owner_chi_square_per_df.is_some_and(|c| c > 0.0), "{e:?}");
+        }
+        assert!(report.epochs[2].loss < report.initial_loss / 5.0, "{scheme}");
+    }
+    // Uniform shuffling: the statistics sit near their uniform values.
+    for e in &fixed.epochs {
+        assert!((e.owner_entropy_bits - 2.0).abs() < 0.05 && (e.stay_fraction - 0.25).abs() < 0.06, "{e:?}");
+    }
+}
+
+#[test]
+fn candidates_need_a_pliable_scheme_and_pliable_schemes_the_global_policy() {
+    use ubershuffle_core::pliable::Randomness;
+    let mut none = NoStragglers::new(WORKERS).unwrap();
+    let config = config(1).with_candidates(Randomness::All);
+    let err = try_run(&config, "coded", &mut none, vec![], &mut |_| {}).unwrap_err();
+    assert!(err.to_string().contains("applies to the pliable schemes"), "{err}");
+    let local = config.with_policy(ExchangePolicy::Local);
+    let err = try_run(&local, "pliable-greedy", &mut none, vec![], &mut |_| {}).unwrap_err();
+    assert!(err.to_string().contains("global policy"), "{err}");
+}

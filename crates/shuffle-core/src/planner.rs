@@ -63,6 +63,12 @@ pub trait ShufflePlanner: Send + Sync {
         Ok(())
     }
 
+    /// The scheme's pliable side, if it chooses assignments too ([`crate::pliable`]): the
+    /// `pliable-*` schemes return themselves, every other scheme `None`.
+    fn as_pliable(&self) -> Option<&dyn crate::pliable::PliablePlanner> {
+        None
+    }
+
     /// Plans `inst` and says which scheme made the plan: the scheme itself, or for a portfolio
     /// the member that won, with what every member sent.
     fn plan_explained(&self, inst: &ShuffleInstance, rng: &mut SeededRng) -> Result<Planned, PlanError> {

@@ -18,6 +18,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use ubershuffle_codes::Records;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
+use ubershuffle_core::pliable::Randomness;
 use ubershuffle_core::{PlannerOptions, cache_size_for};
 use ubershuffle_learners::MatrixCompletionParams;
 use ubershuffle_learners::data::synthetic::{linear_regression, low_rank};
@@ -171,14 +172,27 @@ pub(crate) struct RunSpec<'a> {
 /// Runs the epoch loop of `setup` as `spec` says, every worker a thread of this process,
 /// starting from [`storage_blocks`].
 pub(crate) fn run(setup: &Setup, spec: &RunSpec<'_>) -> anyhow::Result<RunReport> {
-    let planner =
-        super::planner(spec.scheme, &PlannerOptions::default().with_time_budget(Duration::from_secs(2)))?;
-    let config = RunConfig::new(setup.workers, setup.cache_capacity(), setup.learner)
+    run_choosing(setup, spec, None, Duration::from_secs(2))
+}
+
+/// [`run`], with a pliable scheme choosing every epoch's assignment within `candidates`
+/// (`None`: the policy's assignment, as [`run`]) and every planner's search budget `budget`.
+pub(crate) fn run_choosing(
+    setup: &Setup,
+    spec: &RunSpec<'_>,
+    candidates: Option<Randomness>,
+    budget: Duration,
+) -> anyhow::Result<RunReport> {
+    let planner = super::planner(spec.scheme, &PlannerOptions::default().with_time_budget(budget))?;
+    let mut config = RunConfig::new(setup.workers, setup.cache_capacity(), setup.learner)
         .with_epochs(spec.epochs)
         .with_seed(spec.seed)
         .with_policy(spec.policy)
-        .with_chunk_bytes(CHUNK_BYTES)
-        .check(setup.points())?;
+        .with_chunk_bytes(CHUNK_BYTES);
+    if let Some(candidates) = candidates {
+        config = config.with_candidates(candidates);
+    }
+    let config = config.check(setup.points())?;
     let transport = InProcessConfig::default()
         .with_timeout(Duration::from_secs(120))
         .with_shaping(spec.gbit.map(LinkShaping::gbit_per_second));

@@ -14,6 +14,8 @@ mod gradient_coding;
 mod msr;
 mod partial_local;
 mod partial_local_training;
+mod pliable;
+mod pliable_training;
 mod plugins;
 pub mod scale;
 mod speed;
@@ -83,6 +85,7 @@ pub static EXPERIMENTS: &[Experiment] = &[
     Experiment { name: broadcast::NAME, about: broadcast::ABOUT, run: broadcast::run },
     Experiment { name: table1::NAME, about: table1::ABOUT, run: table1::run },
     Experiment { name: fig4::NAME, about: fig4::ABOUT, run: fig4::run },
+    Experiment { name: pliable::NAME, about: pliable::ABOUT, run: pliable::run },
     Experiment { name: speed::NAME, about: speed::ABOUT, run: speed::run },
 ];
 

@@ -216,6 +216,9 @@ fn document(echo: &Value, identity: &Value, epochs: &[EpochMetrics], end: Option
             "initial_loss": end.map(|r| r.initial_loss),
             "final_loss": epochs.last().map(|m| m.loss),
             "lost_workers": lost,
+            "mean_owner_entropy_bits": mean(epochs, |m| m.owner_entropy_bits),
+            "mean_stay_fraction": mean(epochs, |m| m.stay_fraction),
+            "owner_chi_square_per_df": epochs.last().and_then(|m| m.owner_chi_square_per_df),
         },
     })
 }
@@ -307,6 +310,18 @@ fn print_summary(echo: &Value, report: &RunReport) -> anyhow::Result<()> {
                 "{} -> {}",
                 number(report.initial_loss),
                 e.last().map_or_else(|| "-".into(), |m| number(m.loss))
+            ),
+        ),
+        (
+            "randomness",
+            format!(
+                "H(next | previous owner) {:.3} bits (uniform: {:.3}), {:.1} % of points stay, chi-square/df over epochs {}",
+                mean(e, |m| m.owner_entropy_bits),
+                (e.first().map_or(1, |m| m.workers).max(1) as f64).log2(),
+                100.0 * mean(e, |m| m.stay_fraction),
+                e.last()
+                    .and_then(|m| m.owner_chi_square_per_df)
+                    .map_or_else(|| "-".into(), |c| format!("{c:.2}"))
             ),
         ),
         (

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde_json::{Map, Value};
 use ubershuffle_core::exchange_policy::ExchangePolicy;
+use ubershuffle_core::pliable::Randomness;
 use ubershuffle_core::{PlannerOptions, cache_size_for, planner_by_name};
 use ubershuffle_learners::MatrixCompletionParams;
 use ubershuffle_runtime::{CheckedRunConfig, ConfigError, LearnerSpec, RunConfig};
@@ -16,7 +17,7 @@ use ubershuffle_transport::BroadcastMethod;
 use ubershuffle_transport::in_process::LinkShaping;
 
 use super::specs::{DataSpec, KillSpec, StragglerSpec};
-use crate::cli::{BroadcastKind, LearnerKind, RunSettings, TransportKind};
+use crate::cli::{BroadcastKind, LearnerKind, PolicyKind, RunSettings, TransportKind};
 use crate::commands::master::seconds;
 
 /// Where the scheme comes from.
@@ -178,6 +179,7 @@ impl RunSettings {
             .with_policy(policy)
             .with_chunk_bytes(s.chunk_bytes);
         (config.deadline, config.checkpoint, config.resume) = (deadline, checkpoint, s.resume);
+        config.candidates = s.candidates;
         let config = config.check(points).map_err(|e| explain(e, alpha))?;
         let (echo, identity) = echo(&s, &data, config.cache_capacity)?;
         Ok(Resolved {
@@ -286,8 +288,24 @@ fn resolve_scheme(s: &mut RunSettings) -> anyhow::Result<SchemeChoice> {
         return Ok(SchemeChoice::Plugin(path.clone(), s.scheme.clone()));
     }
     let name = s.scheme.get_or_insert_with(|| "coded".into()).clone();
-    if let Err(e) = planner_by_name(&name, &PlannerOptions::default()) {
-        bail!("invalid value '{name}' for '--scheme': known schemes are {}", e.known.join(", "));
+    let planner = match planner_by_name(&name, &PlannerOptions::default()) {
+        Ok(planner) => planner,
+        Err(e) => bail!("invalid value '{name}' for '--scheme': known schemes are {}", e.known.join(", ")),
+    };
+    match (planner.as_pliable().is_some(), s.candidates) {
+        (true, None) => s.candidates = Some(Randomness::DEFAULT),
+        (false, Some(_)) => {
+            bail!(
+                "--candidates applies to the pliable schemes (pliable-greedy, pliable-hierarchical), not {name}"
+            )
+        }
+        _ => {}
+    }
+    if planner.as_pliable().is_some() && s.policy != PolicyKind::Global {
+        bail!(
+            "--scheme {name} chooses the next assignment itself: it takes --policy global, not {}",
+            s.policy.name()
+        );
     }
     Ok(SchemeChoice::Builtin(name))
 }
