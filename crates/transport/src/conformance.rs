@@ -3,8 +3,8 @@
 //! [`run_suite`] runs at every rank of a cluster (one thread per rank for the in-process and
 //! TCP transports, one process per rank under `mpirun` for MPI): send/recv with tag matching
 //! and ordering, broadcasts of 0 bytes, 1 byte and 64 MiB, a barrier, a receive that times out,
-//! and, last, a peer that leaves, whose rank the errors of the others must name. The cluster
-//! needs at least 3 ranks.
+//! a receive bounded per call on the transport's clock, and, last, a peer that leaves, whose
+//! rank the errors of the others must name. The cluster needs at least 3 ranks.
 
 use std::time::{Duration, Instant};
 
@@ -47,6 +47,7 @@ pub static CHECKS: &[Check] = &[
     Check { name: "broadcast-64-MiB", run: |t| broadcast_check(t, 64 << 20, 0) },
     Check { name: "barrier", run: barrier_waits },
     Check { name: "timeout", run: recv_times_out },
+    Check { name: "recv-within", run: recv_within_its_bound },
 ];
 
 /// The name of the last check, run by [`run_suite`] after [`CHECKS`].
@@ -245,6 +246,39 @@ fn recv_times_out(t: &mut dyn Transport) -> Result<(), String> {
         }
         Err(e) => Err(format!("expected a timeout naming rank {peer}, got: {e}")),
         Ok(_) => Err("a receive nobody answered returned a message".into()),
+    }
+}
+
+/// A receive bounded per call ([`Transport::recv_within`]) times out on the transport's clock
+/// when the message comes later (rank 1 holds it back 600 ms with [`Transport::pass`]), leaves
+/// it for the next receive, and leaves the transport's own timeout as it was.
+fn recv_within_its_bound(t: &mut dyn Transport) -> Result<(), String> {
+    const HOLD: Duration = Duration::from_millis(600);
+    const BOUND: Duration = Duration::from_millis(300);
+    match t.rank() {
+        0 => {
+            let timeout = t.timeout();
+            let started = t.now();
+            match t.recv_within(1, 97, BOUND) {
+                Err(e @ TransportError::Timeout { .. }) if e.peer() == Some(1) => {}
+                Err(e) => return Err(format!("expected a timeout naming rank 1, got: {e}")),
+                Ok(_) => return Err("a message held back past the bound arrived within it".into()),
+            }
+            let waited = t.now().saturating_duration_since(started);
+            if waited < BOUND * 5 / 6 {
+                return Err(format!("timed out after {waited:?} on the transport's clock, the bound was {BOUND:?}"));
+            }
+            if t.timeout() != timeout {
+                return Err("recv_within changed the transport's timeout".into());
+            }
+            let got = t.recv(1, 97).map_err(|e| err("recv of the late message", e))?;
+            expect_bytes("late message", &got, b"late")
+        }
+        1 => {
+            t.pass(HOLD);
+            t.send(0, 97, b"late").map_err(|e| err("send of the late message", e))
+        }
+        _ => Ok(()),
     }
 }
 

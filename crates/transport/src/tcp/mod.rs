@@ -151,7 +151,7 @@ fn spawn_reader(
                         && f.tag <= u16::MAX as u32 =>
                 {
                     let d =
-                        Delivery::Message { from: peer, tag: f.tag as Tag, bytes: f.payload, arrival: None };
+                        Delivery::Message { from: peer, tag: f.tag as Tag, bytes: f.payload, stamp: None };
                     if inbox.send(d).is_err() {
                         return;
                     }
