@@ -69,7 +69,7 @@ pub enum RuntimeError {
     },
     /// A worker heard nothing from the master for too long.
     #[error(
-        "the master sent nothing for {waited:?} (2 x its --timeout): it is frozen or gone, or its link is down"
+        "the master sent nothing for {waited:?} (2 x its --timeout): it is frozen or gone, or its link is down or too slow for --timeout"
     )]
     MasterSilent {
         /// How long the worker waited.

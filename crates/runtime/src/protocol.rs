@@ -93,7 +93,8 @@ pub struct EpochOrder {
     /// Checksum of the worker's new records ([`records_checksum`]).
     pub checksum: u32,
     /// Emulated straggling: hold the update this many seconds before sending it (the straggler
-    /// model's verdict, played out for real on the wire).
+    /// model's verdict, played out on the wire: a real rank sleeps, an emulated one's clock moves
+    /// on; see `ubershuffle_learners::straggler::straggler_hold`).
     pub hold_seconds: f64,
 }
 
@@ -154,10 +155,10 @@ pub enum UpdateOutcome {
     Done {
         /// The update's byte form.
         update: Vec<u8>,
-        /// Seconds spent decoding (XOR work and bookkeeping).
+        /// Seconds spent decoding (XOR work and bookkeeping) on the worker's clock.
         decode_seconds: f64,
-        /// Seconds spent in local training.
-        compute_seconds: f64,
+        /// Seconds spent in local training on the worker's clock.
+        train_seconds: f64,
         /// Payload bytes received this epoch (broadcasts and unicasts).
         received_bytes: u64,
     },
@@ -394,11 +395,11 @@ impl UpdateReport {
         push_u32(&mut out, self.epoch);
         push_u32(&mut out, self.attempt);
         match &self.outcome {
-            UpdateOutcome::Done { update, decode_seconds, compute_seconds, received_bytes } => {
+            UpdateOutcome::Done { update, decode_seconds, train_seconds, received_bytes } => {
                 out.push(DONE);
                 push_bytes(&mut out, update);
                 push_f64(&mut out, *decode_seconds);
-                push_f64(&mut out, *compute_seconds);
+                push_f64(&mut out, *train_seconds);
                 push_u64(&mut out, *received_bytes);
             }
             UpdateOutcome::Failed(message) => {
@@ -418,7 +419,7 @@ impl UpdateReport {
             DONE => UpdateOutcome::Done {
                 update: r.bytes()?.to_vec(),
                 decode_seconds: r.f64()?,
-                compute_seconds: r.f64()?,
+                train_seconds: r.f64()?,
                 received_bytes: r.u64()?,
             },
             FAILED => UpdateOutcome::Failed(String::from_utf8_lossy(r.bytes()?).into_owned()),
@@ -491,7 +492,7 @@ mod tests {
             UpdateOutcome::Done {
                 update: vec![1],
                 decode_seconds: 0.1,
-                compute_seconds: 0.2,
+                train_seconds: 0.2,
                 received_bytes: 5,
             },
             UpdateOutcome::Failed("checksum".into()),

@@ -266,7 +266,9 @@ fn recv_within_its_bound(t: &mut dyn Transport) -> Result<(), String> {
             }
             let waited = t.now().saturating_duration_since(started);
             if waited < BOUND * 5 / 6 {
-                return Err(format!("timed out after {waited:?} on the transport's clock, the bound was {BOUND:?}"));
+                return Err(format!(
+                    "timed out after {waited:?} on the transport's clock, the bound was {BOUND:?}"
+                ));
             }
             if t.timeout() != timeout {
                 return Err("recv_within changed the transport's timeout".into());

@@ -233,7 +233,8 @@ impl Mailbox {
         from.iter()
             .filter_map(|&f| {
                 let i = self.first_matching(f, tag)?;
-                let stamp = self.pending[i].3.unwrap_or(Stamp { sent: Duration::ZERO, transfer: Duration::ZERO });
+                let stamp =
+                    self.pending[i].3.unwrap_or(Stamp { sent: Duration::ZERO, transfer: Duration::ZERO });
                 Some((f, stamp))
             })
             .min_by_key(|&(f, stamp)| (stamp.sent, f))

@@ -108,6 +108,13 @@ pub trait Transport {
     fn pass(&mut self, duration: Duration) {
         std::thread::sleep(duration);
     }
+
+    /// Says why this rank is about to leave, so that its peers' errors can say it too (the
+    /// in-process transport passes it on with the news that the rank left; a transport whose
+    /// peers only see a closed connection ignores it).
+    fn leave(&mut self, reason: &str) {
+        let _ = reason;
+    }
 }
 
 /// Checks a user tag.

@@ -7,7 +7,9 @@
 use std::thread;
 use std::time::Duration;
 
-use ubershuffle_transport::in_process::{self, ComputeTime, InProcessConfig, InProcessTransport, LinkShaping};
+use ubershuffle_transport::in_process::{
+    self, ComputeTime, InProcessConfig, InProcessTransport, LinkShaping,
+};
 use ubershuffle_transport::{Transport, TransportError};
 
 const RATE: f64 = 1e6; // 1 byte per microsecond

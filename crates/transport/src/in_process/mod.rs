@@ -113,6 +113,7 @@ pub fn cluster(size: usize, config: &InProcessConfig) -> Result<Vec<InProcessTra
                 ports: Ports::default(),
                 depth: 0,
             }),
+            leaving: None,
         })
         .collect())
 }
@@ -144,6 +145,8 @@ pub struct InProcessTransport {
     peers: Vec<Sender<Delivery>>,
     /// `Some` on an emulated cluster.
     emulated: Option<Emulated>,
+    /// Why this rank leaves, when it said ([`Transport::leave`]).
+    leaving: Option<String>,
 }
 
 impl InProcessTransport {
@@ -342,12 +345,20 @@ impl Transport for InProcessTransport {
             None => std::thread::sleep(duration),
         }
     }
+
+    /// Passes `reason` on with the news that this rank left.
+    fn leave(&mut self, reason: &str) {
+        self.leaving = Some(reason.replace('\n', " "));
+    }
 }
 
 impl Drop for InProcessTransport {
     fn drop(&mut self) {
         for (_, inbox) in self.peers.iter().enumerate().filter(|(p, _)| *p != self.rank) {
-            let detail = format!("rank {} left (endpoint dropped)", self.rank);
+            let detail = match &self.leaving {
+                Some(reason) => format!("rank {} left: {reason}", self.rank),
+                None => format!("rank {} left (endpoint dropped)", self.rank),
+            };
             let _ = inbox.send(Delivery::Gone { from: self.rank, detail });
         }
     }
