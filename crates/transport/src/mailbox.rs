@@ -65,6 +65,8 @@ pub(crate) enum Candidates {
 pub(crate) struct Mailbox {
     inbox: Receiver<Delivery>,
     pending: VecDeque<Pending>,
+    /// Messages set aside to be received again later ([`Mailbox::hold`]).
+    held: Vec<Pending>,
     /// For each peer that is gone: when it was noticed (a count of departures) and why.
     gone: Vec<Option<(u64, String)>>,
     departures: u64,
@@ -79,6 +81,7 @@ impl Mailbox {
         Mailbox {
             inbox,
             pending: VecDeque::new(),
+            held: Vec::new(),
             gone: vec![None; size],
             departures: 0,
             silent: vec![false; size],
@@ -214,10 +217,10 @@ impl Mailbox {
                 Ok(d) => self.take_in(d),
                 Err(_) => {
                     for &f in from {
-                        if self.first_matching(f, tag).is_none() {
-                            if let Some(s) = self.silent.get_mut(f) {
-                                *s = true;
-                            }
+                        if self.first_matching(f, tag).is_none()
+                            && let Some(s) = self.silent.get_mut(f)
+                        {
+                            *s = true;
                         }
                     }
                     return Candidates::Settled;
@@ -238,6 +241,19 @@ impl Mailbox {
                 Some((f, stamp))
             })
             .min_by_key(|&(f, stamp)| (stamp.sent, f))
+    }
+
+    /// Sets a received message aside until [`Mailbox::release_held`] (its emulated stamp is
+    /// gone: it counts as arrived).
+    pub(crate) fn hold(&mut self, from: usize, tag: Tag, bytes: Vec<u8>) {
+        self.held.push((from, tag, bytes, None));
+    }
+
+    /// Puts the messages set aside back in front of the waiting ones, in the order they came.
+    pub(crate) fn release_held(&mut self) {
+        for message in self.held.drain(..).rev() {
+            self.pending.push_front(message);
+        }
     }
 
     /// Takes the first waiting message from `from` with `tag` (there must be one: see

@@ -86,6 +86,20 @@ pub trait Transport {
     /// wait for acknowledgements; MPI returns when `MPI_Bcast` does).
     fn broadcast(&mut self, root: usize, buf: &mut Vec<u8>) -> Result<(), TransportError>;
 
+    /// Broadcast from `root` to the ranks of `group` only (increasing, the root among them):
+    /// how survivors re-form their broadcast after a rank was lost. Every rank of the group
+    /// calls it with the same root, group and `id`; ranks outside it take no part. `id` names
+    /// the broadcast: messages left over from an abandoned broadcast with another name are
+    /// dropped, so callers give each broadcast a name its predecessors did not have (the epoch
+    /// loop uses epoch, attempt and chunk). Returns at the root as [`Transport::broadcast`].
+    fn broadcast_among(
+        &mut self,
+        root: usize,
+        group: &[usize],
+        id: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<(), TransportError>;
+
     /// Returns once every rank has called it.
     fn barrier(&mut self) -> Result<(), TransportError>;
 

@@ -213,11 +213,11 @@ impl InProcessTransport {
             }
             return Err(TransportError::Timeout { peer: lowest, op, after: real_wait });
         };
-        if let Some(within) = within {
-            if e.ports.arrival(&e.shaping, stamp) > e.clock.now().saturating_add(within) {
-                e.clock.advance_by(within);
-                return Err(TransportError::Timeout { peer: lowest, op, after: within });
-            }
+        if let Some(within) = within
+            && e.ports.arrival(&e.shaping, stamp) > e.clock.now().saturating_add(within)
+        {
+            e.clock.advance_by(within);
+            return Err(TransportError::Timeout { peer: lowest, op, after: within });
         }
         let arrival = e.ports.receive(&e.shaping, stamp);
         e.clock.advance_to(arrival);
@@ -261,6 +261,14 @@ impl Links for InProcessTransport {
     ) -> Result<(usize, Vec<u8>), TransportError> {
         check_peers(self.rank, self.size, from)?;
         self.receive(from, tag, timeout, None, op)
+    }
+
+    fn hold(&mut self, from: usize, tag: Tag, bytes: Vec<u8>) {
+        self.mailbox.hold(from, tag, bytes);
+    }
+
+    fn release_held(&mut self) {
+        self.mailbox.release_held();
     }
 
     fn first_gone(&mut self, among: &[usize]) -> Option<(usize, String)> {
@@ -317,8 +325,19 @@ impl Transport for InProcessTransport {
         self.inside(|t| collectives::broadcast(t, method, root, buf))
     }
 
+    fn broadcast_among(
+        &mut self,
+        root: usize,
+        group: &[usize],
+        id: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<(), TransportError> {
+        let method = self.method;
+        self.inside(|t| collectives::broadcast_among(t, method, root, group, id, buf))
+    }
+
     fn barrier(&mut self) -> Result<(), TransportError> {
-        self.inside(|t| collectives::barrier(t))
+        self.inside(collectives::barrier)
     }
 
     /// Real time, or on an emulated cluster this rank's emulated time.
@@ -331,10 +350,10 @@ impl Transport for InProcessTransport {
 
     /// Advances an emulated clock in [`ComputeTime::Charged`] mode; ignored otherwise.
     fn charge(&mut self, cost: Duration) {
-        if let Some(e) = &mut self.emulated {
-            if e.clock.compute() == ComputeTime::Charged {
-                e.clock.advance_by(cost);
-            }
+        if let Some(e) = &mut self.emulated
+            && e.clock.compute() == ComputeTime::Charged
+        {
+            e.clock.advance_by(cost);
         }
     }
 

@@ -216,6 +216,14 @@ impl Links for TcpTransport {
         self.mailbox.recv(from, tag, timeout, op)
     }
 
+    fn hold(&mut self, from: usize, tag: Tag, bytes: Vec<u8>) {
+        self.mailbox.hold(from, tag, bytes);
+    }
+
+    fn release_held(&mut self) {
+        self.mailbox.release_held();
+    }
+
     fn first_gone(&mut self, among: &[usize]) -> Option<(usize, String)> {
         self.mailbox.poll();
         self.mailbox.first_gone(among).map(|(peer, detail)| (peer, detail.to_string()))
@@ -234,6 +242,16 @@ impl Transport for TcpTransport {
 
     fn broadcast(&mut self, root: usize, buf: &mut Vec<u8>) -> Result<(), TransportError> {
         collectives::broadcast(self, self.method, root, buf)
+    }
+
+    fn broadcast_among(
+        &mut self,
+        root: usize,
+        group: &[usize],
+        id: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<(), TransportError> {
+        collectives::broadcast_among(self, self.method, root, group, id, buf)
     }
 
     fn barrier(&mut self) -> Result<(), TransportError> {
