@@ -111,6 +111,14 @@ pub enum ProtocolError {
         /// What the master sent.
         expected: u32,
     },
+    /// A broadcast group that does not fit the cluster or leaves this worker out.
+    #[error("the master announced broadcast group {workers:?}, which does not fit rank {rank}")]
+    BroadcastGroup {
+        /// The workers announced.
+        workers: Vec<u32>,
+        /// This worker's rank.
+        rank: usize,
+    },
     /// The order said the model comes by broadcast, and none came.
     #[error("the order's model was to come by broadcast; none arrived")]
     ModelMissing,

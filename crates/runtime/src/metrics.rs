@@ -19,12 +19,20 @@ pub struct EpochMetrics {
     pub transmissions: usize,
     /// What uncoded shuffling would have sent.
     pub uncoded_transmissions: usize,
-    /// Transmissions sent in broadcasts.
+    /// Transmissions sent in broadcasts (each counted once, however many receive it).
     pub broadcast_packets: usize,
-    /// Transmission copies sent point to point.
+    /// Transmission copies sent point to point. With `broadcast_packets`, what went on the
+    /// wire: a plan whose packets all travel point to point shows 0 broadcasts here.
     pub unicast_packets: usize,
-    /// Payload bytes the master sent (a broadcast counted once).
+    /// Payload bytes the master sent (a broadcast counted once): `broadcast_bytes` plus
+    /// `unicast_bytes`.
     pub payload_bytes: u64,
+    /// Payload bytes of the broadcast packets (counted once).
+    #[serde(default)]
+    pub broadcast_bytes: u64,
+    /// Payload bytes of the point-to-point packets.
+    #[serde(default)]
+    pub unicast_bytes: u64,
     /// Bytes of orders (batch, plan headers, and the model when it is not broadcast) the
     /// master sent.
     pub control_bytes: u64,
@@ -87,6 +95,13 @@ impl EpochMetrics {
             + self.decode_seconds
     }
 
+    /// Packets that went on the wire: broadcasts (each once) plus point-to-point copies. When
+    /// the plan's packets all travel point to point this is the uncoded count or more, whatever
+    /// the plan's length.
+    pub fn packets_sent(&self) -> usize {
+        self.broadcast_packets + self.unicast_packets
+    }
+
     /// Every phase's seconds, in epoch order (they add up to `epoch_seconds`).
     pub fn phases(&self) -> [(&'static str, f64); 10] {
         [
@@ -116,6 +131,8 @@ struct EpochCsvRecord {
     broadcast_packets: usize,
     unicast_packets: usize,
     payload_bytes: u64,
+    broadcast_bytes: u64,
+    unicast_bytes: u64,
     control_bytes: u64,
     model_bytes: u64,
     plan_seconds: f64,
@@ -148,6 +165,8 @@ impl From<&EpochMetrics> for EpochCsvRecord {
             broadcast_packets: m.broadcast_packets,
             unicast_packets: m.unicast_packets,
             payload_bytes: m.payload_bytes,
+            broadcast_bytes: m.broadcast_bytes,
+            unicast_bytes: m.unicast_bytes,
             control_bytes: m.control_bytes,
             model_bytes: m.model_bytes,
             plan_seconds: m.plan_seconds,
@@ -191,7 +210,7 @@ mod tests {
         let mut lines = text.lines();
         let header_cells = lines.next().unwrap_or("").split(',').count();
         let row = lines.next().unwrap_or("");
-        assert_eq!(header_cells, 26);
+        assert_eq!(header_cells, 28);
         assert_eq!(row.split(',').count(), header_cells);
         assert!(row.contains(",1 3,"), "{row}");
     }

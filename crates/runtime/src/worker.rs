@@ -14,7 +14,7 @@ use crate::cost_model::{Prices, Work};
 use crate::phases::{Phase, Stopwatch};
 use crate::protocol::{
     DataChunkRef, EpochAck, EpochOrder, JobSpec, MasterMessage, TAG_MASTER, TAG_RECEIVED, TAG_UPDATE,
-    UpdateOutcome, UpdateReport, records_checksum,
+    UpdateOutcome, UpdateReport, broadcast_name, records_checksum,
 };
 use crate::{ProtocolError, RuntimeError};
 
@@ -75,6 +75,9 @@ struct Joined {
     store: RecordStore,
     /// The last epoch this worker finished.
     finished: Option<Finished>,
+    /// The ranks of the broadcast group, the master first: every rank until the master
+    /// announces a smaller group ([`MasterMessage::Members`]) after a loss.
+    group: Vec<usize>,
 }
 
 /// An epoch the worker finished: its update may still be discarded by the master, which
@@ -157,7 +160,8 @@ fn work<T: Transport>(t: &mut T, options: &WorkerOptions) -> Result<WorkerSummar
                 check_job(&job)?;
                 let learner = job.learner.build()?;
                 let store = RecordStore::new(job.points as usize, job.record_width as usize)?;
-                joined = Some(Joined { job, learner, store, finished: None });
+                let group = (0..t.size()).collect();
+                joined = Some(Joined { job, learner, store, finished: None, group });
             }
             MasterMessage::Records { ids, bytes } => {
                 let j = joined.as_mut().ok_or_else(|| not_joined("records"))?;
@@ -207,9 +211,14 @@ fn work<T: Transport>(t: &mut T, options: &WorkerOptions) -> Result<WorkerSummar
             MasterMessage::Data(_) => {} // a late packet of an abandoned attempt
             MasterMessage::Stop => return Ok(WorkerSummary { worker, epochs, exit: WorkerExit::Stopped }),
             MasterMessage::Sync => t.send(0, TAG_RECEIVED, &EpochAck { epoch: 0, attempt: 0 }.to_bytes())?,
-            MasterMessage::ModelFollows => {
+            MasterMessage::Members(workers) => {
+                let j = joined.as_mut().ok_or_else(|| not_joined("a broadcast group"))?;
+                j.group = broadcast_group(&workers, t.rank(), t.size())?;
+            }
+            MasterMessage::ModelFollows { epoch, attempt } => {
+                let group = joined.as_ref().map_or_else(|| (0..t.size()).collect(), |j| j.group.clone());
                 let mut buf = Vec::new();
-                match t.broadcast(0, &mut buf) {
+                match t.broadcast_among(0, &group, broadcast_name(epoch, attempt, 0), &mut buf) {
                     Ok(()) => {
                         heard = t.now();
                         model = Some(buf);
@@ -231,6 +240,17 @@ fn check_job(job: &JobSpec) -> Result<(), RuntimeError> {
     let records = u64::from(job.cache_capacity).saturating_mul(u64::from(job.record_width)).saturating_mul(2);
     let what = format!("the master's job ({} points, caches of {} records)", job.points, job.cache_capacity);
     Ok(limits.check_memory(&what, slots.saturating_add(records))?)
+}
+
+/// The ranks of the broadcast group the master announced (`workers`, 0-based), the master
+/// first; checked, as it comes from a peer: increasing, existing ranks, this worker among them.
+fn broadcast_group(workers: &[u32], rank: usize, size: usize) -> Result<Vec<usize>, RuntimeError> {
+    let group: Vec<usize> = std::iter::once(0).chain(workers.iter().map(|&w| w as usize + 1)).collect();
+    let fits = group.windows(2).all(|w| w[0] < w[1]) && group.last().is_some_and(|&r| r < size);
+    if !fits || !group.contains(&rank) {
+        return Err(ProtocolError::BroadcastGroup { workers: workers.to_vec(), rank }.into());
+    }
+    Ok(group)
 }
 
 fn j_width(joined: &Option<Joined>) -> usize {
@@ -302,9 +322,10 @@ fn run_epoch<T: Transport>(
         }
     };
     let received: Result<Option<MasterMessage>, Failure> = (|| {
-        for _ in 0..order.broadcasts {
+        for k in 0..order.broadcasts {
             let mut buf = Vec::new();
-            t.broadcast(0, &mut buf)?;
+            let name = broadcast_name(order.epoch, order.attempt, k + 1);
+            t.broadcast_among(0, &j.group, name, &mut buf)?;
             *heard = t.now();
             let chunk = DataChunkRef::from_bytes(&buf, width)?;
             check_current(chunk.epoch, chunk.attempt, order)?;
@@ -322,7 +343,12 @@ fn run_epoch<T: Transport>(
                     unicasts += 1;
                 }
                 MasterMessage::Data(_) => {}
-                interrupt @ (MasterMessage::Order(_) | MasterMessage::Stop) => return Ok(Some(interrupt)),
+                // The master abandoned this attempt (a worker was lost): what it sends next.
+                interrupt @ (MasterMessage::Order(_)
+                | MasterMessage::Stop
+                | MasterMessage::Sync
+                | MasterMessage::Members(_)
+                | MasterMessage::ModelFollows { .. }) => return Ok(Some(interrupt)),
                 _ => return Err(RuntimeError::from(ProtocolError::UnexpectedDuringEpoch).into()),
             }
         }

@@ -71,6 +71,48 @@ impl<T: Transport> Master<'_, T> {
         Ok(())
     }
 
+    /// After an abandoned attempt, waits until every live worker has left it: each answers a
+    /// [`MasterMessage::Sync`] once it is back to waiting for the master's word (a survivor
+    /// caught in the abandoned broadcast gives up within one timeout). Returns the workers that
+    /// do not answer within twice the timeout, now lost.
+    pub(super) fn await_quiet(&mut self) -> Vec<usize> {
+        let patience = self.t.timeout().saturating_mul(2);
+        let mut lost = Vec::new();
+        let mut pending = Vec::new();
+        for w in self.members.live() {
+            match self.send(w, &MasterMessage::Sync) {
+                Ok(_) => pending.push(w),
+                Err(e) => {
+                    self.members.note_loss(&e, false);
+                    lost.push(w);
+                }
+            }
+        }
+        while !pending.is_empty() {
+            let ranks: Vec<usize> = pending.iter().map(|w| w + 1).collect();
+            match self.t.recv_any_within(&ranks, TAG_RECEIVED, patience) {
+                Ok((rank, bytes)) => {
+                    // Acknowledgements of the abandoned attempt's packets are passed over.
+                    if matches!(EpochAck::from_bytes(&bytes), Ok(EpochAck { epoch: 0, attempt: 0 })) {
+                        pending.retain(|&w| w + 1 != rank);
+                    }
+                }
+                Err(e) => {
+                    self.members.note_loss(&e, e.is_timeout());
+                    let gone = lost_worker(&e).filter(|w| pending.contains(w));
+                    for w in gone.map_or_else(|| std::mem::take(&mut pending), |w| vec![w]) {
+                        pending.retain(|&x| x != w);
+                        lost.push(w);
+                    }
+                }
+            }
+        }
+        for &w in &lost {
+            self.lose(w);
+        }
+        lost
+    }
+
     /// Collects the updates of `waiting` until the deadline (on the transport's clock); on
     /// return `waiting` holds the stragglers. The wait is a lap of [`Phase::Waiting`], of which
     /// the worker whose update came last lends its decoding and training time to

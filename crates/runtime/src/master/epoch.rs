@@ -1,7 +1,8 @@
 //! The epoch pipeline: draw the next assignment, plan, verify, route, broadcast the model,
 //! send the orders, encode and send the packets; then (in [`super::collect`]) wait for the
 //! packets to land and the updates to come; aggregate. A worker lost while packets are on their
-//! way restarts the epoch without it.
+//! way restarts the epoch without it: the survivors are told their new broadcast group, and the
+//! restarted attempt is planned over them and broadcast again.
 
 use ubershuffle_codes::Encoder;
 use ubershuffle_core::rng::{SeededRng, seeded_stream, shuffle};
@@ -15,7 +16,9 @@ use super::{Master, STREAM_EPOCH, STREAM_PLANNER};
 use crate::cache_policy::next_cache;
 use crate::cost_model::Work;
 use crate::phases::{Phase, Stopwatch};
-use crate::protocol::{EpochOrder, MasterMessage, TAG_MASTER, data_chunk_bytes, records_checksum};
+use crate::protocol::{
+    EpochOrder, MasterMessage, TAG_MASTER, broadcast_name, data_chunk_bytes, records_checksum,
+};
 use crate::routing::{Routes, route};
 use crate::{EpochMetrics, RuntimeError};
 
@@ -49,7 +52,7 @@ fn aggregate_work(updates: &[ubershuffle_learners::Update]) -> u64 {
 }
 
 impl<T: Transport> Master<'_, T> {
-    /// Runs one epoch, restarting it (with the survivors, point to point) when a worker is lost
+    /// Runs one epoch, restarting it (planned and broadcast over the survivors) when a worker is lost
     /// while packets are on their way. Every attempt's time counts, phase by phase.
     pub(super) fn run_epoch(&mut self, epoch: usize) -> Result<EpochMetrics, RuntimeError> {
         let mut watch = Stopwatch::start(&self.t, self.prices);
@@ -60,6 +63,12 @@ impl<T: Transport> Master<'_, T> {
             match self.attempt(epoch, attempt, &outcome, &mut watch)? {
                 Attempt::Done(mut metrics) => {
                     lost.append(&mut metrics.lost_workers);
+                    if self.members.live().is_empty() {
+                        // Every worker was lost during the epoch: it did not happen (no update
+                        // came), so it is neither recorded nor checkpointed, and a resume runs it.
+                        let names: Vec<String> = lost.iter().map(usize::to_string).collect();
+                        return Err(self.members.no_workers_left(names.join(", ")));
+                    }
                     metrics.lost_workers = lost;
                     metrics.attempts = attempt as usize + 1;
                     write_phases(&watch, &mut metrics);
@@ -68,6 +77,10 @@ impl<T: Transport> Master<'_, T> {
                 Attempt::LostWorker(w) => {
                     self.lose(w);
                     lost.push(w);
+                    // No survivor may still wait in the abandoned attempt's broadcast when the
+                    // next one starts (its ring peers would wait for it in vain).
+                    lost.append(&mut self.await_quiet());
+                    watch.lap_idle(&self.t, Phase::Transmit);
                     if self.members.live().is_empty() {
                         let names: Vec<String> = lost.iter().map(usize::to_string).collect();
                         return Err(self.members.no_workers_left(names.join(", ")));
@@ -142,7 +155,7 @@ impl<T: Transport> Master<'_, T> {
         let work = Work { verified_pairs: pairs + m.uncoded_transmissions as u64, ..Work::default() };
         watch.lap(&mut self.t, Phase::Verify, work);
 
-        let routes = route(&inst, &plan, self.members.point_to_point_only())?;
+        let routes = route(&inst, &plan)?;
         m.broadcast_packets = routes.broadcast.len();
         m.unicast_packets = routes.unicast.iter().map(Vec::len).sum();
         let parts: u64 = plan.iter().map(|p| p.len() as u64).sum();
@@ -224,16 +237,25 @@ impl<T: Transport> Master<'_, T> {
         let per_chunk = (self.config.chunk_bytes / width).max(1);
         let broadcasts = h.routes.broadcast.len().div_ceil(per_chunk);
         let model = Model::new(self.state.model.clone()).to_bytes();
-        // One broadcast of the model before the orders, instead of a copy in each, unless
-        // broadcasts are off.
-        let model_by_broadcast = !self.members.point_to_point_only() && live.len() > 1;
+        // The survivors of a loss learn their new broadcast group before its first broadcast.
+        if let Some(group) = self.members.group_to_announce() {
+            let members = MasterMessage::Members(group.iter().map(|&w| w as u32).collect());
+            for &w in &group {
+                m.control_bytes += self.send(w, &members)?;
+            }
+            self.members.announced(group);
+        }
+        let group: Vec<usize> = std::iter::once(0).chain(live.iter().map(|w| w + 1)).collect();
+        // One broadcast of the model before the orders, instead of a copy in each.
+        let model_by_broadcast = live.len() > 1;
         if model_by_broadcast {
+            let follows = MasterMessage::ModelFollows { epoch: h.epoch, attempt: h.attempt };
             for &w in live {
-                m.control_bytes += self.send(w, &MasterMessage::ModelFollows)?;
+                m.control_bytes += self.send(w, &follows)?;
             }
             let mut buf = model.clone();
             m.model_bytes = buf.len() as u64;
-            self.t.broadcast(0, &mut buf)?;
+            self.t.broadcast_among(0, &group, broadcast_name(h.epoch, h.attempt, 0), &mut buf)?;
             let work = Work { copied_bytes: 2 * m.model_bytes, ..Work::default() };
             watch.lap(&mut self.t, Phase::ModelBroadcast, work);
         }
@@ -269,9 +291,10 @@ impl<T: Transport> Master<'_, T> {
         }
         let data = self.data;
         let encoder = Encoder::new(h.plan, &data.train)?;
-        for seqs in h.routes.broadcast.chunks(per_chunk) {
+        for (k, seqs) in h.routes.broadcast.chunks(per_chunk).enumerate() {
             let mut buf = self.encode(&encoder, h, seqs, false, m, watch);
-            self.t.broadcast(0, &mut buf)?;
+            let name = broadcast_name(h.epoch, h.attempt, k as u32 + 1);
+            self.t.broadcast_among(0, &group, name, &mut buf)?;
             watch.lap_idle(&self.t, Phase::Transmit);
         }
         for (k, &w) in live.iter().enumerate() {
@@ -300,7 +323,13 @@ impl<T: Transport> Master<'_, T> {
             encoder.encode_into(seqs[k] as usize, out);
         });
         let parts: usize = seqs.iter().map(|&s| h.plan.transmission(s as usize).len()).sum();
-        m.payload_bytes += (seqs.len() * width) as u64;
+        let payload = (seqs.len() * width) as u64;
+        m.payload_bytes += payload;
+        if point_to_point {
+            m.unicast_bytes += payload;
+        } else {
+            m.broadcast_bytes += payload;
+        }
         let work =
             Work { xored_bytes: (parts * width) as u64, copied_bytes: bytes.len() as u64, ..Work::default() };
         watch.lap(&mut self.t, Phase::Encode, work);

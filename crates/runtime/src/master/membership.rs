@@ -1,5 +1,10 @@
-//! [`Membership`]: which workers are in the run, which were lost before the next epoch, and
-//! what the last loss was (for the message when none is left).
+//! [`Membership`]: which workers are in the run, which broadcast group they were last told
+//! of, which were lost before the next epoch, and what the last loss was (for the message when
+//! none is left).
+//!
+//! After a loss the survivors re-form the broadcast group: the next attempt first tells every
+//! survivor the new group ([`crate::protocol::MasterMessage::Members`]), then broadcasts among
+//! them as before, so coded packets keep travelling once to all who need them.
 
 use std::fmt::Display;
 
@@ -11,8 +16,9 @@ use crate::{Checkpoint, RuntimeError};
 #[derive(Clone, Debug)]
 pub(crate) struct Membership {
     alive: Vec<bool>,
-    /// Deliveries fell back to point to point: the collective broadcast needs every rank.
-    point_to_point_only: bool,
+    /// The broadcast group the workers were last told of (every worker until the first
+    /// announcement).
+    announced: Vec<usize>,
     /// Workers lost before the next epoch started (while receiving their starting caches);
     /// the next epoch's metrics list them.
     lost_before_epoch: Vec<usize>,
@@ -30,7 +36,7 @@ impl Membership {
     pub(crate) fn of(state: &Checkpoint) -> Membership {
         Membership {
             alive: state.alive.clone(),
-            point_to_point_only: state.point_to_point_only,
+            announced: (0..state.alive.len()).collect(),
             lost_before_epoch: Vec::new(),
             last_loss: None,
         }
@@ -39,7 +45,6 @@ impl Membership {
     /// Writes the membership into `state` (before it is saved).
     pub(crate) fn record(&self, state: &mut Checkpoint) {
         state.alive.clone_from(&self.alive);
-        state.point_to_point_only = self.point_to_point_only;
     }
 
     /// The workers still in the run, in order.
@@ -52,9 +57,15 @@ impl Membership {
         self.alive.get(w).copied().unwrap_or(false)
     }
 
-    /// Whether deliveries go point to point only.
-    pub(crate) fn point_to_point_only(&self) -> bool {
-        self.point_to_point_only
+    /// The broadcast group to tell the live workers of, when it is not the one they know.
+    pub(crate) fn group_to_announce(&self) -> Option<Vec<usize>> {
+        let live = self.live();
+        (live != self.announced).then_some(live)
+    }
+
+    /// Notes that the workers of `group` were told it.
+    pub(crate) fn announced(&mut self, group: Vec<usize>) {
+        self.announced = group;
     }
 
     /// Takes worker `w` out of the run.
@@ -62,7 +73,6 @@ impl Membership {
         if let Some(a) = self.alive.get_mut(w) {
             *a = false;
         }
-        self.point_to_point_only = true;
     }
 
     /// Takes worker `w` out before the next epoch (the epoch will list it as lost).
@@ -94,7 +104,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn losing_a_worker_falls_back_to_point_to_point_and_is_recorded() {
+    fn losing_a_worker_re_forms_the_broadcast_group_and_is_recorded() {
         let mut state = Checkpoint {
             fingerprint: String::new(),
             completed_epochs: 0,
@@ -102,16 +112,19 @@ mod tests {
             batches: vec![Vec::new(); 3],
             caches: vec![Vec::new(); 3],
             alive: vec![true; 3],
-            point_to_point_only: false,
             metrics: Vec::new(),
         };
         let mut members = Membership::of(&state);
+        assert_eq!(members.group_to_announce(), None);
         members.lose_before_epoch(1);
-        assert_eq!((members.live(), members.point_to_point_only()), (vec![0, 2], true));
+        assert_eq!(members.live(), vec![0, 2]);
+        assert_eq!(members.group_to_announce(), Some(vec![0, 2]));
+        members.announced(vec![0, 2]);
+        assert_eq!(members.group_to_announce(), None);
         assert_eq!(members.take_lost_before_epoch(), vec![1]);
         assert!(members.take_lost_before_epoch().is_empty());
         members.record(&mut state);
-        assert_eq!((state.alive, state.point_to_point_only), (vec![true, false, true], true));
+        assert_eq!(state.alive, vec![true, false, true]);
         members.note_loss(&"rank 3 did not respond", true);
         let e = members.no_workers_left("0, 2".into()).to_string();
         assert!(e.contains("lost: 0, 2") && e.contains("rank 3 did not respond"), "{e}");

@@ -24,6 +24,7 @@ use membership::Membership;
 const STREAM_START: u64 = 1;
 const STREAM_GIVEN_START: u64 = 3;
 const STREAM_STRAGGLERS: u64 = 2;
+const STREAM_READMIT: u64 = 3 << 32;
 const STREAM_EPOCH: u64 = 1 << 32;
 const STREAM_PLANNER: u64 = 2 << 32;
 

@@ -2,12 +2,13 @@
 //! checkpoint), and the workers' jobs and starting caches.
 
 use ubershuffle_codes::Records;
-use ubershuffle_core::{balanced_assignment, cache_around, rng::seeded_stream};
+use ubershuffle_core::rng::{seeded_stream, uniform_below};
+use ubershuffle_core::{balanced_assignment, cache_around};
 use ubershuffle_learners::Learner;
 use ubershuffle_transport::Transport;
 
 use super::membership::lost_worker;
-use super::{Master, STREAM_GIVEN_START, STREAM_START};
+use super::{Master, STREAM_GIVEN_START, STREAM_READMIT, STREAM_START};
 use crate::protocol::{JobSpec, MasterMessage, TAG_RECEIVED};
 use crate::{CheckedRunConfig, Checkpoint, ConfigError, RunConfig, RuntimeError};
 
@@ -31,9 +32,43 @@ pub(super) fn initial_state(
                 )));
             }
             saved.check_shape(config.workers, points, learner.parameter_count()).map_err(fail)?;
+            let mut saved = saved;
+            readmit(&mut saved, config, points);
             Ok(saved)
         }
         _ => Ok(fresh_state(config, points, learner, fingerprint)),
+    }
+}
+
+/// Takes every worker the checkpoint lists as lost back into the run: a resumed run admits all
+/// `--workers` again. Each returning worker gets a batch of its share, points taken at random
+/// from the largest batches, and a starting cache around it (its old cache was forgotten when
+/// it was lost); both are drawn from the run's seed and the resumed epoch, so a resume
+/// reproduces.
+pub(super) fn readmit(state: &mut Checkpoint, config: &RunConfig, points: usize) {
+    let returning: Vec<usize> = (0..state.alive.len()).filter(|&w| !state.alive[w]).collect();
+    if returning.is_empty() {
+        return;
+    }
+    let workers = state.alive.len();
+    let mut rng = seeded_stream(config.seed, STREAM_READMIT + state.completed_epochs as u64);
+    for &w in &returning {
+        while state.batches[w].len() < points / workers {
+            let largest = (0..workers).max_by_key(|&v| (state.batches[v].len(), std::cmp::Reverse(v)));
+            let Some(donor) = largest.filter(|&v| state.batches[v].len() > state.batches[w].len() + 1) else {
+                break;
+            };
+            let at = uniform_below(&mut rng, state.batches[donor].len() as u64) as usize;
+            let p = state.batches[donor].swap_remove(at);
+            state.batches[w].push(p);
+        }
+    }
+    for b in &mut state.batches {
+        b.sort_unstable();
+    }
+    for &w in &returning {
+        state.caches[w] = cache_around(&mut rng, &state.batches[w], points, config.cache_capacity);
+        state.alive[w] = true;
     }
 }
 
@@ -50,7 +85,6 @@ fn fresh_state(config: &RunConfig, points: usize, learner: &dyn Learner, fingerp
         batches,
         caches,
         alive: vec![true; config.workers],
-        point_to_point_only: false,
         metrics: Vec::new(),
     }
 }
