@@ -85,6 +85,8 @@ fn the_summary_table_goes_to_stdout() {
         "epoch",
         "transmissions",
         "uncoded",
+        "broadcast",
+        "unicast",
         "shuffle s",
         "transmit s",
         "train s",
@@ -95,7 +97,12 @@ fn the_summary_table_goes_to_stdout() {
         assert!(header.contains(column), "{header}");
     }
     assert_eq!(text.lines().take_while(|l| !l.is_empty()).count(), 4, "{text}");
-    assert!(text.contains("mean shuffle") && text.contains("lost workers   none"), "{text}");
+    assert!(text.contains("mean shuffle"), "{text}");
+    let row = |key: &str| text.lines().find(|l| l.starts_with(key)).unwrap_or_default().to_string();
+    assert!(row("lost workers").ends_with(" none"), "{text}");
+    // Uncoded: every packet point to point, and the totals say so.
+    assert!(row("sent on the wire").contains(" 0 broadcast + "), "{text}");
+    assert!(row("sent on the wire").contains("(100.0 % of uncoded"), "{text}");
 }
 
 #[test]
