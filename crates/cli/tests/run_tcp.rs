@@ -163,3 +163,23 @@ fn a_resume_over_tcp_takes_every_worker_back() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn with_min_workers_the_run_starts_without_a_worker_that_never_came() {
+    let flags =
+        ["--workers", "3", "--min-workers", "2", "--join-timeout", "2", "--points", "600", "--epochs", "2"];
+    let (mut m, addr) = master(&flags);
+    let ws: Vec<Proc> =
+        (0..2).map(|_| Proc::spawn(&["worker", "--connect", &addr, "--token", TOKEN])).collect();
+    m.wait_for("2 of 3 workers joined within --join-timeout");
+    let v = finish_master(m);
+    assert_eq!(v["totals"]["lost_workers"], serde_json::json!([2]));
+    assert_eq!(v["epochs"][0]["lost_workers"], serde_json::json!([2]));
+    for e in v["epochs"].as_array().unwrap() {
+        assert_eq!((e["workers"].as_u64(), e["updates"].as_u64()), (Some(2), Some(2)), "{e}");
+    }
+    for w in ws {
+        let (ok, stderr) = w.finish(Duration::from_secs(20));
+        assert!(ok && stderr.contains("finished 2 epochs"), "{stderr}");
+    }
+}

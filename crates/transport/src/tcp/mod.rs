@@ -104,6 +104,11 @@ impl TcpTransport {
         let mut links = Vec::with_capacity(size);
         for (peer, stream) in streams.into_iter().enumerate() {
             let Some(stream) = stream else {
+                if peer != rank {
+                    // An absent rank (the master started without it) counts as gone.
+                    let detail = "it never joined (the cluster started without it)".to_string();
+                    let _ = tx.send(Delivery::Gone { from: peer, detail });
+                }
                 links.push(None);
                 continue;
             };
@@ -125,6 +130,12 @@ impl TcpTransport {
             mailbox: Mailbox::new(size, rx),
             links,
         })
+    }
+
+    /// The ranks this one has a connection to, in order (every other rank, unless the cluster
+    /// started without some: [`MasterListener::accept_at_least`]).
+    pub fn connected(&self) -> Vec<usize> {
+        (0..self.size).filter(|&r| self.links.get(r).is_some_and(Option::is_some)).collect()
     }
 
     /// How this cluster broadcasts (chosen by the master).
