@@ -183,3 +183,24 @@ fn with_min_workers_the_run_starts_without_a_worker_that_never_came() {
         assert!(ok && stderr.contains("finished 2 epochs"), "{stderr}");
     }
 }
+
+#[test]
+fn a_worker_killed_during_the_join_is_replaced() {
+    let flags = ["--workers", "2", "--join-timeout", "20", "--points", "600", "--epochs", "1"];
+    let (mut m, addr) = master(&flags);
+    let mut early = Proc::spawn(&["worker", "--connect", &addr, "--token", TOKEN]);
+    // Once it has proved the token it waits for the second worker; kill it then.
+    std::thread::sleep(Duration::from_millis(1500));
+    early.child.kill().unwrap(); // SIGKILL
+    let _ = early.finish(Duration::from_secs(5));
+    let ws: Vec<Proc> =
+        (0..2).map(|_| Proc::spawn(&["worker", "--connect", &addr, "--token", TOKEN])).collect();
+    // Killed after its handshake ("left after joining") or, on a slow machine, during it.
+    m.wait_for("warning: refused a connection from 127.0.0.1");
+    let v = finish_master(m);
+    assert_eq!(v["complete"], true);
+    assert_eq!(v["totals"]["lost_workers"], serde_json::json!([]));
+    for w in ws {
+        assert!(w.finish(Duration::from_secs(20)).0);
+    }
+}
