@@ -277,8 +277,8 @@ fn follow(
     }
 }
 
-/// Checks, from the master's summary, that the killed worker was reported lost and the run
-/// went on to the end without it.
+/// Checks, from the master's summary, that the killed worker was reported lost, the run went
+/// on to the end without it, and every later epoch broadcast coded packets among the survivors.
 fn check_kill(out: &Path, worker: usize, epoch: usize, killed: bool) -> anyhow::Result<()> {
     if !killed {
         bail!("the run ended before epoch {epoch} started: worker {worker} was not killed");
@@ -290,6 +290,18 @@ fn check_kill(out: &Path, worker: usize, epoch: usize, killed: bool) -> anyhow::
     let lost_in = epochs.iter().find(|e| {
         e["lost_workers"].as_array().is_some_and(|l| l.iter().any(|x| x.as_u64() == Some(worker as u64)))
     });
+    let lost_at = lost_in.and_then(|e| e["epoch"].as_u64()).unwrap_or(u64::MAX);
+    // The survivors re-form the broadcast group: every later epoch broadcasts coded packets.
+    let uncoded_after: Vec<u64> = epochs
+        .iter()
+        .filter(|e| {
+            e["epoch"].as_u64().is_some_and(|k| k > lost_at) && e["broadcast_packets"].as_u64() == Some(0)
+        })
+        .filter_map(|e| e["epoch"].as_u64())
+        .collect();
+    if !uncoded_after.is_empty() {
+        bail!("after losing worker {worker}, epochs {uncoded_after:?} sent no broadcast packets");
+    }
     match (summary["complete"].as_bool(), lost_in) {
         (Some(true), Some(e)) => {
             eprintln!(

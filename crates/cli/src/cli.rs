@@ -534,9 +534,16 @@ pub struct RunSettings {
     #[arg(long, value_name = "T", help_heading = "Cluster")]
     #[serde(skip)]
     pub token: Option<String>,
-    /// tcp: seconds to wait for every worker to join.
+    /// tcp: seconds to wait for every worker to join (a worker that leaves before the cluster
+    /// starts is replaced by the next one to join within it).
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0, help_heading = "Cluster")]
     pub join_timeout: f64,
+    /// tcp: when fewer than --workers have joined by --join-timeout, start with those if they
+    /// are at least N (the missing ones are listed as lost in the first epoch, and the run
+    /// shuffles among the others) [default: wait for all --workers].
+    #[arg(long, value_name = "N", help_heading = "Cluster")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_workers: Option<usize>,
 
     /// Print one JSON object on stdout (the configuration, every epoch, totals) instead of a table.
     #[arg(long, help_heading = "Output")]

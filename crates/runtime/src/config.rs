@@ -257,6 +257,9 @@ pub enum ConfigError {
     /// A starting partition that is not one.
     #[error("starting partition: {0}")]
     StartingPartition(String),
+    /// The cost model cannot price this run.
+    #[error(transparent)]
+    CostModel(#[from] crate::CostModelError),
     /// No endpoint for the master (an empty in-process cluster).
     #[error("the in-process cluster has no master endpoint")]
     NoMasterEndpoint,

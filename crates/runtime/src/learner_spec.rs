@@ -47,6 +47,42 @@ impl LearnerSpec {
         })
     }
 
+    /// The learner's kind, as a cost model names it: `linear-regression` or
+    /// `matrix-completion`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LearnerSpec::LinearRegression { .. } => "linear-regression",
+            LearnerSpec::MatrixCompletion(_) | LearnerSpec::MatrixCompletionRows { .. } => {
+                "matrix-completion"
+            }
+        }
+    }
+
+    /// Multiply-adds one sample (a record) costs in one SGD step or one loss term: the
+    /// features and the label, or each rating's dot product and step over the rank.
+    fn per_sample(&self) -> u64 {
+        match *self {
+            LearnerSpec::LinearRegression { features, .. } => features as u64 + 1,
+            LearnerSpec::MatrixCompletion(p) => 4 * p.rank as u64,
+            LearnerSpec::MatrixCompletionRows { params, slots } => 4 * (params.rank * slots) as u64,
+        }
+    }
+
+    /// Multiply-adds of one local update over `points` records (what a cost model prices
+    /// training by).
+    pub fn update_work(&self, points: usize) -> u64 {
+        let passes = match *self {
+            LearnerSpec::LinearRegression { local_passes, .. } => local_passes as u64,
+            _ => 1,
+        };
+        passes * points as u64 * self.per_sample()
+    }
+
+    /// Multiply-adds of the loss over `points` records.
+    pub fn loss_work(&self, points: usize) -> u64 {
+        points as u64 * self.per_sample()
+    }
+
     /// Appends the byte form.
     pub fn write(&self, out: &mut Vec<u8>) {
         match *self {

@@ -158,7 +158,7 @@ fn epoch_row(setup: &Setup, gbit: f64, scheme: &'static str, e: &EpochMetrics) -
         decode_s: e.decode_seconds,
         shuffle_s: e.shuffle_seconds(),
         model_s: e.model_seconds,
-        compute_s: e.compute_seconds,
+        compute_s: e.train_seconds,
         epoch_s: e.epoch_seconds,
         loss: e.loss,
     }

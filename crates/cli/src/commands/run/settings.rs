@@ -54,6 +54,8 @@ pub struct Resolved {
     pub timeout: Duration,
     /// TCP: how long workers may take to join.
     pub join_timeout: Duration,
+    /// TCP: the fewest workers to start with at the join timeout (`--min-workers`, else all).
+    pub min_workers: usize,
     /// TCP: where to listen, and the token.
     pub listen: Option<(String, String)>,
     /// Fault injection.
@@ -87,6 +89,7 @@ const NOT_IDENTITY: &[&str] = &[
     "kill-worker",
     "timeout",
     "join-timeout",
+    "min-workers",
     "listen",
     "transport",
     "bandwidth",
@@ -194,6 +197,7 @@ impl RunSettings {
             scheme,
             timeout: seconds("--timeout", s.timeout)?,
             join_timeout: seconds("--join-timeout", s.join_timeout)?,
+            min_workers: min_workers(&s, workers)?,
             listen: s.listen.clone().zip(s.token.clone()),
             kill,
             out: s.out.clone(),
@@ -215,6 +219,18 @@ fn explain(e: ConfigError, alpha: f64) -> anyhow::Error {
         ),
         ConfigError::ZeroChunk => anyhow::anyhow!("--chunk-bytes must be at least 1"),
         other => anyhow::Error::new(other),
+    }
+}
+
+/// `--min-workers`: tcp only, between 1 and `--workers`; all of them when not given.
+fn min_workers(s: &RunSettings, workers: usize) -> anyhow::Result<usize> {
+    match s.min_workers {
+        None => Ok(workers),
+        Some(_) if s.transport != TransportKind::Tcp => {
+            bail!("--min-workers applies only to --transport tcp")
+        }
+        Some(n) if (1..=workers).contains(&n) => Ok(n),
+        Some(n) => bail!("--min-workers must be between 1 and --workers {workers}, got {n}"),
     }
 }
 
@@ -365,6 +381,15 @@ mod tests {
             (&["--transport", "tcp"], "needs --listen"),
             (&["--token", "t"], "apply only to --transport tcp"),
             (&["--join-timeout", "60"], "--join-timeout applies only"),
+            (&["--min-workers", "2"], "--min-workers applies only"),
+            (
+                &["--transport", "tcp", "--listen", "127.0.0.1:0", "--token", "t", "--min-workers", "5"],
+                "--min-workers must be between 1 and --workers 4, got 5",
+            ),
+            (
+                &["--transport", "tcp", "--listen", "127.0.0.1:0", "--token", "t", "--min-workers", "0"],
+                "--min-workers must be between 1 and --workers 4, got 0",
+            ),
             (&["--resume"], "--resume needs --out"),
             (&["--kill-worker", "7@1"], "only workers 0..3"),
             (&["--scheme", "magic"], "known schemes are"),
