@@ -21,6 +21,8 @@ pub struct Setting {
     pub qdisc: &'static str,
     /// The links' MTU.
     pub mtu: u32,
+    /// The cap on the master's TCP send buffers, if any.
+    pub master_send_buffer: Option<u32>,
 }
 
 /// One row of results/netns.csv.
@@ -38,6 +40,8 @@ pub struct Row {
     pub qdisc: &'static str,
     /// The links' MTU.
     pub mtu: u32,
+    /// The cap on the master's TCP send buffers (empty: the kernel's own).
+    pub master_send_buffer: Option<u32>,
     /// The round (broadcast) or epoch, from 1.
     pub round: usize,
     /// `broadcast`, or an epoch's `transmit`, `decode`, `shuffle`, `epoch`.
@@ -83,6 +87,7 @@ pub fn broadcast_rows(
             mbit: setting.mbit,
             qdisc: setting.qdisc,
             mtu: setting.mtu,
+            master_send_buffer: setting.master_send_buffer,
             round: k + 1,
             phase: "broadcast",
             bytes: job.bytes,
@@ -137,6 +142,7 @@ pub fn epoch_rows(
                 mbit: setting.mbit,
                 qdisc: setting.qdisc,
                 mtu: setting.mtu,
+                master_send_buffer: setting.master_send_buffer,
                 round: m.epoch,
                 phase,
                 bytes: m.payload_bytes,
@@ -219,7 +225,7 @@ mod tests {
     use ubershuffle_transport::BroadcastMethod;
 
     fn setting() -> Setting {
-        Setting { workers: 4, mbit: 100.0, qdisc: "tbf", mtu: 9000 }
+        Setting { workers: 4, mbit: 100.0, qdisc: "tbf", mtu: 9000, master_send_buffer: None }
     }
 
     #[test]

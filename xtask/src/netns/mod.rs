@@ -44,6 +44,12 @@ pub struct NetnsArgs {
     /// not count) are 0.7 % of a full frame; 1500 (standard Ethernet) makes them 4.6 %.
     #[arg(long, default_value_t = 9000)]
     mtu: u32,
+    /// Cap the TCP send buffers of the master's namespace at this many bytes (at least
+    /// 16384), so that a send returns about when its bytes have left the port, as in the
+    /// emulator's model [default: the kernel's, where a send returns once its bytes are
+    /// buffered].
+    #[arg(long, value_name = "BYTES")]
+    master_send_buffer: Option<u32>,
     /// Bytes per broadcast (`ubershuffle master`, pseudo-broadcast and plain).
     #[arg(long, default_value_t = 4 << 20)]
     bytes: u64,
@@ -98,6 +104,9 @@ impl NetnsArgs {
         if !(1280..=9000).contains(&self.mtu) {
             bail!("--mtu {}: use 1280 to 9000", self.mtu);
         }
+        if self.master_send_buffer.is_some_and(|b| b < 16384) {
+            bail!("--master-send-buffer: use at least 16384 bytes");
+        }
         if self.rounds == 0 || self.epochs == 0 || self.bytes == 0 || self.points == 0 || self.features == 0 {
             bail!("--rounds, --epochs, --bytes, --points and --features must be at least 1");
         }
@@ -110,6 +119,7 @@ impl NetnsArgs {
             mbit: self.mbit,
             qdisc: self.qdisc,
             mtu: self.mtu,
+            master_send_buffer: self.master_send_buffer,
         };
         let broadcasts = [BroadcastMethod::PseudoBroadcast, BroadcastMethod::Plain]
             .map(|method| BroadcastJob { bytes: self.bytes, rounds: self.rounds, method, seed: self.seed })
@@ -158,7 +168,13 @@ pub fn run(args: &NetnsArgs, root: &Path, target: &Path) -> anyhow::Result<()> {
     crate::cargo(&["build", "--release", "--quiet", "-p", "ubershuffle", "--bin", "ubershuffle"])?;
     let exe = target.join("release").join("ubershuffle");
     let t = &plan.topology;
-    let setting = Setting { workers: t.workers, mbit: t.mbit, qdisc: t.qdisc.name(), mtu: t.mtu };
+    let setting = Setting {
+        workers: t.workers,
+        mbit: t.mbit,
+        qdisc: t.qdisc.name(),
+        mtu: t.mtu,
+        master_send_buffer: t.master_send_buffer,
+    };
 
     let Measured { broadcasts, loops } = measure(&plan, &exe)?;
     eprintln!("xtask: namespaces removed; running the same work on the emulator at {} Mbit/s", setting.mbit);
@@ -236,8 +252,10 @@ fn write_csv(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
 
 /// One line per experiment, name and phase: the medians and whether the goal is met.
 fn print_summary(rows: &[Row], setting: &Setting) {
+    let send_buffer =
+        setting.master_send_buffer.map(|b| format!(", master send buffer {b} B")).unwrap_or_default();
     eprintln!(
-        "netns: measured (TCP between namespaces, {} at {} Mbit/s, MTU {}, {} workers) against the emulator's model; medians over rounds:",
+        "netns: measured (TCP between namespaces, {} at {} Mbit/s, MTU {}, {} workers{send_buffer}) against the emulator's model; medians over rounds:",
         setting.qdisc, setting.mbit, setting.mtu, setting.workers
     );
     for m in compare::medians(rows) {
@@ -295,6 +313,7 @@ mod tests {
                 "--rounds, --epochs, --bytes, --points and --features must be at least 1",
             ),
             (&["--mtu", "100"][..], "--mtu 100: use 1280 to 9000"),
+            (&["--master-send-buffer", "100"][..], "--master-send-buffer: use at least 16384 bytes"),
         ] {
             let err = parse(flags).map(|_| ()).unwrap_err().to_string();
             assert!(err.starts_with(wanted) && !err.contains('\n'), "{flags:?}: {err}");

@@ -81,6 +81,11 @@ pub struct Topology {
     pub qdisc: Qdisc,
     /// The largest frame payload of every link (1500: standard Ethernet; 9000: jumbo frames).
     pub mtu: u32,
+    /// The largest TCP send buffer in the master's namespace (`net.ipv4.tcp_wmem`), when
+    /// capped: a send then returns about when its bytes have left the port, as a send does in
+    /// the emulator's model; `None` keeps the kernel's (a send returns once its bytes are
+    /// buffered).
+    pub master_send_buffer: Option<u32>,
 }
 
 /// One command line (`ip ...` or `tc ...`).
@@ -153,6 +158,11 @@ impl Topology {
             // The node's send port, then its receive port (the switch's egress towards it).
             commands.extend(self.shaping_commands(&ns, "eth0"));
             commands.extend(self.shaping_commands(&sw, &port));
+        }
+        if let Some(bytes) = self.master_send_buffer {
+            let wmem = format!("net.ipv4.tcp_wmem=4096 {} {bytes}", bytes.min(16384));
+            let ns = self.namespace(Node::Master);
+            commands.push(argv(&["ip", "netns", "exec", &ns, "sysctl", "-q", "-w", &wmem]));
         }
         commands
     }
@@ -258,7 +268,7 @@ mod tests {
     use super::*;
 
     fn topology(qdisc: Qdisc) -> Topology {
-        Topology { owner: 4242, workers: 4, mbit: 100.0, qdisc, mtu: 9000 }
+        Topology { owner: 4242, workers: 4, mbit: 100.0, qdisc, mtu: 9000, master_send_buffer: None }
     }
 
     #[test]
@@ -304,6 +314,18 @@ mod tests {
         });
         assert!(interface_names.clone().count() > 0);
         assert!(interface_names.into_iter().all(|name| name.len() <= 15));
+    }
+
+    #[test]
+    fn a_capped_send_buffer_is_set_in_the_master_namespace_only() {
+        let mut t = topology(Qdisc::Tbf);
+        assert!(!t.setup_commands().iter().any(|c| c.contains(&"sysctl".to_string())));
+        t.master_send_buffer = Some(32768);
+        let sysctl: Vec<Argv> =
+            t.setup_commands().into_iter().filter(|c| c.contains(&"sysctl".to_string())).collect();
+        assert_eq!(sysctl.len(), 1);
+        assert_eq!(sysctl[0][3], "ubsh-nn-4242-m");
+        assert_eq!(sysctl[0].last().map(String::as_str), Some("net.ipv4.tcp_wmem=4096 16384 32768"));
     }
 
     #[test]
