@@ -252,7 +252,8 @@ mod tests {
 
     #[test]
     fn epochs_must_carry_the_same_plans() {
-        let job = EpochJob { scheme: "coded".into(), epochs: 2, points: 10, features: 1, seed: 0 };
+        let job =
+            EpochJob { scheme: "coded".into(), epochs: 2, points: 10, features: 1, alpha: 0.5, seed: 0 };
         let epoch = |k: usize, transmit: f64, packets: usize| EpochMetrics {
             epoch: k,
             transmissions: packets,

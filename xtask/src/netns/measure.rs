@@ -44,6 +44,8 @@ pub struct EpochJob {
     pub points: usize,
     /// Features per point (a record is `8 (features + 1)` bytes).
     pub features: usize,
+    /// Storage ratio: each worker caches `floor(alpha * points)` points.
+    pub alpha: f64,
     /// Seed of the data and every random choice.
     pub seed: u64,
 }
@@ -58,6 +60,7 @@ impl EpochJob {
             ("--epochs", self.epochs.to_string()),
             ("--points", self.points.to_string()),
             ("--features", self.features.to_string()),
+            ("--alpha", self.alpha.to_string()),
             ("--seed", self.seed.to_string()),
             ("--timeout", "60".into()),
         ]

@@ -68,6 +68,11 @@ pub struct NetnsArgs {
     /// Features per point (records of 8 (features + 1) bytes).
     #[arg(long, default_value_t = 255)]
     features: usize,
+    /// Storage ratio of the loop: each worker caches floor(alpha * points) points (at least
+    /// its batch, points / workers). The run's own default, 2 / workers, would make every
+    /// worker cache everything at 2 workers, leaving nothing to ship.
+    #[arg(long, default_value_t = 0.5)]
+    alpha: f64,
     /// Seed of the data, the plans and the payloads.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -107,6 +112,9 @@ impl NetnsArgs {
         if self.master_send_buffer.is_some_and(|b| b < 16384) {
             bail!("--master-send-buffer: use at least 16384 bytes");
         }
+        if !(self.alpha > 0.0 && self.alpha <= 1.0) {
+            bail!("--alpha {}: use a storage ratio in (0, 1]", self.alpha);
+        }
         if self.rounds == 0 || self.epochs == 0 || self.bytes == 0 || self.points == 0 || self.features == 0 {
             bail!("--rounds, --epochs, --bytes, --points and --features must be at least 1");
         }
@@ -136,6 +144,7 @@ impl NetnsArgs {
                 epochs: self.epochs,
                 points: self.points,
                 features: self.features,
+                alpha: self.alpha,
                 seed: self.seed,
             })
             .collect();
@@ -313,6 +322,7 @@ mod tests {
                 "--rounds, --epochs, --bytes, --points and --features must be at least 1",
             ),
             (&["--mtu", "100"][..], "--mtu 100: use 1280 to 9000"),
+            (&["--alpha", "1.5"][..], "--alpha 1.5: use a storage ratio in (0, 1]"),
             (&["--master-send-buffer", "100"][..], "--master-send-buffer: use at least 16384 bytes"),
         ] {
             let err = parse(flags).map(|_| ()).unwrap_err().to_string();
