@@ -107,13 +107,16 @@ pub struct NetworkGuard {
 impl NetworkGuard {
     /// Arms removal of every namespace `owner` makes, now and on a signal.
     pub fn arm(owner: u32) -> anyhow::Result<NetworkGuard> {
-        ctrlc::set_handler(move || {
+        let installed = ctrlc::set_handler(move || {
             eprintln!("xtask: interrupted; removing the namespaces");
             remove_owned(owner);
             std::process::exit(130);
-        })
-        .context("cannot install the Ctrl-C handler")?;
-        Ok(NetworkGuard { owner })
+        });
+        match installed {
+            // A handler from an earlier guard of this process removes the same namespaces.
+            Ok(()) | Err(ctrlc::Error::MultipleHandlers) => Ok(NetworkGuard { owner }),
+            Err(e) => Err(e).context("cannot install the Ctrl-C handler"),
+        }
     }
 }
 
