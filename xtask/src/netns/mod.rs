@@ -89,8 +89,8 @@ pub struct NetnsArgs {
 /// the host's cores.
 const MAX_WORKERS: usize = 8;
 
-/// Checked flags.
-struct Plan {
+/// What a run does: the flags, checked.
+struct NetnsRun {
     topology: Topology,
     broadcasts: Vec<BroadcastJob>,
     loops: Vec<EpochJob>,
@@ -99,7 +99,7 @@ struct Plan {
 
 impl NetnsArgs {
     /// The flags checked once, into what the run does.
-    fn check(&self, root: &Path) -> anyhow::Result<Plan> {
+    fn check(&self, root: &Path) -> anyhow::Result<NetnsRun> {
         if !(2..=MAX_WORKERS).contains(&self.workers) {
             bail!("--workers {}: use 2 to {MAX_WORKERS}", self.workers);
         }
@@ -152,7 +152,7 @@ impl NetnsArgs {
             Some(path) => crate::from_here(path)?,
             None => root.join("results").join("netns.csv"),
         };
-        Ok(Plan { topology, broadcasts, loops, out })
+        Ok(NetnsRun { topology, broadcasts, loops, out })
     }
 }
 
@@ -205,7 +205,7 @@ pub fn run(args: &NetnsArgs, root: &Path, target: &Path) -> anyhow::Result<()> {
 
 /// Makes the network, measures every broadcast and every epoch loop in it, and removes it
 /// (the guard also removes it on an error or a panic, its handler on Ctrl-C).
-fn measure(plan: &Plan, exe: &Path) -> anyhow::Result<Measured> {
+fn measure(plan: &NetnsRun, exe: &Path) -> anyhow::Result<Measured> {
     let topology = &plan.topology;
     let _guard = host::NetworkGuard::arm(topology.owner)?;
     eprintln!(
@@ -291,7 +291,7 @@ mod tests {
         args: NetnsArgs,
     }
 
-    fn parse(flags: &[&str]) -> anyhow::Result<Plan> {
+    fn parse(flags: &[&str]) -> anyhow::Result<NetnsRun> {
         let cli = Cli::try_parse_from(std::iter::once("netns").chain(flags.iter().copied()))?;
         cli.args.check(Path::new("/ws"))
     }
