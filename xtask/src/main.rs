@@ -2,6 +2,7 @@
 //! cluster of processes, the MPI checks. Nothing here needs a Makefile or shell glue.
 
 mod cluster;
+mod netns;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -54,6 +55,10 @@ enum Task {
     /// workers as separate processes on 127.0.0.1; `--kill W@E` kills worker W's process with
     /// SIGKILL once epoch E has started and checks that the run goes on without it.
     Cluster(cluster::ClusterArgs),
+    /// Linux, root: network namespaces with veth pairs and `tc` rate limits for a master and
+    /// 2 to 8 workers; measures the TCP broadcast and a few epochs of the loop between real
+    /// processes in them against the emulator's model at the same rate (results/netns.csv).
+    Netns(netns::NetnsArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -89,6 +94,7 @@ fn main() -> anyhow::Result<()> {
         }
         Task::MpiTest => mpi_test(),
         Task::Cluster(args) => cluster::run(&args, &workspace_root(), &target_dir()),
+        Task::Netns(args) => netns::run(&args, &workspace_root(), &target_dir()),
     }
 }
 
