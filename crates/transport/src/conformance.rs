@@ -322,14 +322,20 @@ fn dead_peer<T: Transport>(mut t: T) -> Result<(), String> {
     }
     // The survivors re-form their broadcast without the departed rank; what the abandoned
     // broadcast left in their mailboxes must not disturb it.
-    // The root may still be tracing the failure when a receiver has given up, so it says when
-    // to start (as the epoch loop's orders do).
+    // A survivor may still wait in the abandoned broadcast (up to its timeout) while another
+    // has given up, so every survivor tells the root it left it, and the root says when to
+    // start once all have (as the epoch loop's restart does).
     let survivors: Vec<usize> = (0..victim).collect();
     if t.rank() == 0 {
+        for &r in &survivors[1..] {
+            t.recv_within(r, 97, Duration::from_secs(10))
+                .map_err(|e| err("recv of a survivor's leave", e))?;
+        }
         for &r in &survivors[1..] {
             t.send(r, 99, b"go").map_err(|e| err("send of the go-ahead", e))?;
         }
     } else {
+        t.send(0, 97, b"left").map_err(|e| err("send of the leave", e))?;
         t.recv_within(0, 99, Duration::from_secs(10)).map_err(|e| err("recv of the go-ahead", e))?;
     }
     let mut buf = if t.rank() == 0 { pattern(6, 4096) } else { Vec::new() };
