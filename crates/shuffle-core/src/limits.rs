@@ -21,6 +21,15 @@
 use std::io::Read;
 use std::path::Path;
 
+/// This process's peak resident memory so far (`VmHWM` of `/proc/self/status`), in bytes;
+/// `None` where the system does not say (not Linux).
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// The default cap on an input file: 256 MiB.
 pub const DEFAULT_MAX_INPUT_BYTES: u64 = 256 << 20;
 /// The default cap on the memory one request plans for: 4 GiB.

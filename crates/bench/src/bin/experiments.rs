@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use ubershuffle_bench::experiments::{EXPERIMENTS, RunOptions, run_all};
+use ubershuffle_bench::experiments::{EXPERIMENTS, RunOptions, run_all, scale};
 
 /// Regenerate the papers' experiments as CSV, SVG and a Markdown summary.
 #[derive(Debug, Parser)]
@@ -39,6 +39,22 @@ fn after_help() -> String {
 }
 
 fn main() -> ExitCode {
+    // A child process of the `scale` experiment: one scheme on one point, its row on stdout.
+    let argv: Vec<String> = std::env::args().collect();
+    if let [_, flag, spec] = argv.as_slice()
+        && flag == scale::CHILD_FLAG
+    {
+        return match scale::child(spec) {
+            Ok(line) => {
+                println!("{line}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {}", format!("{e:#}").replace('\n', " "));
+                ExitCode::FAILURE
+            }
+        };
+    }
     let args = match Args::try_parse() {
         Ok(args) => args,
         Err(e) if !e.use_stderr() => {

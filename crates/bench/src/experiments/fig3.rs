@@ -23,7 +23,7 @@ pub const ABOUT: &str = "packets per epoch against alpha for uncoded, coded, Ube
 
 const WORKERS: usize = 20;
 const ALPHAS: [f64; 6] = [0.1, 0.2, 0.325, 0.4, 0.55, 0.7];
-const SCHEMES: [&str; 4] = ["uncoded", "coded", "ubershuffle", "ubershuffle-opt"];
+const SCHEMES: [&str; 5] = ["uncoded", "coded", "ubershuffle", "ubershuffle-opt", "auto"];
 /// `ubershuffle-opt`'s search budget in the full run.
 pub const FULL_OPT_BUDGET: Duration = Duration::from_secs(10);
 /// `ubershuffle-opt`'s search budget in the quick run.
@@ -183,8 +183,8 @@ fn summary(sweep: &Sweep, rows: &[Planned]) -> String {
     let per_point = sweep.points.iter().flat_map(|&q| {
         ALPHAS.iter().map(move |&a| {
             let get = |s: &str| at(rows, s, q, a).unwrap_or((f64::NAN, f64::NAN));
-            let (coded, greedy, opt, bound) =
-                (get("coded"), get("ubershuffle"), get("ubershuffle-opt"), get("lower bound"));
+            let (coded, greedy, opt, auto, bound) =
+                (get("coded"), get("ubershuffle"), get("ubershuffle-opt"), get("auto"), get("lower bound"));
             vec![
                 q.to_string(),
                 a.to_string(),
@@ -192,6 +192,7 @@ fn summary(sweep: &Sweep, rows: &[Planned]) -> String {
                 format!("{:.0}", greedy.0),
                 format!("{:.0}", opt.0),
                 format!("{:.1} % fewer", 100.0 * (1.0 - opt.0 / greedy.0)),
+                format!("{:.0}", auto.0),
                 format!("{:.0}", bound.0),
                 format!("{:.2}", greedy.1),
                 format!("{:.2}", opt.1),
@@ -202,11 +203,16 @@ fn summary(sweep: &Sweep, rows: &[Planned]) -> String {
         "Medians over {} seed(s) of the packets each scheme sends, n = {WORKERS}; every plan passed \
          `verify`. `ubershuffle-opt` ran with a budget of {:.0} s (work units, so counts do not depend on \
          the machine's load). The lower bound is the best of `ubershuffle_core::bounds` (the \
-         acyclic-subgraph index-coding bound, exact over worker orders).\n\n\
+         acyclic-subgraph index-coding bound, exact over worker orders). `auto` (the portfolio of \
+         `clique-cover`, `ubershuffle-opt` and `cycle-packing`, same budget) sent no more than \
+         `ubershuffle-opt` on {} of {} instances, and fewer on {}.\n\n\
          Coded / UberShuffle where the paper reports it (Section 3.2):\n\n{}\n\
          Per point (medians; seconds are plan times on this machine):\n\n{}",
         sweep.seeds.len(),
         sweep.budget.as_secs_f64(),
+        auto_vs_opt(rows, |a, o| a <= o),
+        auto_vs_opt(rows, |_, _| true),
+        auto_vs_opt(rows, |a, o| a < o),
         markdown_table(
             &["q", "alpha", "paper", "coded / ubershuffle (ours)", "coded / ubershuffle-opt"],
             paper
@@ -219,6 +225,7 @@ fn summary(sweep: &Sweep, rows: &[Planned]) -> String {
                 "ubershuffle",
                 "ubershuffle-opt",
                 "opt vs greedy",
+                "auto",
                 "lower bound",
                 "ubershuffle s",
                 "opt s"
@@ -226,6 +233,23 @@ fn summary(sweep: &Sweep, rows: &[Planned]) -> String {
             per_point
         )
     )
+}
+
+/// How many instances (point and seed) satisfy `holds(auto, opt)` on their transmissions.
+fn auto_vs_opt(rows: &[Planned], holds: impl Fn(usize, usize) -> bool) -> usize {
+    rows.iter()
+        .filter(|a| a.scheme == "auto")
+        .filter_map(|a| {
+            let opt = rows.iter().find(|o| {
+                o.scheme == "ubershuffle-opt"
+                    && o.points == a.points
+                    && o.alpha == a.alpha
+                    && o.seed == a.seed
+            })?;
+            Some(holds(a.transmissions, opt.transmissions))
+        })
+        .filter(|&h| h)
+        .count()
 }
 
 fn headlines(rows: &[Planned]) -> Vec<Headline> {

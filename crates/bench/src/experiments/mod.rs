@@ -15,6 +15,8 @@ mod msr;
 mod partial_local;
 mod partial_local_training;
 mod plugins;
+pub mod scale;
+mod speed;
 mod table1;
 mod theorem1;
 mod worst_case;
@@ -72,6 +74,7 @@ pub struct Experiment {
 pub static EXPERIMENTS: &[Experiment] = &[
     Experiment { name: theorem1::NAME, about: theorem1::ABOUT, run: theorem1::run },
     Experiment { name: fig3::NAME, about: fig3::ABOUT, run: fig3::run },
+    Experiment { name: scale::NAME, about: scale::ABOUT, run: scale::run },
     Experiment { name: plugins::NAME, about: plugins::ABOUT, run: plugins::run },
     Experiment { name: gradient_coding::NAME, about: gradient_coding::ABOUT, run: gradient_coding::run },
     Experiment { name: worst_case::NAME, about: worst_case::ABOUT, run: worst_case::run },
@@ -80,6 +83,7 @@ pub static EXPERIMENTS: &[Experiment] = &[
     Experiment { name: broadcast::NAME, about: broadcast::ABOUT, run: broadcast::run },
     Experiment { name: table1::NAME, about: table1::ABOUT, run: table1::run },
     Experiment { name: fig4::NAME, about: fig4::ABOUT, run: fig4::run },
+    Experiment { name: speed::NAME, about: speed::ABOUT, run: speed::run },
 ];
 
 /// The built-in planner `name` with `options` (an error naming the known ones otherwise).

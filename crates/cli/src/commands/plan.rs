@@ -1,6 +1,5 @@
 //! `ubershuffle plan`: plan one epoch with a scheme, verify it, and report the counts.
 
-use std::fs;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -138,7 +137,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
             "verify_seconds": verify_seconds,
             "lower_bound_seconds": bound_seconds,
             "instance_bytes": inst.heap_bytes(),
-            "max_rss_bytes": peak_rss_bytes(),
+            "max_rss_bytes": ubershuffle_core::limits::peak_rss_bytes(),
         });
         if planned.tried.len() > 1 {
             out["auto_winner"] = json!(planned.made_by);
@@ -191,15 +190,6 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         bail!("scheme {} produced a plan that does not decode: {e}", planner.name());
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The process's peak resident memory so far (Linux: `VmHWM` of `/proc/self/status`), or
-/// `None` where the system does not say.
-fn peak_rss_bytes() -> Option<u64> {
-    let status = fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }
 
 /// What every member of a portfolio did, in the order tried:

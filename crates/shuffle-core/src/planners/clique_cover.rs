@@ -36,7 +36,7 @@ use crate::{Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, Shuffle
 ///
 /// Reach: any number of workers (measured up to 1000) and any `q` that fits in memory:
 /// the side information takes `n U / 4` bytes (225 MB at `n = 1000`, `q = 1e6`, `a = 0.1`).
-/// Measured sizes and times are in `docs/shuffling.md`.
+/// Measured sizes and times: the `scale` experiment (`results/README.md`, `results/full/`).
 #[derive(Clone, Copy, Debug)]
 pub struct CliqueCoverPlanner {
     budget: u64,

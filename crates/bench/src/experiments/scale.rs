@@ -1,0 +1,281 @@
+//! `scale`: the planners from the papers' n = 20 to real clusters of 1000 workers: transmissions
+//! against uncoded and the lower bound, plan and verify time, and peak memory, as n grows.
+//!
+//! Sweep: n in {10, 20, 40, 100, 200, 500, 1000}, q in {1e5, 1e6}, alpha in {0.1, 0.3} (the quick
+//! run: q = 1e5, n up to 200). Schemes: uncoded, coded (Lee et al.'s tables), the paper's
+//! UberShuffle greedy, ubershuffle-opt, clique-cover and auto. Every plan passes `verify`; a
+//! scheme past its reach refuses at once and gets a row with its one-line reason.
+//!
+//! Peak memory belongs to a process, so every (point, scheme) runs in a child process of this
+//! program (`experiments --scale-point ...`), which measures one scheme and prints its row as
+//! JSON with its peak resident memory.
+
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use serde::{Deserialize, Serialize};
+use ubershuffle_core::limits::peak_rss_bytes;
+use ubershuffle_core::scale::measure_scale_point;
+use ubershuffle_core::{GeneratorParams, PlannerOptions};
+
+use super::Context;
+use crate::report::{Headline, LineChart, Report, Row, Series, markdown_table};
+
+/// The experiment's name.
+pub const NAME: &str = "scale";
+/// What it shows.
+pub const ABOUT: &str = "Planners from n = 10 to 1000 workers: transmissions vs uncoded and the lower bound, plan and verify time, peak memory (the cluster-scale planner clique-cover and the portfolio auto against the papers' schemes)";
+
+const SCHEMES: [&str; 6] = ["uncoded", "coded", "ubershuffle", "ubershuffle-opt", "clique-cover", "auto"];
+const ALPHAS: [f64; 2] = [0.1, 0.3];
+const SEED: u64 = 1;
+/// The search budget of the schemes that search, in the full and the quick run.
+const FULL_BUDGET: Duration = Duration::from_secs(10);
+const QUICK_BUDGET: Duration = Duration::from_secs(2);
+/// The flag of the child mode.
+pub const CHILD_FLAG: &str = "--scale-point";
+
+/// One scheme on one point of the sweep.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ScalePoint {
+    scheme: String,
+    made_by: String,
+    workers: usize,
+    points: usize,
+    alpha: f64,
+    transmissions: Option<usize>,
+    uncoded: usize,
+    over_uncoded: Option<f64>,
+    lower_bound: usize,
+    bound_over_uncoded: f64,
+    refused: String,
+    instance_bytes: usize,
+    plan_seconds: f64,
+    verify_seconds: f64,
+    lower_bound_seconds: f64,
+    max_rss_bytes: Option<u64>,
+}
+
+impl Row for ScalePoint {
+    const MACHINE_COLUMNS: &'static [&'static str] =
+        &["plan_seconds", "verify_seconds", "lower_bound_seconds", "max_rss_bytes"];
+}
+
+/// The sweep of a run.
+struct Sweep {
+    workers: &'static [usize],
+    points: &'static [usize],
+    budget: Duration,
+}
+
+/// Runs the sweep, each (point, scheme) in a child process.
+pub fn run(ctx: &Context) -> anyhow::Result<Report> {
+    let sweep = if ctx.quick {
+        Sweep { workers: &[10, 20, 40, 100, 200], points: &[100_000], budget: QUICK_BUDGET }
+    } else {
+        Sweep {
+            workers: &[10, 20, 40, 100, 200, 500, 1000],
+            points: &[100_000, 1_000_000],
+            budget: FULL_BUDGET,
+        }
+    };
+    let steps = sweep.workers.len() * sweep.points.len() * ALPHAS.len() * SCHEMES.len();
+    let bar = ctx.progress(steps as u64, NAME);
+    let mut rows = Vec::new();
+    for &q in sweep.points {
+        for alpha in ALPHAS {
+            for &n in sweep.workers {
+                for scheme in SCHEMES {
+                    rows.push(in_child(n, q, alpha, scheme, sweep.budget)?);
+                    bar.inc(1);
+                }
+            }
+        }
+    }
+    bar.finish_and_clear();
+    let q = sweep.points.last().copied().unwrap_or(0);
+    let summary = summary(&sweep, &rows)
+        + &ctx.quick_note(
+            "q = 1e5, n up to 200, a 2 s budget; the full run adds q = 1e6, n = 500 and 1000, a 10 s budget",
+        );
+    let mut report = Report::new(summary).table(format!("{NAME}.csv"), &rows)?.headlines(headlines(&rows));
+    for alpha in ALPHAS.iter().rev() {
+        let suffix =
+            if *alpha == 0.3 { String::new() } else { format!("a{}", alpha.to_string().replace('.', "")) };
+        report = report.figure(suffix, ratio_chart(&rows, q, *alpha));
+    }
+    Ok(report.figure("time", time_chart(&rows, q, 0.3)))
+}
+
+/// Runs one scheme on one point in a child process of this program and reads its row.
+fn in_child(n: usize, q: usize, alpha: f64, scheme: &str, budget: Duration) -> anyhow::Result<ScalePoint> {
+    let exe = std::env::current_exe().context("cannot find this program to run a scale point")?;
+    let point = format!("{n},{q},{alpha},{scheme},{}", budget.as_secs_f64());
+    let out = Command::new(exe).args([CHILD_FLAG, &point]).output().context("cannot run a scale point")?;
+    if !out.status.success() {
+        bail!("scale point {point}: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    serde_json::from_slice(&out.stdout).with_context(|| format!("scale point {point}: unreadable row"))
+}
+
+/// The child's side: measures `spec` (`n,q,alpha,scheme,budget_seconds`) and returns its row as
+/// one line of JSON.
+pub fn child(spec: &str) -> anyhow::Result<String> {
+    let parts: Vec<&str> = spec.split(',').collect();
+    let [n, q, alpha, scheme, budget] = parts.as_slice() else {
+        bail!("{CHILD_FLAG} takes n,q,alpha,scheme,budget")
+    };
+    let params =
+        GeneratorParams { workers: n.parse()?, points: q.parse()?, alpha: alpha.parse()?, seed: SEED };
+    let options = PlannerOptions::default().with_time_budget(Duration::try_from_secs_f64(budget.parse()?)?);
+    let measured = measure_scale_point(&params.check()?, &[*scheme], &options)?;
+    let Some(r) = measured.into_iter().next() else { bail!("no row for {scheme}") };
+    let row = ScalePoint {
+        scheme: r.scheme.clone(),
+        made_by: r.made_by.clone(),
+        workers: r.workers,
+        points: r.points,
+        alpha: r.alpha,
+        transmissions: r.transmissions,
+        uncoded: r.uncoded,
+        over_uncoded: r.ratio(),
+        lower_bound: r.lower_bound,
+        bound_over_uncoded: r.lower_bound as f64 / r.uncoded.max(1) as f64,
+        refused: r.refused.clone().unwrap_or_default(),
+        instance_bytes: r.instance_bytes,
+        plan_seconds: r.plan_seconds,
+        verify_seconds: r.verify_seconds,
+        lower_bound_seconds: r.lower_bound_seconds,
+        max_rss_bytes: peak_rss_bytes(),
+    };
+    Ok(serde_json::to_string(&row)?)
+}
+
+/// The rows of one (q, alpha).
+fn at(rows: &[ScalePoint], q: usize, alpha: f64) -> impl Iterator<Item = &ScalePoint> {
+    rows.iter().filter(move |r| r.points == q && r.alpha == alpha)
+}
+
+/// The best verified plan of one point (fewest transmissions; the first scheme on ties).
+fn best(rows: &[ScalePoint], n: usize, q: usize, alpha: f64) -> Option<&ScalePoint> {
+    at(rows, q, alpha).filter(|r| r.workers == n && r.transmissions.is_some()).min_by_key(|r| r.transmissions)
+}
+
+fn ratio_chart(rows: &[ScalePoint], q: usize, alpha: f64) -> LineChart {
+    let mut series: Vec<Series> = SCHEMES
+        .iter()
+        .map(|&s| {
+            let curve = at(rows, q, alpha).filter(|r| r.scheme == s);
+            Series::solid(s, curve.filter_map(|r| r.over_uncoded.map(|v| (r.workers as f64, v))).collect())
+        })
+        .collect();
+    let bound = at(rows, q, alpha)
+        .filter(|r| r.scheme == SCHEMES[0])
+        .map(|r| (r.workers as f64, r.bound_over_uncoded));
+    series.push(Series::dashed("lower bound", bound.collect()));
+    LineChart {
+        title: format!("Transmissions vs uncoded, q = {q}, alpha = {alpha}"),
+        x_label: "workers n".into(),
+        y_label: "transmissions / uncoded".into(),
+        log_x: true,
+        log_y: true,
+        series,
+    }
+}
+
+fn time_chart(rows: &[ScalePoint], q: usize, alpha: f64) -> LineChart {
+    let series = SCHEMES
+        .iter()
+        .map(|&s| {
+            let curve = at(rows, q, alpha).filter(|r| r.scheme == s && r.transmissions.is_some());
+            Series::solid(s, curve.map(|r| (r.workers as f64, r.plan_seconds + r.verify_seconds)).collect())
+        })
+        .collect();
+    LineChart {
+        title: format!("Plan + verify time, q = {q}, alpha = {alpha}"),
+        x_label: "workers n".into(),
+        y_label: "seconds (this machine)".into(),
+        log_x: true,
+        log_y: true,
+        series,
+    }
+}
+
+fn summary(sweep: &Sweep, rows: &[ScalePoint]) -> String {
+    let lines = sweep.points.iter().flat_map(|&q| {
+        ALPHAS.iter().flat_map(move |&alpha| {
+            sweep.workers.iter().filter_map(move |&n| {
+                let b = best(rows, n, q, alpha)?;
+                let of = |s: &str| {
+                    at(rows, q, alpha).find(|r| r.workers == n && r.scheme == s).map_or("-".into(), |r| {
+                        r.over_uncoded.map_or("refused".into(), |v| format!("{v:.3}"))
+                    })
+                };
+                Some(vec![
+                    q.to_string(),
+                    alpha.to_string(),
+                    n.to_string(),
+                    of("coded"),
+                    of("ubershuffle"),
+                    of("ubershuffle-opt"),
+                    of("clique-cover"),
+                    of("auto"),
+                    format!("{:.3}", b.bound_over_uncoded),
+                    format!(
+                        "{} ({:.1}x the bound)",
+                        b.made_by,
+                        b.transmissions.unwrap_or(0) as f64 / b.lower_bound.max(1) as f64
+                    ),
+                    format!("{:.2}", b.plan_seconds + b.verify_seconds),
+                    b.max_rss_bytes.map_or("-".into(), |m| format!("{:.0}", m as f64 / (1 << 20) as f64)),
+                ])
+            })
+        })
+    });
+    let refusals = rows.iter().filter(|r| !r.refused.is_empty()).count();
+    format!(
+        "Transmissions divided by uncoded's, seed {SEED}; every plan passed `verify`. The schemes that search had a \
+         budget of {:.0} s (work units). \"refused\": the scheme stopped at once past its reach ({refusals} of {} \
+         scheme-points; the reasons are in the CSV). The last columns are the best plan's scheme and its gap to the \
+         lower bound, its plan + verify seconds and the peak memory of its process (MiB).\n\n{}",
+        sweep.budget.as_secs_f64(),
+        rows.len(),
+        markdown_table(
+            &[
+                "q",
+                "alpha",
+                "n",
+                "coded",
+                "ubershuffle",
+                "ubershuffle-opt",
+                "clique-cover",
+                "auto",
+                "lower bound",
+                "best (gap)",
+                "best s",
+                "best MiB"
+            ],
+            lines
+        )
+    )
+}
+
+fn headlines(rows: &[ScalePoint]) -> Vec<Headline> {
+    let mut out = Vec::new();
+    for (n, q, alpha) in [(100, 1_000_000, 0.3), (1000, 1_000_000, 0.1), (200, 100_000, 0.3)] {
+        let Some(c) = at(rows, q, alpha).find(|r| r.workers == n && r.scheme == "clique-cover") else {
+            continue;
+        };
+        let Some(ratio) = c.over_uncoded else { continue };
+        out.push(Headline {
+            what: format!("clique-cover transmissions / uncoded, n = {n}, q = {q}, alpha = {alpha}"),
+            ours: format!("{ratio:.3} (lower bound {:.3})", c.bound_over_uncoded),
+            paper: "(ours; the papers stop at n = 20)".into(),
+            table: format!("{NAME}.csv"),
+            rows: format!("scheme=clique-cover, workers={n}, points={q}, alpha={alpha}"),
+            machine: false,
+        });
+    }
+    out
+}
