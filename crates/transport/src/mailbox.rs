@@ -214,10 +214,10 @@ impl Mailbox {
                 Ok(d) => self.take_in(d),
                 Err(_) => {
                     for &f in from {
-                        if self.first_matching(f, tag).is_none() {
-                            if let Some(s) = self.silent.get_mut(f) {
-                                *s = true;
-                            }
+                        if self.first_matching(f, tag).is_none()
+                            && let Some(s) = self.silent.get_mut(f)
+                        {
+                            *s = true;
                         }
                     }
                     return Candidates::Settled;

@@ -213,11 +213,11 @@ impl InProcessTransport {
             }
             return Err(TransportError::Timeout { peer: lowest, op, after: real_wait });
         };
-        if let Some(within) = within {
-            if e.ports.arrival(&e.shaping, stamp) > e.clock.now().saturating_add(within) {
-                e.clock.advance_by(within);
-                return Err(TransportError::Timeout { peer: lowest, op, after: within });
-            }
+        if let Some(within) = within
+            && e.ports.arrival(&e.shaping, stamp) > e.clock.now().saturating_add(within)
+        {
+            e.clock.advance_by(within);
+            return Err(TransportError::Timeout { peer: lowest, op, after: within });
         }
         let arrival = e.ports.receive(&e.shaping, stamp);
         e.clock.advance_to(arrival);
@@ -318,7 +318,7 @@ impl Transport for InProcessTransport {
     }
 
     fn barrier(&mut self) -> Result<(), TransportError> {
-        self.inside(|t| collectives::barrier(t))
+        self.inside(collectives::barrier)
     }
 
     /// Real time, or on an emulated cluster this rank's emulated time.
@@ -331,10 +331,10 @@ impl Transport for InProcessTransport {
 
     /// Advances an emulated clock in [`ComputeTime::Charged`] mode; ignored otherwise.
     fn charge(&mut self, cost: Duration) {
-        if let Some(e) = &mut self.emulated {
-            if e.clock.compute() == ComputeTime::Charged {
-                e.clock.advance_by(cost);
-            }
+        if let Some(e) = &mut self.emulated
+            && e.clock.compute() == ComputeTime::Charged
+        {
+            e.clock.advance_by(cost);
         }
     }
 
