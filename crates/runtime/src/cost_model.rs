@@ -33,8 +33,10 @@ pub struct Work {
     pub xored_bytes: u64,
     /// Bytes copied (messages assembled or parsed, caches restored, records stored).
     pub copied_bytes: u64,
-    /// Multiply-adds of training, aggregating and measuring the loss.
+    /// Multiply-adds of training and aggregating.
     pub coordinates: u64,
+    /// Multiply-adds of the held-out loss ([`LearnerSpec::loss_work`]).
+    pub loss_coordinates: u64,
 }
 
 /// A cost per unit measured at a few cluster sizes.
@@ -96,6 +98,10 @@ pub struct CostModel {
     pub plan: BTreeMap<String, Scaling>,
     /// Nanoseconds per multiply-add, by learner ([`LearnerSpec::kind`]).
     pub coordinate_ns: BTreeMap<String, f64>,
+    /// Nanoseconds per multiply-add of the held-out loss, by learner (a learner missing here is
+    /// priced at its `coordinate_ns`).
+    #[serde(default)]
+    pub loss_ns: BTreeMap<String, f64>,
 }
 
 /// Why a cost model cannot price a run.
@@ -144,6 +150,7 @@ impl CostModel {
             xored_byte_ns: self.xor_ns_per_byte,
             copied_byte_ns: self.copy_ns_per_byte,
             coordinate_ns: coordinate,
+            loss_coordinate_ns: self.loss_ns.get(learner.kind()).copied().unwrap_or(coordinate),
         })
     }
 }
@@ -165,6 +172,8 @@ pub struct Prices {
     pub copied_byte_ns: f64,
     /// Per multiply-add.
     pub coordinate_ns: f64,
+    /// Per multiply-add of the held-out loss.
+    pub loss_coordinate_ns: f64,
 }
 
 impl Prices {
@@ -176,7 +185,8 @@ impl Prices {
             + work.checksummed_bytes as f64 * self.checksummed_byte_ns
             + work.xored_bytes as f64 * self.xored_byte_ns
             + work.copied_bytes as f64 * self.copied_byte_ns
-            + work.coordinates as f64 * self.coordinate_ns;
+            + work.coordinates as f64 * self.coordinate_ns
+            + work.loss_coordinates as f64 * self.loss_coordinate_ns;
         Duration::from_nanos(if ns.is_finite() && ns > 0.0 { ns.round() as u64 } else { 0 })
     }
 }
@@ -205,6 +215,7 @@ mod tests {
             peel: Scaling::flat(2.0),
             plan: [("uncoded".to_string(), Scaling::flat(100.0))].into(),
             coordinate_ns: [(learner.kind().to_string(), 4.0)].into(),
+            loss_ns: [(learner.kind().to_string(), 8.0)].into(),
         };
         let prices = model.prices("uncoded", &learner, 20).unwrap_or_else(|e| panic!("{e}"));
         let work = Work {
@@ -213,9 +224,10 @@ mod tests {
             copied_bytes: 4,
             peeled_parts: 1,
             coordinates: 1,
+            loss_coordinates: 2,
             ..Work::default()
         };
-        assert_eq!(prices.cost(&work), Duration::from_nanos(200 + 10 + 2 + 2 + 4));
+        assert_eq!(prices.cost(&work), Duration::from_nanos(200 + 10 + 2 + 2 + 4 + 16));
         let err = model.prices("coded", &learner, 20).unwrap_err().to_string();
         assert!(err.contains("'coded'") && err.contains("uncoded"), "{err}");
     }

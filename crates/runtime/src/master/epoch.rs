@@ -205,8 +205,13 @@ impl<T: Transport> Master<'_, T> {
             }
             self.state.batches[w] = inst.assignment(k).to_vec();
         }
-        let coordinates = aggregate_work(&updates) + self.config.learner.loss_work(self.data.held_out.len());
-        watch.lap(&mut self.t, Phase::Aggregate, Work { coordinates, ..Work::default() });
+        let held_out = ubershuffle_learners::data::record_views(&self.data.held_out);
+        let work = Work {
+            coordinates: aggregate_work(&updates),
+            loss_coordinates: self.config.learner.loss_work(&held_out),
+            ..Work::default()
+        };
+        watch.lap(&mut self.t, Phase::Aggregate, work);
         Ok(Attempt::Done(Box::new(m)))
     }
 
