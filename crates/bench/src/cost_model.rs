@@ -8,7 +8,8 @@
 //! a thread's CPU time grows with the load, through shared caches and stolen cycles), on
 //! inputs of the experiments' shapes: XOR, copies and checksums on megabyte buffers; planning,
 //! verifying and peeling on generated instances of Table 1's shape (q = 1e5, alpha = 0.2) at
-//! n = 20 and n = 100; training on batches of Table 1's learners, and their held-out loss.
+//! n = 20 and n = 100; drawing assignments and choosing caches at n = 20; training on batches
+//! of Table 1's learners, and their held-out loss.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -18,9 +19,11 @@ use anyhow::Context as _;
 use cpu_time::ThreadTime;
 use ubershuffle_codes::Records;
 use ubershuffle_codes::xor::xor_into;
-use ubershuffle_core::{GeneratorParams, PlannerOptions, peel, verify};
+use ubershuffle_core::exchange_policy::ExchangePolicy;
+use ubershuffle_core::{GeneratorParams, PlannerOptions, ShuffleInstance, peel, verify};
 use ubershuffle_learners::data::record_views;
 use ubershuffle_learners::{LocalStep, Model};
+use ubershuffle_runtime::cache_policy::next_cache;
 use ubershuffle_runtime::protocol::records_checksum;
 use ubershuffle_runtime::{CostModel, Scaling};
 
@@ -135,6 +138,9 @@ pub fn calibrate(progress: &dyn Fn(&str)) -> anyhow::Result<CostModel> {
         peel_points.ns_per_unit.push(median(peel_costs));
     }
 
+    progress("assignments and caches");
+    let (draw_ns_per_point, keep_ns_per_point) = assignments_and_caches()?;
+
     progress("learners");
     let (mut coordinate_ns, mut loss_ns) = (BTreeMap::new(), BTreeMap::new());
     let setups = [
@@ -168,7 +174,33 @@ pub fn calibrate(progress: &dyn Fn(&str)) -> anyhow::Result<CostModel> {
         plan,
         coordinate_ns,
         loss_ns,
+        draw_ns_per_point,
+        keep_ns_per_point,
     })
+}
+
+/// What the master does around planning, on an instance of Table 1's shape at n = 20: drawing
+/// the next assignment and building its instance, per point and cached point; and choosing the
+/// next caches, per point of each cache and batch.
+fn assignments_and_caches() -> anyhow::Result<(f64, f64)> {
+    let (n, q) = (20, 100_000);
+    let inst = GeneratorParams { workers: n, points: q, alpha: 0.2, seed: 1 }.check()?.generate();
+    let caches: Vec<Vec<u32>> = (0..n).map(|k| inst.cache(k).to_vec()).collect();
+    let batches: Vec<Vec<u32>> = (0..n).map(|k| inst.assignment(k).to_vec()).collect();
+    let cached: usize = caches.iter().map(Vec::len).sum();
+    let draw = ns_per_unit((q + cached) as f64, || {
+        let mut rng = ubershuffle_core::seeded(2);
+        let next = ExchangePolicy::Global.exchange(&batches, &mut rng);
+        let _ = black_box(ShuffleInstance::new(n, q, caches.clone(), next));
+    });
+    let capacity = caches.iter().map(Vec::len).max().unwrap_or(0);
+    let looked: usize = cached + batches.iter().map(Vec::len).sum::<usize>();
+    let keep = ns_per_unit(looked as f64, || {
+        for (k, (cache, batch)) in caches.iter().zip(&batches).enumerate() {
+            black_box(next_cache(cache, batch, capacity, 1, 1, k as u32));
+        }
+    });
+    Ok((draw, keep))
 }
 
 /// Four significant digits, as TOML.
@@ -197,12 +229,15 @@ pub fn to_toml(model: &CostModel) -> String {
          # nearest two sizes in between and beyond); planning per planner (a planner past its reach\n\
          # at a size has no entry there).\n\
          # Written by `{CALIBRATE_COMMAND}` on {}, {}.\n\n\
-         xor_ns_per_byte = {}\ncopy_ns_per_byte = {}\nchecksum_ns_per_byte = {}\n\n",
+         xor_ns_per_byte = {}\ncopy_ns_per_byte = {}\nchecksum_ns_per_byte = {}\n\
+         draw_ns_per_point = {}\nkeep_ns_per_point = {}\n\n",
         machine_description(),
         today(),
         number(model.xor_ns_per_byte),
         number(model.copy_ns_per_byte),
         number(model.checksum_ns_per_byte),
+        number(model.draw_ns_per_point),
+        number(model.keep_ns_per_point),
     );
     text += &scaling_table("verify", &model.verify);
     text += "\n";
@@ -236,11 +271,14 @@ mod tests {
                 .into(),
             coordinate_ns: [("linear-regression".to_string(), 0.75)].into(),
             loss_ns: [("matrix-completion".to_string(), 9.5)].into(),
+            draw_ns_per_point: 12.5,
+            keep_ns_per_point: 30.25,
         };
         let back: CostModel = toml::from_str(&to_toml(&model))?;
         assert_eq!(back.verify, model.verify);
         assert_eq!((&back.plan, &back.loss_ns), (&model.plan, &model.loss_ns));
         assert!((back.xor_ns_per_byte - 0.03123).abs() < 1e-12);
+        assert_eq!((back.draw_ns_per_point, back.keep_ns_per_point), (12.5, 30.25));
         assert_eq!(number(4800.0), "4800.0");
         assert_eq!(number(12345.6), "12346.0");
         Ok(())

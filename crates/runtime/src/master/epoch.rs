@@ -131,11 +131,13 @@ impl<T: Transport> Master<'_, T> {
         };
         let plan = self.planner.plan(&inst, &mut seeded_stream(seed, STREAM_PLANNER + stream))?;
         m.transmissions = plan.len();
-        watch.lap(
-            &mut self.t,
-            Phase::Plan,
-            Work { requests: m.uncoded_transmissions as u64, ..Work::default() },
-        );
+        let cached: usize = (0..live.len()).map(|k| inst.cache(k).len()).sum();
+        let work = Work {
+            requests: m.uncoded_transmissions as u64,
+            drawn_points: (points + cached) as u64,
+            ..Work::default()
+        };
+        watch.lap(&mut self.t, Phase::Plan, work);
 
         verify(&inst, &plan)?.ensure_valid()?;
         let pairs: u64 = plan.iter().map(|parts| (parts.len() * parts.len()) as u64).sum();
@@ -206,9 +208,11 @@ impl<T: Transport> Master<'_, T> {
             self.state.batches[w] = inst.assignment(k).to_vec();
         }
         let held_out = ubershuffle_learners::data::record_views(&self.data.held_out);
+        let kept: usize = (0..live.len()).map(|k| inst.cache(k).len() + inst.assignment(k).len()).sum();
         let work = Work {
             coordinates: aggregate_work(&updates),
             loss_coordinates: self.config.learner.loss_work(&held_out),
+            kept_points: kept as u64,
             ..Work::default()
         };
         watch.lap(&mut self.t, Phase::Aggregate, work);
