@@ -46,6 +46,10 @@ enum Task {
         #[arg(long = "plugin", value_name = "LIBRARY")]
         plugins: Vec<PathBuf>,
     },
+    /// Measure the cost model of the emulated clusters' computing on this machine (XOR, copies,
+    /// checksums, planning, verifying, peeling, training; a minute or so) and write it to
+    /// results/cost-model.toml, which the experiments' charged mode reads.
+    Calibrate,
     /// Build the MPI transport (cargo feature `mpi`; needs libopenmpi-dev, openmpi-bin and
     /// libclang-dev) and run, under `mpirun -np 4`, the coded-packet broadcast check and the
     /// transport conformance suite; then a short epoch loop under `mpirun -np 5`
@@ -92,6 +96,17 @@ fn main() -> anyhow::Result<()> {
             }
             cargo(&args.iter().map(String::as_str).collect::<Vec<_>>())
         }
+        Task::Calibrate => cargo(&[
+            "run",
+            "--release",
+            "--quiet",
+            "-p",
+            "ubershuffle-bench",
+            "--bin",
+            "experiments",
+            "--",
+            "--calibrate",
+        ]),
         Task::MpiTest => mpi_test(),
         Task::Cluster(args) => cluster::run(&args, &workspace_root(), &target_dir()),
         Task::Netns(args) => netns::run(&args, &workspace_root(), &target_dir()),

@@ -3,5 +3,6 @@
 //! `--check` against committed results). The `experiments` binary, run through
 //! `cargo xtask experiments`, is a thin layer over it.
 
+pub mod cost_model;
 pub mod experiments;
 pub mod report;

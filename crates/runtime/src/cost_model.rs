@@ -33,8 +33,15 @@ pub struct Work {
     pub xored_bytes: u64,
     /// Bytes copied (messages assembled or parsed, caches restored, records stored).
     pub copied_bytes: u64,
-    /// Multiply-adds of training, aggregating and measuring the loss.
+    /// Multiply-adds of training and aggregating.
     pub coordinates: u64,
+    /// Multiply-adds of the held-out loss ([`LearnerSpec::loss_work`]).
+    pub loss_coordinates: u64,
+    /// Points handled drawing the next assignment and building its instance: every point once,
+    /// and every cached point.
+    pub drawn_points: u64,
+    /// Points the cache policy looked at choosing next caches: each cache and batch.
+    pub kept_points: u64,
 }
 
 /// A cost per unit measured at a few cluster sizes.
@@ -96,6 +103,16 @@ pub struct CostModel {
     pub plan: BTreeMap<String, Scaling>,
     /// Nanoseconds per multiply-add, by learner ([`LearnerSpec::kind`]).
     pub coordinate_ns: BTreeMap<String, f64>,
+    /// Nanoseconds per multiply-add of the held-out loss, by learner (a learner missing here is
+    /// priced at its `coordinate_ns`).
+    #[serde(default)]
+    pub loss_ns: BTreeMap<String, f64>,
+    /// Nanoseconds per point drawn into the next instance ([`Work::drawn_points`]).
+    #[serde(default)]
+    pub draw_ns_per_point: f64,
+    /// Nanoseconds per point the cache policy looks at ([`Work::kept_points`]).
+    #[serde(default)]
+    pub keep_ns_per_point: f64,
 }
 
 /// Why a cost model cannot price a run.
@@ -144,6 +161,9 @@ impl CostModel {
             xored_byte_ns: self.xor_ns_per_byte,
             copied_byte_ns: self.copy_ns_per_byte,
             coordinate_ns: coordinate,
+            loss_coordinate_ns: self.loss_ns.get(learner.kind()).copied().unwrap_or(coordinate),
+            drawn_point_ns: self.draw_ns_per_point,
+            kept_point_ns: self.keep_ns_per_point,
         })
     }
 }
@@ -165,6 +185,12 @@ pub struct Prices {
     pub copied_byte_ns: f64,
     /// Per multiply-add.
     pub coordinate_ns: f64,
+    /// Per multiply-add of the held-out loss.
+    pub loss_coordinate_ns: f64,
+    /// Per point drawn into the next instance.
+    pub drawn_point_ns: f64,
+    /// Per point the cache policy looks at.
+    pub kept_point_ns: f64,
 }
 
 impl Prices {
@@ -176,7 +202,10 @@ impl Prices {
             + work.checksummed_bytes as f64 * self.checksummed_byte_ns
             + work.xored_bytes as f64 * self.xored_byte_ns
             + work.copied_bytes as f64 * self.copied_byte_ns
-            + work.coordinates as f64 * self.coordinate_ns;
+            + work.coordinates as f64 * self.coordinate_ns
+            + work.loss_coordinates as f64 * self.loss_coordinate_ns
+            + work.drawn_points as f64 * self.drawn_point_ns
+            + work.kept_points as f64 * self.kept_point_ns;
         Duration::from_nanos(if ns.is_finite() && ns > 0.0 { ns.round() as u64 } else { 0 })
     }
 }
@@ -205,6 +234,9 @@ mod tests {
             peel: Scaling::flat(2.0),
             plan: [("uncoded".to_string(), Scaling::flat(100.0))].into(),
             coordinate_ns: [(learner.kind().to_string(), 4.0)].into(),
+            loss_ns: [(learner.kind().to_string(), 8.0)].into(),
+            draw_ns_per_point: 3.0,
+            keep_ns_per_point: 0.0,
         };
         let prices = model.prices("uncoded", &learner, 20).unwrap_or_else(|e| panic!("{e}"));
         let work = Work {
@@ -213,9 +245,12 @@ mod tests {
             copied_bytes: 4,
             peeled_parts: 1,
             coordinates: 1,
+            loss_coordinates: 2,
+            drawn_points: 5,
+            kept_points: 7,
             ..Work::default()
         };
-        assert_eq!(prices.cost(&work), Duration::from_nanos(200 + 10 + 2 + 2 + 4));
+        assert_eq!(prices.cost(&work), Duration::from_nanos(200 + 10 + 2 + 2 + 4 + 16 + 15));
         let err = model.prices("coded", &learner, 20).unwrap_err().to_string();
         assert!(err.contains("'coded'") && err.contains("uncoded"), "{err}");
     }

@@ -2,6 +2,7 @@
 //! run in other processes.
 
 use ubershuffle_core::wire::{ByteReader, push_f64, push_u32};
+use ubershuffle_learners::sample::RatingRowView;
 use ubershuffle_learners::{
     Learner, LearnerError, LinearRegressionPsgd, MatrixCompletionParams, MatrixCompletionRowsSgd,
 };
@@ -78,9 +79,20 @@ impl LearnerSpec {
         passes * points as u64 * self.per_sample()
     }
 
-    /// Multiply-adds of the loss over `points` records.
-    pub fn loss_work(&self, points: usize) -> u64 {
-        points as u64 * self.per_sample()
+    /// Multiply-adds of the loss over `records` (what a cost model prices it by): per sample its
+    /// features and label, per rating its prediction's dot product over the rank. A user row
+    /// counts the ratings it holds, not its slots (held-out rows hold a few ratings in slots
+    /// sized for training rows).
+    pub fn loss_work(&self, records: &[&[u8]]) -> u64 {
+        match *self {
+            LearnerSpec::LinearRegression { features, .. } => records.len() as u64 * (features as u64 + 1),
+            LearnerSpec::MatrixCompletion(p) => records.len() as u64 * (p.rank as u64 + 1),
+            LearnerSpec::MatrixCompletionRows { params, slots } => {
+                let ratings: u64 =
+                    records.iter().map(|r| RatingRowView::new(r, slots).map_or(0, |v| v.len() as u64)).sum();
+                ratings * (params.rank as u64 + 1)
+            }
+        }
     }
 
     /// Appends the byte form.

@@ -392,6 +392,7 @@ fn run_epoch<T: Transport>(
         copied_bytes: (old_cache.len() * width) as u64,
         peeled_parts: order.plan.iter().map(|p| p.len() as u64).sum(),
         checksummed_bytes: (order.batch.len() * width) as u64,
+        kept_points: (old_cache.len() + order.batch.len()) as u64,
         ..Work::default()
     };
     j.finished = Some(Finished { epoch: order.epoch, before: old_cache, after: kept });

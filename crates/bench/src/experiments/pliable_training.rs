@@ -13,7 +13,7 @@ use serde::Serialize;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_core::pliable::Randomness;
 
-use super::epoch_runs::{self, RunSpec, Setup};
+use super::epoch_runs::{self, Compute, RunSpec, Setup};
 use crate::report::{Figure, LineChart, Row, Series, markdown_table};
 
 const WORKERS: usize = 20;
@@ -157,7 +157,14 @@ fn train(
     epochs: usize,
 ) -> anyhow::Result<Vec<TrainedEpoch>> {
     let scheme = if level.is_some() { PLIABLE_SCHEME } else { UNIFORM_SCHEME };
-    let spec = RunSpec { scheme, policy: ExchangePolicy::Global, epochs, gbit: None, seed: SEED };
+    let spec = RunSpec {
+        scheme,
+        policy: ExchangePolicy::Global,
+        epochs,
+        gbit: None,
+        seed: SEED,
+        compute: Compute::ThreadCpu,
+    };
     let report = epoch_runs::run_choosing(setup, &spec, level, BUDGET)?;
     let (assignment, candidates) = match level {
         Some(r) => ("pliable", r.to_string()),

@@ -143,11 +143,13 @@ impl<T: Transport> Master<'_, T> {
         let chosen = plan_epoch(self.config, self.planner, inst, &current, &mut rng, &mut planner_rng)?;
         m.uncoded_transmissions = chosen.inst.uncoded_transmissions();
         m.transmissions = chosen.plan.len();
-        watch.lap(
-            &mut self.t,
-            Phase::Plan,
-            Work { requests: m.uncoded_transmissions as u64, ..Work::default() },
-        );
+        let cached: usize = (0..live.len()).map(|k| chosen.inst.cache(k).len()).sum();
+        let work = Work {
+            requests: m.uncoded_transmissions as u64,
+            drawn_points: (points + cached) as u64,
+            ..Work::default()
+        };
+        watch.lap(&mut self.t, Phase::Plan, work);
 
         chosen.verify()?;
         let pairs: u64 = chosen.plan.iter().map(|parts| (parts.len() * parts.len()) as u64).sum();
@@ -223,8 +225,15 @@ impl<T: Transport> Master<'_, T> {
             }
             self.state.batches[w] = inst.assignment(k).to_vec();
         }
-        let coordinates = aggregate_work(&updates) + self.config.learner.loss_work(self.data.held_out.len());
-        watch.lap(&mut self.t, Phase::Aggregate, Work { coordinates, ..Work::default() });
+        let held_out = ubershuffle_learners::data::record_views(&self.data.held_out);
+        let kept: usize = (0..live.len()).map(|k| inst.cache(k).len() + inst.assignment(k).len()).sum();
+        let work = Work {
+            coordinates: aggregate_work(&updates),
+            loss_coordinates: self.config.learner.loss_work(&held_out),
+            kept_points: kept as u64,
+            ..Work::default()
+        };
+        watch.lap(&mut self.t, Phase::Aggregate, work);
         Ok(Attempt::Done(Box::new(m)))
     }
 
