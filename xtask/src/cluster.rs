@@ -43,20 +43,20 @@ pub struct ClusterArgs {
 
 /// Who wrote a line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Who {
+pub(crate) enum Who {
     Master,
     Worker(usize),
 }
 
 /// Processes that are killed and reaped when this value is dropped.
 #[derive(Default)]
-struct Processes {
+pub(crate) struct Processes {
     children: Vec<(Who, Child)>,
 }
 
 impl Processes {
     /// Starts `exe args` with piped output; its stderr lines go to `lines`.
-    fn spawn(
+    pub(crate) fn spawn(
         &mut self,
         who: Who,
         exe: &Path,
@@ -83,7 +83,7 @@ impl Processes {
         Ok(pid)
     }
 
-    fn child(&mut self, who: Who) -> Option<&mut Child> {
+    pub(crate) fn child(&mut self, who: Who) -> Option<&mut Child> {
         self.children.iter_mut().find(|(w, _)| *w == who).map(|(_, c)| c)
     }
 }
@@ -100,7 +100,7 @@ impl Drop for Processes {
 }
 
 /// A token nobody guesses: 128 bits from the standard library's randomly keyed hasher.
-fn random_token() -> String {
+pub(crate) fn random_token() -> String {
     let mut token = String::new();
     for k in 0..2u64 {
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -198,7 +198,10 @@ pub fn run(args: &ClusterArgs, root: &Path, target: &Path) -> anyhow::Result<()>
 }
 
 /// Waits for the master's "listening on ADDR" line.
-fn wait_for_address(procs: &mut Processes, lines: &Receiver<(Who, String)>) -> anyhow::Result<String> {
+pub(crate) fn wait_for_address(
+    procs: &mut Processes,
+    lines: &Receiver<(Who, String)>,
+) -> anyhow::Result<String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         match lines.recv_timeout(Duration::from_millis(100)) {
@@ -218,7 +221,7 @@ fn wait_for_address(procs: &mut Processes, lines: &Receiver<(Who, String)>) -> a
     bail!("the master did not start listening within 60 s")
 }
 
-fn echo(who: Who, line: &str) {
+pub(crate) fn echo(who: Who, line: &str) {
     match who {
         Who::Master => eprintln!("[master] {line}"),
         Who::Worker(k) => eprintln!("[process {k}] {line}"),
@@ -277,8 +280,8 @@ fn follow(
     }
 }
 
-/// Checks, from the master's summary, that the killed worker was reported lost and the run
-/// went on to the end without it.
+/// Checks, from the master's summary, that the killed worker was reported lost, the run went
+/// on to the end without it, and every later epoch broadcast coded packets among the survivors.
 fn check_kill(out: &Path, worker: usize, epoch: usize, killed: bool) -> anyhow::Result<()> {
     if !killed {
         bail!("the run ended before epoch {epoch} started: worker {worker} was not killed");
@@ -290,6 +293,18 @@ fn check_kill(out: &Path, worker: usize, epoch: usize, killed: bool) -> anyhow::
     let lost_in = epochs.iter().find(|e| {
         e["lost_workers"].as_array().is_some_and(|l| l.iter().any(|x| x.as_u64() == Some(worker as u64)))
     });
+    let lost_at = lost_in.and_then(|e| e["epoch"].as_u64()).unwrap_or(u64::MAX);
+    // The survivors re-form the broadcast group: every later epoch broadcasts coded packets.
+    let uncoded_after: Vec<u64> = epochs
+        .iter()
+        .filter(|e| {
+            e["epoch"].as_u64().is_some_and(|k| k > lost_at) && e["broadcast_packets"].as_u64() == Some(0)
+        })
+        .filter_map(|e| e["epoch"].as_u64())
+        .collect();
+    if !uncoded_after.is_empty() {
+        bail!("after losing worker {worker}, epochs {uncoded_after:?} sent no broadcast packets");
+    }
     match (summary["complete"].as_bool(), lost_in) {
         (Some(true), Some(e)) => {
             eprintln!(

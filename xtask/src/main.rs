@@ -2,6 +2,7 @@
 //! cluster of processes, the MPI checks. Nothing here needs a Makefile or shell glue.
 
 mod cluster;
+mod netns;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -45,6 +46,10 @@ enum Task {
         #[arg(long = "plugin", value_name = "LIBRARY")]
         plugins: Vec<PathBuf>,
     },
+    /// Measure the cost model of the emulated clusters' computing on this machine (XOR, copies,
+    /// checksums, planning, verifying, peeling, training; a minute or so) and write it to
+    /// results/cost-model.toml, which the experiments' charged mode reads.
+    Calibrate,
     /// Build the MPI transport (cargo feature `mpi`; needs libopenmpi-dev, openmpi-bin and
     /// libclang-dev) and run, under `mpirun -np 4`, the coded-packet broadcast check and the
     /// transport conformance suite; then a short epoch loop under `mpirun -np 5`
@@ -54,6 +59,10 @@ enum Task {
     /// workers as separate processes on 127.0.0.1; `--kill W@E` kills worker W's process with
     /// SIGKILL once epoch E has started and checks that the run goes on without it.
     Cluster(cluster::ClusterArgs),
+    /// Linux, root: network namespaces with veth pairs and `tc` rate limits for a master and
+    /// 2 to 8 workers; measures the TCP broadcast and a few epochs of the loop between real
+    /// processes in them against the emulator's model at the same rate (results/netns.csv).
+    Netns(netns::NetnsArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -87,8 +96,20 @@ fn main() -> anyhow::Result<()> {
             }
             cargo(&args.iter().map(String::as_str).collect::<Vec<_>>())
         }
+        Task::Calibrate => cargo(&[
+            "run",
+            "--release",
+            "--quiet",
+            "-p",
+            "ubershuffle-bench",
+            "--bin",
+            "experiments",
+            "--",
+            "--calibrate",
+        ]),
         Task::MpiTest => mpi_test(),
         Task::Cluster(args) => cluster::run(&args, &workspace_root(), &target_dir()),
+        Task::Netns(args) => netns::run(&args, &workspace_root(), &target_dir()),
     }
 }
 

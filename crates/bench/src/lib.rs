@@ -4,5 +4,6 @@
 //! `cargo xtask experiments`, is a thin layer over it.
 
 pub mod carpool_milp;
+pub mod cost_model;
 pub mod experiments;
 pub mod report;

@@ -86,7 +86,8 @@ pub struct InstanceSource {
                         ubershuffle plan --plugin target/release/libpairwise_xor.so -n 20 -q 100000 -a 0.4\n  \
                         ubershuffle plan --scheme worst-case --shuffle-matrix \"2,1,2;2,1,2;1,3,1\"\n  \
                         ubershuffle plan --scheme cycle-packing --workers 6 --points 600 --seed 3\n  \
-                        ubershuffle plan --policy partial-local --fraction 0.3 --scheme coded -n 8 -q 8000 -a 0.25 --epochs 5"
+                        ubershuffle plan --policy partial-local --fraction 0.3 --scheme coded -n 8 -q 8000 -a 0.25 --epochs 5\n  \
+                        ubershuffle plan --scheme pliable-greedy --candidates 4 -n 20 -q 100000 -a 0.325 --json"
 )]
 pub struct PlanArgs {
     /// The scheme (see `ubershuffle schemes`) [default: coded, or with --plugin the plugin's
@@ -108,6 +109,17 @@ pub struct PlanArgs {
     /// Also write the plan as JSON to this file ({"transmissions": [[[point, worker], ...], ...]}).
     #[arg(long, value_name = "FILE")]
     pub plan_out: Option<PathBuf>,
+    /// Pliable schemes (pliable-greedy, pliable-hierarchical), which choose the next assignment
+    /// as well as the code: each point's next owner must be one of R workers drawn uniformly at
+    /// random (R = 1: fully random shuffling, today's schemes), or any worker with `all`. R
+    /// bounds how far SGD's data can be steered: a point goes to a given worker with
+    /// probability at most R/n (docs/pliable.md) [default: 4].
+    #[arg(long, alias = "randomness", value_name = "R")]
+    pub candidates: Option<ubershuffle_core::pliable::Randomness>,
+    /// Pliable schemes: also write the chosen assignment (with the caches) as instance JSON to
+    /// this file, which `plan --instance` reads.
+    #[arg(long, value_name = "FILE")]
+    pub chosen_out: Option<PathBuf>,
     /// Print one JSON object on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -314,6 +326,7 @@ pub struct WorkerArgs {
 #[command(
     after_help = "Examples:\n  \
     ubershuffle run --scheme coded --workers 4 --epochs 5 --bandwidth 1gbit\n  \
+    ubershuffle run --scheme pliable-greedy --candidates 4 --workers 8 --epochs 5\n  \
     ubershuffle run --learner matcomp --scheme uncoded --stragglers iid:0.2 --deadline 0.05 --json\n  \
     ubershuffle run --config run.toml --out runs/a          # then: --resume --epochs 20\n  \
     ubershuffle run --transport tcp --listen 127.0.0.1:7070 --token s3cret --workers 2\n  \
@@ -417,6 +430,12 @@ pub struct RunSettings {
     #[arg(long, value_name = "LIBRARY", help_heading = "Scheme")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plugin: Option<PathBuf>,
+    /// Pliable schemes (pliable-greedy, pliable-hierarchical) choose each epoch's assignment:
+    /// each point's next owner is one of R workers drawn uniformly at random (1: fully random
+    /// shuffling; `all`: any worker); see docs/pliable.md [default: 4 with a pliable scheme].
+    #[arg(long, alias = "randomness", value_name = "R", help_heading = "Scheme")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<ubershuffle_core::pliable::Randomness>,
 
     /// What the workers train.
     #[arg(long, value_enum, default_value_t = LearnerKind::Linreg, help_heading = "Learner")]
@@ -515,9 +534,16 @@ pub struct RunSettings {
     #[arg(long, value_name = "T", help_heading = "Cluster")]
     #[serde(skip)]
     pub token: Option<String>,
-    /// tcp: seconds to wait for every worker to join.
+    /// tcp: seconds to wait for every worker to join (a worker that leaves before the cluster
+    /// starts is replaced by the next one to join within it).
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0, help_heading = "Cluster")]
     pub join_timeout: f64,
+    /// tcp: when fewer than --workers have joined by --join-timeout, start with those if they
+    /// are at least N (the missing ones are listed as lost in the first epoch, and the run
+    /// shuffles among the others) [default: wait for all --workers].
+    #[arg(long, value_name = "N", help_heading = "Cluster")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_workers: Option<usize>,
 
     /// Print one JSON object on stdout (the configuration, every epoch, totals) instead of a table.
     #[arg(long, help_heading = "Output")]

@@ -350,3 +350,90 @@ fn a_closed_stdout_ends_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(out.status.success(), "{stderr}");
 }
+
+#[test]
+fn pliable_schemes_choose_the_assignment_within_the_candidates() {
+    let args = ["-n", "8", "-q", "4000", "-a", "0.3", "--seed", "2", "--time-budget", "0.5"];
+    let fixed = json(&[&["plan", "--scheme", "auto"][..], &args].concat());
+    let one = json(&[&["plan", "--scheme", "pliable-greedy", "--candidates", "1"][..], &args].concat());
+    // One candidate per point: the fully random assignment, planned by auto.
+    assert_eq!(one["transmissions"], fixed["transmissions"]);
+    assert_eq!(one["uncoded_transmissions"], fixed["uncoded_transmissions"]);
+    let four = json(&[&["plan", "--scheme", "pliable-greedy", "--randomness", "4"][..], &args].concat());
+    for key in ["transmissions", "uncoded_transmissions", "verified", "randomness", "lower_bound"] {
+        assert!(!four[key].is_null(), "{key} missing: {four}");
+    }
+    assert_eq!(four["verified"], true);
+    let count = |v: &Value, k: &str| v[k].as_u64().expect("count");
+    assert!(2 * count(&four, "transmissions") < count(&fixed, "transmissions"), "{four} vs {fixed}");
+    assert_eq!(count(&four, "fully_random_uncoded_transmissions"), count(&fixed, "uncoded_transmissions"));
+    let r = &four["randomness"];
+    assert_eq!(r["candidates"], "4");
+    assert_eq!(r["density_bound"], 4);
+    let chosen = r["chosen"]["owner_entropy_bits"].as_f64().expect("entropy");
+    let random = r["fully_random"]["owner_entropy_bits"].as_f64().expect("entropy");
+    assert!(chosen < random && random <= 3.0, "{r}");
+    assert!(r["guaranteed_min_entropy_bits"].as_f64().expect("bits") > 0.9);
+    // The chosen assignment is written as an instance that plans on its own.
+    let chosen_path = temp_path("chosen.json");
+    let c = chosen_path.to_str().expect("utf-8 path");
+    let hier = json(&[&["plan", "--scheme", "pliable-hierarchical", "--chosen-out", c][..], &args].concat());
+    assert_eq!(hier["verified"], true);
+    let again = json(&["plan", "--scheme", "uncoded", "--instance", c]);
+    assert_eq!(again["uncoded_transmissions"], hier["uncoded_transmissions"]);
+}
+
+#[test]
+fn pliable_flags_are_refused_where_they_do_not_apply() {
+    let e = fails(&["plan", "--scheme", "coded", "--candidates", "2", "-n", "4", "-q", "40", "-a", "0.5"]);
+    assert!(e.contains("apply to the pliable schemes"), "{e}");
+    // Nothing is written when --chosen-out is refused.
+    let chosen = temp_path("refused-chosen.json");
+    let c = chosen.to_str().expect("utf-8 path");
+    let e = fails(&["plan", "--scheme", "auto", "--chosen-out", c, "-n", "4", "-q", "40", "-a", "0.5"]);
+    assert!(e.contains("apply to the pliable schemes"), "{e}");
+    assert!(!chosen.exists(), "{}", chosen.display());
+    let e = fails(&[
+        "plan",
+        "--scheme",
+        "pliable-greedy",
+        "--candidates",
+        "0",
+        "-n",
+        "4",
+        "-q",
+        "40",
+        "-a",
+        "0.5",
+    ]);
+    assert!(e.contains("positive number of workers or 'all'"), "{e}");
+    let e = fails(&[
+        "plan",
+        "--scheme",
+        "pliable-greedy",
+        "--candidates",
+        "none",
+        "-n",
+        "4",
+        "-q",
+        "40",
+        "-a",
+        "0.5",
+    ]);
+    assert!(e.contains("positive number of workers or 'all'"), "{e}");
+    let e = fails(&[
+        "plan",
+        "--scheme",
+        "pliable-greedy",
+        "--policy",
+        "local",
+        "-n",
+        "4",
+        "-q",
+        "40",
+        "-a",
+        "0.5",
+    ]);
+    assert!(e.contains("chooses the next assignment itself"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+}

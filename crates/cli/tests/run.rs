@@ -53,8 +53,7 @@ fn an_in_process_run_trains_and_reports_every_epoch() {
         assert_eq!(e["epoch"], k + 1);
         assert_eq!((e["updates"].as_u64(), e["stragglers"].as_u64()), (Some(3), Some(0)), "{e}");
         assert!(e["transmissions"].as_u64() < e["uncoded_transmissions"].as_u64(), "{e}");
-        for field in
-            ["plan_seconds", "encode_seconds", "transmit_seconds", "decode_seconds", "compute_seconds"]
+        for field in ["plan_seconds", "encode_seconds", "transmit_seconds", "decode_seconds", "train_seconds"]
         {
             assert!(e[field].as_f64().unwrap() >= 0.0, "{field}: {e}");
         }
@@ -86,9 +85,11 @@ fn the_summary_table_goes_to_stdout() {
         "epoch",
         "transmissions",
         "uncoded",
+        "broadcast",
+        "unicast",
         "shuffle s",
         "transmit s",
-        "compute s",
+        "train s",
         "updates",
         "stragglers",
         "loss",
@@ -96,7 +97,12 @@ fn the_summary_table_goes_to_stdout() {
         assert!(header.contains(column), "{header}");
     }
     assert_eq!(text.lines().take_while(|l| !l.is_empty()).count(), 4, "{text}");
-    assert!(text.contains("mean shuffle") && text.contains("lost workers   none"), "{text}");
+    assert!(text.contains("mean shuffle"), "{text}");
+    let row = |key: &str| text.lines().find(|l| l.starts_with(key)).unwrap_or_default().to_string();
+    assert!(row("lost workers").ends_with(" none"), "{text}");
+    // Uncoded: every packet point to point, and the totals say so.
+    assert!(row("sent on the wire").contains(" 0 broadcast + "), "{text}");
+    assert!(row("sent on the wire").contains("(100.0 % of uncoded"), "{text}");
 }
 
 #[test]
@@ -233,4 +239,40 @@ fn bad_flags_are_one_line_errors_and_write_nothing() {
     }
     assert!(!dir.exists(), "a failed run left {}", dir.display());
     assert!(fails(&with(&["--resume"])).contains("--resume needs --out"));
+}
+
+#[test]
+fn a_pliable_run_chooses_its_batches_and_reports_their_randomness() {
+    let fixed = json(&with(&["--scheme", "auto", "--workers", "6", "--points", "1200"]));
+    let pliable = json(&with(&[
+        "--scheme",
+        "pliable-greedy",
+        "--randomness",
+        "4",
+        "--workers",
+        "6",
+        "--points",
+        "1200",
+    ]));
+    assert_eq!(pliable["config"]["candidates"], "4");
+    let sent = |v: &Value| counts(v).iter().sum::<u64>();
+    assert!(2 * sent(&pliable) < sent(&fixed), "{:?} vs {:?}", counts(&pliable), counts(&fixed));
+    for e in pliable["epochs"].as_array().unwrap() {
+        let h = e["owner_entropy_bits"].as_f64().unwrap();
+        assert!(h > 1.0 && h < (6f64).log2(), "{e}");
+        assert!(e["owner_chi_square_per_df"].as_f64().unwrap() > 0.0, "{e}");
+    }
+    assert!(
+        pliable["totals"]["mean_stay_fraction"].as_f64() > fixed["totals"]["mean_stay_fraction"].as_f64()
+    );
+    // The default constraint is filled in and echoed.
+    let default = json(&with(&["--scheme", "pliable-hierarchical"]));
+    assert_eq!(default["config"]["candidates"], "4");
+    let e = fails(&with(&["--scheme", "uncoded", "--candidates", "2"]));
+    assert!(e.contains("applies to the pliable schemes"), "{e}");
+    let e = fails(&with(&["--scheme", "pliable-greedy", "--candidates", "0"]));
+    assert!(e.contains("positive number of workers or 'all'"), "{e}");
+    let e = fails(&with(&["--scheme", "pliable-greedy", "--policy", "local"]));
+    assert!(e.contains("takes --policy global"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
 }

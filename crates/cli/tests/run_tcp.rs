@@ -102,7 +102,11 @@ fn a_worker_killed_with_sigkill_is_reported_and_the_others_go_on() {
     for e in &epochs[lost_at + 1..] {
         assert_eq!(e["workers"], 3, "{e}");
         assert_eq!(e["updates"].as_u64().unwrap() + e["stragglers"].as_u64().unwrap(), 3, "{e}");
+        // The survivors broadcast among themselves: the coding gain stays.
+        assert!(e["broadcast_packets"].as_u64() > Some(0), "{e}");
+        assert!(e["packets_sent"].as_u64() < e["uncoded_transmissions"].as_u64(), "{e}");
     }
+    assert_eq!(v["totals"]["epochs_without_coding_gain"], 0);
     for (k, w) in ws.into_iter().enumerate().filter(|(k, _)| *k != victim) {
         let (ok, stderr) = w.finish(Duration::from_secs(20));
         assert!(ok && stderr.contains(&format!("worker {k} finished")), "{stderr}");
@@ -122,5 +126,81 @@ fn fault_injection_reaches_worker_processes() {
         let (ok, stderr) = w.finish(Duration::from_secs(20));
         let want = if k == 0 { "left after 1 epochs (fault injection" } else { "finished" };
         assert!(ok && stderr.contains(want), "worker {k}: {stderr}");
+    }
+}
+
+#[test]
+fn a_resume_over_tcp_takes_every_worker_back() {
+    let dir = std::env::temp_dir().join(format!("ubershuffle-readmit-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = dir.to_str().unwrap();
+    let base = ["--workers", "3", "--points", "600", "--seed", "3", "--timeout", "1", "--out", out];
+    let mut first = base.to_vec();
+    first.extend(["--epochs", "2", "--kill-worker", "0@2"]);
+    let (m, addr) = master(&first);
+    let ws = workers(&addr, 3);
+    let v = finish_master(m);
+    assert_eq!(v["totals"]["lost_workers"], serde_json::json!([0]));
+    for w in ws {
+        assert!(w.finish(Duration::from_secs(20)).0);
+    }
+    // All three come back: the checkpoint's lost worker is admitted again, and every one of
+    // them works to the end (none is left over).
+    let mut rest = base.to_vec();
+    rest.extend(["--epochs", "4", "--resume"]);
+    let (m, addr) = master(&rest);
+    let ws = workers(&addr, 3);
+    let v = finish_master(m);
+    let epochs = v["epochs"].as_array().unwrap();
+    assert_eq!(epochs.len(), 4);
+    for e in &epochs[2..] {
+        assert_eq!((e["workers"].as_u64(), e["updates"].as_u64()), (Some(3), Some(3)), "{e}");
+        assert!(e["broadcast_packets"].as_u64() > Some(0), "{e}");
+    }
+    for (k, w) in ws.into_iter().enumerate() {
+        let (ok, stderr) = w.finish(Duration::from_secs(20));
+        assert!(ok && stderr.contains(&format!("worker {k} finished 2 epochs")), "worker {k}: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn with_min_workers_the_run_starts_without_a_worker_that_never_came() {
+    let flags =
+        ["--workers", "3", "--min-workers", "2", "--join-timeout", "2", "--points", "600", "--epochs", "2"];
+    let (mut m, addr) = master(&flags);
+    let ws: Vec<Proc> =
+        (0..2).map(|_| Proc::spawn(&["worker", "--connect", &addr, "--token", TOKEN])).collect();
+    m.wait_for("2 of 3 workers joined within --join-timeout");
+    let v = finish_master(m);
+    assert_eq!(v["totals"]["lost_workers"], serde_json::json!([2]));
+    assert_eq!(v["epochs"][0]["lost_workers"], serde_json::json!([2]));
+    for e in v["epochs"].as_array().unwrap() {
+        assert_eq!((e["workers"].as_u64(), e["updates"].as_u64()), (Some(2), Some(2)), "{e}");
+    }
+    for w in ws {
+        let (ok, stderr) = w.finish(Duration::from_secs(20));
+        assert!(ok && stderr.contains("finished 2 epochs"), "{stderr}");
+    }
+}
+
+#[test]
+fn a_worker_killed_during_the_join_is_replaced() {
+    let flags = ["--workers", "2", "--join-timeout", "20", "--points", "600", "--epochs", "1"];
+    let (mut m, addr) = master(&flags);
+    let mut early = Proc::spawn(&["worker", "--connect", &addr, "--token", TOKEN]);
+    // Once it has proved the token it waits for the second worker; kill it then.
+    std::thread::sleep(Duration::from_millis(1500));
+    early.child.kill().unwrap(); // SIGKILL
+    let _ = early.finish(Duration::from_secs(5));
+    let ws: Vec<Proc> =
+        (0..2).map(|_| Proc::spawn(&["worker", "--connect", &addr, "--token", TOKEN])).collect();
+    // Killed after its handshake ("left after joining") or, on a slow machine, during it.
+    m.wait_for("warning: refused a connection from 127.0.0.1");
+    let v = finish_master(m);
+    assert_eq!(v["complete"], true);
+    assert_eq!(v["totals"]["lost_workers"], serde_json::json!([]));
+    for w in ws {
+        assert!(w.finish(Duration::from_secs(20)).0);
     }
 }

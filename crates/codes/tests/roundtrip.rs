@@ -47,6 +47,29 @@ fn every_planner_round_trips(inst: &ShuffleInstance, width: usize, order_seed: u
     }
 }
 
+/// Every pliable planner's choice of assignment and its plan round trip: the workers decode
+/// the batches the master chose (for each randomness level, and the paper's fresh setting).
+#[test]
+fn pliable_choices_round_trip() {
+    use ubershuffle_core::pliable::{PaperSetting, PliableRequest, Randomness};
+    let inst = GeneratorParams { workers: 6, points: 240, alpha: 0.35, seed: 8 }.check().unwrap().generate();
+    let mut requests: Vec<PliableRequest> = [1, 2, 4]
+        .into_iter()
+        .map(Randomness::Candidates)
+        .chain([Randomness::All])
+        .map(|r| PliableRequest::new(inst.clone(), r, &mut seeded(3)).unwrap())
+        .collect();
+    requests.push(PaperSetting { messages: 120, workers: 8, cache: 40, seed: 2 }.request().unwrap());
+    for request in &requests {
+        for entry in builtin_planners() {
+            let planner = (entry.build)(&PlannerOptions::default());
+            let Some(pliable) = planner.as_pliable() else { continue };
+            let planned = pliable.plan_pliable(request, &mut seeded(5)).unwrap();
+            round_trip(&planned.instance, &planned.plan, 40, 9);
+        }
+    }
+}
+
 #[test]
 fn paper_example_bytes() {
     every_planner_round_trips(&ShuffleInstance::paper_example(), 64, 3);

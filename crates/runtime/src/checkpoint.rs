@@ -25,8 +25,6 @@ pub struct Checkpoint {
     pub caches: Vec<Vec<u32>>,
     /// Which workers are still in the run.
     pub alive: Vec<bool>,
-    /// Whether deliveries have fallen back to point to point after a failure.
-    pub point_to_point_only: bool,
     /// The metrics of the completed epochs.
     pub metrics: Vec<EpochMetrics>,
 }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use ubershuffle_core::exchange_policy::ExchangePolicy;
+use ubershuffle_core::pliable::Randomness;
 
 use crate::LearnerSpec;
 
@@ -46,6 +47,10 @@ pub struct RunConfig {
     pub checkpoint: Option<PathBuf>,
     /// Continue from the checkpoint instead of starting afresh.
     pub resume: bool,
+    /// For a pliable planner, which chooses each epoch's assignment as well as its code: the
+    /// randomness constraint (`None`: [`Randomness::DEFAULT`]). The policy's assignment is
+    /// then the fully random one, every point's first candidate. Refused with other planners.
+    pub candidates: Option<Randomness>,
 }
 
 impl RunConfig {
@@ -67,6 +72,7 @@ impl RunConfig {
             chunk_bytes: Self::DEFAULT_CHUNK_BYTES,
             checkpoint: None,
             resume: false,
+            candidates: None,
         }
     }
 
@@ -107,6 +113,12 @@ impl RunConfig {
         self
     }
 
+    /// Lets a pliable planner choose each epoch's assignment within `candidates`.
+    pub fn with_candidates(mut self, candidates: Randomness) -> Self {
+        self.candidates = Some(candidates);
+        self
+    }
+
     /// A one-line description of the parts of the configuration a checkpoint must agree with.
     pub fn fingerprint(&self, planner: &str, points: usize) -> String {
         format!(
@@ -119,7 +131,7 @@ impl RunConfig {
             self.policy.fraction(),
             self.learner,
             planner
-        )
+        ) + &self.candidates.map_or(String::new(), |c| format!(" candidates={c}"))
     }
 
     /// Checks the configuration against the size of its data (`points` training records):
@@ -245,7 +257,26 @@ pub enum ConfigError {
     /// A starting partition that is not one.
     #[error("starting partition: {0}")]
     StartingPartition(String),
+    /// The cost model cannot price this run.
+    #[error(transparent)]
+    CostModel(#[from] crate::CostModelError),
     /// No endpoint for the master (an empty in-process cluster).
     #[error("the in-process cluster has no master endpoint")]
     NoMasterEndpoint,
+    /// A randomness constraint for a scheme that does not choose assignments.
+    #[error(
+        "--candidates applies to the pliable schemes (pliable-greedy, pliable-hierarchical), not {scheme}"
+    )]
+    CandidatesNeedPliable {
+        /// The scheme.
+        scheme: String,
+    },
+    /// A pliable scheme under an exchange policy other than global.
+    #[error("{scheme} chooses the next assignment itself: it runs with the global policy, not {policy}")]
+    PliablePolicy {
+        /// The scheme.
+        scheme: String,
+        /// The policy.
+        policy: String,
+    },
 }

@@ -34,6 +34,9 @@ pub enum RuntimeError {
     /// A plan was malformed or did not decode.
     #[error("the plan failed verification: {0}")]
     Verify(#[from] VerifyError),
+    /// A pliable planner's choice broke its constraint or did not decode.
+    #[error("the pliable plan failed verification: {0}")]
+    Pliable(#[from] ubershuffle_core::pliable::PliableError),
     /// The learner failed.
     #[error(transparent)]
     Learner(#[from] LearnerError),
@@ -69,7 +72,7 @@ pub enum RuntimeError {
     },
     /// A worker heard nothing from the master for too long.
     #[error(
-        "the master sent nothing for {waited:?} (2 x its --timeout): it is frozen or gone, or its link is down"
+        "the master sent nothing for {waited:?} (2 x its --timeout): it is frozen or gone, or its link is down or too slow for --timeout"
     )]
     MasterSilent {
         /// How long the worker waited.
@@ -110,6 +113,14 @@ pub enum ProtocolError {
         decoded: u32,
         /// What the master sent.
         expected: u32,
+    },
+    /// A broadcast group that does not fit the cluster or leaves this worker out.
+    #[error("the master announced broadcast group {workers:?}, which does not fit rank {rank}")]
+    BroadcastGroup {
+        /// The workers announced.
+        workers: Vec<u32>,
+        /// This worker's rank.
+        rank: usize,
     },
     /// The order said the model comes by broadcast, and none came.
     #[error("the order's model was to come by broadcast; none arrived")]

@@ -1,14 +1,15 @@
 //! Running a whole cluster in one process: the master in the calling thread, one thread per
-//! worker, over the in-process transport (optionally shaped to emulate a 1 Gbit/s cluster).
+//! worker, over the in-process transport (optionally an emulated cluster: per-node emulated
+//! clocks, links of a given rate, computing charged by thread CPU time or by a cost model).
 
 use ubershuffle_core::ShufflePlanner;
-use ubershuffle_transport::in_process::{InProcessConfig, cluster};
+use ubershuffle_transport::in_process::{ComputeTime, InProcessConfig, cluster};
 
 use ubershuffle_learners::StragglerModel;
 
 use crate::{
-    CheckedRunConfig, ConfigError, EpochMetrics, Master, RunData, RunReport, RuntimeError, WorkerOptions,
-    WorkerSummary, run_worker,
+    CheckedRunConfig, ConfigError, CostModel, EpochMetrics, Master, RunData, RunReport, RuntimeError,
+    WorkerOptions, WorkerSummary, run_worker,
 };
 
 /// A run on threads of this process: build with [`InProcessRun::new`].
@@ -27,6 +28,9 @@ pub struct InProcessRun<'a> {
     /// Fault injection: `(worker, epoch)` makes that worker leave, as if killed, when that
     /// epoch's order reaches it.
     pub faults: Vec<(usize, u32)>,
+    /// On an emulated cluster, charge computing by this cost model instead of thread CPU time
+    /// (every run then gives identical times).
+    pub cost_model: Option<CostModel>,
 }
 
 impl<'a> InProcessRun<'a> {
@@ -45,6 +49,7 @@ impl<'a> InProcessRun<'a> {
             data,
             transport: InProcessConfig::default(),
             faults: Vec::new(),
+            cost_model: None,
         }
     }
 
@@ -58,6 +63,13 @@ impl<'a> InProcessRun<'a> {
     /// reaches it.
     pub fn with_faults(mut self, faults: Vec<(usize, u32)>) -> Self {
         self.faults = faults;
+        self
+    }
+
+    /// Charges every node's computing by `model` (on an emulated cluster: the transport's
+    /// clocks are switched to [`ComputeTime::Charged`]), so that two runs give identical times.
+    pub fn with_cost_model(mut self, model: CostModel) -> Self {
+        self.cost_model = Some(model);
         self
     }
 }
@@ -78,17 +90,33 @@ pub fn run_in_process_from(
     start: Option<Vec<Vec<u32>>>,
     on_epoch: &mut dyn FnMut(&EpochMetrics),
 ) -> Result<(RunReport, Vec<Result<WorkerSummary, String>>), RuntimeError> {
-    let mut endpoints = cluster(run.config.workers + 1, &run.transport)?.into_iter();
+    let prices = match &run.cost_model {
+        Some(model) => Some(
+            model
+                .prices(run.planner.name(), &run.config.learner, run.config.workers)
+                .map_err(ConfigError::from)?,
+        ),
+        None => None,
+    };
+    let mut transport = run.transport.clone();
+    if prices.is_some() {
+        transport = transport.with_compute_time(ComputeTime::Charged);
+    }
+    let mut endpoints = cluster(run.config.workers + 1, &transport)?.into_iter();
     let master_end = endpoints.next().ok_or_else(|| RuntimeError::from(ConfigError::NoMasterEndpoint))?;
     let workers: Vec<_> = endpoints
         .enumerate()
         .map(|(w, t)| {
             let exit_at_epoch = run.faults.iter().find(|f| f.0 == w).map(|f| f.1);
-            let options = WorkerOptions { exit_at_epoch };
+            let options = WorkerOptions::default().with_exit_at_epoch(exit_at_epoch).with_prices(prices);
             std::thread::spawn(move || run_worker(t, &options).map_err(|e| e.to_string()))
         })
         .collect();
     let report = Master::new(master_end, run.config, run.planner, run.stragglers, run.data)
+        .map(|m| match prices {
+            Some(p) => m.with_prices(p),
+            None => m,
+        })
         .and_then(|m| match start {
             Some(batches) => m.with_start(batches),
             None => Ok(m),

@@ -2,6 +2,7 @@
 //! run in other processes.
 
 use ubershuffle_core::wire::{ByteReader, push_f64, push_u32};
+use ubershuffle_learners::sample::RatingRowView;
 use ubershuffle_learners::{
     Learner, LearnerError, LinearRegressionPsgd, MatrixCompletionParams, MatrixCompletionRowsSgd,
 };
@@ -45,6 +46,53 @@ impl LearnerSpec {
                 Box::new(MatrixCompletionRowsSgd::new(params, slots)?)
             }
         })
+    }
+
+    /// The learner's kind, as a cost model names it: `linear-regression` or
+    /// `matrix-completion`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LearnerSpec::LinearRegression { .. } => "linear-regression",
+            LearnerSpec::MatrixCompletion(_) | LearnerSpec::MatrixCompletionRows { .. } => {
+                "matrix-completion"
+            }
+        }
+    }
+
+    /// Multiply-adds one sample (a record) costs in one SGD step or one loss term: the
+    /// features and the label, or each rating's dot product and step over the rank.
+    fn per_sample(&self) -> u64 {
+        match *self {
+            LearnerSpec::LinearRegression { features, .. } => features as u64 + 1,
+            LearnerSpec::MatrixCompletion(p) => 4 * p.rank as u64,
+            LearnerSpec::MatrixCompletionRows { params, slots } => 4 * (params.rank * slots) as u64,
+        }
+    }
+
+    /// Multiply-adds of one local update over `points` records (what a cost model prices
+    /// training by).
+    pub fn update_work(&self, points: usize) -> u64 {
+        let passes = match *self {
+            LearnerSpec::LinearRegression { local_passes, .. } => local_passes as u64,
+            _ => 1,
+        };
+        passes * points as u64 * self.per_sample()
+    }
+
+    /// Multiply-adds of the loss over `records` (what a cost model prices it by): per sample its
+    /// features and label, per rating its prediction's dot product over the rank. A user row
+    /// counts the ratings it holds, not its slots (held-out rows hold a few ratings in slots
+    /// sized for training rows).
+    pub fn loss_work(&self, records: &[&[u8]]) -> u64 {
+        match *self {
+            LearnerSpec::LinearRegression { features, .. } => records.len() as u64 * (features as u64 + 1),
+            LearnerSpec::MatrixCompletion(p) => records.len() as u64 * (p.rank as u64 + 1),
+            LearnerSpec::MatrixCompletionRows { params, slots } => {
+                let ratings: u64 =
+                    records.iter().map(|r| RatingRowView::new(r, slots).map_or(0, |v| v.len() as u64)).sum();
+                ratings * (params.rank as u64 + 1)
+            }
+        }
     }
 
     /// Appends the byte form.

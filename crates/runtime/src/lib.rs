@@ -1,15 +1,18 @@
 #![doc = include_str!("../README.md")]
 
+mod assignment;
 pub mod broadcast_demo;
 pub mod cache_policy;
 mod checkpoint;
 pub mod cluster_job;
 mod config;
+mod cost_model;
 mod error;
 pub mod in_process;
 mod learner_spec;
 mod master;
 mod metrics;
+mod phases;
 // The master/worker messages: public for this workspace's tests and tools that speak them, not a
 // stable API (the protocol changes with the runtime).
 #[doc(hidden)]
@@ -19,8 +22,10 @@ mod worker;
 
 pub use checkpoint::{Checkpoint, write_atomically};
 pub use config::{CheckedRunConfig, ConfigError, RunConfig};
+pub use cost_model::{CostModel, CostModelError, Prices, Scaling, Work};
 pub use error::{ProtocolError, RuntimeError};
 pub use learner_spec::LearnerSpec;
 pub use master::{Master, RunData, RunReport};
 pub use metrics::{EpochMetrics, metrics_csv};
+pub use phases::{Phase, PhaseTimer};
 pub use worker::{WorkerExit, WorkerOptions, WorkerSummary, run_worker};

@@ -2,10 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 
-/// One epoch's measurements. Master-side times are seconds on the master's transport clock (the
-/// emulated clock on shaped in-process links, real time otherwise); worker-side times (decode,
-/// compute) are the slowest reporting worker's CPU time, so that emulated nodes sharing a few
-/// cores are charged what a node of their own would spend.
+/// One epoch's measurements. Times are seconds on the master's transport clock (its emulated
+/// clock on an emulated cluster, real time otherwise), split into phases that partition the
+/// epoch: plan, verify, route, model, encode, transmit, decode, train, waiting and aggregate add
+/// up to `epoch_seconds`. Decode and train are the part of the master's wait for updates during
+/// which the worker whose update came last was decoding and training (on that worker's clock).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EpochMetrics {
     /// The epoch, from 1.
@@ -18,40 +19,57 @@ pub struct EpochMetrics {
     pub transmissions: usize,
     /// What uncoded shuffling would have sent.
     pub uncoded_transmissions: usize,
-    /// Transmissions sent in broadcasts.
+    /// Transmissions sent in broadcasts (each counted once, however many receive it).
     pub broadcast_packets: usize,
-    /// Transmission copies sent point to point.
+    /// Transmission copies sent point to point. With `broadcast_packets`, what went on the
+    /// wire: a plan whose packets all travel point to point shows 0 broadcasts here.
     pub unicast_packets: usize,
-    /// Payload bytes the master sent (a broadcast counted once).
+    /// Payload bytes the master sent (a broadcast counted once): `broadcast_bytes` plus
+    /// `unicast_bytes`.
     pub payload_bytes: u64,
+    /// Payload bytes of the broadcast packets (counted once).
+    #[serde(default)]
+    pub broadcast_bytes: u64,
+    /// Payload bytes of the point-to-point packets.
+    #[serde(default)]
+    pub unicast_bytes: u64,
     /// Bytes of orders (batch, plan headers, and the model when it is not broadcast) the
     /// master sent.
     pub control_bytes: u64,
     /// Bytes of the model broadcast (0 when the model travels in the orders).
     #[serde(default)]
     pub model_bytes: u64,
-    /// Planning.
+    /// Drawing the assignment and planning it.
     pub plan_seconds: f64,
-    /// Checks, not counted as shuffle time: verifying the plan by peeling at every worker, and
-    /// the checksum of each worker's new records.
+    /// Checks, not counted as shuffle time: verifying the plan, and the checksum of each
+    /// worker's new records.
     pub verify_seconds: f64,
-    /// Working out who needs which packet.
+    /// Working out who needs which packet, and writing the orders.
     pub route_seconds: f64,
     /// XOR-encoding the packets.
     pub encode_seconds: f64,
-    /// From the first order sent to the last worker holding all its packets, less the master's
-    /// encoding and the model broadcast in that span (counted on their own).
+    /// Sending the orders and packets until the last worker holds all of its packets (the
+    /// master's encoding and the model broadcast in that span are counted on their own).
     pub transmit_seconds: f64,
     /// Broadcasting the model to the workers (not part of the shuffle; 0 when the model
     /// travels in the orders, after a worker was lost).
     #[serde(default)]
     pub model_seconds: f64,
-    /// Decoding (and checking the new records) at the slowest worker, once all its packets
-    /// have arrived, in that worker's CPU time.
+    /// The master's wait for updates while the last worker to reply decoded (and checked) its
+    /// new records once all its packets had arrived.
     pub decode_seconds: f64,
-    /// Local training at the slowest worker whose update arrived, in that worker's CPU time.
-    pub compute_seconds: f64,
-    /// The whole epoch at the master, from assignment to the aggregated model.
+    /// The master's wait for updates while that worker trained.
+    #[serde(alias = "compute_seconds")]
+    pub train_seconds: f64,
+    /// The rest of the master's wait for updates: the update on the wire, a straggler's hold,
+    /// the deadline.
+    #[serde(default)]
+    pub waiting_seconds: f64,
+    /// Aggregating the updates, the held-out loss and the next caches.
+    #[serde(default)]
+    pub aggregate_seconds: f64,
+    /// The whole epoch at the master, from assignment to the aggregated model: the sum of the
+    /// phases above.
     pub epoch_seconds: f64,
     /// Updates aggregated.
     pub updates: usize,
@@ -62,20 +80,59 @@ pub struct EpochMetrics {
     pub lost_workers: Vec<usize>,
     /// Held-out loss after the epoch.
     pub loss: f64,
+    /// How random the epoch's assignment was
+    /// ([`RandomnessStats`](ubershuffle_core::pliable::RandomnessStats)): the entropy in
+    /// bits of each point's new owner given its previous one (uniform shuffling: about
+    /// `log2 n`).
+    #[serde(default)]
+    pub owner_entropy_bits: f64,
+    /// Points that stayed with their previous worker, as a fraction (uniform: `1/n`).
+    #[serde(default)]
+    pub stay_fraction: f64,
+    /// Points given to a worker that cached them, as a fraction (uniform: about alpha).
+    #[serde(default)]
+    pub cached_fraction: f64,
+    /// The chi-square of every point's worker counts over the run's epochs so far against
+    /// uniform assignment, per degree of freedom (about 1 under uniform shuffling; counted
+    /// from the first epoch this process ran, and only while `q n <= 2^26`).
+    #[serde(default)]
+    pub owner_chi_square_per_df: Option<f64>,
 }
 
 impl EpochMetrics {
     /// The shuffle's cost: planning (with routing), encoding, moving and decoding, as the
     /// UberShuffle paper's Table 1 counts it ("including all the extra computational overheads").
-    /// The parts do not overlap: transmit leaves out the encoding done between sends, and
-    /// workers decode once their last packet is in. Verifying (a check) and the model
-    /// broadcast (not data) are left out.
+    /// The parts do not overlap. Verifying (a check) and the model broadcast (not data) are
+    /// left out.
     pub fn shuffle_seconds(&self) -> f64 {
         self.plan_seconds
             + self.route_seconds
             + self.encode_seconds
             + self.transmit_seconds
             + self.decode_seconds
+    }
+
+    /// Packets that went on the wire: broadcasts (each once) plus point-to-point copies. When
+    /// the plan's packets all travel point to point this is the uncoded count or more, whatever
+    /// the plan's length.
+    pub fn packets_sent(&self) -> usize {
+        self.broadcast_packets + self.unicast_packets
+    }
+
+    /// Every phase's seconds, in epoch order (they add up to `epoch_seconds`).
+    pub fn phases(&self) -> [(&'static str, f64); 10] {
+        [
+            ("plan", self.plan_seconds),
+            ("verify", self.verify_seconds),
+            ("route", self.route_seconds),
+            ("model", self.model_seconds),
+            ("encode", self.encode_seconds),
+            ("transmit", self.transmit_seconds),
+            ("decode", self.decode_seconds),
+            ("train", self.train_seconds),
+            ("waiting", self.waiting_seconds),
+            ("aggregate", self.aggregate_seconds),
+        ]
     }
 }
 
@@ -91,6 +148,8 @@ struct EpochCsvRecord {
     broadcast_packets: usize,
     unicast_packets: usize,
     payload_bytes: u64,
+    broadcast_bytes: u64,
+    unicast_bytes: u64,
     control_bytes: u64,
     model_bytes: u64,
     plan_seconds: f64,
@@ -100,13 +159,19 @@ struct EpochCsvRecord {
     transmit_seconds: f64,
     model_seconds: f64,
     decode_seconds: f64,
-    compute_seconds: f64,
+    train_seconds: f64,
+    waiting_seconds: f64,
+    aggregate_seconds: f64,
     shuffle_seconds: f64,
     epoch_seconds: f64,
     updates: usize,
     stragglers: usize,
     lost_workers: String,
     loss: f64,
+    owner_entropy_bits: f64,
+    stay_fraction: f64,
+    cached_fraction: f64,
+    owner_chi_square_per_df: Option<f64>,
 }
 
 impl From<&EpochMetrics> for EpochCsvRecord {
@@ -121,6 +186,8 @@ impl From<&EpochMetrics> for EpochCsvRecord {
             broadcast_packets: m.broadcast_packets,
             unicast_packets: m.unicast_packets,
             payload_bytes: m.payload_bytes,
+            broadcast_bytes: m.broadcast_bytes,
+            unicast_bytes: m.unicast_bytes,
             control_bytes: m.control_bytes,
             model_bytes: m.model_bytes,
             plan_seconds: m.plan_seconds,
@@ -130,13 +197,19 @@ impl From<&EpochMetrics> for EpochCsvRecord {
             transmit_seconds: m.transmit_seconds,
             model_seconds: m.model_seconds,
             decode_seconds: m.decode_seconds,
-            compute_seconds: m.compute_seconds,
+            train_seconds: m.train_seconds,
+            waiting_seconds: m.waiting_seconds,
+            aggregate_seconds: m.aggregate_seconds,
             shuffle_seconds: m.shuffle_seconds(),
             epoch_seconds: m.epoch_seconds,
             updates: m.updates,
             stragglers: m.stragglers,
             lost_workers: lost.join(" "),
             loss: m.loss,
+            owner_entropy_bits: m.owner_entropy_bits,
+            stay_fraction: m.stay_fraction,
+            cached_fraction: m.cached_fraction,
+            owner_chi_square_per_df: m.owner_chi_square_per_df,
         }
     }
 }
@@ -162,7 +235,7 @@ mod tests {
         let mut lines = text.lines();
         let header_cells = lines.next().unwrap_or("").split(',').count();
         let row = lines.next().unwrap_or("");
-        assert_eq!(header_cells, 24);
+        assert_eq!(header_cells, 32);
         assert_eq!(row.split(',').count(), header_cells);
         assert!(row.contains(",1 3,"), "{row}");
     }

@@ -93,7 +93,8 @@ pub struct EpochOrder {
     /// Checksum of the worker's new records ([`records_checksum`]).
     pub checksum: u32,
     /// Emulated straggling: hold the update this many seconds before sending it (the straggler
-    /// model's verdict, played out for real on the wire).
+    /// model's verdict, played out on the wire: a real rank sleeps, an emulated one's clock moves
+    /// on; see `ubershuffle_learners::straggler::straggler_hold`).
     pub hold_seconds: f64,
 }
 
@@ -133,7 +134,24 @@ pub enum MasterMessage {
     Sync,
     /// The model for the next epoch follows in a broadcast: take part in it. The next order
     /// then carries an empty model.
-    ModelFollows,
+    ModelFollows {
+        /// The epoch whose model it is.
+        epoch: u32,
+        /// The attempt.
+        attempt: u32,
+    },
+    /// The workers (0-based, increasing) that take part in every broadcast from now on: the
+    /// broadcast group, re-formed by the survivors after a loss. Until the first such message,
+    /// every worker of the job does.
+    Members(Vec<u32>),
+}
+
+/// The name of broadcast `chunk` of an attempt (chunk 0: the model; 1, 2, ...: the data
+/// chunks, in order), which every rank of the broadcast passes to the transport. Names grow
+/// from each broadcast of a run to the next, so that what an abandoned broadcast left behind
+/// is told apart from the next one's messages.
+pub fn broadcast_name(epoch: u32, attempt: u32, chunk: u32) -> u64 {
+    (u64::from(epoch) << 40) | (u64::from(attempt.min(0xffff)) << 24) | u64::from(chunk.min(0xff_ffff))
 }
 
 /// A worker's reply at the end of an epoch.
@@ -154,10 +172,10 @@ pub enum UpdateOutcome {
     Done {
         /// The update's byte form.
         update: Vec<u8>,
-        /// Seconds spent decoding (XOR work and bookkeeping).
+        /// Seconds spent decoding (XOR work and bookkeeping) on the worker's clock.
         decode_seconds: f64,
-        /// Seconds spent in local training.
-        compute_seconds: f64,
+        /// Seconds spent in local training on the worker's clock.
+        train_seconds: f64,
         /// Payload bytes received this epoch (broadcasts and unicasts).
         received_bytes: u64,
     },
@@ -172,6 +190,7 @@ const DATA: u8 = 4;
 const STOP: u8 = 5;
 const SYNC: u8 = 6;
 const MODEL_FOLLOWS: u8 = 7;
+const MEMBERS: u8 = 8;
 
 impl DataChunk {
     /// Appends the byte form.
@@ -320,7 +339,15 @@ impl MasterMessage {
             }
             MasterMessage::Stop => out.push(STOP),
             MasterMessage::Sync => out.push(SYNC),
-            MasterMessage::ModelFollows => out.push(MODEL_FOLLOWS),
+            MasterMessage::ModelFollows { epoch, attempt } => {
+                out.push(MODEL_FOLLOWS);
+                push_u32(&mut out, *epoch);
+                push_u32(&mut out, *attempt);
+            }
+            MasterMessage::Members(workers) => {
+                out.push(MEMBERS);
+                push_u32_list(&mut out, workers);
+            }
         }
         Ok(out)
     }
@@ -374,7 +401,8 @@ impl MasterMessage {
             DATA => return Ok(MasterMessage::Data(DataChunk::read(&mut r, width)?)),
             STOP => MasterMessage::Stop,
             SYNC => MasterMessage::Sync,
-            MODEL_FOLLOWS => MasterMessage::ModelFollows,
+            MODEL_FOLLOWS => MasterMessage::ModelFollows { epoch: r.u32()?, attempt: r.u32()? },
+            MEMBERS => MasterMessage::Members(r.u32_list()?),
             other => {
                 return Err(ProtocolError::UnknownKind { what: "message", kind: other }.into());
             }
@@ -394,11 +422,11 @@ impl UpdateReport {
         push_u32(&mut out, self.epoch);
         push_u32(&mut out, self.attempt);
         match &self.outcome {
-            UpdateOutcome::Done { update, decode_seconds, compute_seconds, received_bytes } => {
+            UpdateOutcome::Done { update, decode_seconds, train_seconds, received_bytes } => {
                 out.push(DONE);
                 push_bytes(&mut out, update);
                 push_f64(&mut out, *decode_seconds);
-                push_f64(&mut out, *compute_seconds);
+                push_f64(&mut out, *train_seconds);
                 push_u64(&mut out, *received_bytes);
             }
             UpdateOutcome::Failed(message) => {
@@ -418,7 +446,7 @@ impl UpdateReport {
             DONE => UpdateOutcome::Done {
                 update: r.bytes()?.to_vec(),
                 decode_seconds: r.f64()?,
-                compute_seconds: r.f64()?,
+                train_seconds: r.f64()?,
                 received_bytes: r.u64()?,
             },
             FAILED => UpdateOutcome::Failed(String::from_utf8_lossy(r.bytes()?).into_owned()),
@@ -462,6 +490,13 @@ mod tests {
     }
 
     #[test]
+    fn broadcast_names_grow_through_a_run() {
+        let order = [(1, 0, 0), (1, 0, 1), (1, 0, 700), (1, 1, 0), (1, 1, 3), (2, 0, 0), (9, 4, 1)];
+        let names: Vec<u64> = order.iter().map(|&(e, a, c)| broadcast_name(e, a, c)).collect();
+        assert!(names.windows(2).all(|w| w[0] < w[1]), "{names:?}");
+    }
+
+    #[test]
     fn messages_round_trip() {
         let learner = LearnerSpec::LinearRegression { features: 3, step_size: 0.1, local_passes: 2 };
         let job = JobSpec {
@@ -481,7 +516,8 @@ mod tests {
             MasterMessage::Data(chunk.clone()),
             MasterMessage::Stop,
             MasterMessage::Sync,
-            MasterMessage::ModelFollows,
+            MasterMessage::ModelFollows { epoch: 3, attempt: 1 },
+            MasterMessage::Members(vec![0, 2]),
         ] {
             assert_eq!(MasterMessage::from_bytes(&m.to_bytes().unwrap(), 4).unwrap(), m);
         }
@@ -491,7 +527,7 @@ mod tests {
             UpdateOutcome::Done {
                 update: vec![1],
                 decode_seconds: 0.1,
-                compute_seconds: 0.2,
+                train_seconds: 0.2,
                 received_bytes: 5,
             },
             UpdateOutcome::Failed("checksum".into()),

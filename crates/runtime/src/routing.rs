@@ -16,10 +16,9 @@ pub struct Routes {
 
 /// Routes `plan` for `inst`: peels at every worker (the same schedule its decoder will follow)
 /// and sends a transmission to its only user point to point, or by broadcast when several
-/// workers use it (or none: the plan sends it, so it is sent and counted, to everyone).
-/// With `point_to_point_only` (after a worker failure, when the collective broadcast cannot be
-/// used), every transmission goes point to point to each worker that needs it.
-pub fn route(inst: &ShuffleInstance, plan: &Plan, point_to_point_only: bool) -> Result<Routes, VerifyError> {
+/// workers use it (or none: the plan sends it, so it is sent and counted, to everyone). The
+/// instance's workers are the live ones: after a loss, broadcasts go to the survivors' group.
+pub fn route(inst: &ShuffleInstance, plan: &Plan) -> Result<Routes, VerifyError> {
     let mut needs = Vec::with_capacity(inst.workers());
     let mut users = vec![0u32; plan.len()];
     for w in 0..inst.workers() {
@@ -39,7 +38,7 @@ pub fn route(inst: &ShuffleInstance, plan: &Plan, point_to_point_only: bool) -> 
         }
         needs.push(seqs);
     }
-    let shared = |t: u32| !point_to_point_only && users[t as usize] != 1;
+    let shared = |t: u32| users[t as usize] != 1;
     let broadcast: Vec<u32> = (0..plan.len() as u32).filter(|&t| shared(t)).collect();
     let unicast = needs.iter().map(|seqs| seqs.iter().copied().filter(|&t| !shared(t)).collect()).collect();
     Ok(Routes { needs, broadcast, unicast })
@@ -58,16 +57,13 @@ mod tests {
         let plan_with = |name: &str| {
             planner_by_name(name, &PlannerOptions::default()).unwrap().plan(&inst, &mut seeded(0)).unwrap()
         };
-        let uncoded = route(&inst, &plan_with("uncoded"), false).unwrap();
+        let uncoded = route(&inst, &plan_with("uncoded")).unwrap();
         assert!(uncoded.broadcast.is_empty());
         assert_eq!(uncoded.unicast.iter().map(Vec::len).collect::<Vec<_>>(), vec![1, 2, 3]);
-        let coded = route(&inst, &plan_with("coded"), false).unwrap();
+        let coded = route(&inst, &plan_with("coded")).unwrap();
         // Table {0,2} row and table {1,2} row 0 serve two workers; the rest serve one.
         assert_eq!(coded.broadcast.len(), 2);
         let total: usize = coded.unicast.iter().map(Vec::len).sum();
         assert_eq!(total + coded.broadcast.len(), 4);
-        let fallback = route(&inst, &plan_with("coded"), true).unwrap();
-        assert!(fallback.broadcast.is_empty());
-        assert_eq!(fallback.unicast, fallback.needs);
     }
 }

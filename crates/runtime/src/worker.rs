@@ -4,17 +4,17 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use cpu_time::ThreadTime;
-
 use ubershuffle_codes::{Decoder, RecordStore};
 use ubershuffle_core::limits::Limits;
 use ubershuffle_learners::{Learner, LocalStep, Model};
 use ubershuffle_transport::{Transport, TransportError};
 
 use crate::cache_policy::next_cache;
+use crate::cost_model::{Prices, Work};
+use crate::phases::{Phase, Stopwatch};
 use crate::protocol::{
     DataChunkRef, EpochAck, EpochOrder, JobSpec, MasterMessage, TAG_MASTER, TAG_RECEIVED, TAG_UPDATE,
-    UpdateOutcome, UpdateReport, records_checksum,
+    UpdateOutcome, UpdateReport, broadcast_name, records_checksum,
 };
 use crate::{ProtocolError, RuntimeError};
 
@@ -22,10 +22,28 @@ use crate::{ProtocolError, RuntimeError};
 /// master's `--timeout`, sent with the job): a wait on one message lasts at most `T`, and the
 /// worker gives up on a master it has heard nothing from for `2 T` (see [`run_worker`]).
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct WorkerOptions {
     /// Fault injection for tests and demonstrations: leave the run, as a killed process would
     /// (dropping every connection), on receiving this epoch's order.
     pub exit_at_epoch: Option<u32>,
+    /// The cost model's prices of the worker's computing, charged to its transport's clock (an
+    /// emulated cluster in charged mode; other clocks ignore charges).
+    pub prices: Option<Prices>,
+}
+
+impl WorkerOptions {
+    /// Leaves the run, as if killed, on receiving `epoch`'s order.
+    pub fn with_exit_at_epoch(mut self, epoch: Option<u32>) -> Self {
+        self.exit_at_epoch = epoch;
+        self
+    }
+
+    /// Charges computing at `prices`.
+    pub fn with_prices(mut self, prices: Option<Prices>) -> Self {
+        self.prices = prices;
+        self
+    }
 }
 
 /// How a worker's run ended.
@@ -57,6 +75,9 @@ struct Joined {
     store: RecordStore,
     /// The last epoch this worker finished.
     finished: Option<Finished>,
+    /// The ranks of the broadcast group, the master first: every rank until the master
+    /// announces a smaller group ([`MasterMessage::Members`]) after a loss.
+    group: Vec<usize>,
 }
 
 /// An epoch the worker finished: its update may still be discarded by the master, which
@@ -89,11 +110,21 @@ impl Joined {
 /// master's checksum), ends the run with an error (reported to the master first when possible).
 ///
 /// A frozen master is noticed within `2 T` (`T` the transport's timeout): the worker gives up
-/// once `2 T` have passed since the later of the last message that came from the master (an
-/// order, a data chunk, a broadcast) and the update it sent last ([`RuntimeError::MasterSilent`]).
+/// once `2 T` have passed on its transport's clock since the later of the last message that
+/// came from the master (an order, a data chunk, a broadcast) and the update it sent last
+/// ([`RuntimeError::MasterSilent`]).
 /// The master must therefore send the next order within `2 T` of the last update it waits for:
 /// a master that plans longer needs a longer `--timeout`.
 pub fn run_worker<T: Transport>(mut t: T, options: &WorkerOptions) -> Result<WorkerSummary, RuntimeError> {
+    let result = work(&mut t, options);
+    if let Err(e) = &result {
+        t.leave(&e.to_string());
+    }
+    result
+}
+
+/// [`run_worker`]'s loop.
+fn work<T: Transport>(t: &mut T, options: &WorkerOptions) -> Result<WorkerSummary, RuntimeError> {
     let worker = t.rank().saturating_sub(1);
     let patience = t.timeout().saturating_mul(2);
     let mut joined: Option<Joined> = None;
@@ -102,22 +133,23 @@ pub fn run_worker<T: Transport>(mut t: T, options: &WorkerOptions) -> Result<Wor
     // The model of the next epoch, when the master broadcast it.
     let mut model: Option<Vec<u8>> = None;
     // The last sign of the master (or the end of this worker's own work), from which the
-    // patience runs.
-    let mut heard = Instant::now();
+    // patience runs, on the transport's clock.
+    let mut heard = t.now();
     loop {
         let message = match next.take() {
             Some(m) => m,
             None => {
                 let left = heard
                     .checked_add(patience)
-                    .map_or(patience, |end| end.saturating_duration_since(Instant::now()));
-                match recv_master(&mut t, j_width(&joined), left) {
+                    .map_or(patience, |end| end.saturating_duration_since(t.now()));
+                match recv_master(t, j_width(&joined), left) {
                     Ok(m) => {
-                        heard = Instant::now();
+                        heard = t.now();
                         m
                     }
                     Err(RuntimeError::Transport(e)) if e.is_timeout() && e.peer() == Some(0) => {
-                        return Err(RuntimeError::MasterSilent { waited: heard.elapsed() });
+                        let waited = t.now().saturating_duration_since(heard);
+                        return Err(RuntimeError::MasterSilent { waited });
                     }
                     Err(e) => return Err(e),
                 }
@@ -128,7 +160,8 @@ pub fn run_worker<T: Transport>(mut t: T, options: &WorkerOptions) -> Result<Wor
                 check_job(&job)?;
                 let learner = job.learner.build()?;
                 let store = RecordStore::new(job.points as usize, job.record_width as usize)?;
-                joined = Some(Joined { job, learner, store, finished: None });
+                let group = (0..t.size()).collect();
+                joined = Some(Joined { job, learner, store, finished: None, group });
             }
             MasterMessage::Records { ids, bytes } => {
                 let j = joined.as_mut().ok_or_else(|| not_joined("records"))?;
@@ -142,16 +175,21 @@ pub fn run_worker<T: Transport>(mut t: T, options: &WorkerOptions) -> Result<Wor
                     return Ok(WorkerSummary { worker, epochs, exit: WorkerExit::InjectedFailure });
                 }
                 let j = joined.as_mut().ok_or_else(|| not_joined("an epoch order"))?;
-                match run_epoch(&mut t, j, &order, model.take().as_deref(), &mut heard) {
+                let prices = options.prices;
+                match run_epoch(t, j, &order, model.take().as_deref(), &mut heard, prices) {
                     Ok(EpochEnd::Done) => {
                         epochs += 1;
-                        heard = Instant::now();
+                        heard = t.now();
                     }
                     Ok(EpochEnd::Interrupted(m)) => next = Some(m),
                     Err(Failure::Transport(e)) if e.peer() == Some(0) && !e.is_timeout() => {
                         // The master may have finished while this worker straggled: its stop
-                        // is then waiting in the mailbox.
-                        return match recv_master(&mut t, j_width(&joined), Duration::ZERO) {
+                        // is then waiting in the mailbox, before the news that it is gone.
+                        return match t
+                            .recv(0, TAG_MASTER)
+                            .map_err(RuntimeError::from)
+                            .and_then(|bytes| MasterMessage::from_bytes(&bytes, j_width(&joined)))
+                        {
                             Ok(MasterMessage::Stop) => {
                                 Ok(WorkerSummary { worker, epochs, exit: WorkerExit::Stopped })
                             }
@@ -173,11 +211,16 @@ pub fn run_worker<T: Transport>(mut t: T, options: &WorkerOptions) -> Result<Wor
             MasterMessage::Data(_) => {} // a late packet of an abandoned attempt
             MasterMessage::Stop => return Ok(WorkerSummary { worker, epochs, exit: WorkerExit::Stopped }),
             MasterMessage::Sync => t.send(0, TAG_RECEIVED, &EpochAck { epoch: 0, attempt: 0 }.to_bytes())?,
-            MasterMessage::ModelFollows => {
+            MasterMessage::Members(workers) => {
+                let j = joined.as_mut().ok_or_else(|| not_joined("a broadcast group"))?;
+                j.group = broadcast_group(&workers, t.rank(), t.size())?;
+            }
+            MasterMessage::ModelFollows { epoch, attempt } => {
+                let group = joined.as_ref().map_or_else(|| (0..t.size()).collect(), |j| j.group.clone());
                 let mut buf = Vec::new();
-                match t.broadcast(0, &mut buf) {
+                match t.broadcast_among(0, &group, broadcast_name(epoch, attempt, 0), &mut buf) {
                     Ok(()) => {
-                        heard = Instant::now();
+                        heard = t.now();
                         model = Some(buf);
                     }
                     Err(e) if e.peer() == Some(0) && !e.is_timeout() => return Err(e.into()),
@@ -199,6 +242,17 @@ fn check_job(job: &JobSpec) -> Result<(), RuntimeError> {
     Ok(limits.check_memory(&what, slots.saturating_add(records))?)
 }
 
+/// The ranks of the broadcast group the master announced (`workers`, 0-based), the master
+/// first; checked, as it comes from a peer: increasing, existing ranks, this worker among them.
+fn broadcast_group(workers: &[u32], rank: usize, size: usize) -> Result<Vec<usize>, RuntimeError> {
+    let group: Vec<usize> = std::iter::once(0).chain(workers.iter().map(|&w| w as usize + 1)).collect();
+    let fits = group.windows(2).all(|w| w[0] < w[1]) && group.last().is_some_and(|&r| r < size);
+    if !fits || !group.contains(&rank) {
+        return Err(ProtocolError::BroadcastGroup { workers: workers.to_vec(), rank }.into());
+    }
+    Ok(group)
+}
+
 fn j_width(joined: &Option<Joined>) -> usize {
     joined.as_ref().map_or(0, |j| j.job.record_width as usize)
 }
@@ -208,11 +262,7 @@ fn not_joined(what: &'static str) -> RuntimeError {
 }
 
 fn recv_master<T: Transport>(t: &mut T, width: usize, wait: Duration) -> Result<MasterMessage, RuntimeError> {
-    let timeout = t.timeout();
-    t.set_timeout(wait);
-    let received = t.recv(0, TAG_MASTER);
-    t.set_timeout(timeout);
-    MasterMessage::from_bytes(&received?, width)
+    MasterMessage::from_bytes(&t.recv_within(0, TAG_MASTER, wait)?, width)
 }
 
 /// How an epoch attempt ended.
@@ -245,6 +295,7 @@ fn run_epoch<T: Transport>(
     order: &EpochOrder,
     broadcast_model: Option<&[u8]>,
     heard: &mut Instant,
+    prices: Option<Prices>,
 ) -> Result<EpochEnd, Failure> {
     let width = j.job.record_width as usize;
     let worker = j.job.worker;
@@ -256,36 +307,48 @@ fn run_epoch<T: Transport>(
     // The payloads this worker needs, kept until every packet has arrived and decoded then, so
     // that the master's transmit time is moving bytes and `decode_seconds` is decoding.
     let mut needed: Vec<(u32, Vec<u8>)> = Vec::with_capacity(order.seqs.len());
-    let mut keep = |packets: &mut dyn Iterator<Item = (u32, &[u8])>| {
+    // Keeps the payloads of `packets` this worker needs and charges their copies.
+    let mut keep = |t: &mut T, packets: &mut dyn Iterator<Item = (u32, &[u8])>| {
+        let mut copied = 0;
         for (seq, payload) in packets {
             received_bytes += payload.len() as u64;
             if let Some(&k) = local.get(&seq) {
                 needed.push((k as u32, payload.to_vec()));
+                copied += payload.len() as u64;
             }
+        }
+        if let Some(prices) = &prices {
+            t.charge(prices.cost(&Work { copied_bytes: copied, ..Work::default() }));
         }
     };
     let received: Result<Option<MasterMessage>, Failure> = (|| {
-        for _ in 0..order.broadcasts {
+        for k in 0..order.broadcasts {
             let mut buf = Vec::new();
-            t.broadcast(0, &mut buf)?;
-            *heard = Instant::now();
+            let name = broadcast_name(order.epoch, order.attempt, k + 1);
+            t.broadcast_among(0, &j.group, name, &mut buf)?;
+            *heard = t.now();
             let chunk = DataChunkRef::from_bytes(&buf, width)?;
             check_current(chunk.epoch, chunk.attempt, order)?;
-            keep(&mut chunk.packets());
+            keep(t, &mut chunk.packets());
         }
         let mut unicasts = 0;
         while unicasts < order.unicasts {
             let bytes = t.recv(0, TAG_MASTER)?;
-            *heard = Instant::now();
+            *heard = t.now();
             match MasterMessage::from_bytes(&bytes, width)? {
                 MasterMessage::Data(chunk)
                     if (chunk.epoch, chunk.attempt) == (order.epoch, order.attempt) =>
                 {
-                    keep(&mut chunk.packets());
+                    keep(t, &mut chunk.packets());
                     unicasts += 1;
                 }
                 MasterMessage::Data(_) => {}
-                interrupt @ (MasterMessage::Order(_) | MasterMessage::Stop) => return Ok(Some(interrupt)),
+                // The master abandoned this attempt (a worker was lost): what it sends next.
+                interrupt @ (MasterMessage::Order(_)
+                | MasterMessage::Stop
+                | MasterMessage::Sync
+                | MasterMessage::Members(_)
+                | MasterMessage::ModelFollows { .. }) => return Ok(Some(interrupt)),
                 _ => return Err(RuntimeError::from(ProtocolError::UnexpectedDuringEpoch).into()),
             }
         }
@@ -298,12 +361,16 @@ fn run_epoch<T: Transport>(
         Err(e) => return Err(e),
     }
     t.send(0, TAG_RECEIVED, &EpochAck { epoch: order.epoch, attempt: order.attempt }.to_bytes())?;
-    // Worker-side phases are timed in this thread's CPU time: what a node of its own would
-    // spend, however many emulated nodes share this machine's cores.
-    let started = ThreadTime::now();
+    // Decoding and training are timed on the transport's clock: on an emulated cluster, what a
+    // node of its own would spend (its thread's CPU time, or the cost model's price), however
+    // many emulated nodes share this machine's cores.
+    let mut watch = Stopwatch::start(t, prices);
     let (old_cache, mut decoder) = prepare(j, order)?;
+    let mut xored = 0;
     for (k, payload) in &needed {
-        decoder.receive(*k, order.plan.transmission(*k as usize), payload)?;
+        let transmission = order.plan.transmission(*k as usize);
+        xored += (transmission.len() * width) as u64;
+        decoder.receive(*k, transmission, payload)?;
     }
     drop(needed);
     let decoded = decoder.finish()?;
@@ -319,10 +386,18 @@ fn run_epoch<T: Transport>(
     let kept =
         next_cache(&old_cache, &order.batch, j.job.cache_capacity as usize, j.job.seed, order.epoch, worker);
     j.store = decoded.into_store();
+    let work = Work {
+        xored_bytes: xored,
+        // The cache restored into the decoder's store.
+        copied_bytes: (old_cache.len() * width) as u64,
+        peeled_parts: order.plan.iter().map(|p| p.len() as u64).sum(),
+        checksummed_bytes: (order.batch.len() * width) as u64,
+        kept_points: (old_cache.len() + order.batch.len()) as u64,
+        ..Work::default()
+    };
     j.finished = Some(Finished { epoch: order.epoch, before: old_cache, after: kept });
-    let decode_seconds = started.elapsed().as_secs_f64();
+    watch.lap(t, Phase::Decode, work);
 
-    let started = ThreadTime::now();
     // An empty model in the order: the master broadcast it before the order.
     let model_bytes = match (&order.model, broadcast_model) {
         (m, _) if !m.is_empty() => m.as_slice(),
@@ -337,20 +412,26 @@ fn run_epoch<T: Transport>(
         .collect::<Result<_, _>>()?;
     let step = LocalStep { epoch: order.epoch as usize, worker: worker as usize, seed: j.job.seed };
     let update = j.learner.local_update(&model, &batch, step)?;
-    let compute_seconds = started.elapsed().as_secs_f64();
+    let update_bytes = update.to_bytes();
+    let work = Work {
+        coordinates: j.job.learner.update_work(batch.len()),
+        copied_bytes: (model_bytes.len() + update_bytes.len()) as u64,
+        ..Work::default()
+    };
+    watch.lap(t, Phase::Train, work);
     if order.hold_seconds != 0.0 {
         // A value from the peer: checked, never trusted to convert.
         let hold = Duration::try_from_secs_f64(order.hold_seconds)
             .map_err(|_| RuntimeError::from(ProtocolError::HoldTime { seconds: order.hold_seconds }))?;
-        std::thread::sleep(hold);
+        t.pass(hold);
     }
     let report = UpdateReport {
         epoch: order.epoch,
         attempt: order.attempt,
         outcome: UpdateOutcome::Done {
-            update: update.to_bytes(),
-            decode_seconds,
-            compute_seconds,
+            update: update_bytes,
+            decode_seconds: watch.timer.spent(Phase::Decode).as_secs_f64(),
+            train_seconds: watch.timer.spent(Phase::Train).as_secs_f64(),
             received_bytes,
         },
     };

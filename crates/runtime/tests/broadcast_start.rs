@@ -57,6 +57,6 @@ fn coded_broadcasts_are_not_held_up_by_the_workers_decoder_setup() {
     // the load of other processes does not fail the test.
     let ratios: Vec<f64> = report.epochs[1..].iter().map(|e| e.transmit_seconds / link_model(e)).collect();
     let best = ratios.iter().copied().fold(f64::INFINITY, f64::min);
-    assert!(ratios.iter().all(|&r| r > 0.95), "faster than the link model: {ratios:?}");
+    assert!(ratios.iter().all(|&r| r >= 1.0), "faster than the link model: {ratios:?}");
     assert!(best < 1.3, "transmit / link model {ratios:?}: the broadcasts waited for the workers");
 }

@@ -66,7 +66,7 @@ fn run_with(
 ) -> RunReport {
     let (report, workers) = try_run(config, scheme, stragglers, faults.clone(), &mut |_| {}).unwrap();
     for (w, summary) in workers.iter().enumerate() {
-        let summary = summary.as_ref().unwrap();
+        let summary = summary.as_ref().unwrap_or_else(|e| panic!("worker {w}: {e}"));
         let injected = faults.iter().any(|f| f.0 == w);
         assert_eq!(summary.exit == WorkerExit::InjectedFailure, injected, "worker {w}: {summary:?}");
     }
@@ -129,17 +129,61 @@ fn stragglers_miss_the_deadline_and_the_run_goes_on() {
 }
 
 #[test]
-fn a_killed_worker_is_reported_and_the_others_go_on() {
+fn a_killed_worker_is_reported_and_the_survivors_keep_the_coding_gain() {
     let config = config(4);
     let report = run_with(&config, "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![(2, 2)]);
     assert_eq!(report.lost_workers, vec![2]);
     let e2 = &report.epochs[1];
     assert_eq!((e2.attempts, e2.workers, e2.updates), (2, WORKERS - 1, WORKERS - 1), "{e2:?}");
     assert_eq!(e2.lost_workers, vec![2]);
-    for e in &report.epochs[2..] {
-        assert_eq!((e.workers, e.updates, e.broadcast_packets), (WORKERS - 1, WORKERS - 1, 0), "{e:?}");
+    // The same plan on three healthy workers (same points and caches).
+    let mut healthy_config = config.clone();
+    healthy_config.workers = WORKERS - 1;
+    let healthy = run_with(&healthy_config, "coded", &mut NoStragglers::new(WORKERS - 1).unwrap(), vec![]);
+    let healthy_sent: usize = healthy.epochs[1..].iter().map(EpochMetrics::packets_sent).sum();
+    // From the restarted epoch on the survivors' group broadcasts the coded packets again.
+    for e in &report.epochs[1..] {
+        assert_eq!(e.workers, WORKERS - 1, "{e:?}");
+        assert!(e.broadcast_packets > 0 && e.broadcast_bytes > 0, "{e:?}");
+        assert!(e.packets_sent() < e.uncoded_transmissions, "{e:?}");
+        assert_eq!(e.broadcast_bytes + e.unicast_bytes, e.payload_bytes, "{e:?}");
     }
+    let sent: usize = report.epochs[1..].iter().map(EpochMetrics::packets_sent).sum();
+    assert!(
+        sent as f64 <= 1.1 * healthy_sent as f64,
+        "after the loss {sent}, three healthy workers {healthy_sent}"
+    );
     assert!(report.epochs[3].loss < report.initial_loss);
+}
+
+#[test]
+fn a_resume_takes_lost_workers_back_and_codes_over_all_of_them() {
+    let path = temp_checkpoint("readmit.json");
+    let first = config(2).with_checkpoint(path.clone(), false);
+    let lost = run_with(&first, "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![(1, 2)]);
+    assert_eq!(lost.lost_workers, vec![1]);
+    let rest = config(4).with_checkpoint(path, true);
+    let resumed = run_with(&rest, "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![]);
+    for e in &resumed.epochs[2..] {
+        assert_eq!((e.workers, e.updates, e.attempts), (WORKERS, WORKERS, 1), "{e:?}");
+        assert!(e.broadcast_packets > 0, "{e:?}");
+    }
+}
+
+#[test]
+fn losing_every_worker_leaves_a_resumable_checkpoint() {
+    let path = temp_checkpoint("total-loss.json");
+    let every_worker = (0..WORKERS).map(|w| (w, 3)).collect();
+    let mut none = NoStragglers::new(WORKERS).unwrap();
+    let doomed = config(4).with_checkpoint(path.clone(), false);
+    let err = try_run(&doomed, "coded", &mut none, every_worker, &mut |_| {}).unwrap_err();
+    assert!(err.to_string().contains("no worker is left"), "{err}");
+    let saved = ubershuffle_runtime::Checkpoint::load(&path).unwrap();
+    assert_eq!(saved.completed_epochs, 2);
+    assert!(saved.metrics.iter().all(|m| m.updates == WORKERS));
+    let rest = config(4).with_checkpoint(path, true);
+    let resumed = run_with(&rest, "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![]);
+    assert_eq!(resumed.epochs.iter().map(|e| e.updates).collect::<Vec<_>>(), vec![WORKERS; 4]);
 }
 
 #[test]
@@ -188,4 +232,43 @@ fn partial_local_moves_fewer_points_than_a_global_reshuffle() {
     let local = config(2).with_policy(ExchangePolicy::Local);
     let l = run_with(&local, "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![]);
     assert!(l.epochs.iter().all(|e| e.transmissions == 0 && e.updates == WORKERS));
+}
+
+#[test]
+fn a_pliable_scheme_chooses_the_batches_and_the_workers_decode_them() {
+    use ubershuffle_core::pliable::Randomness;
+    let mut none = NoStragglers::new(WORKERS).unwrap();
+    let fixed = run_with(&config(3), "auto", &mut none, vec![]);
+    for scheme in ["pliable-greedy", "pliable-hierarchical"] {
+        // The workers decode the chosen batches and check them against the master's checksums
+        // (a wrong byte fails the run); a killed worker's batch is taken over as usual.
+        let mut none = NoStragglers::new(WORKERS).unwrap();
+        let config = config(3).with_candidates(Randomness::Candidates(3));
+        let report = run_with(&config, scheme, &mut none, vec![(1, 3)]);
+        assert_eq!(report.lost_workers, vec![1], "{scheme}");
+        let sent: usize = report.epochs[..2].iter().map(|e| e.transmissions).sum();
+        let fixed_sent: usize = fixed.epochs[..2].iter().map(|e| e.transmissions).sum();
+        assert!(sent < fixed_sent, "{scheme}: {sent} vs auto {fixed_sent}");
+        for e in &report.epochs {
+            assert!(e.cached_fraction > 0.5 && e.owner_entropy_bits > 0.5, "{scheme}: {e:?}");
+            assert!(e.owner_chi_square_per_df.is_some_and(|c| c > 0.0), "{e:?}");
+        }
+        assert!(report.epochs[2].loss < report.initial_loss / 5.0, "{scheme}");
+    }
+    // Uniform shuffling: the statistics sit near their uniform values.
+    for e in &fixed.epochs {
+        assert!((e.owner_entropy_bits - 2.0).abs() < 0.05 && (e.stay_fraction - 0.25).abs() < 0.06, "{e:?}");
+    }
+}
+
+#[test]
+fn candidates_need_a_pliable_scheme_and_pliable_schemes_the_global_policy() {
+    use ubershuffle_core::pliable::Randomness;
+    let mut none = NoStragglers::new(WORKERS).unwrap();
+    let config = config(1).with_candidates(Randomness::All);
+    let err = try_run(&config, "coded", &mut none, vec![], &mut |_| {}).unwrap_err();
+    assert!(err.to_string().contains("applies to the pliable schemes"), "{err}");
+    let local = config.with_policy(ExchangePolicy::Local);
+    let err = try_run(&local, "pliable-greedy", &mut none, vec![], &mut |_| {}).unwrap_err();
+    assert!(err.to_string().contains("global policy"), "{err}");
 }

@@ -56,7 +56,7 @@ fn run_tcp(workers: usize, epochs: usize, faults: &[(usize, u32)], timeout: Dura
                         Ok(WorkerSummary { worker, epochs: 0, exit: WorkerExit::InjectedFailure }),
                     );
                 }
-                let options = WorkerOptions { exit_at_epoch };
+                let options = WorkerOptions::default().with_exit_at_epoch(exit_at_epoch);
                 (worker, run_worker(t, &options).map_err(|e| e.to_string()))
             })
         })

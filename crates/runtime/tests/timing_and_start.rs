@@ -1,6 +1,6 @@
-//! What the experiments rely on: on shaped links the model travels in one broadcast and the
+//! What the experiments rely on: on emulated links the model travels in one broadcast and the
 //! transmit time is the payload's time on the master's link (not the model's, not the
-//! encoding's, not the records' checksums), the phases add up to no more than the epoch; and a
+//! encoding's, not the records' checksums), never below it, the phases add up to the epoch; and a
 //! run can start from a given partition (blocks of the data in storage order), which the local
 //! policy then keeps, while a partition that is not one is a clear error.
 
@@ -57,7 +57,7 @@ impl Run<'_> {
 }
 
 #[test]
-fn on_shaped_links_transmit_time_is_the_payload_on_the_masters_link() {
+fn on_emulated_links_transmit_time_is_the_payload_on_the_masters_link_and_phases_add_up() {
     const FEATURES: usize = 255; // 2 KiB records: bytes, not messages, set the time
     const RATE: f64 = 1.25e6; // 10 Mbit/s
     let report = Run {
@@ -72,21 +72,24 @@ fn on_shaped_links_transmit_time_is_the_payload_on_the_masters_link() {
     .unwrap();
     let model_bytes = ((FEATURES + 1) * 8) as u64;
     for e in &report.epochs {
-        // The model: one broadcast, not a copy in every order.
+        // The model: one broadcast, not a copy in every order, in (2m-1)/m of its link time.
         assert_eq!(e.model_bytes, model_bytes, "{e:?}");
         assert!(e.control_bytes < WORKERS as u64 * model_bytes, "{e:?}");
-        let ideal_model = model_bytes as f64 / RATE;
-        assert!(e.model_seconds > 0.9 * ideal_model && e.model_seconds < 4.0 * ideal_model + 0.02, "{e:?}");
-        // Uncoded: every packet leaves the master's single port once. Before the first epoch
-        // the starting caches (100 records, 200 KB each) have landed: epoch 1 is not charged.
+        let m = WORKERS as f64;
+        let ideal_model = (2.0 * m - 1.0) / m * model_bytes as f64 / RATE;
+        assert!(e.model_seconds >= ideal_model && e.model_seconds < 1.1 * ideal_model + 1e-3, "{e:?}");
+        // Uncoded: every packet leaves the master's single port once; transmit is never below
+        // that. Before the first epoch the starting caches (100 records, 200 KB each) have
+        // landed: epoch 1 is not charged for them.
         let ideal = (e.payload_bytes + e.control_bytes) as f64 / RATE;
         assert!(e.payload_bytes > 80 * 2048, "{e:?}");
         assert!(
-            e.transmit_seconds > 0.95 * ideal && e.transmit_seconds < 1.25 * ideal + 0.02,
+            e.transmit_seconds >= ideal && e.transmit_seconds < 1.02 * ideal + 1e-3,
             "ideal {ideal}: {e:?}"
         );
-        assert!(e.decode_seconds > 0.0 && e.compute_seconds > 0.0, "{e:?}");
-        assert!(e.shuffle_seconds() + e.model_seconds <= e.epoch_seconds, "{e:?}");
+        assert!(e.decode_seconds > 0.0 && e.train_seconds > 0.0, "{e:?}");
+        let sum: f64 = e.phases().iter().map(|(_, s)| s).sum();
+        assert!((sum - e.epoch_seconds).abs() < 1e-9, "phases {sum} vs epoch {}: {e:?}", e.epoch_seconds);
     }
 }
 

@@ -129,6 +129,21 @@ impl CheckedGeneratorParams {
 
     /// Draws an instance from a caller's generator (for a sequence of epochs from one stream).
     pub fn generate_with(&self, rng: &mut SeededRng) -> ShuffleInstance {
+        self.generate_with_previous(rng).0
+    }
+
+    /// [`CheckedGeneratorParams::generate`], with the previous epoch's batches the caches were
+    /// drawn around (each cache holds its worker's previous batch): the same instance.
+    ///
+    /// ```
+    /// use ubershuffle_core::GeneratorParams;
+    /// let params = GeneratorParams { workers: 3, points: 30, alpha: 0.5, seed: 2 }.check()?;
+    /// let (inst, previous) = params.generate_with_previous(&mut ubershuffle_core::seeded(2));
+    /// assert_eq!(inst, params.generate());
+    /// assert!(previous[1].iter().all(|&p| inst.cache(1).contains(p)));
+    /// # Ok::<(), ubershuffle_core::GeneratorError>(())
+    /// ```
+    pub fn generate_with_previous(&self, rng: &mut SeededRng) -> (ShuffleInstance, Vec<Vec<u32>>) {
         let GeneratorParams { workers, points, .. } = self.params;
         let previous = balanced_assignment(rng, workers, points);
         // Each cache is stored compactly as soon as it is drawn, so that n = 1000 workers never
@@ -138,8 +153,9 @@ impl CheckedGeneratorParams {
             .map(|batch| StoredPoints::compact(cache_around(rng, batch, points, self.cache_size), points))
             .collect();
         let assignment = balanced_assignment(rng, workers, points);
-        ShuffleInstance::from_stored(workers, points, cache, assignment)
-            .unwrap_or_else(|e| unreachable!("generated instances are valid: {e}"))
+        let inst = ShuffleInstance::from_stored(workers, points, cache, assignment)
+            .unwrap_or_else(|e| unreachable!("generated instances are valid: {e}"));
+        (inst, previous)
     }
 }
 

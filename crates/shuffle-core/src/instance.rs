@@ -7,7 +7,7 @@ use crate::WorkerSet;
 use crate::point_set::{PointSet, StoredPoints};
 
 /// Why a set of caches and assignments is not a valid shuffle instance.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
 #[non_exhaustive]
 pub enum InstanceError {
     /// The instance has no worker.
@@ -245,6 +245,23 @@ impl ShuffleInstance {
     /// The worker the new assignment gives `point` to.
     pub fn owner(&self, point: u32) -> usize {
         self.owner[point as usize] as usize
+    }
+
+    /// The owner of every point under the new assignment, indexed by point.
+    pub(crate) fn owners(&self) -> &[u32] {
+        &self.owner
+    }
+
+    /// An instance with the same caches and another assignment (validated as usual).
+    pub(crate) fn with_assignment(&self, assignment: Vec<Vec<u32>>) -> Result<Self, InstanceError> {
+        ShuffleInstance::from_stored(self.workers(), self.points, self.cache.clone(), assignment)
+    }
+
+    /// Whether `other` has the same workers, points and caches.
+    pub(crate) fn same_caches(&self, other: &ShuffleInstance) -> bool {
+        self.points == other.points
+            && self.workers() == other.workers()
+            && self.cache.iter().zip(&other.cache).all(|(a, b)| a.view() == b.view())
     }
 
     /// The largest cache, `max_i |C_i|` (the cache size `s` for generated instances).

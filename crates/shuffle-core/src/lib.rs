@@ -13,6 +13,7 @@ mod plan;
 mod plan_error;
 mod planner;
 pub mod planners;
+pub mod pliable;
 mod point_set;
 mod requests;
 pub mod rng;

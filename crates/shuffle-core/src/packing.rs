@@ -44,7 +44,13 @@ impl PackingParams {
     /// transpose): one pass over every cache and the `n x U` bit matrix twice.
     pub(crate) fn build_work(inst: &ShuffleInstance) -> u64 {
         let cache_entries: usize = (0..inst.workers()).map(|w| inst.cache(w).len()).sum();
-        let matrix_words = inst.workers() as u64 * bits::words_for(inst.uncoded_transmissions()) as u64;
+        Self::build_work_of(inst.workers(), cache_entries, inst.uncoded_transmissions())
+    }
+
+    /// [`PackingParams::build_work`] from the counts: `workers` workers caching
+    /// `cache_entries` points in all, and `requests` requests.
+    pub(crate) fn build_work_of(workers: usize, cache_entries: usize, requests: usize) -> u64 {
+        let matrix_words = workers as u64 * bits::words_for(requests) as u64;
         (cache_entries as u64 / 16 + matrix_words / 4) / TOUCHES_PER_UNIT
     }
 
@@ -52,9 +58,27 @@ impl PackingParams {
     /// plus for each request about one harvested word per worker that may join its packet
     /// (`n a` of them, `a` the share of points a worker caches).
     pub(crate) fn least_work(inst: &ShuffleInstance) -> u64 {
-        let n = inst.workers() as u64;
-        let cached = inst.cache_size() as u64 * n / inst.points().max(1) as u64;
-        Self::build_work(inst) + inst.uncoded_transmissions() as u64 * (cached + 1) / TOUCHES_PER_UNIT
+        let cache_entries: usize = (0..inst.workers()).map(|w| inst.cache(w).len()).sum();
+        let shape = (inst.workers(), inst.points(), inst.cache_size());
+        Self::least_work_of(shape, cache_entries, inst.uncoded_transmissions())
+    }
+
+    /// [`PackingParams::least_work`] from the counts: `(workers, points, largest cache)`,
+    /// `cache_entries` cached points over all workers, and `requests` requests.
+    pub(crate) fn least_work_of(shape: (usize, usize, usize), cache_entries: usize, requests: usize) -> u64 {
+        let (workers, points, cache_size) = shape;
+        let cached = cache_size as u64 * workers as u64 / points.max(1) as u64;
+        Self::build_work_of(workers, cache_entries, requests)
+            + requests as u64 * (cached + 1) / TOUCHES_PER_UNIT
+    }
+
+    /// The parameters for a budget of `budget` work units in all, of which building the side
+    /// information of `requests` requests took its share ([`PackingParams::build_work_of`]).
+    pub(crate) fn within_for(budget: u64, workers: usize, cache_entries: usize, requests: usize) -> Self {
+        PackingParams {
+            evals_per_step: MAX_EVALS_PER_STEP,
+            budget: budget.saturating_sub(Self::build_work_of(workers, cache_entries, requests)),
+        }
     }
 
     /// The parameters for a budget of `budget` work units in all.
@@ -99,6 +123,23 @@ struct Packer<'a> {
     touches: u64,
 }
 
+/// What the packer tells about each packet it closes: a pliable planner records the
+/// assignment the packet implies and closes the requests it rules out.
+pub(crate) trait PacketSink {
+    /// Called after each packet, whose requests `chosen` are already closed in `open`; may close
+    /// more requests there (clear their bits) and returns how many it closed.
+    fn packed(&mut self, requests: &Requests, chosen: &[usize], open: &mut [u64]) -> usize;
+}
+
+/// The sink of a fixed assignment: nothing more to close.
+pub(crate) struct NoSink;
+
+impl PacketSink for NoSink {
+    fn packed(&mut self, _: &Requests, _: &[usize], _: &mut [u64]) -> usize {
+        0
+    }
+}
+
 /// Packs every request of `requests` into packets; the plan serves each request exactly once,
 /// tagged with its receiver, and decodes in one step at every receiver.
 ///
@@ -106,6 +147,19 @@ struct Packer<'a> {
 /// worker) while the work spent so far, projected over the requests left, would overrun the
 /// budget, so the packing ends near its budget at the latest.
 pub(crate) fn pack_requests(requests: &Requests, params: &PackingParams, rng: &mut SeededRng) -> Plan {
+    pack_requests_into(requests, params, rng, &mut NoSink)
+}
+
+/// [`pack_requests`], telling `sink` about every packet as it closes, so that it may close
+/// further requests (a pliable planner closes the other receivers offered the same point, and
+/// every request of a receiver whose batch is full). The plan serves each request at most once;
+/// the requests the sink closed are not served.
+pub(crate) fn pack_requests_into(
+    requests: &Requests,
+    params: &PackingParams,
+    rng: &mut SeededRng,
+    sink: &mut dyn PacketSink,
+) -> Plan {
     let rows = requests.cacher_rows();
     let order = seed_order(requests, &rows, rng);
     let mut packer = Packer {
@@ -131,7 +185,8 @@ pub(crate) fn pack_requests(requests: &Requests, params: &PackingParams, rng: &m
             continue;
         }
         if served > 0 {
-            let projected = packer.touches as f64 / served as f64 * (requests.len() - served) as f64;
+            let projected =
+                packer.touches as f64 / served as f64 * requests.len().saturating_sub(served) as f64;
             let left = budget.saturating_sub(packer.touches) as f64;
             evals = if projected > left {
                 ((evals as f64 * left / projected) as usize).max(1)
@@ -140,7 +195,7 @@ pub(crate) fn pack_requests(requests: &Requests, params: &PackingParams, rng: &m
             };
         }
         packer.grow(seed, evals);
-        served += packer.chosen.len();
+        served += packer.chosen.len() + sink.packed(requests, &packer.chosen, &mut packer.open);
         plan.push_iter(packer.chosen.iter().map(|&r| Part::new(requests.point(r), requests.receiver(r))));
     }
     plan

@@ -22,6 +22,9 @@ use crate::bits;
 /// assert!(cache.contains(2) && !cache.contains(3));
 /// assert_eq!(cache.iter().collect::<Vec<u32>>(), vec![0, 1, 2]);
 /// assert_eq!(inst.needs(0).to_vec(), vec![3]);
+/// // A set and a reference to it iterate alike.
+/// let needs = inst.needs(1);
+/// assert_eq!((&needs).into_iter().collect::<Vec<u32>>(), vec![1]);
 /// # Ok::<(), ubershuffle_core::InstanceError>(())
 /// ```
 #[derive(Clone, Copy)]
@@ -91,6 +94,14 @@ impl<'a> PointSet<'a> {
 }
 
 impl<'a> IntoIterator for PointSet<'a> {
+    type Item = u32;
+    type IntoIter = PointIter<'a>;
+    fn into_iter(self) -> PointIter<'a> {
+        self.iter()
+    }
+}
+
+impl<'a> IntoIterator for &PointSet<'a> {
     type Item = u32;
     type IntoIter = PointIter<'a>;
     fn into_iter(self) -> PointIter<'a> {

@@ -64,6 +64,50 @@ impl Requests {
         Requests { workers: n, point, receiver, start, row_words, by_worker }
     }
 
+    /// Requests for explicit pairs, for planners that choose the receivers: `by_receiver[w]`
+    /// lists, in increasing order, the points offered to receiver `w`; a point may be offered to
+    /// several receivers. The side information is the caches of `inst` (its assignment is not
+    /// read). Also returns, for every point, the requests that offer it.
+    pub(crate) fn of_pairs(inst: &ShuffleInstance, by_receiver: &[Vec<u32>]) -> (Self, Offers) {
+        let n = inst.workers();
+        let total: usize = by_receiver.iter().map(Vec::len).sum();
+        let mut point = Vec::with_capacity(total);
+        let mut receiver = Vec::with_capacity(total);
+        let mut start = Vec::with_capacity(n + 1);
+        let mut per_point = vec![0u32; inst.points() + 1];
+        for (w, offered) in by_receiver.iter().enumerate().take(n) {
+            start.push(point.len());
+            for &p in offered {
+                point.push(p);
+                receiver.push(w as u32);
+                per_point[p as usize + 1] += 1;
+            }
+        }
+        while start.len() <= n {
+            start.push(point.len());
+        }
+        for p in 1..per_point.len() {
+            per_point[p] += per_point[p - 1];
+        }
+        let mut ids = vec![0u32; total];
+        let mut next = per_point.clone();
+        for (r, &p) in point.iter().enumerate() {
+            ids[next[p as usize] as usize] = r as u32;
+            next[p as usize] += 1;
+        }
+        let offers = Offers { start: per_point, ids };
+        let row_words = bits::words_for(total);
+        let mut by_worker = vec![0u64; n * row_words];
+        for (u, row) in by_worker.chunks_exact_mut(row_words.max(1)).enumerate().take(n) {
+            for p in inst.cache(u) {
+                for &r in offers.of(p) {
+                    bits::set(row, r as usize);
+                }
+            }
+        }
+        (Requests { workers: n, point, receiver, start, row_words, by_worker }, offers)
+    }
+
     /// Number of workers.
     pub(crate) fn workers(&self) -> usize {
         self.workers
@@ -106,6 +150,21 @@ impl Requests {
     /// The request view: the cachers of every request as a worker bitset.
     pub(crate) fn cacher_rows(&self) -> CacherRows {
         CacherRows::transpose(self)
+    }
+}
+
+/// For every point, the requests that offer it ([`Requests::of_pairs`]).
+#[derive(Clone, Debug)]
+pub(crate) struct Offers {
+    start: Vec<u32>,
+    ids: Vec<u32>,
+}
+
+impl Offers {
+    /// The requests of point `p`.
+    #[inline]
+    pub(crate) fn of(&self, p: u32) -> &[u32] {
+        &self.ids[self.start[p as usize] as usize..self.start[p as usize + 1] as usize]
     }
 }
 
@@ -181,6 +240,23 @@ mod tests {
     use super::*;
     use crate::GeneratorParams;
     use crate::arbitrary_instance;
+
+    #[test]
+    fn pairs_offer_a_point_to_several_receivers() {
+        let inst = ShuffleInstance::paper_example();
+        // Point 4 offered to workers 0 and 1, point 6 to worker 2.
+        let (requests, offers) = Requests::of_pairs(&inst, &[vec![4], vec![4], vec![6]]);
+        assert_eq!(requests.len(), 3);
+        assert_eq!(offers.of(4), &[0, 1]);
+        assert_eq!(offers.of(6), &[2]);
+        assert!(offers.of(5).is_empty());
+        assert_eq!((requests.point(1), requests.receiver(1)), (4, 1));
+        // Worker 2 caches point 4 (requests 0 and 1), not point 6.
+        assert!(bits::get(requests.cached_by(2), 0) && bits::get(requests.cached_by(2), 1));
+        assert!(!bits::get(requests.cached_by(2), 2));
+        // Worker 1 caches point 6.
+        assert!(bits::get(requests.cached_by(1), 2));
+    }
 
     #[test]
     fn transpose_moves_every_bit() {

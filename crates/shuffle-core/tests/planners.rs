@@ -20,9 +20,11 @@ fn count(scheme: &str, inst: &ShuffleInstance) -> usize {
 
 /// Plans `inst` with every built-in planner and checks each plan decodes everywhere, never
 /// costs more than uncoded, and never beats a lower bound; that `ubershuffle-opt` never sends
-/// more than `ubershuffle`, and `auto` never more than any other. A planner built for a
-/// narrower model (no excess storage, say) may refuse an instance outside it with
-/// `PlanError::Unsupported`.
+/// more than `ubershuffle`, and `auto` never more than any other fixed-assignment planner (the
+/// pliable ones plan a fixed instance as one candidate per point: `pliable-greedy` is `auto`
+/// then, `pliable-hierarchical` its own group scheme, which `auto` does not include). A
+/// planner built for a narrower model (no excess storage, say) may refuse an instance outside
+/// it with `PlanError::Unsupported`.
 fn check_every_planner(inst: &ShuffleInstance) {
     let uncoded = inst.uncoded_transmissions();
     let bounds = all_lower_bounds(inst);
@@ -40,7 +42,9 @@ fn check_every_planner(inst: &ShuffleInstance) {
         for bound in &bounds {
             assert!(n >= bound.value, "{} sent {n} < the {} bound {}", entry.name, bound.kind, bound.value);
         }
-        counts.push((entry.name, n));
+        if planner.as_pliable().is_none() {
+            counts.push((entry.name, n));
+        }
     }
     let of = |name: &str| counts.iter().find(|(n, _)| *n == name).map(|&(_, c)| c);
     assert!(of("ubershuffle-opt") <= of("ubershuffle"));

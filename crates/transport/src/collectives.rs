@@ -118,6 +118,14 @@ pub(crate) trait Links {
         timeout: Duration,
         op: &'static str,
     ) -> Result<(usize, Vec<u8>), TransportError>;
+    /// Sets a received message aside, to be received again after [`Links::release_held`] (a
+    /// message of a later broadcast than the one this rank is in). A transport that cannot
+    /// keep it drops it.
+    fn hold(&mut self, from: usize, tag: Tag, bytes: Vec<u8>) {
+        let _ = (from, tag, bytes);
+    }
+    /// Puts the messages set aside back in front of the waiting ones, in their order.
+    fn release_held(&mut self) {}
     /// Of the ranks `among`, the one known to be gone first, and why (`None` when none is, or
     /// when the transport cannot tell).
     fn first_gone(&mut self, among: &[usize]) -> Option<(usize, String)> {
@@ -132,21 +140,59 @@ fn piece_range(len: usize, m: usize, j: usize) -> std::ops::Range<usize> {
     at(j)..at(j + 1)
 }
 
-/// Broadcasts `buf` from `root` with `method`.
+/// Broadcasts `buf` from `root` to every rank with `method` (the broadcast named 0).
 pub(crate) fn broadcast<L: Links + ?Sized>(
     links: &mut L,
     method: BroadcastMethod,
     root: usize,
     buf: &mut Vec<u8>,
 ) -> Result<(), TransportError> {
-    let (rank, size) = (links.rank(), links.size());
+    let everyone: Vec<usize> = (0..links.size()).collect();
+    broadcast_among(links, method, root, &everyone, 0, buf)
+}
+
+/// Checks a broadcast group at `rank` of `size`: ranks in increasing order (so that every rank
+/// sees the same ring), each one existing, the root and this rank among them.
+fn check_group(rank: usize, size: usize, root: usize, group: &[usize]) -> Result<(), TransportError> {
     if root >= size {
         return Err(TransportError::NoSuchRank { rank: root, size });
     }
-    let receivers: Vec<usize> = (0..size).filter(|&r| r != root).collect();
+    if let Some(&r) = group.iter().find(|&&r| r >= size) {
+        return Err(TransportError::NoSuchRank { rank: r, size });
+    }
+    let fail = |detail: String| Err(TransportError::Group { detail });
+    if group.windows(2).any(|w| w[0] >= w[1]) {
+        return fail(format!("{group:?} is not in increasing order"));
+    }
+    if !group.contains(&root) {
+        return fail(format!("{group:?} does not contain the root {root}"));
+    }
+    if !group.contains(&rank) {
+        return fail(format!("{group:?} does not contain this rank {rank}"));
+    }
+    Ok(())
+}
+
+/// Broadcasts `buf` from `root` to the ranks of `group` with `method`; ranks outside the group
+/// take no part. `id` names this broadcast at every rank of the group: every message of it
+/// carries the name, and a receiver drops messages of another one (left over from a broadcast
+/// that a failure abandoned half-way), so a group re-formed after a failure starts clean.
+pub(crate) fn broadcast_among<L: Links + ?Sized>(
+    links: &mut L,
+    method: BroadcastMethod,
+    root: usize,
+    group: &[usize],
+    id: u64,
+    buf: &mut Vec<u8>,
+) -> Result<(), TransportError> {
+    let (rank, size) = (links.rank(), links.size());
+    check_group(rank, size, root, group)?;
+    let receivers: Vec<usize> = group.iter().copied().filter(|&r| r != root).collect();
     if receivers.is_empty() {
         return Ok(());
     }
+    let name = id.to_le_bytes();
+    links.release_held();
     if rank == root {
         if buf.len() > links.max_message() {
             return Err(TransportError::MessageTooLarge { len: buf.len(), max: links.max_message() });
@@ -155,27 +201,58 @@ pub(crate) fn broadcast<L: Links + ?Sized>(
         let sent = match links.first_gone(&receivers) {
             Some((peer, detail)) => Err(TransportError::PeerGone { peer, op: OP, detail }),
             None => match method {
-                BroadcastMethod::PseudoBroadcast => scatter(links, &receivers, buf),
+                BroadcastMethod::PseudoBroadcast => scatter(links, &receivers, id, buf),
                 BroadcastMethod::Plain => {
-                    receivers.iter().try_for_each(|&r| links.send_parts(r, TAG_PLAIN, &[buf], OP))
+                    receivers.iter().try_for_each(|&r| links.send_parts(r, TAG_PLAIN, &[&name, buf], OP))
                 }
             },
         };
-        return sent.and_then(|()| collect_acks(links, &receivers)).map_err(|e| cause_of(links, e));
+        return sent.and_then(|()| collect_acks(links, &receivers, id)).map_err(|e| cause_of(links, e, id));
     }
     let received = match method {
-        BroadcastMethod::PseudoBroadcast => receive_pseudo(links, root, &receivers),
-        BroadcastMethod::Plain => links.recv_from(&[root], TAG_PLAIN, links.wait_timeout(), OP).map(|m| m.1),
+        BroadcastMethod::PseudoBroadcast => receive_pseudo(links, root, &receivers, id),
+        BroadcastMethod::Plain => {
+            recv_named(links, &[root], TAG_PLAIN, id, links.wait_timeout()).map(|(_, mut b)| {
+                b.drain(..NAME);
+                b
+            })
+        }
     };
     match received {
         Ok(bytes) => {
-            links.send_parts(root, TAG_ACK, &[&[ACK_OK]], OP)?;
+            links.send_parts(root, TAG_ACK, &[&name, &[ACK_OK]], OP)?;
             *buf = bytes;
             Ok(())
         }
         Err(e) => {
-            report_failure(links, root, TAG_ACK, &e);
+            report_failure(links, root, TAG_ACK, &name, &e);
             Err(e)
+        }
+    }
+}
+
+/// Bytes of a broadcast's name at the start of each of its messages.
+const NAME: usize = 8;
+
+/// The next message with `tag` from any of `from` that belongs to the broadcast named `id`
+/// (its name still in front). Names are compared as numbers: a message of an older broadcast
+/// (left over from one a failure abandoned) is dropped; one of a newer broadcast (the root
+/// moved on while this rank still waits in an abandoned one) is set aside for that broadcast
+/// ([`Links::hold`]). Each wait is bounded by `timeout`.
+fn recv_named<L: Links + ?Sized>(
+    links: &mut L,
+    from: &[usize],
+    tag: Tag,
+    id: u64,
+    timeout: Duration,
+) -> Result<(usize, Vec<u8>), TransportError> {
+    loop {
+        let (sender, msg) = links.recv_from(from, tag, timeout, OP)?;
+        let name = msg.first_chunk::<NAME>().map(|n| u64::from_le_bytes(*n));
+        match name {
+            Some(name) if name == id => return Ok((sender, msg)),
+            Some(name) if name > id => links.hold(sender, tag, msg),
+            _ => {}
         }
     }
 }
@@ -191,7 +268,7 @@ const REPORT_GRACE: Duration = Duration::from_millis(200);
 /// receiver that only gave up (or one that timed out waiting on a ring peer that was itself
 /// waiting). Follow the reports from rank to rank (a rank's report comes before the news that
 /// it is gone) until one that sent none: a departed or stalled rank.
-fn cause_of<L: Links + ?Sized>(links: &mut L, mut e: TransportError) -> TransportError {
+fn cause_of<L: Links + ?Sized>(links: &mut L, mut e: TransportError, id: u64) -> TransportError {
     let mut followed = Vec::new();
     loop {
         // A gone rank's report, if it sent one, comes before the news that it is gone, which
@@ -205,8 +282,8 @@ fn cause_of<L: Links + ?Sized>(links: &mut L, mut e: TransportError) -> Transpor
             return e;
         }
         followed.push(suspect);
-        match links.recv_from(&[suspect], TAG_ACK, wait, OP) {
-            Ok((_, msg)) => match parse_ack(suspect, &msg, OP) {
+        match recv_named(links, &[suspect], TAG_ACK, id, wait) {
+            Ok((_, msg)) => match parse_ack(suspect, &msg[NAME..], OP) {
                 Err(report @ TransportError::PeerFailed { .. }) if report.peer() != Some(suspect) => {
                     e = report
                 }
@@ -217,11 +294,13 @@ fn cause_of<L: Links + ?Sized>(links: &mut L, mut e: TransportError) -> Transpor
     }
 }
 
-/// Best effort: tells `to` which rank made this one fail (the report itself may fail too).
-fn report_failure<L: Links + ?Sized>(links: &mut L, to: usize, tag: Tag, e: &TransportError) {
+/// Best effort: tells `to` which rank made this one fail (the report itself may fail too);
+/// the report starts with `name` (a broadcast's, or nothing).
+fn report_failure<L: Links + ?Sized>(links: &mut L, to: usize, tag: Tag, name: &[u8], e: &TransportError) {
     let culprit = e.peer().unwrap_or(links.rank()) as u32;
     let detail = e.to_string();
-    let _ = links.send_parts(to, tag, &[&[ACK_FAILED], &culprit.to_le_bytes(), detail.as_bytes()], OP);
+    let parts: [&[u8]; 4] = [name, &[ACK_FAILED], &culprit.to_le_bytes(), detail.as_bytes()];
+    let _ = links.send_parts(to, tag, &parts, OP);
 }
 
 /// Reads an acknowledgement: `Ok` or the failure it reports.
@@ -240,13 +319,17 @@ fn parse_ack(from: usize, msg: &[u8], op: &'static str) -> Result<(), TransportE
 
 /// The root's wait for acknowledgements. It waits twice the timeout for each one, so that a
 /// receiver that timed out on a stalled peer has reported that peer before the root gives up.
-fn collect_acks<L: Links + ?Sized>(links: &mut L, receivers: &[usize]) -> Result<(), TransportError> {
+fn collect_acks<L: Links + ?Sized>(
+    links: &mut L,
+    receivers: &[usize],
+    id: u64,
+) -> Result<(), TransportError> {
     let mut waiting = receivers.to_vec();
     let timeout = links.wait_timeout() * 2;
     while !waiting.is_empty() {
-        let (from, msg) = links.recv_from(&waiting, TAG_ACK, timeout, OP)?;
+        let (from, msg) = recv_named(links, &waiting, TAG_ACK, id, timeout)?;
         waiting.retain(|&r| r != from);
-        parse_ack(from, &msg, OP)?;
+        parse_ack(from, &msg[NAME..], OP)?;
     }
     Ok(())
 }
@@ -262,24 +345,34 @@ fn collect_acks<L: Links + ?Sized>(links: &mut L, receivers: &[usize]) -> Result
 /// On emulated single-ported links, scattering in ring order let early ring messages delay the
 /// root's pieces (up to several times the ideal), and the unguarded wrap-around edge cost one
 /// piece time.
-fn scatter<L: Links + ?Sized>(links: &mut L, receivers: &[usize], buf: &[u8]) -> Result<(), TransportError> {
+fn scatter<L: Links + ?Sized>(
+    links: &mut L,
+    receivers: &[usize],
+    id: u64,
+    buf: &[u8],
+) -> Result<(), TransportError> {
     let m = receivers.len();
     for (j, &r) in receivers.iter().enumerate().rev() {
-        let head = piece_head(buf.len() as u64, j as u32);
+        let head = piece_head(id, buf.len() as u64, j as u32);
         links.send_parts(r, TAG_PIECE, &[&head, &buf[piece_range(buf.len(), m, j)]], OP)?;
     }
     if m >= 2 {
-        links.send_parts(receivers[m - 1], TAG_SCATTER_DONE, &[], OP)?;
+        links.send_parts(receivers[m - 1], TAG_SCATTER_DONE, &[&id.to_le_bytes()], OP)?;
     }
     Ok(())
 }
 
-fn piece_head(len: u64, j: u32) -> [u8; 12] {
-    let mut h = [0u8; 12];
-    h[..8].copy_from_slice(&len.to_le_bytes());
-    h[8..].copy_from_slice(&j.to_le_bytes());
+/// A scattered piece's header: the broadcast's name, the buffer's length, the piece index.
+fn piece_head(id: u64, len: u64, j: u32) -> [u8; PIECE_HEAD] {
+    let mut h = [0u8; PIECE_HEAD];
+    h[..NAME].copy_from_slice(&id.to_le_bytes());
+    h[NAME..NAME + 8].copy_from_slice(&len.to_le_bytes());
+    h[NAME + 8..].copy_from_slice(&j.to_le_bytes());
     h
 }
+
+/// Bytes of a scattered piece's header.
+const PIECE_HEAD: usize = NAME + 12;
 
 /// A receiver's part of the pseudo-broadcast: its scattered piece, then `m - 1` ring stages in
 /// which it forwards to its successor the piece it got in the previous stage and takes a new
@@ -290,6 +383,7 @@ fn receive_pseudo<L: Links + ?Sized>(
     links: &mut L,
     root: usize,
     receivers: &[usize],
+    id: u64,
 ) -> Result<Vec<u8>, TransportError> {
     let m = receivers.len();
     let me = receivers.iter().position(|&r| r == links.rank()).unwrap_or(0);
@@ -302,12 +396,13 @@ fn receive_pseudo<L: Links + ?Sized>(
     if let Some((peer, detail)) = links.first_gone(&others) {
         return Err(TransportError::PeerGone { peer, op: OP, detail });
     }
-    let (_, first) = links.recv_from(&[root], TAG_PIECE, links.wait_timeout(), OP)?;
-    let Some((head, piece)) = first.split_first_chunk::<12>() else {
+    let (_, first) = recv_named(links, &[root], TAG_PIECE, id, links.wait_timeout())?;
+    let Some((head, piece)) = first.split_first_chunk::<PIECE_HEAD>() else {
         return Err(protocol(root, "scatter piece shorter than its header".into()));
     };
-    let len = u64::from_le_bytes([head[0], head[1], head[2], head[3], head[4], head[5], head[6], head[7]]);
-    let index = u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as usize;
+    let word = |at: usize| u64::from_le_bytes(head[at..at + 8].try_into().unwrap_or_default());
+    let len = word(NAME);
+    let index = u32::from_le_bytes(head[NAME + 8..].try_into().unwrap_or_default()) as usize;
     let len = usize::try_from(len)
         .ok()
         .filter(|&l| l <= links.max_message())
@@ -321,16 +416,21 @@ fn receive_pseudo<L: Links + ?Sized>(
     let next = receivers[(me + 1) % m];
     let prev = receivers[(me + m - 1) % m];
     if me == m - 1 && m >= 2 {
-        links.recv_from(&[root], TAG_SCATTER_DONE, links.wait_timeout(), OP)?;
+        recv_named(links, &[root], TAG_SCATTER_DONE, id, links.wait_timeout())?;
     }
     for stage in 1..m {
         let send_index = (me + m - (stage - 1)) % m;
         let recv_index = (me + m - stage) % m;
         let head = (send_index as u32).to_le_bytes();
-        links.send_parts(next, TAG_RING, &[&head, &buf[piece_range(len, m, send_index)]], OP)?;
-        let (_, msg) = links.recv_from(&[prev], TAG_RING, links.wait_timeout(), OP)?;
+        links.send_parts(
+            next,
+            TAG_RING,
+            &[&id.to_le_bytes(), &head, &buf[piece_range(len, m, send_index)]],
+            OP,
+        )?;
+        let (_, msg) = recv_named(links, &[prev], TAG_RING, id, links.wait_timeout())?;
         let range = piece_range(len, m, recv_index);
-        match msg.split_first_chunk::<4>() {
+        match msg[NAME..].split_first_chunk::<4>() {
             Some((h, piece))
                 if u32::from_le_bytes(*h) as usize == recv_index && piece.len() == range.len() =>
             {
@@ -362,7 +462,7 @@ pub(crate) fn barrier<L: Links + ?Sized>(links: &mut L) -> Result<(), TransportE
             Ok((from, _)) => waiting.retain(|&r| r != from),
             Err(e) => {
                 for r in (1..size).filter(|r| !waiting.contains(r)) {
-                    report_failure(links, r, TAG_BARRIER_OUT, &e);
+                    report_failure(links, r, TAG_BARRIER_OUT, &[], &e);
                 }
                 return Err(e);
             }

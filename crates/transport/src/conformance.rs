@@ -3,8 +3,8 @@
 //! [`run_suite`] runs at every rank of a cluster (one thread per rank for the in-process and
 //! TCP transports, one process per rank under `mpirun` for MPI): send/recv with tag matching
 //! and ordering, broadcasts of 0 bytes, 1 byte and 64 MiB, a barrier, a receive that times out,
-//! and, last, a peer that leaves, whose rank the errors of the others must name. The cluster
-//! needs at least 3 ranks.
+//! a receive bounded per call on the transport's clock, and, last, a peer that leaves, whose
+//! rank the errors of the others must name, after which the others broadcast among themselves. The cluster needs at least 3 ranks.
 
 use std::time::{Duration, Instant};
 
@@ -47,6 +47,7 @@ pub static CHECKS: &[Check] = &[
     Check { name: "broadcast-64-MiB", run: |t| broadcast_check(t, 64 << 20, 0) },
     Check { name: "barrier", run: barrier_waits },
     Check { name: "timeout", run: recv_times_out },
+    Check { name: "recv-within", run: recv_within_its_bound },
 ];
 
 /// The name of the last check, run by [`run_suite`] after [`CHECKS`].
@@ -191,6 +192,11 @@ fn bad_arguments(t: &mut dyn Transport) -> Result<(), String> {
         ("send with a reserved tag", t.send((rank + 1) % size, MAX_USER_TAG + 1, b"x").err()),
         ("recv with a reserved tag", t.recv((rank + 1) % size, MAX_USER_TAG + 1).err()),
         ("broadcast from a rank past the last", t.broadcast(size, &mut Vec::new()).err()),
+        ("broadcast in a group out of order", t.broadcast_among(0, &[rank, 0], 9, &mut Vec::new()).err()),
+        ("broadcast in a group without the caller", {
+            let other = (rank + 1) % size;
+            t.broadcast_among(other, &[other], 9, &mut Vec::new()).err()
+        }),
     ];
     for (what, e) in checks {
         if e.is_none() {
@@ -248,6 +254,41 @@ fn recv_times_out(t: &mut dyn Transport) -> Result<(), String> {
     }
 }
 
+/// A receive bounded per call ([`Transport::recv_within`]) times out on the transport's clock
+/// when the message comes later (rank 1 holds it back 600 ms with [`Transport::pass`]), leaves
+/// it for the next receive, and leaves the transport's own timeout as it was.
+fn recv_within_its_bound(t: &mut dyn Transport) -> Result<(), String> {
+    const HOLD: Duration = Duration::from_millis(600);
+    const BOUND: Duration = Duration::from_millis(300);
+    match t.rank() {
+        0 => {
+            let timeout = t.timeout();
+            let started = t.now();
+            match t.recv_within(1, 97, BOUND) {
+                Err(e @ TransportError::Timeout { .. }) if e.peer() == Some(1) => {}
+                Err(e) => return Err(format!("expected a timeout naming rank 1, got: {e}")),
+                Ok(_) => return Err("a message held back past the bound arrived within it".into()),
+            }
+            let waited = t.now().saturating_duration_since(started);
+            if waited < BOUND * 5 / 6 {
+                return Err(format!(
+                    "timed out after {waited:?} on the transport's clock, the bound was {BOUND:?}"
+                ));
+            }
+            if t.timeout() != timeout {
+                return Err("recv_within changed the transport's timeout".into());
+            }
+            let got = t.recv(1, 97).map_err(|e| err("recv of the late message", e))?;
+            expect_bytes("late message", &got, b"late")
+        }
+        1 => {
+            t.pass(HOLD);
+            t.send(0, 97, b"late").map_err(|e| err("send of the late message", e))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The highest rank leaves (drops its endpoint); rank 0's receive from it and its broadcast
 /// fail, naming it, within the timeout; the others' broadcasts fail too instead of hanging.
 fn dead_peer<T: Transport>(mut t: T) -> Result<(), String> {
@@ -279,6 +320,27 @@ fn dead_peer<T: Transport>(mut t: T) -> Result<(), String> {
         (_, Ok(())) if buf == pattern(5, 4096) => {}
         (_, Ok(())) => return Err("broadcast without the departed rank delivered wrong bytes".into()),
     }
+    // The survivors re-form their broadcast without the departed rank; what the abandoned
+    // broadcast left in their mailboxes must not disturb it.
+    // A survivor may still wait in the abandoned broadcast (up to its timeout) while another
+    // has given up, so every survivor tells the root it left it, and the root says when to
+    // start once all have (as the epoch loop's restart does).
+    let survivors: Vec<usize> = (0..victim).collect();
+    if t.rank() == 0 {
+        for &r in &survivors[1..] {
+            t.recv_within(r, 97, Duration::from_secs(10))
+                .map_err(|e| err("recv of a survivor's leave", e))?;
+        }
+        for &r in &survivors[1..] {
+            t.send(r, 99, b"go").map_err(|e| err("send of the go-ahead", e))?;
+        }
+    } else {
+        t.send(0, 97, b"left").map_err(|e| err("send of the leave", e))?;
+        t.recv_within(0, 99, Duration::from_secs(10)).map_err(|e| err("recv of the go-ahead", e))?;
+    }
+    let mut buf = if t.rank() == 0 { pattern(6, 4096) } else { Vec::new() };
+    t.broadcast_among(0, &survivors, 1, &mut buf).map_err(|e| err("broadcast among the survivors", e))?;
+    expect_bytes("broadcast among the survivors", &buf, &pattern(6, 4096))?;
     // Every wait is bounded: no rank may take more than a few timeouts in all.
     let took = started.elapsed();
     if took > Duration::from_secs(10) {

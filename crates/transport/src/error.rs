@@ -80,6 +80,12 @@ pub enum TransportError {
         /// The bound.
         max: usize,
     },
+    /// A broadcast group that cannot be used (out of order, or without the root or the caller).
+    #[error("broadcast group {detail}")]
+    Group {
+        /// What is wrong with it.
+        detail: String,
+    },
     /// Setting up the cluster failed (authentication, too few workers, bad addresses).
     #[error("{0}")]
     Setup(String),

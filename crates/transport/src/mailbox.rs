@@ -1,6 +1,12 @@
 //! [`Mailbox`]: one rank's inbox with tag matching, shared by the in-process and TCP
 //! transports. Deliveries from every peer arrive on one channel; a receive takes the first one
 //! matching its sender set and tag and keeps the others, in order, for later receives.
+//!
+//! On an emulated cluster messages carry a [`Stamp`] (when they left their sender on the
+//! emulated timeline) and "first" means the earliest emulated arrival, not the first delivered:
+//! [`Mailbox::await_candidates`] waits until every candidate sender has a matching message (or
+//! is gone, or stayed silent for a whole real-time bound), and [`Mailbox::earliest`] picks among
+//! them.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -20,8 +26,8 @@ pub(crate) enum Delivery {
         tag: Tag,
         /// Its bytes.
         bytes: Vec<u8>,
-        /// When it arrived on the emulated network's schedule (shaped in-process links only).
-        arrival: Option<Instant>,
+        /// When it left its sender on the emulated timeline (emulated in-process links only).
+        stamp: Option<Stamp>,
     },
     /// A peer is gone: it closed, failed, or sent a corrupt frame. Comes after its last message.
     Gone {
@@ -32,23 +38,54 @@ pub(crate) enum Delivery {
     },
 }
 
-/// A message waiting to be received: sender, tag, bytes, scheduled arrival.
-type Pending = (usize, Tag, Vec<u8>, Option<Instant>);
+/// When an emulated message left its sender and how long its bytes take on a link, both on
+/// the emulated timeline (durations since the cluster's start).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    /// When its first byte left the sender's uplink.
+    pub sent: Duration,
+    /// How long its bytes occupy a port.
+    pub transfer: Duration,
+}
+
+/// A message waiting to be received: sender, tag, bytes, emulated stamp.
+type Pending = (usize, Tag, Vec<u8>, Option<Stamp>);
+
+/// How waiting for the candidates of an emulated receive ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Candidates {
+    /// Every candidate has a matching message, or is gone or silent.
+    Settled,
+    /// A candidate is gone with nothing matching left: the receive fails naming it.
+    Gone(usize),
+}
 
 /// A rank's inbox.
 #[derive(Debug)]
 pub(crate) struct Mailbox {
     inbox: Receiver<Delivery>,
     pending: VecDeque<Pending>,
+    /// Messages set aside to be received again later ([`Mailbox::hold`]).
+    held: Vec<Pending>,
     /// For each peer that is gone: when it was noticed (a count of departures) and why.
     gone: Vec<Option<(u64, String)>>,
     departures: u64,
+    /// Peers that let a whole real-time bound pass without a message an emulated receive
+    /// waited for: not waited for again until they send something.
+    silent: Vec<bool>,
 }
 
 impl Mailbox {
     /// A mailbox for a cluster of `size` ranks reading `inbox`.
     pub(crate) fn new(size: usize, inbox: Receiver<Delivery>) -> Mailbox {
-        Mailbox { inbox, pending: VecDeque::new(), gone: vec![None; size], departures: 0 }
+        Mailbox {
+            inbox,
+            pending: VecDeque::new(),
+            held: Vec::new(),
+            gone: vec![None; size],
+            departures: 0,
+            silent: vec![false; size],
+        }
     }
 
     /// Why `peer` is gone, if it is and nothing it sent is left unread.
@@ -85,7 +122,7 @@ impl Mailbox {
         self.recv_stamped(from, tag, timeout, op).map(|(f, _, b, _)| (f, b))
     }
 
-    /// [`Mailbox::recv`], also returning the message's scheduled arrival, if it has one.
+    /// [`Mailbox::recv`], also returning the message's emulated stamp, if it has one.
     pub(crate) fn recv_stamped(
         &mut self,
         from: &[usize],
@@ -93,10 +130,7 @@ impl Mailbox {
         timeout: Duration,
         op: &'static str,
     ) -> Result<Pending, TransportError> {
-        // A timeout too long to add to the clock waits as long as the clock allows (a century).
-        let now = Instant::now();
-        let deadline =
-            now.checked_add(timeout).unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400));
+        let deadline = deadline_after(timeout);
         let mut scanned = 0;
         loop {
             let found =
@@ -109,10 +143,7 @@ impl Mailbox {
                 return Err(TransportError::PeerGone { peer, op, detail: detail.to_string() });
             }
             match self.inbox.recv_deadline(deadline) {
-                Ok(Delivery::Message { from, tag, bytes, arrival }) => {
-                    self.pending.push_back((from, tag, bytes, arrival));
-                }
-                Ok(Delivery::Gone { from, detail }) => self.note_gone(from, detail),
+                Ok(d) => self.take_in(d),
                 Err(RecvTimeoutError::Timeout) => {
                     let peer = from.iter().copied().min().unwrap_or(0);
                     return Err(TransportError::Timeout { peer, op, after: timeout });
@@ -138,12 +169,104 @@ impl Mailbox {
     /// Takes in every delivery already waiting, so that `gone` is up to date.
     pub(crate) fn poll(&mut self) {
         while let Ok(d) = self.inbox.try_recv() {
-            match d {
-                Delivery::Message { from, tag, bytes, arrival } => {
-                    self.pending.push_back((from, tag, bytes, arrival));
+            self.take_in(d);
+        }
+    }
+
+    fn take_in(&mut self, d: Delivery) {
+        match d {
+            Delivery::Message { from, tag, bytes, stamp } => {
+                if let Some(s) = self.silent.get_mut(from) {
+                    *s = false;
                 }
-                Delivery::Gone { from, detail } => self.note_gone(from, detail),
+                self.pending.push_back((from, tag, bytes, stamp));
+            }
+            Delivery::Gone { from, detail } => self.note_gone(from, detail),
+        }
+    }
+
+    /// The first waiting message from `from` with `tag`: its position.
+    fn first_matching(&self, from: usize, tag: Tag) -> Option<usize> {
+        self.pending.iter().position(|(f, t, ..)| *f == from && *t == tag)
+    }
+
+    /// Waits (in real time, until `deadline`) until each rank of `from` has a message with
+    /// `tag` waiting, or is gone, or is silent, and one has a message; candidates still without
+    /// one at the deadline become silent. A candidate gone with nothing matching ends the wait
+    /// at once.
+    pub(crate) fn await_candidates(&mut self, from: &[usize], tag: Tag, deadline: Instant) -> Candidates {
+        loop {
+            self.poll();
+            let (mut settled, mut any) = (true, false);
+            for &f in from {
+                if self.first_matching(f, tag).is_some() {
+                    any = true;
+                    continue;
+                }
+                if self.gone(f).is_some() {
+                    return Candidates::Gone(f);
+                }
+                settled &= self.silent.get(f).copied().unwrap_or(true);
+            }
+            // Silent candidates are not waited for again, but when nothing else is there they
+            // get the whole bound once more.
+            if settled && any {
+                return Candidates::Settled;
+            }
+            match self.inbox.recv_deadline(deadline) {
+                Ok(d) => self.take_in(d),
+                Err(_) => {
+                    for &f in from {
+                        if self.first_matching(f, tag).is_none()
+                            && let Some(s) = self.silent.get_mut(f)
+                        {
+                            *s = true;
+                        }
+                    }
+                    return Candidates::Settled;
+                }
             }
         }
     }
+
+    /// Of the first waiting message with `tag` of each rank of `from`, the one that left its
+    /// sender first (ties to the lowest rank): its sender and stamp. (A receiving port takes
+    /// messages in the order they reach it, first come first served.)
+    pub(crate) fn earliest(&self, from: &[usize], tag: Tag) -> Option<(usize, Stamp)> {
+        from.iter()
+            .filter_map(|&f| {
+                let i = self.first_matching(f, tag)?;
+                let stamp =
+                    self.pending[i].3.unwrap_or(Stamp { sent: Duration::ZERO, transfer: Duration::ZERO });
+                Some((f, stamp))
+            })
+            .min_by_key(|&(f, stamp)| (stamp.sent, f))
+    }
+
+    /// Sets a received message aside until [`Mailbox::release_held`] (its emulated stamp is
+    /// gone: it counts as arrived).
+    pub(crate) fn hold(&mut self, from: usize, tag: Tag, bytes: Vec<u8>) {
+        self.held.push((from, tag, bytes, None));
+    }
+
+    /// Puts the messages set aside back in front of the waiting ones, in the order they came.
+    pub(crate) fn release_held(&mut self) {
+        for message in self.held.drain(..).rev() {
+            self.pending.push_front(message);
+        }
+    }
+
+    /// Takes the first waiting message from `from` with `tag` (there must be one: see
+    /// [`Mailbox::earliest`]).
+    pub(crate) fn take(&mut self, from: usize, tag: Tag) -> Option<Vec<u8>> {
+        let i = self.first_matching(from, tag)?;
+        self.pending.remove(i).map(|(_, _, bytes, _)| bytes)
+    }
+}
+
+/// The instant `timeout` from now; a timeout too long to add to the clock waits as long as the
+/// clock allows (a century).
+pub(crate) fn deadline_after(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout).unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400))
 }

@@ -189,6 +189,28 @@ impl Transport for MpiTransport {
         Ok(())
     }
 
+    /// `MPI_Bcast` when the group is every rank; a smaller group (survivors) uses the
+    /// pseudo-broadcast over point-to-point messages, which needs no new communicator.
+    fn broadcast_among(
+        &mut self,
+        root: usize,
+        group: &[usize],
+        id: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<(), TransportError> {
+        if group.len() == self.size && group.iter().enumerate().all(|(k, &r)| k == r) {
+            return self.broadcast(root, buf);
+        }
+        collectives::broadcast_among(
+            self,
+            collectives::BroadcastMethod::PseudoBroadcast,
+            root,
+            group,
+            id,
+            buf,
+        )
+    }
+
     fn barrier(&mut self) -> Result<(), TransportError> {
         collectives::barrier(self)
     }

@@ -13,12 +13,19 @@ pub const MAX_USER_TAG: Tag = 0x6fff;
 
 /// Moves byte messages between `size` ranks; rank 0 is the master, ranks `1..size` workers.
 ///
-/// Every blocking wait is bounded by [`Transport::timeout`]: a receive that gets no matching
-/// message, a send the peer does not drain, a collective whose peers do not arrive, each fails
-/// within it with an error naming the rank waited for ([`TransportError::peer`]). The timeout
-/// bounds each wait for one message, not a whole collective, so it must exceed the time the
-/// largest single message takes on the link. Messages between two ranks with the same tag
+/// Every blocking wait is bounded by [`Transport::timeout`] unless a call passes its own
+/// bound ([`Transport::recv_within`], [`Transport::recv_any_within`]): a receive that gets no
+/// matching message, a send the peer does not drain, a collective whose peers do not arrive,
+/// each fails within it with an error naming the rank waited for ([`TransportError::peer`]). The
+/// timeout bounds each wait for one message, not a whole collective, so it must exceed the time
+/// the largest single message takes on the link. Messages between two ranks with the same tag
 /// arrive in the order they were sent.
+///
+/// Time: [`Transport::now`] is the clock to time this rank's work with. On real networks (TCP,
+/// MPI, unshaped in-process links) it is real time. On an emulated cluster (shaped in-process
+/// links) each rank has a clock of its own that advances by the rank's computing and by the
+/// link model, never by host wall time; [`Transport::charge`] and [`Transport::pass`] tell it
+/// about modelled computing and idle time, and bounds passed per call are on that clock.
 ///
 /// Not `Send`: the MPI communicator is neither `Send` nor `Sync`; the in-process and TCP
 /// transports are both, so they can be moved into the thread of their rank.
@@ -29,21 +36,49 @@ pub trait Transport {
     /// The number of ranks (master plus workers).
     fn size(&self) -> usize;
 
-    /// The timeout of every blocking wait.
+    /// The timeout of every blocking wait that is not given its own bound.
     fn timeout(&self) -> Duration;
 
-    /// Changes the timeout of every later blocking wait.
+    /// Changes the timeout of every later blocking wait (configuration, e.g. a worker adopting
+    /// the master's; a single wait with another bound takes it as an argument instead).
     fn set_timeout(&mut self, timeout: Duration);
 
     /// Sends `bytes` to rank `to` with `tag`. May return before the peer has received them.
     fn send(&mut self, to: usize, tag: Tag, bytes: &[u8]) -> Result<(), TransportError>;
 
-    /// Receives the next message from rank `from` with `tag`.
-    fn recv(&mut self, from: usize, tag: Tag) -> Result<Vec<u8>, TransportError>;
+    /// Receives the next message from rank `from` with `tag`, waiting at most
+    /// [`Transport::timeout`].
+    fn recv(&mut self, from: usize, tag: Tag) -> Result<Vec<u8>, TransportError> {
+        let timeout = self.timeout();
+        self.recv_within(from, tag, timeout)
+    }
 
-    /// Receives the first message with `tag` from any of `from`; returns the sender too. A
-    /// master collecting updates takes them in arrival order with this.
-    fn recv_any(&mut self, from: &[usize], tag: Tag) -> Result<(usize, Vec<u8>), TransportError>;
+    /// Receives the next message from rank `from` with `tag`, waiting at most `timeout` on this
+    /// rank's clock ([`Transport::now`]). On an emulated clock the message must arrive within
+    /// `timeout` of emulated time (the clock then reads `timeout` later and the message stays
+    /// for a later receive), while the real wait for a peer that sends nothing is bounded by
+    /// the larger of `timeout` and [`Transport::timeout`].
+    fn recv_within(&mut self, from: usize, tag: Tag, timeout: Duration) -> Result<Vec<u8>, TransportError>;
+
+    /// Receives the first message with `tag` from any of `from`, waiting at most
+    /// [`Transport::timeout`]; returns the sender too. A master collecting updates takes them
+    /// in arrival order with this.
+    fn recv_any(&mut self, from: &[usize], tag: Tag) -> Result<(usize, Vec<u8>), TransportError> {
+        let timeout = self.timeout();
+        self.recv_any_within(from, tag, timeout)
+    }
+
+    /// [`Transport::recv_any`] waiting at most `timeout` on this rank's clock (see
+    /// [`Transport::recv_within`]). On an emulated clock "first" means the earliest emulated
+    /// arrival (ties to the lowest rank): the receive waits until every rank of `from` has sent
+    /// a matching message or is gone (or stayed silent for a whole real-time bound), so the
+    /// choice does not depend on which thread the host ran first.
+    fn recv_any_within(
+        &mut self,
+        from: &[usize],
+        tag: Tag,
+        timeout: Duration,
+    ) -> Result<(usize, Vec<u8>), TransportError>;
 
     /// Broadcast from `root`: at the root `buf` is sent (and left as is); at every other rank
     /// `buf` is replaced by the root's bytes. Every rank must call it with the same root.
@@ -51,14 +86,48 @@ pub trait Transport {
     /// wait for acknowledgements; MPI returns when `MPI_Bcast` does).
     fn broadcast(&mut self, root: usize, buf: &mut Vec<u8>) -> Result<(), TransportError>;
 
+    /// Broadcast from `root` to the ranks of `group` only (increasing, the root among them):
+    /// how survivors re-form their broadcast after a rank was lost. Every rank of the group
+    /// calls it with the same root, group and `id`; ranks outside it take no part. `id` names
+    /// the broadcast: messages left over from an abandoned broadcast with another name are
+    /// dropped, so callers give each broadcast a name its predecessors did not have (the epoch
+    /// loop uses epoch, attempt and chunk). Returns at the root as [`Transport::broadcast`].
+    fn broadcast_among(
+        &mut self,
+        root: usize,
+        group: &[usize],
+        id: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<(), TransportError>;
+
     /// Returns once every rank has called it.
     fn barrier(&mut self) -> Result<(), TransportError>;
 
-    /// The clock to time this transport's operations with: real time, except on emulated
-    /// links, where it is the rank's emulated time (shaped in-process links count transfers on
-    /// the modelled network's schedule, not the emulator's own copies and thread wake-ups).
+    /// The clock to time this rank's operations with: real time, except on an emulated
+    /// cluster, where it is this rank's emulated time (see the trait's documentation).
     fn now(&self) -> Instant {
         Instant::now()
+    }
+
+    /// Tells the clock that this rank just did computing that a cost model prices at `cost`.
+    /// Only a clock that counts modelled computing (an emulated cluster in
+    /// `ComputeTime::Charged` mode) advances; every other clock measures computing itself and
+    /// ignores it.
+    fn charge(&mut self, cost: Duration) {
+        let _ = cost;
+    }
+
+    /// Lets `duration` pass on this rank's clock, as a rank that holds back would: a real
+    /// clock sleeps, an emulated one moves on at once.
+    fn pass(&mut self, duration: Duration) {
+        std::thread::sleep(duration);
+    }
+
+    /// Says why this rank is about to leave, so that its peers' errors can say it too (the
+    /// in-process transport passes it on with the news that the rank left; a transport whose
+    /// peers only see a closed connection ignores it).
+    fn leave(&mut self, reason: &str) {
+        let _ = reason;
     }
 }
 
@@ -103,9 +172,9 @@ pub(crate) fn check_peers(rank: usize, size: usize, from: &[usize]) -> Result<()
     from.iter().try_for_each(|&f| check_peer(rank, size, f))
 }
 
-/// The point-to-point half of [`Transport`] for a type that implements
-/// [`crate::collectives::Links`] and has `rank`, `size` and `timeout` fields: the same for every
-/// transport, written once.
+/// The point-to-point half of [`Transport`] for a real-time type that implements
+/// [`crate::collectives::Links`] and has `rank`, `size` and `timeout` fields: the same for the
+/// TCP and MPI transports, written once.
 macro_rules! point_to_point_via_links {
     () => {
         fn rank(&self) -> usize {
@@ -125,18 +194,24 @@ macro_rules! point_to_point_via_links {
             $crate::collectives::Links::send_parts(self, to, tag, &[bytes], "send")
         }
 
-        fn recv(&mut self, from: usize, tag: $crate::Tag) -> Result<Vec<u8>, $crate::TransportError> {
+        fn recv_within(
+            &mut self,
+            from: usize,
+            tag: $crate::Tag,
+            timeout: std::time::Duration,
+        ) -> Result<Vec<u8>, $crate::TransportError> {
             $crate::transport::check_user_tag(tag)?;
-            $crate::collectives::Links::recv_from(self, &[from], tag, self.timeout, "recv").map(|(_, b)| b)
+            $crate::collectives::Links::recv_from(self, &[from], tag, timeout, "recv").map(|(_, b)| b)
         }
 
-        fn recv_any(
+        fn recv_any_within(
             &mut self,
             from: &[usize],
             tag: $crate::Tag,
+            timeout: std::time::Duration,
         ) -> Result<(usize, Vec<u8>), $crate::TransportError> {
             $crate::transport::check_user_tag(tag)?;
-            $crate::collectives::Links::recv_from(self, from, tag, self.timeout, "recv")
+            $crate::collectives::Links::recv_from(self, from, tag, timeout, "recv")
         }
     };
 }

@@ -6,7 +6,7 @@
 use std::thread;
 
 use ubershuffle_transport::conformance::run_on_threads;
-use ubershuffle_transport::in_process::{self, InProcessConfig, LinkShaping};
+use ubershuffle_transport::in_process::{self, ComputeTime, InProcessConfig, LinkShaping};
 use ubershuffle_transport::tcp::{MasterListener, TcpConfig, TcpTransport, connect_worker};
 use ubershuffle_transport::{BroadcastMethod, Transport};
 
@@ -30,11 +30,20 @@ fn in_process_plain_broadcast() {
 }
 
 #[test]
-fn in_process_shaped() {
-    // Fast enough links that 64 MiB takes well under a second per hop.
+fn in_process_emulated() {
     let shaping = LinkShaping::new(4e9, std::time::Duration::from_micros(50));
     let config = InProcessConfig::default().with_shaping(Some(shaping));
     report(run_on_threads(in_process::cluster(3, &config).unwrap()));
+}
+
+#[test]
+fn in_process_emulated_charged() {
+    let shaping = LinkShaping::gbit_per_second(1.0);
+    let config = InProcessConfig::default()
+        .with_shaping(Some(shaping))
+        .with_compute_time(ComputeTime::Charged)
+        .with_broadcast(BroadcastMethod::Plain);
+    report(run_on_threads(in_process::cluster(4, &config).unwrap()));
 }
 
 /// A master and `workers` workers on 127.0.0.1, each on its own thread.

@@ -224,3 +224,46 @@ fn a_master_that_stalls_mid_frame_is_described_as_such() {
     assert!(e.contains("sent 7 bytes but not a whole setup frame within"), "{e}");
     stalls.join().unwrap();
 }
+
+#[test]
+fn with_at_least_a_number_the_cluster_starts_without_the_missing_workers() {
+    let mut c = config("t");
+    c.join_timeout = Duration::from_millis(800);
+    let listener = MasterListener::bind("127.0.0.1:0", c.clone()).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let master = thread::spawn(move || listener.accept_at_least(3, 2, |r| panic!("refused {r:?}")));
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let (addr, c) = (addr.clone(), config("t"));
+            thread::spawn(move || connect_worker(&addr, &c).unwrap())
+        })
+        .collect();
+    let mut t = master.join().unwrap().unwrap();
+    assert_eq!((t.size(), t.connected()), (4, vec![1, 2]));
+    // The absent rank counts as gone at once; the others work as usual.
+    let started = Instant::now();
+    assert_eq!(t.recv(3, 1).unwrap_err().peer(), Some(3));
+    assert!(started.elapsed() < Duration::from_secs(1));
+    let mut ws: Vec<TcpTransport> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    ws.sort_by_key(|w| w.rank());
+    assert_eq!(ws[0].connected(), vec![0, 2]);
+    let group = [0, 1, 2];
+    let senders: Vec<_> = ws
+        .into_iter()
+        .map(|mut w| {
+            thread::spawn(move || {
+                let mut buf = Vec::new();
+                w.broadcast_among(0, &group, 5, &mut buf).unwrap();
+                buf
+            })
+        })
+        .collect();
+    t.broadcast_among(0, &group, 5, &mut b"hello".to_vec()).unwrap();
+    for s in senders {
+        assert_eq!(s.join().unwrap(), b"hello");
+    }
+    // Too few: the join fails as before.
+    let listener = MasterListener::bind("127.0.0.1:0", c).unwrap();
+    let err = listener.accept_at_least(3, 1, |_| {}).unwrap_err().to_string();
+    assert!(err.contains("only 0 of 3 workers joined"), "{err}");
+}

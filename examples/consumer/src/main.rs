@@ -62,7 +62,7 @@ fn round_trip(
     let mut checked = 0;
     for worker in 0..inst.workers() {
         let needs = inst.needs(worker);
-        let mut decoder = Decoder::new(worker, plan, records.store_of(inst.cache(worker))?, &needs)?;
+        let mut decoder = Decoder::new(worker, plan, records.store_of(inst.cache(worker))?, needs)?;
         for bytes in &wire {
             decoder.receive_packet(&Packet::from_bytes(bytes)?)?;
         }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use ubershuffle_bench::cost_model;
 use ubershuffle_bench::experiments::{EXPERIMENTS, RunOptions, run_all, scale};
 
 /// Regenerate the papers' experiments as CSV, SVG and a Markdown summary.
@@ -31,6 +32,18 @@ struct Args {
     /// A plugin library for the `plugins` experiment (repeatable).
     #[arg(long = "plugin", value_name = "LIBRARY")]
     plugins: Vec<PathBuf>,
+    /// Measure the cost model of the emulated clusters' computing on this machine and write it
+    /// to results/cost-model.toml (instead of running experiments).
+    #[arg(long, conflicts_with_all = ["check", "list"])]
+    calibrate: bool,
+}
+
+/// Calibrates the cost model and writes it beside the results.
+fn calibrate() -> anyhow::Result<PathBuf> {
+    let model = cost_model::calibrate(&|step| eprintln!("calibrating: {step}"))?;
+    let path = cost_model::committed_path();
+    ubershuffle_runtime::write_atomically(&path, cost_model::to_toml(&model).as_bytes())?;
+    Ok(path)
 }
 
 fn after_help() -> String {
@@ -70,6 +83,18 @@ fn main() -> ExitCode {
     if args.list {
         println!("{}", after_help());
         return ExitCode::SUCCESS;
+    }
+    if args.calibrate {
+        return match calibrate() {
+            Ok(path) => {
+                eprintln!("wrote {}", path.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {}", format!("{e:#}").replace('\n', " "));
+                ExitCode::FAILURE
+            }
+        };
     }
     let options = RunOptions {
         names: args.names,

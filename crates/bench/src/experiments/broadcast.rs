@@ -13,8 +13,9 @@
 //! emulator's copies and thread wake-ups; see `ubershuffle_transport::in_process`), real time over TCP.
 //! Rows with one worker are single unicasts: they show how exactly the shaping holds `size/B`.
 //!
-//! Every measured time is a machine column: even emulated time depends on the order in which
-//! the emulator's threads run (see `ubershuffle_transport::in_process`).
+//! Every measured time is a machine column: the emulated nodes count their computing (the
+//! demo's checks between rounds) in their threads' CPU time, which varies a little from run to
+//! run (see `ubershuffle_transport::in_process`).
 
 use std::thread;
 use std::time::Duration;
@@ -265,8 +266,8 @@ fn summary(rows: &[Measured], sizes_mib: &[usize]) -> String {
         .fold(0.0, f64::max);
     format!(
         "Sizes {} MiB. Shaped times are emulated time (wall-clock times are in the CSV but do not measure the \
-         modelled network: emulated clocks skip the emulator's own copies and wake-ups, so transfers due in the past \
-         are not slept for). On the shaped links pseudo-broadcast reaches a median {:.0} % of its ideal \
+         modelled network: every node keeps its own emulated clock, advanced by the link model and by its thread's \
+         CPU time, never by the emulator's copies and wake-ups, and nothing sleeps). On the shaped links pseudo-broadcast reaches a median {:.0} % of its ideal \
          `(2n-1)/n * size/B` (efficiency = ideal / measured), at worst {:.0} %, and {:.0} % or more in {met} of {} \
          cases. {} A single shaped unicast stays within {:.1} % of `size/B`. Over loopback TCP nothing is shaped: every \
          rank is a thread on this machine's cores, so those times measure memory and CPU (CRC32C, copies), not a \

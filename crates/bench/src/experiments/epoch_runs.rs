@@ -3,9 +3,15 @@
 //! [`ubershuffle_runtime::in_process::run_in_process`] over emulated links.
 //!
 //! Every run is the real thing on one machine: the master and `n` worker threads exchange real
-//! records through the real encoder and decoders over the in-process transport, whose links are
-//! shaped to emulate single-ported nodes at the given rate; shaped times are emulated time
-//! (see `ubershuffle_transport::in_process::LinkShaping`).
+//! records through the real encoder and decoders over the in-process transport, emulating a
+//! cluster of single-ported nodes at the given rate. Each node has its own emulated clock (see
+//! `ubershuffle_transport::in_process`): links advance it by the link model, computing by the
+//! cost model's price of the work done ([`Compute::Charged`], so that every run gives the same
+//! times on any host) or by the node's thread CPU time ([`Compute::ThreadCpu`]). Host wall time
+//! never enters, so 100 emulated nodes on 2 cores report what 100 nodes would see.
+//!
+//! Runs are remembered for the life of the process: `table1` and `fig4` share their 1 Gbit/s
+//! runs when they run together.
 //!
 //! Data order. The training records are stored sorted (regression samples by label, user rows
 //! by their mean rating), as data collected by category or over time often is, and every run
@@ -13,19 +19,22 @@
 //! policies mix the blocks from the first epoch on; "no shuffling" (the local policy) keeps
 //! them, so its workers train on biased samples, the situation shuffling is meant to cure.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context as _;
 use ubershuffle_codes::Records;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
+use ubershuffle_core::pliable::Randomness;
 use ubershuffle_core::{PlannerOptions, cache_size_for};
 use ubershuffle_learners::MatrixCompletionParams;
 use ubershuffle_learners::data::synthetic::{linear_regression, low_rank};
 use ubershuffle_learners::sample::{RatingRowView, SampleView};
 use ubershuffle_learners::straggler::NoStragglers;
 use ubershuffle_runtime::in_process::{InProcessRun, run_in_process_from};
-use ubershuffle_runtime::{LearnerSpec, RunConfig, RunData, RunReport};
-use ubershuffle_transport::in_process::{InProcessConfig, LinkShaping};
+use ubershuffle_runtime::{CostModel, LearnerSpec, RunConfig, RunData, RunReport};
+use ubershuffle_transport::in_process::{ComputeTime, InProcessConfig, LinkShaping};
 
 /// Largest payload of one data message (a broadcast chunk or a point-to-point message).
 const CHUNK_BYTES: usize = 1 << 20;
@@ -154,6 +163,24 @@ pub(crate) fn storage_blocks(points: usize, workers: usize) -> Vec<Vec<u32>> {
         .collect()
 }
 
+/// How an emulated cluster counts its nodes' computing.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Compute<'a> {
+    /// The cost model's price of the work done: identical times in every run.
+    Charged(&'a CostModel),
+    /// Each node's thread CPU time.
+    ThreadCpu,
+}
+
+impl Compute<'_> {
+    fn name(&self) -> &'static str {
+        match self {
+            Compute::Charged(_) => ComputeTime::Charged.name(),
+            Compute::ThreadCpu => ComputeTime::ThreadCpu.name(),
+        }
+    }
+}
+
 /// How one run goes.
 pub(crate) struct RunSpec<'a> {
     /// The shuffling scheme (a planner name).
@@ -162,29 +189,87 @@ pub(crate) struct RunSpec<'a> {
     pub policy: ExchangePolicy,
     /// Epochs.
     pub epochs: usize,
-    /// Emulated link rate in Gbit/s; `None`: unshaped.
+    /// Emulated link rate in Gbit/s; `None`: unshaped (real time).
     pub gbit: Option<f64>,
     /// Seed of every random choice of the run.
     pub seed: u64,
+    /// How emulated nodes count their computing.
+    pub compute: Compute<'a>,
+}
+
+/// What identifies a run (for [`run`]'s memory): the setup, the spec, the compute mode.
+fn run_key(setup: &Setup, spec: &RunSpec<'_>) -> String {
+    format!(
+        "{} n={} q={} width={} alpha={} scheme={} policy={}:{} epochs={} gbit={:?} seed={} compute={}",
+        setup.key,
+        setup.workers,
+        setup.points(),
+        setup.record_bytes(),
+        setup.alpha,
+        spec.scheme,
+        spec.policy.name(),
+        spec.policy.fraction(),
+        spec.epochs,
+        spec.gbit,
+        spec.seed,
+        spec.compute.name(),
+    )
+}
+
+/// Runs already made in this process, by [`run_key`] (charged runs only: they repeat exactly).
+fn remembered() -> &'static Mutex<HashMap<String, RunReport>> {
+    static RUNS: OnceLock<Mutex<HashMap<String, RunReport>>> = OnceLock::new();
+    RUNS.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
 /// Runs the epoch loop of `setup` as `spec` says, every worker a thread of this process,
-/// starting from [`storage_blocks`].
+/// starting from [`storage_blocks`]. A charged run made before in this process is not made
+/// again (it would give the same report).
 pub(crate) fn run(setup: &Setup, spec: &RunSpec<'_>) -> anyhow::Result<RunReport> {
-    let planner =
-        super::planner(spec.scheme, &PlannerOptions::default().with_time_budget(Duration::from_secs(2)))?;
-    let config = RunConfig::new(setup.workers, setup.cache_capacity(), setup.learner)
+    let key = run_key(setup, spec);
+    let charged = matches!(spec.compute, Compute::Charged(_));
+    if charged && let Some(report) = remembered().lock().ok().and_then(|runs| runs.get(&key).cloned()) {
+        return Ok(report);
+    }
+    let report = run_afresh(setup, spec)?;
+    if charged && let Ok(mut runs) = remembered().lock() {
+        runs.insert(key, report.clone());
+    }
+    Ok(report)
+}
+
+/// Runs the epoch loop of `setup` as `spec` says, without [`run`]'s memory.
+pub(crate) fn run_afresh(setup: &Setup, spec: &RunSpec<'_>) -> anyhow::Result<RunReport> {
+    run_choosing(setup, spec, None, Duration::from_secs(2))
+}
+
+/// [`run_afresh`], with a pliable scheme choosing every epoch's assignment within `candidates`
+/// (`None`: the policy's assignment) and every planner's search budget `budget`.
+pub(crate) fn run_choosing(
+    setup: &Setup,
+    spec: &RunSpec<'_>,
+    candidates: Option<Randomness>,
+    budget: Duration,
+) -> anyhow::Result<RunReport> {
+    let planner = super::planner(spec.scheme, &PlannerOptions::default().with_time_budget(budget))?;
+    let mut config = RunConfig::new(setup.workers, setup.cache_capacity(), setup.learner)
         .with_epochs(spec.epochs)
         .with_seed(spec.seed)
         .with_policy(spec.policy)
-        .with_chunk_bytes(CHUNK_BYTES)
-        .check(setup.points())?;
+        .with_chunk_bytes(CHUNK_BYTES);
+    if let Some(candidates) = candidates {
+        config = config.with_candidates(candidates);
+    }
+    let config = config.check(setup.points())?;
     let transport = InProcessConfig::default()
         .with_timeout(Duration::from_secs(120))
         .with_shaping(spec.gbit.map(LinkShaping::gbit_per_second));
     let mut stragglers = NoStragglers::new(setup.workers)?;
-    let run =
+    let mut run =
         InProcessRun::new(&config, planner.as_ref(), &mut stragglers, &setup.data).with_transport(transport);
+    if let Compute::Charged(model) = spec.compute {
+        run = run.with_cost_model(model.clone());
+    }
     let start = storage_blocks(setup.points(), setup.workers);
     let (report, workers) = run_in_process_from(run, Some(start), &mut |_| {})
         .with_context(|| format!("{} run of {}", spec.scheme, setup.key))?;
@@ -213,8 +298,14 @@ mod tests {
         let setups =
             [linear_regression_setup(600, 8, 4, 0.5, 7)?, matrix_completion(600, 50, 10, 4, 0.5, 7)?];
         for setup in &setups {
-            let spec =
-                |scheme| RunSpec { scheme, policy: ExchangePolicy::Global, epochs: 2, gbit: None, seed: 3 };
+            let spec = |scheme| RunSpec {
+                scheme,
+                policy: ExchangePolicy::Global,
+                epochs: 2,
+                gbit: None,
+                seed: 3,
+                compute: Compute::ThreadCpu,
+            };
             let uncoded = run(setup, &spec("uncoded"))?;
             let uber = run(setup, &spec("ubershuffle"))?;
             assert_eq!(losses(&uncoded), losses(&uber), "{}: same assignments, same training", setup.key);
@@ -228,8 +319,14 @@ mod tests {
     #[test]
     fn no_shuffling_moves_nothing_and_keeps_the_sorted_blocks() -> anyhow::Result<()> {
         let setup = linear_regression_setup(600, 8, 4, 0.5, 7)?;
-        let local =
-            RunSpec { scheme: "uncoded", policy: ExchangePolicy::Local, epochs: 2, gbit: None, seed: 3 };
+        let local = RunSpec {
+            scheme: "uncoded",
+            policy: ExchangePolicy::Local,
+            epochs: 2,
+            gbit: None,
+            seed: 3,
+            compute: Compute::ThreadCpu,
+        };
         let report = run(&setup, &local)?;
         assert!(report.epochs.iter().all(|e| e.payload_bytes == 0 && e.uncoded_transmissions == 0));
         // Sorted by label: the first record's label is the smallest.

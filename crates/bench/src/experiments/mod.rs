@@ -8,13 +8,16 @@
 
 mod broadcast;
 mod carpool_optimum;
-mod epoch_runs;
+pub(crate) mod epoch_runs;
 mod fig3;
 mod fig4;
 mod gradient_coding;
+mod host_independence;
 mod msr;
 mod partial_local;
 mod partial_local_training;
+mod pliable;
+mod pliable_training;
 mod plugins;
 pub mod scale;
 mod speed;
@@ -85,6 +88,12 @@ pub static EXPERIMENTS: &[Experiment] = &[
     Experiment { name: broadcast::NAME, about: broadcast::ABOUT, run: broadcast::run },
     Experiment { name: table1::NAME, about: table1::ABOUT, run: table1::run },
     Experiment { name: fig4::NAME, about: fig4::ABOUT, run: fig4::run },
+    Experiment { name: pliable::NAME, about: pliable::ABOUT, run: pliable::run },
+    Experiment {
+        name: host_independence::NAME,
+        about: host_independence::ABOUT,
+        run: host_independence::run,
+    },
     Experiment { name: speed::NAME, about: speed::ABOUT, run: speed::run },
 ];
 

@@ -10,7 +10,7 @@
 use serde::Serialize;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 
-use super::epoch_runs::{self, RunSpec};
+use super::epoch_runs::{self, Compute, RunSpec};
 use crate::report::{Figure, LineChart, Row, Series, markdown_table};
 
 const WORKERS: usize = 8;
@@ -66,7 +66,14 @@ pub(crate) fn run(quick: bool, progress: &dyn Fn()) -> anyhow::Result<Training> 
         for &scheme in &SCHEMES {
             let report = epoch_runs::run(
                 &setup,
-                &RunSpec { scheme, policy: *policy, epochs, gbit: None, seed: SEED },
+                &RunSpec {
+                    scheme,
+                    policy: *policy,
+                    epochs,
+                    gbit: None,
+                    seed: SEED,
+                    compute: Compute::ThreadCpu,
+                },
             )?;
             let row = |epoch, points_moved, transmissions, payload_bytes, loss| TrainedEpoch {
                 policy: label.clone(),

@@ -1,34 +1,52 @@
-//! `table1`: the UberShuffle paper's Table 1 scaled to this machine: shuffle time and training
-//! time per epoch of uncoded, coded (Lee et al.) and UberShuffle, running the real epoch loop
-//! over emulated single-ported links of 1, 10 and 50 Gbit/s.
+//! `table1`: the UberShuffle paper's Table 1 scaled to this machine: shuffle time and whole
+//! epochs of uncoded, coded (Lee et al.), UberShuffle and clique-cover, running the real epoch
+//! loop on an emulated cluster of single-ported nodes at 1, 10 and 50 Gbit/s (n = 20), and on
+//! an emulated 100-node cluster at 1 Gbit/s.
 //!
 //! Setups (the paper's rows (a) and (d), scaled; see [`scale_note`]): n = 20 workers as in the
 //! paper; matrix completion on a synthetic low-rank matrix whose data points are user rows of
 //! m observed ratings (alpha = 0.2), and linear regression by parallel SGD on synthetic wide
 //! samples (alpha = 0.14). Every epoch is planned, verified, encoded, pseudo-broadcast,
-//! decoded, checked against the master's checksum and trained on.
+//! decoded, checked against the master's checksum and trained on. Computing is charged by the
+//! committed cost model (`results/cost-model.toml`), so every time in the table is the same in
+//! every run, on any host, and `--check` compares them all.
 
 use serde::Serialize;
+use ubershuffle_core::PlanError;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
-use ubershuffle_runtime::EpochMetrics;
+use ubershuffle_runtime::{CostModel, EpochMetrics, RuntimeError};
 
 use super::Context;
-use super::epoch_runs::{self, RunSpec, Setup};
+use super::epoch_runs::{self, Compute, RunSpec, Setup};
 use crate::report::{Headline, LineChart, Report, Row, Series, markdown_table, median};
 
 /// The experiment's name.
 pub const NAME: &str = "table1";
 /// What it shows.
-pub const ABOUT: &str = "UberShuffle paper, Table 1 scaled: shuffle and training time per epoch of uncoded, coded and UberShuffle on emulated 1, 10 and 50 Gbit/s links, real epoch loop";
+pub const ABOUT: &str = "UberShuffle paper, Table 1 scaled: shuffle time and whole epochs of uncoded, coded, UberShuffle and clique-cover on an emulated cluster at 1, 10 and 50 Gbit/s (n = 20) and of 100 nodes, real epoch loop on per-node emulated clocks";
 
-/// The schemes of the paper's Table 1, by planner name.
-const SCHEMES: [&str; 3] = ["uncoded", "coded", "ubershuffle"];
+/// The schemes: the paper's Table 1, and the cluster-scale planner.
+pub(crate) const SCHEMES: [&str; 4] = ["uncoded", "coded", "ubershuffle", "clique-cover"];
 /// Emulated link rates, Gbit/s.
 const RATES: [f64; 3] = [1.0, 10.0, 50.0];
 /// Workers, as in the paper (20 m3.xlarge instances).
 pub(crate) const WORKERS: usize = 20;
 /// Data points q, as in the paper's row (a).
-const POINTS: usize = 100_000;
+pub(crate) const POINTS: usize = 100_000;
+/// The emulated cluster at scale.
+const SCALE_WORKERS: usize = 100;
+/// The rate of the main comparison and of the cluster at scale.
+pub(crate) const GBIT: f64 = 1.0;
+/// The seed of every run.
+pub(crate) const SEED: u64 = 1;
+/// The paper's shuffle time of UberShuffle as a share of uncoded's, and how close ours should
+/// come (points).
+const SHARE_TOLERANCE: f64 = 10.0;
+
+/// Epochs per run at 1 Gbit/s (shared with `fig4`), at the other rates, and at scale.
+pub(crate) fn epochs(quick: bool) -> (usize, usize, usize) {
+    if quick { (3, 1, 1) } else { (9, 9, 5) }
+}
 
 /// A row of the paper's Table 1.
 struct PaperRow {
@@ -80,10 +98,20 @@ pub(crate) fn setups(points: usize, seed: u64) -> anyhow::Result<Vec<Setup>> {
     ])
 }
 
+/// The cluster at scale: matrix completion as in row (a) on 100 workers, with rows of m = 20
+/// ratings (248 B) so that 100 caches of 20 000 points fit this machine's memory.
+fn scale_setup(seed: u64) -> anyhow::Result<Setup> {
+    let mut setup = epoch_runs::matrix_completion(POINTS, 2000, 20, SCALE_WORKERS, 0.2, seed)?;
+    setup.key = "mc-100";
+    setup.row = "(a), n = 100";
+    Ok(setup)
+}
+
 /// One epoch of one (setup, rate, scheme) run.
 #[derive(Clone, Debug, Serialize)]
 struct EpochRow {
     setup: &'static str,
+    workers: usize,
     gbit: f64,
     scheme: &'static str,
     epoch: usize,
@@ -98,31 +126,21 @@ struct EpochRow {
     plan_s: f64,
     verify_s: f64,
     route_s: f64,
+    model_s: f64,
     encode_s: f64,
     transmit_s: f64,
     link_model_s: f64,
     decode_s: f64,
+    train_s: f64,
+    waiting_s: f64,
+    aggregate_s: f64,
     shuffle_s: f64,
-    model_s: f64,
-    compute_s: f64,
     epoch_s: f64,
     loss: f64,
 }
 
-impl Row for EpochRow {
-    const MACHINE_COLUMNS: &'static [&'static str] = &[
-        "plan_s",
-        "verify_s",
-        "route_s",
-        "encode_s",
-        "transmit_s",
-        "decode_s",
-        "shuffle_s",
-        "model_s",
-        "compute_s",
-        "epoch_s",
-    ];
-}
+/// Every column is checked: the runs are charged by the committed cost model.
+impl Row for EpochRow {}
 
 /// What the transmission of `e` takes on ideal single-ported links of `bytes_per_second`:
 /// every broadcast packet pseudo-broadcast in `(2n-1)/n` of a unicast's time (the paper's
@@ -138,6 +156,7 @@ fn epoch_row(setup: &Setup, gbit: f64, scheme: &'static str, e: &EpochMetrics) -
     let width = setup.record_bytes();
     EpochRow {
         setup: setup.key,
+        workers: setup.workers,
         gbit,
         scheme,
         epoch: e.epoch,
@@ -152,37 +171,79 @@ fn epoch_row(setup: &Setup, gbit: f64, scheme: &'static str, e: &EpochMetrics) -
         plan_s: e.plan_seconds,
         verify_s: e.verify_seconds,
         route_s: e.route_seconds,
+        model_s: e.model_seconds,
         encode_s: e.encode_seconds,
         transmit_s: e.transmit_seconds,
         link_model_s: link_model(e, width, gbit * 1e9 / 8.0),
         decode_s: e.decode_seconds,
+        train_s: e.train_seconds,
+        waiting_s: e.waiting_seconds,
+        aggregate_s: e.aggregate_seconds,
         shuffle_s: e.shuffle_seconds(),
-        model_s: e.model_seconds,
-        compute_s: e.compute_seconds,
         epoch_s: e.epoch_seconds,
         loss: e.loss,
     }
 }
 
+/// A scheme that refused a setup (a planner past its reach): its one-line error.
+struct Refusal {
+    setup: &'static str,
+    scheme: &'static str,
+    error: String,
+}
+
+/// The run of `scheme` on `setup` at `gbit`: its rows, or (for a planner past its reach) the
+/// refusal.
+fn run_cell(
+    setup: &Setup,
+    gbit: f64,
+    scheme: &'static str,
+    epochs: usize,
+    model: &CostModel,
+) -> anyhow::Result<Result<Vec<EpochRow>, Refusal>> {
+    let spec = RunSpec {
+        scheme,
+        policy: ExchangePolicy::Global,
+        epochs,
+        gbit: Some(gbit),
+        seed: SEED,
+        compute: Compute::Charged(model),
+    };
+    match epoch_runs::run(setup, &spec) {
+        Ok(report) => Ok(Ok(report.epochs.iter().map(|e| epoch_row(setup, gbit, scheme, e)).collect())),
+        Err(e) => match e.downcast_ref::<RuntimeError>() {
+            // A planner past its reach refuses at once: a finding, not a failure.
+            Some(RuntimeError::Plan(
+                p @ (PlanError::TooManyWorkers { .. } | PlanError::OverBudget { .. }),
+            )) => Ok(Err(Refusal { setup: setup.key, scheme, error: p.to_string() })),
+            _ => Err(e),
+        },
+    }
+}
+
 /// Runs the table.
 pub fn run(ctx: &Context) -> anyhow::Result<Report> {
-    let epochs = if ctx.quick { 5 } else { 9 };
-    let seed = 1;
-    let setups = setups(POINTS, seed)?;
-    let bar = ctx.progress((setups.len() * RATES.len() * SCHEMES.len()) as u64, NAME);
-    let mut rows = Vec::new();
-    for setup in &setups {
-        for &gbit in &RATES {
-            for &scheme in &SCHEMES {
-                let spec = RunSpec { scheme, policy: ExchangePolicy::Global, epochs, gbit: Some(gbit), seed };
-                let report = epoch_runs::run(setup, &spec)?;
-                rows.extend(report.epochs.iter().map(|e| epoch_row(setup, gbit, scheme, e)));
-                bar.inc(1);
+    let (at_1g, elsewhere, at_scale) = epochs(ctx.quick);
+    let model = crate::cost_model::committed()?;
+    let setups = setups(POINTS, SEED)?;
+    let scale = scale_setup(SEED)?;
+    let bar = ctx.progress((setups.len() * RATES.len() * SCHEMES.len() + SCHEMES.len()) as u64, NAME);
+    let (mut rows, mut refusals) = (Vec::new(), Vec::new());
+    let cells = setups
+        .iter()
+        .flat_map(|s| RATES.iter().map(move |&g| (s, g, if g == GBIT { at_1g } else { elsewhere })))
+        .chain(std::iter::once((&scale, GBIT, at_scale)));
+    for (setup, gbit, epochs) in cells {
+        for &scheme in &SCHEMES {
+            match run_cell(setup, gbit, scheme, epochs, &model)? {
+                Ok(r) => rows.extend(r),
+                Err(refusal) => refusals.push(refusal),
             }
+            bar.inc(1);
         }
     }
     bar.finish_and_clear();
-    let mut report = Report::new(summary(ctx, &setups, &rows, epochs))
+    let mut report = Report::new(summary(ctx, &setups, &scale, &rows, &refusals))
         .table(format!("{NAME}.csv"), &rows)?
         .headlines(headlines(&setups, &rows));
     for setup in &setups {
@@ -195,33 +256,50 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
 /// Medians over epochs of one (setup, rate, scheme) cell.
 #[derive(Clone, Copy, Debug)]
 struct Cell {
+    epochs: usize,
     shuffle: f64,
     transmit: f64,
     link_model: f64,
+    plan: f64,
+    route: f64,
+    encode: f64,
+    decode: f64,
+    train: f64,
     epoch: f64,
+    transmissions: f64,
     broadcasts: f64,
     unicasts: f64,
     control_share: f64,
 }
 
-fn cell(rows: &[EpochRow], setup: &str, gbit: f64, scheme: &str) -> Cell {
+fn cell(rows: &[EpochRow], setup: &str, gbit: f64, scheme: &str) -> Option<Cell> {
     let at: Vec<&EpochRow> =
         rows.iter().filter(|r| r.setup == setup && r.gbit == gbit && r.scheme == scheme).collect();
+    if at.is_empty() {
+        return None;
+    }
     let m = |f: fn(&EpochRow) -> f64| median(at.iter().map(|r| f(r)));
-    Cell {
+    Some(Cell {
+        epochs: at.len(),
         shuffle: m(|r| r.shuffle_s),
         transmit: m(|r| r.transmit_s),
         link_model: m(|r| r.link_model_s),
+        plan: m(|r| r.plan_s),
+        route: m(|r| r.route_s),
+        encode: m(|r| r.encode_s),
+        decode: m(|r| r.decode_s),
+        train: m(|r| r.train_s),
         epoch: m(|r| r.epoch_s),
+        transmissions: m(|r| r.transmissions as f64),
         broadcasts: m(|r| r.broadcast_packets as f64),
         unicasts: m(|r| r.unicast_packets as f64),
         control_share: m(|r| r.control_bytes as f64 / (r.payload_bytes as f64).max(1.0)),
-    }
+    })
 }
 
 fn figure(setup: &Setup, rows: &[EpochRow]) -> LineChart {
     let curve = |scheme: &str, f: fn(&Cell) -> f64| -> Vec<(f64, f64)> {
-        RATES.iter().map(|&g| (g, f(&cell(rows, setup.key, g, scheme)))).collect()
+        RATES.iter().filter_map(|&g| cell(rows, setup.key, g, scheme).map(|c| (g, f(&c)))).collect()
     };
     let mut series: Vec<Series> =
         SCHEMES.iter().map(|s| Series::solid(*s, curve(s, |c| c.shuffle))).collect();
@@ -253,46 +331,50 @@ fn pct(a: f64, b: f64) -> String {
     format!("{:.0} %", 100.0 * a / b)
 }
 
-fn section(setup: &Setup, rows: &[EpochRow], epochs: usize) -> String {
+/// The table of one setup: every rate and scheme.
+fn section(setup: &Setup, rows: &[EpochRow], rates: &[f64], refusals: &[Refusal]) -> String {
     let paper = paper_row(setup.row);
-    let lines = RATES.iter().flat_map(|&gbit| {
-        let un = cell(rows, setup.key, gbit, "uncoded");
-        SCHEMES.iter().map(move |&scheme| {
-            let c = cell(rows, setup.key, gbit, scheme);
-            let paper_cell = match (gbit == 1.0, paper) {
+    let lines = rates.iter().flat_map(|&gbit| {
+        SCHEMES.iter().filter_map(move |&scheme| {
+            let c = cell(rows, setup.key, gbit, scheme)?;
+            let un = cell(rows, setup.key, gbit, "uncoded")?;
+            let paper_cell = match (gbit == GBIT && setup.workers == WORKERS, paper) {
                 (true, Some((u, cs, us))) => match scheme {
                     "uncoded" => format!("{u} s"),
                     "coded" => format!("{cs} s ({})", pct(cs, u)),
-                    _ => format!("{us} s ({})", pct(us, u)),
+                    "ubershuffle" => format!("{us} s ({})", pct(us, u)),
+                    _ => "-".into(),
                 },
                 _ => "-".into(),
             };
-            vec![
+            Some(vec![
                 gbit.to_string(),
                 scheme.to_string(),
                 format!("{:.0} + {:.0}", c.broadcasts, c.unicasts),
                 format!("{:.3}", c.shuffle),
                 format!("{:.3}", c.transmit),
                 format!("{:.3}", c.link_model),
+                format!("{:.3}", c.plan + c.route + c.encode),
+                format!("{:.3}", c.decode),
+                format!("{:.3}", c.train),
                 format!("{:.3}", c.epoch),
                 pct(c.shuffle, un.shuffle),
-                pct(c.link_model, un.link_model),
+                pct(c.epoch, un.epoch),
                 paper_cell,
-            ]
+            ])
         })
     });
-    let cs_us: Vec<String> = RATES
+    let refused: Vec<String> = refusals
         .iter()
-        .map(|&g| {
-            let (c, u) =
-                (cell(rows, setup.key, g, "coded").shuffle, cell(rows, setup.key, g, "ubershuffle").shuffle);
-            format!("{:.1} % at {g} Gbit/s", 100.0 * (c - u) / c)
-        })
+        .filter(|r| r.setup == setup.key)
+        .map(|r| format!("`{}` refused this setup at once (`{}`).", r.scheme, r.error))
         .collect();
-    let paper_cs_us =
-        paper.map_or(String::new(), |(_, c, u)| format!(" (paper: {:.1} %)", 100.0 * (c - u) / c));
+    let epochs: Vec<String> = rates
+        .iter()
+        .filter_map(|&g| cell(rows, setup.key, g, "uncoded").map(|c| format!("{} at {g} Gbit/s", c.epochs)))
+        .collect();
     format!(
-        "**{} {}**: q = {}, {} ({} B per point), alpha = {}, n = {}, {epochs} epochs.\n\n{}\n(CS-US)/CS: {}{paper_cs_us}.",
+        "**{} {}**: q = {}, {} ({} B per point), alpha = {}, n = {}; epochs per cell: {}.\n\n{}{}",
         setup.row,
         setup.learner_name,
         setup.points(),
@@ -300,6 +382,7 @@ fn section(setup: &Setup, rows: &[EpochRow], epochs: usize) -> String {
         setup.record_bytes(),
         setup.alpha,
         setup.workers,
+        epochs.join(", "),
         markdown_table(
             &[
                 "Gbit/s",
@@ -308,41 +391,126 @@ fn section(setup: &Setup, rows: &[EpochRow], epochs: usize) -> String {
                 "shuffle s",
                 "transmit s",
                 "link model s",
-                "training s per epoch",
+                "plan + route + encode s",
+                "decode s",
+                "train s",
+                "epoch s",
                 "shuffle vs uncoded",
-                "link model vs uncoded",
-                "paper, 1 Gbit/s"
+                "epoch vs uncoded",
+                "paper, 1 Gbit/s",
             ],
             lines
         ),
-        cs_us.join(", ")
+        if refused.is_empty() { String::new() } else { format!("\n{}", refused.join(" ")) }
     )
 }
 
-/// How the paper's setups were scaled to this machine, with this run's order overhead and
-/// uncoded transmit against its link model.
-fn scale_note(setups: &[Setup], rows: &[EpochRow]) -> String {
-    let range = |values: Vec<f64>| {
-        let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        format!("{:.0}-{:.0} %", 100.0 * lo, 100.0 * hi)
-    };
-    let at_1g = |scheme: Option<&str>, f: fn(&Cell) -> f64| {
-        let schemes: Vec<&str> = scheme.map_or(SCHEMES.to_vec(), |s| vec![s]);
-        setups
-            .iter()
-            .flat_map(|s| schemes.iter().map(|sc| f(&cell(rows, s.key, 1.0, sc))).collect::<Vec<_>>())
-            .collect()
-    };
+/// The goals at 1 Gbit/s, n = 20, as sentences computed from the cells.
+fn goals(setups: &[Setup], rows: &[EpochRow]) -> String {
+    let lines: Vec<String> = setups
+        .iter()
+        .filter_map(|s| {
+            let (un, us) = (cell(rows, s.key, GBIT, "uncoded")?, cell(rows, s.key, GBIT, "ubershuffle")?);
+            let (paper_un, _, paper_us) = paper_row(s.row)?;
+            let ours = 100.0 * us.shuffle / un.shuffle;
+            let theirs = 100.0 * paper_us / paper_un;
+            let gap = ours - theirs;
+            let overhead = |c: &Cell| c.plan + c.route + c.encode + c.decode;
+            let verdict = if gap.abs() <= SHARE_TOLERANCE {
+                format!("within {SHARE_TOLERANCE:.0} points of the paper's {theirs:.0} %")
+            } else {
+                format!(
+                    "{:.0} points from the paper's {theirs:.0} %: UberShuffle sends {} of uncoded's transmissions \
+                     ({:.0} of {:.0}, {:.0} of them broadcast), and a pseudo-broadcast packet occupies the \
+                     master's link (2n-1)/n = {:.2} times as long as a unicast, so its link model is {} of \
+                     uncoded's and its transmit {}; planning, routing, encoding and decoding take {:.3} s against \
+                     uncoded's {:.3} s",
+                    gap.abs(),
+                    pct(us.transmissions, un.transmissions),
+                    us.transmissions,
+                    un.transmissions,
+                    us.broadcasts,
+                    (2.0 * s.workers as f64 - 1.0) / s.workers as f64,
+                    pct(us.link_model, un.link_model),
+                    pct(us.transmit, un.transmit),
+                    overhead(&us),
+                    overhead(&un),
+                )
+            };
+            Some(format!(
+                "- {} {}: UberShuffle's whole epoch takes {:.3} s against uncoded's {:.3} s ({}, {}); its \
+                 shuffle takes {:.3} s against {:.3} s ({}), {verdict}.",
+                s.row,
+                s.key.to_uppercase(),
+                us.epoch,
+                un.epoch,
+                pct(us.epoch, un.epoch),
+                if us.epoch < un.epoch { "below uncoded's" } else { "not below uncoded's" },
+                us.shuffle,
+                un.shuffle,
+                pct(us.shuffle, un.shuffle),
+            ))
+        })
+        .collect();
+    lines.join("\n")
+}
+
+/// The checks on the time model: transmit never below the link model, the phases adding up.
+fn checks(rows: &[EpochRow]) -> String {
+    let lowest = rows.iter().map(|r| r.transmit_s / r.link_model_s).fold(f64::INFINITY, f64::min);
+    let worst = rows
+        .iter()
+        .map(|r| {
+            let phases = r.plan_s
+                + r.verify_s
+                + r.route_s
+                + r.model_s
+                + r.encode_s
+                + r.transmit_s
+                + r.decode_s
+                + r.train_s
+                + r.waiting_s
+                + r.aggregate_s;
+            (phases - r.epoch_s).abs()
+        })
+        .fold(0.0, f64::max);
     format!(
-        "**Scale-down.** Kept from the paper: n = 20 workers, alpha (0.2 for MC, 0.14 for LR), and for MC          q = 1e5 data points, each one user's row of observed ratings. Scaled down: the record width, from          m = 1e4 ratings (~160 KB) to m = 100 for MC and from m = 2e5 features (1.6 MB) to m = 191 for LR          (record sizes below), and for LR q from 7e5 to 1e5. Why: the emulator sleeps in real time for every          transfer and one 2-core machine hosts all 21 nodes, so an epoch must move about 100 MB rather than          the paper's 13-14 GB; q is what sets the coding gain (how evenly the encoding tables fill, Section          3.2), so q is kept and the width cut. In this run at 1 Gbit/s the orders (plan headers) are {} of the          payload, and uncoded shuffling's transmit is {} of its link model.",
-        range(at_1g(None, |c| c.control_share)),
-        range(at_1g(Some("uncoded"), |c| c.transmit / c.link_model)),
+        "Checks over all {} rows: transmit is at least its link model in every row (the smallest \
+         ratio is {lowest:.4}); the ten phases (plan, verify, route, model, encode, transmit, decode, train, \
+         waiting, aggregate) add up to the epoch within {worst:.1e} s.",
+        rows.len()
     )
 }
 
-fn summary(ctx: &Context, setups: &[Setup], rows: &[EpochRow], epochs: usize) -> String {
-    let sections: Vec<String> = setups.iter().map(|s| section(s, rows, epochs)).collect();
+/// How the paper's setups were scaled to this machine, with this run's order overhead.
+fn scale_note(setups: &[Setup], rows: &[EpochRow]) -> String {
+    let shares: Vec<f64> = setups
+        .iter()
+        .flat_map(|s| SCHEMES.iter().filter_map(|sc| cell(rows, s.key, GBIT, sc).map(|c| c.control_share)))
+        .collect();
+    let lo = shares.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = shares.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!(
+        "**Scale-down.** Kept from the paper: n = 20 workers, alpha (0.2 for MC, 0.14 for LR), and for MC \
+         q = 1e5 data points, each one user's row of observed ratings. Scaled down: the record width, from \
+         m = 1e4 ratings (~160 KB) to m = 100 for MC and from m = 2e5 features (1.6 MB) to m = 191 for LR \
+         (record sizes below), and for LR q from 7e5 to 1e5: one 2-core machine holds every node's cache, \
+         so an epoch moves about 100 MB rather than the paper's 13-14 GB. q is what sets the coding gain \
+         (how evenly the encoding tables fill, Section 3.2), so q is kept and the width cut. In this run at \
+         1 Gbit/s the orders (plan headers) are {:.0}-{:.0} % of the payload.",
+        100.0 * lo,
+        100.0 * hi
+    )
+}
+
+fn summary(
+    ctx: &Context,
+    setups: &[Setup],
+    scale: &Setup,
+    rows: &[EpochRow],
+    refusals: &[Refusal],
+) -> String {
+    let sections: Vec<String> = setups.iter().map(|s| section(s, rows, &RATES, refusals)).collect();
     let paper = PAPER.iter().map(|p| {
         let (un, cs, us) = p.seconds;
         vec![
@@ -359,52 +527,107 @@ fn summary(ctx: &Context, setups: &[Setup], rows: &[EpochRow], epochs: usize) ->
             pct(us, un),
         ]
     });
+    let (at_1g, elsewhere, at_scale) = epochs(ctx.quick);
     format!(
-        "Median per epoch over {epochs} epochs (seed 1){quick}, n = {WORKERS}, q = {POINTS}. **Shuffle** = plan + \
-         route + encode + transmit + decode, the paper's \"including all the extra computational overheads\" \
-         (`EpochMetrics::shuffle_seconds`; the parts do not overlap): transmit runs from the first order (plan \
-         headers) to the last worker holding its packets, less the master's encoding in between; decode is the \
-         slowest worker's, in its CPU time. **Link model** = what the same packets take on ideal links (broadcast \
-         packets pseudo-broadcast in (2n-1)/n of a unicast, Theorem 3; the rest and the orders once through the \
-         master's port). **Training s per epoch** = the whole epoch at the master: shuffle, the model broadcast, \
-         local training, aggregation and the held-out loss. Times are emulated time on shaped in-process links \
-         (single-ported nodes); CPU work is charged at this machine's speed with 21 nodes on 2 cores, so at 10 \
-         and 50 Gbit/s, where moving the bytes takes milliseconds, the times measure this machine's CPU (plan, \
-         route, orders, copies) more than the network.\n\n{}\n\n{}\n\n\
+        "Medians per epoch (seed {SEED}), n = {WORKERS}, q = {POINTS}; {at_1g} epochs per cell at {GBIT} Gbit/s, \
+         {elsewhere} at the other rates, {at_scale} at n = {SCALE_WORKERS}{quick}. Every node of the emulated \
+         cluster (the master and each worker thread) keeps its own clock: links advance it by the link model of \
+         single-ported nodes (each node's uplink and downlink carry one message at a time at the link rate), \
+         computing by the committed cost model's price of the work done (`results/cost-model.toml`, \
+         `cargo xtask calibrate`), never by this machine's wall time, so the times are what an n-node cluster \
+         with this machine's per-core speed would see and come out the same in every run \
+         (`docs/training-runs.md`). **Shuffle** = plan + route + encode + transmit + decode, the paper's \
+         \"including all the extra computational overheads\" (`EpochMetrics::shuffle_seconds`): transmit runs \
+         from the first order (plan headers) to the last worker holding its packets, less the master's \
+         encoding in between; decode is the part of the master's wait during which the worker whose update \
+         came last decoded. **Link model** = what the same packets take on ideal links (broadcast packets \
+         pseudo-broadcast in (2n-1)/n of a unicast, Theorem 3; the rest and the orders once through the \
+         master's port). **Epoch** = the whole epoch at the master, the sum of its ten phases: plan, verify, \
+         route, model broadcast, encode, transmit, decode, train, waiting, aggregate (with the held-out \
+         loss).\n\n**Goals at {GBIT} Gbit/s, n = {WORKERS}.**\n{}\n\n{}\n\n{}\n\n**An emulated cluster of \
+         {SCALE_WORKERS} nodes on this machine's cores.** {}\n\n{}\n\n\
          The paper's Table 1 (20 EC2 workers, 1 Gbit/s Ethernet, seconds per shuffle):\n\n{}\n\
          The paper's row (d) does not add up as printed: at 1 Gbit/s its 112.9 s of uncoded shuffling move about \
          14 GB, some 23 KB per moved point, not the 1.6 MB of m = 2e5 double-precision features.",
+        goals(setups, rows),
         scale_note(setups, rows),
         sections.join("\n\n"),
+        scale_sentence(scale, rows),
+        section(scale, rows, &[GBIT], refusals),
         markdown_table(
             &["row", "setup", "q", "m", "alpha", "UN", "CS", "US", "(CS-US)/CS", "CS/UN", "US/UN"],
             paper
         ),
-        quick = if ctx.quick { " (the quick subset: 5 epochs per cell; the full run has 9)" } else { "" },
-    )
+        quick = if ctx.quick {
+            let (full_1g, full_elsewhere, full_scale) = epochs(false);
+            format!(
+                " (the quick subset; the full run has {full_1g} epochs per cell at {GBIT} Gbit/s, {full_elsewhere} at \
+                 the other rates, {full_scale} at scale)"
+            )
+        } else {
+            String::new()
+        },
+    ) + &format!("\n\n{}", checks(rows))
+}
+
+/// What the cluster at scale showed, in a sentence: the shortest coded epoch against uncoded's,
+/// with the transmit it saved and the computing it added.
+fn scale_sentence(scale: &Setup, rows: &[EpochRow]) -> String {
+    let best = SCHEMES
+        .iter()
+        .filter(|&&s| s != "uncoded")
+        .filter_map(|&s| cell(rows, scale.key, GBIT, s).map(|c| (s, c)))
+        .min_by(|a, b| a.1.epoch.total_cmp(&b.1.epoch));
+    let Some(un) = cell(rows, scale.key, GBIT, "uncoded") else {
+        return "No uncoded run completed at scale.".into();
+    };
+    let intro = format!(
+        "{} worker threads and the master ran the epoch loop at {GBIT} Gbit/s; uncoded's epoch took {:.3} s",
+        scale.workers, un.epoch
+    );
+    match best {
+        Some((scheme, c)) => format!(
+            "{intro}, the shortest coded one `{scheme}`'s {:.3} s ({} of uncoded's, {}): it sent {} of \
+             uncoded's transmissions, its transmit took {:.3} s against {:.3} s and its planning, routing and \
+             encoding {:.3} s against {:.3} s.",
+            c.epoch,
+            pct(c.epoch, un.epoch),
+            if c.epoch < un.epoch { "below it" } else { "not below it" },
+            pct(c.transmissions, un.transmissions),
+            c.transmit,
+            un.transmit,
+            c.plan + c.route + c.encode,
+            un.plan + un.route + un.encode,
+        ),
+        None => format!("{intro}; no coded scheme completed."),
+    }
 }
 
 fn headlines(setups: &[Setup], rows: &[EpochRow]) -> Vec<Headline> {
     setups
         .iter()
-        .map(|s| {
-            let un = cell(rows, s.key, 1.0, "uncoded").shuffle;
-            let (cs, us) =
-                (cell(rows, s.key, 1.0, "coded").shuffle, cell(rows, s.key, 1.0, "ubershuffle").shuffle);
+        .filter_map(|s| {
+            let un = cell(rows, s.key, GBIT, "uncoded")?;
+            let (cs, us) = (cell(rows, s.key, GBIT, "coded")?, cell(rows, s.key, GBIT, "ubershuffle")?);
             let paper =
                 paper_row(s.row).map_or("-".into(), |(u, c, x)| format!("{}, {}", pct(c, u), pct(x, u)));
-            Headline {
+            Some(Headline {
                 what: format!(
-                    "Table 1 {} {}, shuffle time vs uncoded at emulated 1 Gbit/s",
+                    "Table 1 {} {}, shuffle time vs uncoded at emulated 1 Gbit/s (UberShuffle's whole epoch)",
                     s.row,
                     s.key.to_uppercase()
                 ),
-                ours: format!("coded {}, UberShuffle {}", pct(cs, un), pct(us, un)),
+                ours: format!(
+                    "coded {}, UberShuffle {} (epoch {})",
+                    pct(cs.shuffle, un.shuffle),
+                    pct(us.shuffle, un.shuffle),
+                    pct(us.epoch, un.epoch)
+                ),
                 paper,
                 table: format!("{NAME}.csv"),
-                rows: format!("setup={}, gbit=1, median of shuffle_s over epochs", s.key),
-                machine: true,
-            }
+                rows: format!("setup={}, gbit=1, median of shuffle_s (epoch_s) over epochs", s.key),
+                machine: false,
+            })
         })
         .collect()
 }

@@ -6,6 +6,7 @@ mod master;
 mod msr;
 mod plan;
 mod plan_no_excess;
+mod plan_pliable;
 mod plan_policy;
 pub(crate) mod run;
 mod schemes;

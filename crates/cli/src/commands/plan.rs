@@ -17,7 +17,7 @@ use ubershuffle_core::{
 use ubershuffle_plugin_host::PluginLibrary;
 
 use crate::cli::{InstanceSource, PlanArgs};
-use crate::commands::{plan_no_excess, plan_policy};
+use crate::commands::{plan_no_excess, plan_pliable, plan_policy};
 use ubershuffle_runtime::write_atomically;
 
 use crate::output::{print_json, print_table};
@@ -84,6 +84,15 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     let budget = super::master::seconds("--time-budget", args.time_budget)?;
     let options = PlannerOptions::default().with_time_budget(budget);
     let planner = choose_planner(args, &options)?;
+    if planner.as_pliable().is_some() {
+        return plan_pliable::run(args, planner.as_ref(), PLANNER_STREAM);
+    }
+    if args.candidates.is_some() || args.chosen_out.is_some() {
+        bail!(
+            "--candidates and --chosen-out apply to the pliable schemes (pliable-greedy, pliable-hierarchical), not {}",
+            planner.name()
+        );
+    }
     let mut exchange = plan_policy::start(&args.source, &args.policy)?;
     let first_epoch = exchange.as_mut().map(ExchangeRun::next_epoch);
     let inst = match &first_epoch {

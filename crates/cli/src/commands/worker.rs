@@ -31,7 +31,7 @@ pub fn run(args: &WorkerArgs) -> anyhow::Result<ExitCode> {
         }
         ClusterJob::EpochLoop { timeout, exit_at_epoch } => {
             t.set_timeout(timeout);
-            let options = WorkerOptions { exit_at_epoch };
+            let options = WorkerOptions::default().with_exit_at_epoch(exit_at_epoch);
             let summary = run_worker(t, &options).with_context(|| format!("rank {rank}"))?;
             let worker = summary.worker;
             match summary.exit {

@@ -3,8 +3,9 @@
 //!
 //! The training data is split into `n` partitions held in memory all workers can read (the
 //! paper's shared-memory architecture). Each iteration worker `w` plays a role `i` of the
-//! encoding matrix `B` ([`ubershuffle_gradient_codes`]) and sends `sum_j B[i][j] g_j`; the master decodes
-//! the roles that arrived before the deadline with the least-squares combination and steps.
+//! encoding matrix `B` ([`ubershuffle_gradient_codes`]) and sends `sum_j B[i][j] g_j`; the master waits
+//! for the workers the straggler model marks on time, decodes their roles with the least-squares
+//! combination and steps (the late ones' results are dropped).
 //! Shuffling the roles each iteration ([`ubershuffle_gradient_codes::RoleShuffle`]) keeps persistently
 //! slow workers from always blocking the same partitions.
 //!

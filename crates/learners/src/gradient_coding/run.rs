@@ -9,11 +9,11 @@
 //!
 //! Stragglers: the straggler model decides which workers are late. This machine has no slow
 //! hardware, so lateness is **emulated**: a late worker computes its result like the others
-//! but holds it back for twice the deadline (it drops it if the next iteration's request comes
-//! first). Its result then really misses the master's deadline and is discarded, never faked.
+//! but holds it back for [`straggler_hold`](crate::straggler::straggler_hold) (twice the
+//! deadline; it drops it if the next iteration's request comes first). Its result then really misses the master's deadline and is discarded, never faked.
 //! The master waits for every worker the model keeps on time, however long this machine takes
-//! (up to [`ON_TIME_SAFETY`]), so a run's numbers depend on its seed only, not on the host's
-//! load; an on-time reply sent after the deadline is counted in
+//! (up to [`ON_TIME_SAFETY`](crate::gradient_coding::run::ON_TIME_SAFETY)), so a run's
+//! numbers depend on its seed only, not on the host's load; an on-time reply sent after the deadline is counted in
 //! [`IterationRecord::unexpected_late`](crate::gradient_coding::run::IterationRecord::unexpected_late)
 //! (a machine-dependent figure) and still used.
 
@@ -228,7 +228,7 @@ pub fn run_coded_gd(
         let (tx, rx) = mpsc::channel();
         command_txs.push(tx);
         let (data, reply_tx) = (Arc::clone(&data), reply_tx.clone());
-        let hold = config.deadline * 2;
+        let hold = crate::straggler::straggler_hold(config.deadline);
         handles.push(
             thread::Builder::new()
                 .name(format!("gc-worker-{worker}"))

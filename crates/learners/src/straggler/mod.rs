@@ -21,6 +21,16 @@ pub use shifted_exponential::{ShiftedExponential, shifted_exponential};
 
 use crate::LearnerError;
 
+/// How long an emulated straggler holds its result back before sending it: twice the master's
+/// deadline, so that it misses the deadline whatever the scheduling noise. The one rule for
+/// every loop that plays a straggler model out (the epoch loop's workers, gradient coding's).
+pub fn straggler_hold(deadline: std::time::Duration) -> std::time::Duration {
+    deadline.saturating_mul(STRAGGLER_HOLD_FACTOR)
+}
+
+/// [`straggler_hold`]'s factor.
+pub const STRAGGLER_HOLD_FACTOR: u32 = 2;
+
 /// The compute time of an on-time worker in the late-or-not models (deadline 1).
 pub const ON_TIME: f64 = 0.5;
 /// The compute time of a late worker in the late-or-not models (deadline 1).

@@ -16,7 +16,7 @@ use crate::{Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, Shuffle
 /// same cachers; at `n = 100` workers almost every point's cachers are unique, the tables hold
 /// one point each and send what uncoded sends, while cliques of 5 to 8 requests abound.
 ///
-/// The planner grows one packet at a time ([`crate::packing`] has the details):
+/// The planner grows one packet at a time (`src/packing.rs` has the details):
 /// 1. *Seed*: the open request whose point has the fewest cachers (ties in a seeded random
 ///    order): it fits the fewest packets, so it is served while partners are plentiful.
 /// 2. *Grow*: keep `A`, the workers caching every point chosen so far (the receivers that may

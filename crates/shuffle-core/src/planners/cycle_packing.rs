@@ -18,7 +18,7 @@ use crate::{Part, Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, S
 /// It is strictly better when the shuffle holds more disjoint cycles than one worker's
 /// leftovers, e.g. two disjoint 3-cycles among 6 workers: 4 transmissions against 5.
 /// Parts are tagged with the worker that needs the point. Other instances get
-/// [`PlanError::Unsupported`]; more than [`MAX_WORKERS`] workers (where the greedy's
+/// [`PlanError::Unsupported`]; more than 128 workers (where the greedy's
 /// breadth-first searches over `K^2` edges grow slow), [`PlanError::TooManyWorkers`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CyclePackingPlanner;

@@ -9,6 +9,8 @@ mod auto;
 mod clique_cover;
 mod coded;
 mod cycle_packing;
+mod pliable_greedy;
+mod pliable_hierarchical;
 mod ubershuffle;
 mod ubershuffle_opt;
 mod uncoded;
@@ -18,6 +20,8 @@ pub use auto::AutoPlanner;
 pub use clique_cover::CliqueCoverPlanner;
 pub use coded::CodedPlanner;
 pub use cycle_packing::CyclePackingPlanner;
+pub use pliable_greedy::PliableGreedyPlanner;
+pub use pliable_hierarchical::PliableHierarchicalPlanner;
 pub use ubershuffle::UberShufflePlanner;
 pub use ubershuffle_opt::UberShuffleOptPlanner;
 pub use uncoded::UncodedPlanner;
@@ -71,6 +75,8 @@ static REGISTRY: &[PlannerEntry] = &[
     PlannerEntry::of::<AutoPlanner>(),
     PlannerEntry::of::<WorstCasePlanner>(),
     PlannerEntry::of::<CyclePackingPlanner>(),
+    PlannerEntry::of::<PliableGreedyPlanner>(),
+    PlannerEntry::of::<PliableHierarchicalPlanner>(),
 ];
 
 /// Every built-in planner, in the order listings show them.

@@ -42,7 +42,7 @@ use crate::{Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, Shuffle
 /// for a table of `k` workers, and where cachers are unique (from about 30 workers) almost
 /// every search comes up empty, so the work doubles with every worker a point's cachers gain.
 /// Before planning, the search's work is estimated from a sample of tables (the first search
-/// of every table, [`GREEDY_SAMPLES`] of them); an instance whose estimate exceeds the budget
+/// of every table, `GREEDY_SAMPLES` (256) of them); an instance whose estimate exceeds the budget
 /// (`--time-budget`, in work units) is refused at once with [`PlanError::OverBudget`], naming
 /// `clique-cover`; should the search still run past its budget, it stops there with the same
 /// error. Table labels are 128-bit masks: at most 128 workers ([`PlanError::TooManyWorkers`]).

@@ -104,6 +104,11 @@ impl TcpTransport {
         let mut links = Vec::with_capacity(size);
         for (peer, stream) in streams.into_iter().enumerate() {
             let Some(stream) = stream else {
+                if peer != rank {
+                    // An absent rank (the master started without it) counts as gone.
+                    let detail = "it never joined (the cluster started without it)".to_string();
+                    let _ = tx.send(Delivery::Gone { from: peer, detail });
+                }
                 links.push(None);
                 continue;
             };
@@ -125,6 +130,12 @@ impl TcpTransport {
             mailbox: Mailbox::new(size, rx),
             links,
         })
+    }
+
+    /// The ranks this one has a connection to, in order (every other rank, unless the cluster
+    /// started without some: [`MasterListener::accept_at_least`]).
+    pub fn connected(&self) -> Vec<usize> {
+        (0..self.size).filter(|&r| self.links.get(r).is_some_and(Option::is_some)).collect()
     }
 
     /// How this cluster broadcasts (chosen by the master).
@@ -151,7 +162,7 @@ fn spawn_reader(
                         && f.tag <= u16::MAX as u32 =>
                 {
                     let d =
-                        Delivery::Message { from: peer, tag: f.tag as Tag, bytes: f.payload, arrival: None };
+                        Delivery::Message { from: peer, tag: f.tag as Tag, bytes: f.payload, stamp: None };
                     if inbox.send(d).is_err() {
                         return;
                     }
@@ -216,6 +227,14 @@ impl Links for TcpTransport {
         self.mailbox.recv(from, tag, timeout, op)
     }
 
+    fn hold(&mut self, from: usize, tag: Tag, bytes: Vec<u8>) {
+        self.mailbox.hold(from, tag, bytes);
+    }
+
+    fn release_held(&mut self) {
+        self.mailbox.release_held();
+    }
+
     fn first_gone(&mut self, among: &[usize]) -> Option<(usize, String)> {
         self.mailbox.poll();
         self.mailbox.first_gone(among).map(|(peer, detail)| (peer, detail.to_string()))
@@ -234,6 +253,16 @@ impl Transport for TcpTransport {
 
     fn broadcast(&mut self, root: usize, buf: &mut Vec<u8>) -> Result<(), TransportError> {
         collectives::broadcast(self, self.method, root, buf)
+    }
+
+    fn broadcast_among(
+        &mut self,
+        root: usize,
+        group: &[usize],
+        id: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<(), TransportError> {
+        collectives::broadcast_among(self, self.method, root, group, id, buf)
     }
 
     fn barrier(&mut self) -> Result<(), TransportError> {

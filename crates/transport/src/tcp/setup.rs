@@ -110,6 +110,20 @@ impl MasterListener {
     pub fn accept_workers(
         self,
         workers: usize,
+        on_refused: impl FnMut(&Refusal),
+    ) -> Result<TcpTransport, TransportError> {
+        self.accept_at_least(workers, workers, on_refused)
+    }
+
+    /// [`MasterListener::accept_workers`], starting at the join timeout with the workers that
+    /// have joined if they are at least `min_workers`: they take ranks `1..=k`, and ranks
+    /// `k+1..=workers` stay absent (the cluster's size is still `workers + 1`; every wait for an
+    /// absent rank fails at once with [`TransportError::PeerGone`], as for a departed one). With
+    /// `min_workers == workers` it is [`MasterListener::accept_workers`].
+    pub fn accept_at_least(
+        self,
+        workers: usize,
+        min_workers: usize,
         mut on_refused: impl FnMut(&Refusal),
     ) -> Result<TcpTransport, TransportError> {
         let config = self.config;
@@ -117,6 +131,11 @@ impl MasterListener {
             return Err(TransportError::Setup(format!(
                 "the number of workers must be in 1..{}, got {workers}",
                 handshake::MAX_RANKS
+            )));
+        }
+        if !(1..=workers).contains(&min_workers) {
+            return Err(TransportError::Setup(format!(
+                "the least number of workers to start with must be in 1..={workers}, got {min_workers}"
             )));
         }
         auth::check_token(&config.token)?;
@@ -133,6 +152,9 @@ impl MasterListener {
         let mut joined: Vec<Admitted> = Vec::new();
         let mut events = Vec::new();
         while joined.len() < workers {
+            if Instant::now() >= deadline && joined.len() >= min_workers {
+                break;
+            }
             if Instant::now() >= deadline {
                 let pending = match admission.pending() {
                     0 => String::new(),
@@ -165,8 +187,10 @@ impl MasterListener {
         drop(admission);
         let start_by = at_least(deadline, config.timeout);
         let size = workers + 1;
+        // Ranks past the joined workers stay absent: no address, no connection.
         let mut addrs = vec![String::new()];
         addrs.extend(joined.iter().map(|a| a.listen.clone()));
+        addrs.resize(size, String::new());
         let mut streams: Vec<Option<TcpStream>> = vec![None];
         for (k, a) in joined.into_iter().enumerate() {
             let rank = k + 1;
@@ -180,6 +204,7 @@ impl MasterListener {
             write_before(&a.stream, start_by, FrameKind::Welcome, 0, &welcome.to_bytes(), &who)?;
             streams.push(Some(a.stream));
         }
+        streams.resize_with(size, || None);
         // Every worker reports its mesh built; then all start together.
         for (rank, stream) in streams.iter().enumerate().skip(1) {
             let Some(stream) = stream else { continue };
@@ -227,8 +252,10 @@ pub fn connect_worker(master: &str, config: &TcpConfig) -> Result<TcpTransport, 
     };
     let (rank, size) = (welcome.rank as usize, welcome.size as usize);
     let mut streams: Vec<Option<TcpStream>> = (0..size).map(|_| None).collect();
-    // Connect to every lower-ranked worker, then accept every higher-ranked one.
-    for (peer, addr) in welcome.addrs.iter().enumerate().take(rank).skip(1) {
+    // Connect to every lower-ranked worker, then accept every higher-ranked one (a rank with
+    // no address is absent: the master started without it).
+    let present = |peer: &(usize, &String)| !peer.1.is_empty();
+    for (peer, addr) in welcome.addrs.iter().enumerate().take(rank).skip(1).filter(present) {
         let s = connect_before(addr, deadline)?;
         let context = Context::Peer { from: rank as u32, to: peer as u32 };
         let peer_who = format!("rank {peer}");
@@ -244,7 +271,7 @@ pub fn connect_worker(master: &str, config: &TcpConfig) -> Result<TcpTransport, 
         )?;
         streams[peer] = Some(s);
     }
-    let mut missing = size - 1 - rank;
+    let mut missing = welcome.addrs.iter().enumerate().skip(rank + 1).filter(present).count();
     if missing > 0 {
         let me = rank as u32;
         let higher =

@@ -271,7 +271,8 @@ fn setup(sizes: Sizes) -> String {
     let [(t1, _, step1), (t2, _, step2)] = TASKS;
     format!(
         "Real runs: {N} worker threads compute real partial gradients of their role's partitions, the master waits \
-         {} ms of wall-clock time per iteration and decodes the roles that arrived. The straggler model is the (n, m) \
+         for every worker the straggler model marks on time (a result sent after the {} ms deadline is \
+         counted as unexpectedly late, not dropped) and decodes their roles. The straggler model is the (n, m) \
          heterogeneous model with m = {SLOW_COUNT} slow workers at a placement drawn from the seed (p_ss = {}, p_as = \
          {}); a late worker's result is held past the deadline (emulated slowness: this machine has no slow nodes) \
          and dropped by the master. Linear regression on the diabetes data ({}, least squares, step {step1}) and \

@@ -131,8 +131,9 @@ fn in_process(r: &Resolved) -> anyhow::Result<ExitCode> {
     finish(recorder, result)
 }
 
-/// The master of a TCP cluster: admits `--workers` `ubershuffle worker` processes, tells them
-/// the job, runs the epoch loop.
+/// The master of a TCP cluster: admits `--workers` `ubershuffle worker` processes (or, with
+/// `--min-workers`, as many as joined by `--join-timeout`), tells them the job, runs the epoch
+/// loop.
 fn tcp_master(r: &Resolved) -> anyhow::Result<ExitCode> {
     let Some((addr, token)) = &r.listen else { bail!("--transport tcp needs --listen and --token") };
     let prepared = prepare(r)?;
@@ -145,11 +146,21 @@ fn tcp_master(r: &Resolved) -> anyhow::Result<ExitCode> {
     let listener = MasterListener::bind(addr, config)?;
     let workers = r.config.workers;
     eprintln!("listening on {}, waiting for {workers} workers", listener.local_addr()?);
-    let mut t = listener.accept_workers(workers, |refused| {
+    let mut t = listener.accept_at_least(workers, r.min_workers, |refused| {
         eprintln!("warning: refused a connection from {}: {}", refused.from, refused.reason);
     })?;
-    eprintln!("all {workers} workers joined; running {} epochs", r.config.epochs);
-    for rank in 1..=workers {
+    let joined: Vec<usize> = t.connected();
+    if joined.len() == workers {
+        eprintln!("all {workers} workers joined; running {} epochs", r.config.epochs);
+    } else {
+        eprintln!(
+            "{} of {workers} workers joined within --join-timeout; running {} epochs with them (--min-workers {}); the others are lost before the first epoch",
+            joined.len(),
+            r.config.epochs,
+            r.min_workers
+        );
+    }
+    for rank in joined {
         let exit_at_epoch = r.kill.filter(|k| k.worker + 1 == rank).map(|k| k.epoch);
         // A worker gone already is found lost, and reported, when the run starts.
         if let Err(e) = (ClusterJob::EpochLoop { timeout: r.timeout, exit_at_epoch }).send(&mut t, rank) {

@@ -130,11 +130,13 @@ impl Recorder {
                 format!(", lost workers {}", list(&m.lost_workers))
             };
             eprintln!(
-                "epoch {}/{} done: {} transmissions (uncoded {}), shuffle {:.4} s, epoch {:.4} s, {} updates, {} stragglers, loss {}{lost}",
+                "epoch {}/{} done: {} transmissions (uncoded {}) sent as {} broadcast + {} point-to-point packets, shuffle {:.4} s, epoch {:.4} s, {} updates, {} stragglers, loss {}{lost}",
                 m.epoch,
                 self.total,
                 m.transmissions,
                 m.uncoded_transmissions,
+                m.broadcast_packets,
+                m.unicast_packets,
                 m.shuffle_seconds(),
                 m.epoch_seconds,
                 m.updates,
@@ -192,6 +194,7 @@ fn document(echo: &Value, identity: &Value, epochs: &[EpochMetrics], end: Option
         .map(|m| {
             let mut row = serde_json::to_value(m).unwrap_or(Value::Null);
             row["shuffle_seconds"] = json!(m.shuffle_seconds());
+            row["packets_sent"] = json!(m.packets_sent());
             row
         })
         .collect();
@@ -207,17 +210,32 @@ fn document(echo: &Value, identity: &Value, epochs: &[EpochMetrics], end: Option
             "mean_shuffle_seconds": mean(epochs, EpochMetrics::shuffle_seconds),
             "mean_epoch_seconds": mean(epochs, |m| m.epoch_seconds),
             "mean_transmit_seconds": mean(epochs, |m| m.transmit_seconds),
-            "mean_compute_seconds": mean(epochs, |m| m.compute_seconds),
+            "mean_train_seconds": mean(epochs, |m| m.train_seconds),
             "transmissions": sum(|m| m.transmissions as u64),
             "uncoded_transmissions": sum(|m| m.uncoded_transmissions as u64),
+            "broadcast_packets": sum(|m| m.broadcast_packets as u64),
+            "unicast_packets": sum(|m| m.unicast_packets as u64),
+            "packets_sent": sum(|m| m.packets_sent() as u64),
             "payload_bytes": sum(|m| m.payload_bytes),
+            "broadcast_bytes": sum(|m| m.broadcast_bytes),
+            "unicast_bytes": sum(|m| m.unicast_bytes),
+            "epochs_without_coding_gain": epochs.iter().filter(|m| lost_the_gain(m)).count(),
             "updates": sum(|m| m.updates as u64),
             "stragglers": sum(|m| m.stragglers as u64),
             "initial_loss": end.map(|r| r.initial_loss),
             "final_loss": epochs.last().map(|m| m.loss),
             "lost_workers": lost,
+            "mean_owner_entropy_bits": mean(epochs, |m| m.owner_entropy_bits),
+            "mean_stay_fraction": mean(epochs, |m| m.stay_fraction),
+            "owner_chi_square_per_df": epochs.last().and_then(|m| m.owner_chi_square_per_df),
         },
     })
+}
+
+/// Whether an epoch's plan was coded but what went on the wire was not: every packet sent point
+/// to point, as many as uncoded shuffling would send, or more.
+fn lost_the_gain(m: &EpochMetrics) -> bool {
+    m.transmissions < m.uncoded_transmissions && m.packets_sent() >= m.uncoded_transmissions
 }
 
 /// A loss or time in a readable width.
@@ -235,9 +253,11 @@ fn print_summary(echo: &Value, report: &RunReport) -> anyhow::Result<()> {
         "epoch",
         "transmissions",
         "uncoded",
+        "broadcast",
+        "unicast",
         "shuffle s",
         "transmit s",
-        "compute s",
+        "train s",
         "updates",
         "stragglers",
         "loss",
@@ -252,9 +272,11 @@ fn print_summary(echo: &Value, report: &RunReport) -> anyhow::Result<()> {
             m.epoch.to_string(),
             m.transmissions.to_string(),
             m.uncoded_transmissions.to_string(),
+            m.broadcast_packets.to_string(),
+            m.unicast_packets.to_string(),
             format!("{:.4}", m.shuffle_seconds()),
             format!("{:.4}", m.transmit_seconds),
-            format!("{:.4}", m.compute_seconds),
+            format!("{:.4}", m.train_seconds),
             m.updates.to_string(),
             m.stragglers.to_string(),
             loss,
@@ -280,10 +302,22 @@ fn print_summary(echo: &Value, report: &RunReport) -> anyhow::Result<()> {
     let text = |k: &str| echo[k].as_str().map_or_else(|| echo[k].to_string(), str::to_string);
     let transmissions: usize = e.iter().map(|m| m.transmissions).sum();
     let uncoded: usize = e.iter().map(|m| m.uncoded_transmissions).sum();
-    let share = if uncoded > 0 {
-        format!(" ({:.1} % of uncoded {uncoded})", 100.0 * transmissions as f64 / uncoded as f64)
-    } else {
+    let share = |count: usize| {
+        if uncoded > 0 {
+            format!(" ({:.1} % of uncoded {uncoded})", 100.0 * count as f64 / uncoded as f64)
+        } else {
+            String::new()
+        }
+    };
+    let (broadcasts, unicasts): (usize, usize) =
+        e.iter().fold((0, 0), |(b, u), m| (b + m.broadcast_packets, u + m.unicast_packets));
+    let (broadcast_bytes, unicast_bytes): (u64, u64) =
+        e.iter().fold((0, 0), |(b, u), m| (b + m.broadcast_bytes, u + m.unicast_bytes));
+    let without_gain: Vec<usize> = e.iter().filter(|m| lost_the_gain(m)).map(|m| m.epoch).collect();
+    let fallback = if without_gain.is_empty() {
         String::new()
+    } else {
+        format!("; epochs {} sent every packet point to point (no coding gain)", list(&without_gain))
     };
     print_table(&[
         ("scheme", format!("{} ({} policy)", text("scheme"), text("policy"))),
@@ -300,7 +334,15 @@ fn print_summary(echo: &Value, report: &RunReport) -> anyhow::Result<()> {
         ("epochs", e.len().to_string()),
         ("mean shuffle", format!("{:.4} s", mean(e, EpochMetrics::shuffle_seconds))),
         ("mean epoch", format!("{:.4} s", mean(e, |m| m.epoch_seconds))),
-        ("transmissions", format!("{transmissions}{share}")),
+        ("planned transmissions", format!("{transmissions}{}", share(transmissions))),
+        (
+            "sent on the wire",
+            format!(
+                "{broadcasts} broadcast + {unicasts} point-to-point packets{}{fallback}",
+                share(broadcasts + unicasts)
+            ),
+        ),
+        ("payload bytes", format!("{broadcast_bytes} broadcast, {unicast_bytes} point to point")),
         (
             "loss",
             format!(
@@ -310,8 +352,43 @@ fn print_summary(echo: &Value, report: &RunReport) -> anyhow::Result<()> {
             ),
         ),
         (
+            "randomness",
+            format!(
+                "H(next | previous owner) {:.3} bits (uniform: {:.3}), {:.1} % of points stay, chi-square/df over epochs {}",
+                mean(e, |m| m.owner_entropy_bits),
+                (e.first().map_or(1, |m| m.workers).max(1) as f64).log2(),
+                100.0 * mean(e, |m| m.stay_fraction),
+                e.last()
+                    .and_then(|m| m.owner_chi_square_per_df)
+                    .map_or_else(|| "-".into(), |c| format!("{c:.2}"))
+            ),
+        ),
+        (
             "lost workers",
             if report.lost_workers.is_empty() { "none".into() } else { list(&report.lost_workers) },
         ),
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_coded_plan_sent_point_to_point_shows_as_lost_gain() {
+        let coded = EpochMetrics {
+            transmissions: 40,
+            uncoded_transmissions: 100,
+            broadcast_packets: 35,
+            unicast_packets: 5,
+            ..Default::default()
+        };
+        let fell_back = EpochMetrics { broadcast_packets: 0, unicast_packets: 100, ..coded.clone() };
+        let uncoded = EpochMetrics { transmissions: 100, unicast_packets: 100, ..fell_back.clone() };
+        assert!(!lost_the_gain(&coded) && lost_the_gain(&fell_back) && !lost_the_gain(&uncoded));
+        let doc = document(&Value::Null, &Value::Null, &[coded, fell_back], None);
+        assert_eq!(doc["totals"]["epochs_without_coding_gain"], 1);
+        assert_eq!(doc["totals"]["packets_sent"], 140);
+        assert_eq!(doc["totals"]["broadcast_packets"], 35);
+    }
 }

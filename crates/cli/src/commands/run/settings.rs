@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde_json::{Map, Value};
 use ubershuffle_core::exchange_policy::ExchangePolicy;
+use ubershuffle_core::pliable::Randomness;
 use ubershuffle_core::{PlannerOptions, cache_size_for, planner_by_name};
 use ubershuffle_learners::MatrixCompletionParams;
 use ubershuffle_runtime::{CheckedRunConfig, ConfigError, LearnerSpec, RunConfig};
@@ -16,7 +17,7 @@ use ubershuffle_transport::BroadcastMethod;
 use ubershuffle_transport::in_process::LinkShaping;
 
 use super::specs::{DataSpec, KillSpec, StragglerSpec};
-use crate::cli::{BroadcastKind, LearnerKind, RunSettings, TransportKind};
+use crate::cli::{BroadcastKind, LearnerKind, PolicyKind, RunSettings, TransportKind};
 use crate::commands::master::seconds;
 
 /// Where the scheme comes from.
@@ -53,6 +54,8 @@ pub struct Resolved {
     pub timeout: Duration,
     /// TCP: how long workers may take to join.
     pub join_timeout: Duration,
+    /// TCP: the fewest workers to start with at the join timeout (`--min-workers`, else all).
+    pub min_workers: usize,
     /// TCP: where to listen, and the token.
     pub listen: Option<(String, String)>,
     /// Fault injection.
@@ -86,6 +89,7 @@ const NOT_IDENTITY: &[&str] = &[
     "kill-worker",
     "timeout",
     "join-timeout",
+    "min-workers",
     "listen",
     "transport",
     "bandwidth",
@@ -178,6 +182,7 @@ impl RunSettings {
             .with_policy(policy)
             .with_chunk_bytes(s.chunk_bytes);
         (config.deadline, config.checkpoint, config.resume) = (deadline, checkpoint, s.resume);
+        config.candidates = s.candidates;
         let config = config.check(points).map_err(|e| explain(e, alpha))?;
         let (echo, identity) = echo(&s, &data, config.cache_capacity)?;
         Ok(Resolved {
@@ -192,6 +197,7 @@ impl RunSettings {
             scheme,
             timeout: seconds("--timeout", s.timeout)?,
             join_timeout: seconds("--join-timeout", s.join_timeout)?,
+            min_workers: min_workers(&s, workers)?,
             listen: s.listen.clone().zip(s.token.clone()),
             kill,
             out: s.out.clone(),
@@ -213,6 +219,18 @@ fn explain(e: ConfigError, alpha: f64) -> anyhow::Error {
         ),
         ConfigError::ZeroChunk => anyhow::anyhow!("--chunk-bytes must be at least 1"),
         other => anyhow::Error::new(other),
+    }
+}
+
+/// `--min-workers`: tcp only, between 1 and `--workers`; all of them when not given.
+fn min_workers(s: &RunSettings, workers: usize) -> anyhow::Result<usize> {
+    match s.min_workers {
+        None => Ok(workers),
+        Some(_) if s.transport != TransportKind::Tcp => {
+            bail!("--min-workers applies only to --transport tcp")
+        }
+        Some(n) if (1..=workers).contains(&n) => Ok(n),
+        Some(n) => bail!("--min-workers must be between 1 and --workers {workers}, got {n}"),
     }
 }
 
@@ -286,8 +304,24 @@ fn resolve_scheme(s: &mut RunSettings) -> anyhow::Result<SchemeChoice> {
         return Ok(SchemeChoice::Plugin(path.clone(), s.scheme.clone()));
     }
     let name = s.scheme.get_or_insert_with(|| "coded".into()).clone();
-    if let Err(e) = planner_by_name(&name, &PlannerOptions::default()) {
-        bail!("invalid value '{name}' for '--scheme': known schemes are {}", e.known.join(", "));
+    let planner = match planner_by_name(&name, &PlannerOptions::default()) {
+        Ok(planner) => planner,
+        Err(e) => bail!("invalid value '{name}' for '--scheme': known schemes are {}", e.known.join(", ")),
+    };
+    match (planner.as_pliable().is_some(), s.candidates) {
+        (true, None) => s.candidates = Some(Randomness::DEFAULT),
+        (false, Some(_)) => {
+            bail!(
+                "--candidates applies to the pliable schemes (pliable-greedy, pliable-hierarchical), not {name}"
+            )
+        }
+        _ => {}
+    }
+    if planner.as_pliable().is_some() && s.policy != PolicyKind::Global {
+        bail!(
+            "--scheme {name} chooses the next assignment itself: it takes --policy global, not {}",
+            s.policy.name()
+        );
     }
     Ok(SchemeChoice::Builtin(name))
 }
@@ -347,6 +381,15 @@ mod tests {
             (&["--transport", "tcp"], "needs --listen"),
             (&["--token", "t"], "apply only to --transport tcp"),
             (&["--join-timeout", "60"], "--join-timeout applies only"),
+            (&["--min-workers", "2"], "--min-workers applies only"),
+            (
+                &["--transport", "tcp", "--listen", "127.0.0.1:0", "--token", "t", "--min-workers", "5"],
+                "--min-workers must be between 1 and --workers 4, got 5",
+            ),
+            (
+                &["--transport", "tcp", "--listen", "127.0.0.1:0", "--token", "t", "--min-workers", "0"],
+                "--min-workers must be between 1 and --workers 4, got 0",
+            ),
             (&["--resume"], "--resume needs --out"),
             (&["--kill-worker", "7@1"], "only workers 0..3"),
             (&["--scheme", "magic"], "known schemes are"),

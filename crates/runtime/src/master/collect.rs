@@ -1,0 +1,183 @@
+//! Collecting from the workers: the acknowledgements that end an epoch's transmission, and the
+//! updates that arrive before the deadline. Deadlines are judged on the transport's clock (an
+//! emulated cluster's clock on shaped in-process links, so stragglers are decided by emulated
+//! time, the same in every run).
+
+use std::time::Duration;
+
+use ubershuffle_learners::Update;
+use ubershuffle_transport::Transport;
+
+use super::Master;
+use super::epoch::EpochHeader;
+use super::membership::lost_worker;
+use crate::phases::{Phase, Stopwatch};
+use crate::protocol::{EpochAck, MasterMessage, TAG_RECEIVED, TAG_UPDATE, UpdateOutcome, UpdateReport};
+use crate::{EpochMetrics, RuntimeError};
+
+/// Seconds as a duration (0 for what cannot be one: the value comes from a peer).
+fn duration_of(seconds: f64) -> Duration {
+    Duration::try_from_secs_f64(seconds).unwrap_or(Duration::ZERO)
+}
+
+impl<T: Transport> Master<'_, T> {
+    /// Waits until every worker of `waiting` holds its packets. A worker lost now is dropped
+    /// from the epoch (its update will not come) and from the run.
+    ///
+    /// Each wait lasts twice the transport's timeout: after a broadcast that a stalled (not
+    /// departed) worker broke, a survivor may sit in the pseudo-broadcast ring for one timeout
+    /// before it gives up and takes the restarted epoch's order. Workers still silent after
+    /// that are stalled: every one of them is dropped (a timeout names no single culprit) and
+    /// told to stop.
+    pub(super) fn await_acks(
+        &mut self,
+        h: &EpochHeader<'_>,
+        waiting: &mut Vec<usize>,
+        m: &mut EpochMetrics,
+    ) -> Result<(), RuntimeError> {
+        let patience = self.t.timeout().saturating_mul(2);
+        let mut pending = waiting.clone();
+        while !pending.is_empty() {
+            let ranks: Vec<usize> = pending.iter().map(|w| w + 1).collect();
+            match self.t.recv_any_within(&ranks, TAG_RECEIVED, patience) {
+                Ok((rank, bytes)) => {
+                    let ack = EpochAck::from_bytes(&bytes)?;
+                    if (ack.epoch, ack.attempt) == (h.epoch, h.attempt) {
+                        pending.retain(|&w| w + 1 != rank);
+                    }
+                }
+                Err(e) if e.is_timeout() => {
+                    self.members.note_loss(&e, true);
+                    for w in std::mem::take(&mut pending) {
+                        waiting.retain(|&x| x != w);
+                        m.lost_workers.push(w);
+                        self.lose(w);
+                        // Best effort: a stalled worker that wakes up should leave, not wait.
+                        let _ = self.send(w, &MasterMessage::Stop);
+                    }
+                }
+                Err(e) => match lost_worker(&e) {
+                    Some(w) if pending.contains(&w) => {
+                        self.members.note_loss(&e, false);
+                        pending.retain(|&x| x != w);
+                        waiting.retain(|&x| x != w);
+                        m.lost_workers.push(w);
+                        self.lose(w);
+                    }
+                    _ => return Err(e.into()),
+                },
+            }
+        }
+        Ok(())
+    }
+
+    /// After an abandoned attempt, waits until every live worker has left it: each answers a
+    /// [`MasterMessage::Sync`] once it is back to waiting for the master's word (a survivor
+    /// caught in the abandoned broadcast gives up within one timeout). Returns the workers that
+    /// do not answer within twice the timeout, now lost.
+    pub(super) fn await_quiet(&mut self) -> Vec<usize> {
+        let patience = self.t.timeout().saturating_mul(2);
+        let mut lost = Vec::new();
+        let mut pending = Vec::new();
+        for w in self.members.live() {
+            match self.send(w, &MasterMessage::Sync) {
+                Ok(_) => pending.push(w),
+                Err(e) => {
+                    self.members.note_loss(&e, false);
+                    lost.push(w);
+                }
+            }
+        }
+        while !pending.is_empty() {
+            let ranks: Vec<usize> = pending.iter().map(|w| w + 1).collect();
+            match self.t.recv_any_within(&ranks, TAG_RECEIVED, patience) {
+                Ok((rank, bytes)) => {
+                    // Acknowledgements of the abandoned attempt's packets are passed over.
+                    if matches!(EpochAck::from_bytes(&bytes), Ok(EpochAck { epoch: 0, attempt: 0 })) {
+                        pending.retain(|&w| w + 1 != rank);
+                    }
+                }
+                Err(e) => {
+                    self.members.note_loss(&e, e.is_timeout());
+                    let gone = lost_worker(&e).filter(|w| pending.contains(w));
+                    for w in gone.map_or_else(|| std::mem::take(&mut pending), |w| vec![w]) {
+                        pending.retain(|&x| x != w);
+                        lost.push(w);
+                    }
+                }
+            }
+        }
+        for &w in &lost {
+            self.lose(w);
+        }
+        lost
+    }
+
+    /// Collects the updates of `waiting` until the deadline (on the transport's clock); on
+    /// return `waiting` holds the stragglers. The wait is a lap of [`Phase::Waiting`], of which
+    /// the worker whose update came last lends its decoding and training time to
+    /// [`Phase::Decode`] and [`Phase::Train`] (up to the whole wait), so that the master's
+    /// phases show what its wait was spent on.
+    pub(super) fn collect_updates(
+        &mut self,
+        h: &EpochHeader<'_>,
+        waiting: &mut Vec<usize>,
+        m: &mut EpochMetrics,
+        watch: &mut Stopwatch,
+    ) -> Result<Vec<Update>, RuntimeError> {
+        let started = self.t.now();
+        let until = self.config.deadline.map(|d| started + d);
+        let mut updates = Vec::new();
+        // The last update's worker's decoding and training.
+        let mut last = (Duration::ZERO, Duration::ZERO);
+        let result = loop {
+            if waiting.is_empty() {
+                break Ok(());
+            }
+            let bound = match until {
+                Some(until) => until.saturating_duration_since(self.t.now()).min(self.t.timeout()),
+                None => self.t.timeout(),
+            };
+            if bound.is_zero() {
+                break Ok(());
+            }
+            let ranks: Vec<usize> = waiting.iter().map(|w| w + 1).collect();
+            match self.t.recv_any_within(&ranks, TAG_UPDATE, bound) {
+                Ok((rank, bytes)) => {
+                    let report = UpdateReport::from_bytes(&bytes)?;
+                    if (report.epoch, report.attempt) != (h.epoch, h.attempt) {
+                        continue; // a straggler's update from an earlier epoch
+                    }
+                    waiting.retain(|&w| w + 1 != rank);
+                    match report.outcome {
+                        UpdateOutcome::Done { update, decode_seconds, train_seconds, .. } => {
+                            updates.push((rank, Update::from_bytes(&update)?));
+                            last = (duration_of(decode_seconds), duration_of(train_seconds));
+                        }
+                        UpdateOutcome::Failed(message) => {
+                            break Err(RuntimeError::WorkerFailed { worker: rank - 1, message });
+                        }
+                    }
+                }
+                // Past the deadline (or, without one, a worker that stalls): the rest straggle.
+                Err(e) if e.is_timeout() => break Ok(()),
+                Err(e) => match lost_worker(&e) {
+                    Some(w) if waiting.contains(&w) => {
+                        self.members.note_loss(&e, false);
+                        waiting.retain(|&x| x != w);
+                        m.lost_workers.push(w);
+                        self.lose(w);
+                    }
+                    _ => break Err(e.into()),
+                },
+            }
+        };
+        watch.lap_idle(&self.t, Phase::Waiting);
+        let wait = self.t.now().saturating_duration_since(started);
+        let decode = watch.timer.reassign(Phase::Waiting, Phase::Decode, last.0.min(wait));
+        watch.timer.reassign(Phase::Waiting, Phase::Train, last.1.min(wait - decode));
+        // Aggregate in worker order, not arrival order, so that sums are the same every run.
+        updates.sort_by_key(|(rank, _)| *rank);
+        result.map(|()| updates.into_iter().map(|(_, u)| u).collect())
+    }
+}

@@ -1,0 +1,368 @@
+//! The epoch pipeline: draw the next assignment, plan, verify, route, broadcast the model,
+//! send the orders, encode and send the packets; then (in [`super::collect`]) wait for the
+//! packets to land and the updates to come; aggregate. A worker lost while packets are on their
+//! way restarts the epoch without it: the survivors are told their new broadcast group, and the
+//! restarted attempt is planned over them and broadcast again.
+
+use ubershuffle_codes::Encoder;
+use ubershuffle_core::rng::{SeededRng, seeded_stream, shuffle};
+use ubershuffle_core::{Plan, ShuffleInstance};
+use ubershuffle_learners::straggler::straggler_hold;
+use ubershuffle_learners::{IterationOutcome, Model, UpdateBody};
+use ubershuffle_transport::Transport;
+
+use super::membership::lost_worker;
+use super::{Master, STREAM_EPOCH, STREAM_PLANNER};
+use crate::assignment::{EpochPlan, plan_epoch, record_owners};
+use crate::cache_policy::next_cache;
+use crate::cost_model::Work;
+use crate::phases::{Phase, Stopwatch};
+use crate::protocol::{
+    EpochOrder, MasterMessage, TAG_MASTER, broadcast_name, data_chunk_bytes, records_checksum,
+};
+use crate::routing::{Routes, route};
+use crate::{EpochMetrics, RuntimeError};
+
+/// How an attempt at an epoch ended.
+pub(super) enum Attempt {
+    Done(Box<EpochMetrics>),
+    /// A worker was lost while packets were on their way: restart the epoch without it.
+    LostWorker(usize),
+}
+
+/// What every message of one attempt refers to.
+pub(super) struct EpochHeader<'p> {
+    pub(super) epoch: u32,
+    pub(super) attempt: u32,
+    inst: &'p ShuffleInstance,
+    plan: &'p Plan,
+    routes: &'p Routes,
+    /// Each worker's checksum of its new records.
+    checksums: &'p [u32],
+}
+
+/// The multiply-adds of aggregating `updates`' values.
+fn aggregate_work(updates: &[ubershuffle_learners::Update]) -> u64 {
+    updates
+        .iter()
+        .map(|u| match &u.body {
+            UpdateBody::Dense(values) => values.len() as u64,
+            UpdateBody::Rows { width, rows } => (rows.len() * width) as u64,
+        })
+        .sum()
+}
+
+impl<T: Transport> Master<'_, T> {
+    /// Runs one epoch, restarting it (planned and broadcast over the survivors) when a worker is lost
+    /// while packets are on their way. Every attempt's time counts, phase by phase.
+    pub(super) fn run_epoch(&mut self, epoch: usize) -> Result<EpochMetrics, RuntimeError> {
+        let mut watch = Stopwatch::start(&self.t, self.prices);
+        let outcome = self.stragglers.next_iteration(&mut self.straggler_rng);
+        let mut lost = self.members.take_lost_before_epoch();
+        let mut attempt = 0;
+        loop {
+            match self.attempt(epoch, attempt, &outcome, &mut watch)? {
+                Attempt::Done(mut metrics) => {
+                    lost.append(&mut metrics.lost_workers);
+                    if self.members.live().is_empty() {
+                        // Every worker was lost during the epoch: it did not happen (no update
+                        // came), so it is neither recorded nor checkpointed, and a resume runs it.
+                        let names: Vec<String> = lost.iter().map(usize::to_string).collect();
+                        return Err(self.members.no_workers_left(names.join(", ")));
+                    }
+                    metrics.lost_workers = lost;
+                    metrics.attempts = attempt as usize + 1;
+                    write_phases(&watch, &mut metrics);
+                    return Ok(*metrics);
+                }
+                Attempt::LostWorker(w) => {
+                    self.lose(w);
+                    lost.push(w);
+                    // No survivor may still wait in the abandoned attempt's broadcast when the
+                    // next one starts (its ring peers would wait for it in vain).
+                    lost.append(&mut self.await_quiet());
+                    watch.lap_idle(&self.t, Phase::Transmit);
+                    if self.members.live().is_empty() {
+                        let names: Vec<String> = lost.iter().map(usize::to_string).collect();
+                        return Err(self.members.no_workers_left(names.join(", ")));
+                    }
+                }
+            }
+            attempt += 1;
+        }
+    }
+
+    /// Deals the batches of lost workers to the survivors, smallest batches first, so that
+    /// the batches stay balanced.
+    fn adopt_orphans(&mut self, live: &[usize], rng: &mut SeededRng) {
+        let mut orphans: Vec<u32> = Vec::new();
+        for w in 0..self.config.workers {
+            if !self.members.is_alive(w) {
+                orphans.append(&mut self.state.batches[w]);
+            }
+        }
+        if orphans.is_empty() || live.is_empty() {
+            return;
+        }
+        shuffle(rng, &mut orphans);
+        let mut order = live.to_vec();
+        for p in orphans {
+            order.sort_by_key(|&w| self.state.batches[w].len());
+            if let Some(&smallest) = order.first() {
+                self.state.batches[smallest].push(p);
+            }
+        }
+        for &w in live {
+            self.state.batches[w].sort_unstable();
+        }
+    }
+
+    fn attempt(
+        &mut self,
+        epoch: usize,
+        attempt: u32,
+        outcome: &IterationOutcome,
+        watch: &mut Stopwatch,
+    ) -> Result<Attempt, RuntimeError> {
+        let (seed, points) = (self.config.seed, self.data.train.len());
+        let stream = (epoch as u64) << 8 | u64::from(attempt);
+        let mut rng = seeded_stream(seed, STREAM_EPOCH + stream);
+        let live = self.members.live();
+        if live.is_empty() {
+            let lost: Vec<String> = (0..self.config.workers).map(|w| w.to_string()).collect();
+            return Err(self.members.no_workers_left(lost.join(", ")));
+        }
+        self.adopt_orphans(&live, &mut rng);
+        let current: Vec<Vec<u32>> = live.iter().map(|&w| self.state.batches[w].clone()).collect();
+        let next = self.config.policy.exchange(&current, &mut rng);
+        let caches = live.iter().map(|&w| self.state.caches[w].clone()).collect();
+        let inst = ShuffleInstance::new(live.len(), points, caches, next)?;
+        let mut m = EpochMetrics { epoch, workers: live.len(), ..Default::default() };
+        // A pliable planner chooses the assignment too (the policy's is its first candidate).
+        let mut planner_rng = seeded_stream(seed, STREAM_PLANNER + stream);
+        let chosen = plan_epoch(self.config, self.planner, inst, &current, &mut rng, &mut planner_rng)?;
+        m.uncoded_transmissions = chosen.inst.uncoded_transmissions();
+        m.transmissions = chosen.plan.len();
+        let cached: usize = (0..live.len()).map(|k| chosen.inst.cache(k).len()).sum();
+        let work = Work {
+            requests: m.uncoded_transmissions as u64,
+            drawn_points: (points + cached) as u64,
+            ..Work::default()
+        };
+        watch.lap(&mut self.t, Phase::Plan, work);
+
+        chosen.verify()?;
+        let pairs: u64 = chosen.plan.iter().map(|parts| (parts.len() * parts.len()) as u64).sum();
+        let work = Work { verified_pairs: pairs + m.uncoded_transmissions as u64, ..Work::default() };
+        watch.lap(&mut self.t, Phase::Verify, work);
+        let stats = chosen.randomness(&current);
+        m.owner_entropy_bits = stats.owner_entropy_bits.unwrap_or(0.0);
+        m.stay_fraction = stats.stay_fraction.unwrap_or(0.0);
+        m.cached_fraction = stats.cached_fraction;
+        m.owner_chi_square_per_df = record_owners(&mut self.owner_counts, &chosen.owners(), &live);
+        let EpochPlan { inst, plan, .. } = chosen;
+
+        let routes = route(&inst, &plan)?;
+        m.broadcast_packets = routes.broadcast.len();
+        m.unicast_packets = routes.unicast.iter().map(Vec::len).sum();
+        let parts: u64 = plan.iter().map(|p| p.len() as u64).sum();
+        let work = Work { peeled_parts: parts * live.len() as u64, ..Work::default() };
+        watch.lap(&mut self.t, Phase::Route, work);
+
+        // Each worker's check on what it decodes: like verifying, a check, not shuffle work.
+        let checksums: Vec<u32> = (0..live.len())
+            .map(|k| {
+                records_checksum(
+                    inst.needs(k).into_iter().filter_map(|p| self.data.train.get(p).map(|r| (p, r))),
+                )
+            })
+            .collect();
+        let checksummed = (m.uncoded_transmissions * self.data.train.width()) as u64;
+        watch.lap(&mut self.t, Phase::Verify, Work { checksummed_bytes: checksummed, ..Work::default() });
+
+        let header = EpochHeader {
+            epoch: epoch as u32,
+            attempt,
+            inst: &inst,
+            plan: &plan,
+            routes: &routes,
+            checksums: &checksums,
+        };
+        if let Err(e) = self.distribute(&header, &live, outcome, &mut m, watch) {
+            return match &e {
+                RuntimeError::Transport(t) => match lost_worker(t) {
+                    Some(w) => {
+                        self.members.note_loss(t, t.is_timeout());
+                        watch.lap_idle(&self.t, Phase::Transmit);
+                        Ok(Attempt::LostWorker(w))
+                    }
+                    None => Err(e),
+                },
+                _ => Err(e),
+            };
+        }
+        let mut waiting: Vec<usize> = live.clone();
+        self.await_acks(&header, &mut waiting, &mut m)?;
+        watch.lap_idle(&self.t, Phase::Transmit);
+
+        let updates = self.collect_updates(&header, &mut waiting, &mut m, watch)?;
+        m.stragglers = waiting.len();
+        m.updates = updates.len();
+        let model = self.learner.aggregate(&Model::new(self.state.model.clone()), &updates)?;
+        m.loss = self.loss(&model)?;
+        self.state.model = model.params;
+        for (k, &w) in live.iter().enumerate() {
+            if self.members.is_alive(w) {
+                let kept = next_cache(
+                    &inst.cache(k).to_vec(),
+                    &inst.assignment(k).to_vec(),
+                    self.config.cache_capacity,
+                    seed,
+                    epoch as u32,
+                    w as u32,
+                );
+                self.state.caches[w] = kept;
+            }
+            self.state.batches[w] = inst.assignment(k).to_vec();
+        }
+        let held_out = ubershuffle_learners::data::record_views(&self.data.held_out);
+        let kept: usize = (0..live.len()).map(|k| inst.cache(k).len() + inst.assignment(k).len()).sum();
+        let work = Work {
+            coordinates: aggregate_work(&updates),
+            loss_coordinates: self.config.learner.loss_work(&held_out),
+            kept_points: kept as u64,
+            ..Work::default()
+        };
+        watch.lap(&mut self.t, Phase::Aggregate, work);
+        Ok(Attempt::Done(Box::new(m)))
+    }
+
+    /// Sends the model, the orders, the broadcasts and the point-to-point packets of one
+    /// attempt.
+    fn distribute(
+        &mut self,
+        h: &EpochHeader<'_>,
+        live: &[usize],
+        outcome: &IterationOutcome,
+        m: &mut EpochMetrics,
+        watch: &mut Stopwatch,
+    ) -> Result<(), RuntimeError> {
+        let width = self.data.train.width();
+        let per_chunk = (self.config.chunk_bytes / width).max(1);
+        let broadcasts = h.routes.broadcast.len().div_ceil(per_chunk);
+        let model = Model::new(self.state.model.clone()).to_bytes();
+        // The survivors of a loss learn their new broadcast group before its first broadcast.
+        if let Some(group) = self.members.group_to_announce() {
+            let members = MasterMessage::Members(group.iter().map(|&w| w as u32).collect());
+            for &w in &group {
+                m.control_bytes += self.send(w, &members)?;
+            }
+            self.members.announced(group);
+        }
+        let group: Vec<usize> = std::iter::once(0).chain(live.iter().map(|w| w + 1)).collect();
+        // One broadcast of the model before the orders, instead of a copy in each.
+        let model_by_broadcast = live.len() > 1;
+        if model_by_broadcast {
+            let follows = MasterMessage::ModelFollows { epoch: h.epoch, attempt: h.attempt };
+            for &w in live {
+                m.control_bytes += self.send(w, &follows)?;
+            }
+            let mut buf = model.clone();
+            m.model_bytes = buf.len() as u64;
+            self.t.broadcast_among(0, &group, broadcast_name(h.epoch, h.attempt, 0), &mut buf)?;
+            let work = Work { copied_bytes: 2 * m.model_bytes, ..Work::default() };
+            watch.lap(&mut self.t, Phase::ModelBroadcast, work);
+        }
+        for (k, &w) in live.iter().enumerate() {
+            let seqs = &h.routes.needs[k];
+            let mut sub_plan = Plan::with_capacity(seqs.len(), 0);
+            for &s in seqs {
+                sub_plan.push(h.plan.transmission(s as usize));
+            }
+            let late = self.config.deadline.filter(|_| outcome.is_late(w));
+            let order = MasterMessage::Order(EpochOrder {
+                epoch: h.epoch,
+                attempt: h.attempt,
+                model: if model_by_broadcast { Vec::new() } else { model.clone() },
+                batch: h.inst.assignment(k).to_vec(),
+                plan: sub_plan,
+                seqs: seqs.clone(),
+                broadcasts: broadcasts as u32,
+                unicasts: h.routes.unicast[k].len().div_ceil(per_chunk) as u32,
+                checksum: h.checksums[k],
+                // A straggler holds its update past the deadline (the model's verdict, played out).
+                hold_seconds: late.map_or(0.0, |d| straggler_hold(d).as_secs_f64()),
+            });
+            let bytes = order.to_bytes()?;
+            watch.lap(
+                &mut self.t,
+                Phase::Route,
+                Work { copied_bytes: bytes.len() as u64, ..Work::default() },
+            );
+            self.t.send(w + 1, TAG_MASTER, &bytes)?;
+            m.control_bytes += bytes.len() as u64;
+            watch.lap_idle(&self.t, Phase::Transmit);
+        }
+        let data = self.data;
+        let encoder = Encoder::new(h.plan, &data.train)?;
+        for (k, seqs) in h.routes.broadcast.chunks(per_chunk).enumerate() {
+            let mut buf = self.encode(&encoder, h, seqs, false, m, watch);
+            let name = broadcast_name(h.epoch, h.attempt, k as u32 + 1);
+            self.t.broadcast_among(0, &group, name, &mut buf)?;
+            watch.lap_idle(&self.t, Phase::Transmit);
+        }
+        for (k, &w) in live.iter().enumerate() {
+            for seqs in h.routes.unicast[k].chunks(per_chunk) {
+                let bytes = self.encode(&encoder, h, seqs, true, m, watch);
+                self.t.send(w + 1, TAG_MASTER, &bytes)?;
+                watch.lap_idle(&self.t, Phase::Transmit);
+            }
+        }
+        Ok(())
+    }
+
+    /// The data chunk of `seqs`, XOR-encoded straight into its message (a broadcast buffer, or
+    /// a point-to-point [`crate::protocol::MasterMessage::Data`]); a lap of encoding.
+    fn encode(
+        &mut self,
+        encoder: &Encoder<'_>,
+        h: &EpochHeader<'_>,
+        seqs: &[u32],
+        point_to_point: bool,
+        m: &mut EpochMetrics,
+        watch: &mut Stopwatch,
+    ) -> Vec<u8> {
+        let width = encoder.width();
+        let bytes = data_chunk_bytes(h.epoch, h.attempt, seqs, width, point_to_point, |k, out| {
+            encoder.encode_into(seqs[k] as usize, out);
+        });
+        let parts: usize = seqs.iter().map(|&s| h.plan.transmission(s as usize).len()).sum();
+        let payload = (seqs.len() * width) as u64;
+        m.payload_bytes += payload;
+        if point_to_point {
+            m.unicast_bytes += payload;
+        } else {
+            m.broadcast_bytes += payload;
+        }
+        let work =
+            Work { xored_bytes: (parts * width) as u64, copied_bytes: bytes.len() as u64, ..Work::default() };
+        watch.lap(&mut self.t, Phase::Encode, work);
+        bytes
+    }
+}
+
+/// The stopwatch's phases into the metrics: they partition the epoch.
+fn write_phases(watch: &Stopwatch, m: &mut EpochMetrics) {
+    let seconds = |p| watch.timer.spent(p).as_secs_f64();
+    m.plan_seconds = seconds(Phase::Plan);
+    m.verify_seconds = seconds(Phase::Verify);
+    m.route_seconds = seconds(Phase::Route);
+    m.model_seconds = seconds(Phase::ModelBroadcast);
+    m.encode_seconds = seconds(Phase::Encode);
+    m.transmit_seconds = seconds(Phase::Transmit);
+    m.decode_seconds = seconds(Phase::Decode);
+    m.train_seconds = seconds(Phase::Train);
+    m.waiting_seconds = seconds(Phase::Waiting);
+    m.aggregate_seconds = seconds(Phase::Aggregate);
+    m.epoch_seconds = watch.timer.total().as_secs_f64();
+}

@@ -1,0 +1,132 @@
+//! [`Membership`]: which workers are in the run, which broadcast group they were last told
+//! of, which were lost before the next epoch, and what the last loss was (for the message when
+//! none is left).
+//!
+//! After a loss the survivors re-form the broadcast group: the next attempt first tells every
+//! survivor the new group ([`crate::protocol::MasterMessage::Members`]), then broadcasts among
+//! them as before, so coded packets keep travelling once to all who need them.
+
+use std::fmt::Display;
+
+use ubershuffle_transport::TransportError;
+
+use crate::{Checkpoint, RuntimeError};
+
+/// The workers of a run and how they fared.
+#[derive(Clone, Debug)]
+pub(crate) struct Membership {
+    alive: Vec<bool>,
+    /// The broadcast group the workers were last told of (every worker until the first
+    /// announcement).
+    announced: Vec<usize>,
+    /// Workers lost before the next epoch started (while receiving their starting caches);
+    /// the next epoch's metrics list them.
+    lost_before_epoch: Vec<usize>,
+    /// The error behind the last loss, and whether it was a timeout.
+    last_loss: Option<(String, bool)>,
+}
+
+/// The worker (0-based) a transport failure names, if it names one.
+pub(crate) fn lost_worker(e: &TransportError) -> Option<usize> {
+    e.peer().filter(|&p| p > 0).map(|p| p - 1)
+}
+
+impl Membership {
+    /// The membership a checkpoint (fresh or resumed) records.
+    pub(crate) fn of(state: &Checkpoint) -> Membership {
+        Membership {
+            alive: state.alive.clone(),
+            announced: (0..state.alive.len()).collect(),
+            lost_before_epoch: Vec::new(),
+            last_loss: None,
+        }
+    }
+
+    /// Writes the membership into `state` (before it is saved).
+    pub(crate) fn record(&self, state: &mut Checkpoint) {
+        state.alive.clone_from(&self.alive);
+    }
+
+    /// The workers still in the run, in order.
+    pub(crate) fn live(&self) -> Vec<usize> {
+        (0..self.alive.len()).filter(|&w| self.alive[w]).collect()
+    }
+
+    /// Whether worker `w` is in the run.
+    pub(crate) fn is_alive(&self, w: usize) -> bool {
+        self.alive.get(w).copied().unwrap_or(false)
+    }
+
+    /// The broadcast group to tell the live workers of, when it is not the one they know.
+    pub(crate) fn group_to_announce(&self) -> Option<Vec<usize>> {
+        let live = self.live();
+        (live != self.announced).then_some(live)
+    }
+
+    /// Notes that the workers of `group` were told it.
+    pub(crate) fn announced(&mut self, group: Vec<usize>) {
+        self.announced = group;
+    }
+
+    /// Takes worker `w` out of the run.
+    pub(crate) fn lose(&mut self, w: usize) {
+        if let Some(a) = self.alive.get_mut(w) {
+            *a = false;
+        }
+    }
+
+    /// Takes worker `w` out before the next epoch (the epoch will list it as lost).
+    pub(crate) fn lose_before_epoch(&mut self, w: usize) {
+        self.lose(w);
+        self.lost_before_epoch.push(w);
+    }
+
+    /// The workers lost before this epoch, to be listed by it.
+    pub(crate) fn take_lost_before_epoch(&mut self) -> Vec<usize> {
+        std::mem::take(&mut self.lost_before_epoch)
+    }
+
+    /// Keeps what made a worker lost, for the message should none be left.
+    pub(crate) fn note_loss(&mut self, e: &dyn Display, timed_out: bool) {
+        self.last_loss = Some((e.to_string(), timed_out));
+    }
+
+    /// The error when no worker is left; `lost` names the workers lost last.
+    pub(crate) fn no_workers_left(&self, lost: String) -> RuntimeError {
+        let (cause, timed_out) =
+            self.last_loss.clone().unwrap_or_else(|| ("a worker left the run".to_string(), false));
+        RuntimeError::NoWorkersLeft { lost, cause, timed_out }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn losing_a_worker_re_forms_the_broadcast_group_and_is_recorded() {
+        let mut state = Checkpoint {
+            fingerprint: String::new(),
+            completed_epochs: 0,
+            model: Vec::new(),
+            batches: vec![Vec::new(); 3],
+            caches: vec![Vec::new(); 3],
+            alive: vec![true; 3],
+            metrics: Vec::new(),
+        };
+        let mut members = Membership::of(&state);
+        assert_eq!(members.group_to_announce(), None);
+        members.lose_before_epoch(1);
+        assert_eq!(members.live(), vec![0, 2]);
+        assert_eq!(members.group_to_announce(), Some(vec![0, 2]));
+        members.announced(vec![0, 2]);
+        assert_eq!(members.group_to_announce(), None);
+        assert_eq!(members.take_lost_before_epoch(), vec![1]);
+        assert!(members.take_lost_before_epoch().is_empty());
+        members.record(&mut state);
+        assert_eq!(state.alive, vec![true, false, true]);
+        members.note_loss(&"rank 3 did not respond", true);
+        let e = members.no_workers_left("0, 2".into()).to_string();
+        assert!(e.contains("lost: 0, 2") && e.contains("rank 3 did not respond"), "{e}");
+    }
+}

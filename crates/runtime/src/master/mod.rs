@@ -1,0 +1,185 @@
+//! The master's side of the epoch loop, one job per file: setting up and resuming a run
+//! ([`setup`]), which workers are alive ([`membership`]), the epoch pipeline (assign, plan,
+//! verify, route, encode, send: [`epoch`]) and collecting acknowledgements and updates
+//! ([`collect`]). Every epoch's time is split into phases by one [`crate::PhaseTimer`] on the
+//! transport's clock.
+
+mod collect;
+mod epoch;
+mod membership;
+mod setup;
+
+use ubershuffle_codes::Records;
+use ubershuffle_core::ShufflePlanner;
+use ubershuffle_core::pliable::OwnerFrequencies;
+use ubershuffle_core::rng::{SeededRng, seeded_stream};
+use ubershuffle_learners::{Learner, Model, StragglerModel};
+use ubershuffle_transport::Transport;
+
+use crate::assignment::{check_planner, owner_frequencies};
+use crate::cost_model::Prices;
+use crate::protocol::{MasterMessage, TAG_MASTER};
+use crate::{CheckedRunConfig, Checkpoint, ConfigError, EpochMetrics, RuntimeError};
+use membership::Membership;
+
+/// Streams of the run's seed, one per purpose, so that each reproduces on its own.
+const STREAM_START: u64 = 1;
+const STREAM_GIVEN_START: u64 = 3;
+const STREAM_STRAGGLERS: u64 = 2;
+const STREAM_READMIT: u64 = 3 << 32;
+const STREAM_EPOCH: u64 = 1 << 32;
+const STREAM_PLANNER: u64 = 2 << 32;
+
+/// The training and held-out records the master holds.
+#[derive(Clone, Debug)]
+pub struct RunData {
+    /// The data set being shuffled: record `i` is data point `i`.
+    pub train: Records,
+    /// Records the loss is measured on.
+    pub held_out: Records,
+}
+
+/// What a finished run measured.
+#[derive(Clone, Debug)]
+pub struct RunReport {
+    /// Every epoch, in order (those before a resume come from the checkpoint).
+    pub epochs: Vec<EpochMetrics>,
+    /// Held-out loss of the starting model.
+    pub initial_loss: f64,
+    /// The final model.
+    pub model: Model,
+    /// Workers lost during the run (0-based), in the order they were lost.
+    pub lost_workers: Vec<usize>,
+}
+
+/// The master of a run.
+pub struct Master<'a, T: Transport> {
+    t: T,
+    config: &'a CheckedRunConfig,
+    planner: &'a dyn ShufflePlanner,
+    stragglers: &'a mut dyn StragglerModel,
+    straggler_rng: SeededRng,
+    data: &'a RunData,
+    learner: Box<dyn Learner>,
+    /// What a checkpoint keeps: model, batches, caches, metrics (membership is kept in
+    /// `members` and written into it before each save).
+    state: Checkpoint,
+    members: Membership,
+    /// The cost model's prices of this run's computing, charged to the transport's clock.
+    prices: Option<Prices>,
+    /// Every point's worker counts over the epochs, for the chi-square against uniform.
+    owner_counts: Option<OwnerFrequencies>,
+}
+
+impl<'a, T: Transport> Master<'a, T> {
+    /// A master over transport `t` (rank 0 of `config.workers + 1` ranks). With
+    /// `config.resume`, the state comes from the checkpoint, which must be of this run.
+    pub fn new(
+        t: T,
+        config: &'a CheckedRunConfig,
+        planner: &'a dyn ShufflePlanner,
+        stragglers: &'a mut dyn StragglerModel,
+        data: &'a RunData,
+    ) -> Result<Self, RuntimeError> {
+        let points = data.train.len();
+        if points != config.points() {
+            return Err(ConfigError::DataSize { checked: config.points(), actual: points }.into());
+        }
+        if t.rank() != 0 || t.size() != config.workers + 1 {
+            let (expected, rank, size) = (config.workers + 1, t.rank(), t.size());
+            return Err(ConfigError::MasterRank { expected, rank, size }.into());
+        }
+        if stragglers.workers() != config.workers {
+            return Err(
+                ConfigError::StragglerWorkers { model: stragglers.workers(), run: config.workers }.into()
+            );
+        }
+        check_planner(config, planner)?;
+        let learner = config.learner.build()?;
+        for (which, records) in [("training", &data.train), ("held-out", &data.held_out)] {
+            if records.width() != learner.record_width() {
+                let (width, expected) = (records.width(), learner.record_width());
+                return Err(ConfigError::RecordWidth { which, width, expected }.into());
+            }
+        }
+        let state = setup::initial_state(config, planner.name(), points, learner.as_ref())?;
+        // Replay the straggler model up to the resume point, so its state is what it was.
+        let mut straggler_rng = seeded_stream(config.seed, STREAM_STRAGGLERS);
+        for _ in 0..state.completed_epochs {
+            stragglers.next_iteration(&mut straggler_rng);
+        }
+        Ok(Master {
+            t,
+            config,
+            planner,
+            stragglers,
+            straggler_rng,
+            data,
+            learner,
+            members: Membership::of(&state),
+            state,
+            prices: None,
+            owner_counts: owner_frequencies(points, config.workers),
+        })
+    }
+
+    /// Charges the master's computing to its transport's clock at `prices` (an emulated
+    /// cluster in charged mode; other clocks measure computing themselves and ignore charges).
+    pub fn with_prices(mut self, prices: Prices) -> Self {
+        self.prices = Some(prices);
+        self
+    }
+
+    /// Runs the remaining epochs; `on_epoch` sees each epoch's metrics as it completes.
+    pub fn run(mut self, on_epoch: &mut dyn FnMut(&EpochMetrics)) -> Result<RunReport, RuntimeError> {
+        let initial_loss = self.loss(&self.learner.initial_model(self.config.seed))?;
+        let result = self.start_workers().and_then(|()| {
+            for epoch in self.state.completed_epochs + 1..=self.config.epochs {
+                let metrics = self.run_epoch(epoch)?;
+                on_epoch(&metrics);
+                self.state.metrics.push(metrics);
+                self.state.completed_epochs = epoch;
+                if let Some(path) = &self.config.checkpoint {
+                    self.members.record(&mut self.state);
+                    self.state.save(path)?;
+                }
+            }
+            Ok(())
+        });
+        self.stop_workers();
+        result?;
+        let lost_workers = self.state.metrics.iter().flat_map(|m| m.lost_workers.iter().copied()).collect();
+        Ok(RunReport {
+            epochs: self.state.metrics.clone(),
+            initial_loss,
+            model: Model::new(self.state.model.clone()),
+            lost_workers,
+        })
+    }
+
+    fn loss(&self, model: &Model) -> Result<f64, RuntimeError> {
+        let views = ubershuffle_learners::data::record_views(&self.data.held_out);
+        Ok(self.learner.loss(model, &views)?)
+    }
+
+    /// Sends `message` to `worker`; returns its length.
+    fn send(&mut self, worker: usize, message: &MasterMessage) -> Result<u64, RuntimeError> {
+        let bytes = message.to_bytes()?;
+        self.t.send(worker + 1, TAG_MASTER, &bytes)?;
+        Ok(bytes.len() as u64)
+    }
+
+    /// Takes worker `w` out of the run; its cache is forgotten.
+    fn lose(&mut self, w: usize) {
+        self.members.lose(w);
+        if let Some(cache) = self.state.caches.get_mut(w) {
+            cache.clear();
+        }
+    }
+
+    fn stop_workers(&mut self) {
+        for w in self.members.live() {
+            let _ = self.send(w, &MasterMessage::Stop);
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! Setting up and resuming a run: the starting state (fresh, from a given partition, or from a
+//! checkpoint), and the workers' jobs and starting caches.
+
+use ubershuffle_codes::Records;
+use ubershuffle_core::rng::{seeded_stream, uniform_below};
+use ubershuffle_core::{balanced_assignment, cache_around};
+use ubershuffle_learners::Learner;
+use ubershuffle_transport::Transport;
+
+use super::membership::lost_worker;
+use super::{Master, STREAM_GIVEN_START, STREAM_READMIT, STREAM_START};
+use crate::protocol::{JobSpec, MasterMessage, TAG_RECEIVED};
+use crate::{CheckedRunConfig, Checkpoint, ConfigError, RunConfig, RuntimeError};
+
+/// The state a run starts from: the checkpoint's when resuming (which must be of this run),
+/// else a fresh one.
+pub(super) fn initial_state(
+    config: &CheckedRunConfig,
+    planner: &str,
+    points: usize,
+    learner: &dyn Learner,
+) -> Result<Checkpoint, RuntimeError> {
+    let fingerprint = config.fingerprint(planner, points);
+    match (&config.checkpoint, config.resume) {
+        (Some(path), true) => {
+            let fail = |reason: String| RuntimeError::Checkpoint { path: path.display().to_string(), reason };
+            let saved = Checkpoint::load(path)?;
+            if saved.fingerprint != fingerprint {
+                return Err(fail(format!(
+                    "it belongs to another run ({}; this run: {fingerprint})",
+                    saved.fingerprint
+                )));
+            }
+            saved.check_shape(config.workers, points, learner.parameter_count()).map_err(fail)?;
+            let mut saved = saved;
+            readmit(&mut saved, config, points);
+            Ok(saved)
+        }
+        _ => Ok(fresh_state(config, points, learner, fingerprint)),
+    }
+}
+
+/// Takes every worker the checkpoint lists as lost back into the run: a resumed run admits all
+/// `--workers` again. Each returning worker gets a batch of its share, points taken at random
+/// from the largest batches, and a starting cache around it (its old cache was forgotten when
+/// it was lost); both are drawn from the run's seed and the resumed epoch, so a resume
+/// reproduces.
+pub(super) fn readmit(state: &mut Checkpoint, config: &RunConfig, points: usize) {
+    let returning: Vec<usize> = (0..state.alive.len()).filter(|&w| !state.alive[w]).collect();
+    if returning.is_empty() {
+        return;
+    }
+    let workers = state.alive.len();
+    let mut rng = seeded_stream(config.seed, STREAM_READMIT + state.completed_epochs as u64);
+    for &w in &returning {
+        while state.batches[w].len() < points / workers {
+            let largest = (0..workers).max_by_key(|&v| (state.batches[v].len(), std::cmp::Reverse(v)));
+            let Some(donor) = largest.filter(|&v| state.batches[v].len() > state.batches[w].len() + 1) else {
+                break;
+            };
+            let at = uniform_below(&mut rng, state.batches[donor].len() as u64) as usize;
+            let p = state.batches[donor].swap_remove(at);
+            state.batches[w].push(p);
+        }
+    }
+    for b in &mut state.batches {
+        b.sort_unstable();
+    }
+    for &w in &returning {
+        state.caches[w] = cache_around(&mut rng, &state.batches[w], points, config.cache_capacity);
+        state.alive[w] = true;
+    }
+}
+
+/// The starting state: a random balanced partition as the previous epoch's batches, and caches
+/// around them as in the UberShuffle paper's model (the batch plus random other points).
+fn fresh_state(config: &RunConfig, points: usize, learner: &dyn Learner, fingerprint: String) -> Checkpoint {
+    let mut rng = seeded_stream(config.seed, STREAM_START);
+    let batches = balanced_assignment(&mut rng, config.workers, points);
+    let caches = batches.iter().map(|b| cache_around(&mut rng, b, points, config.cache_capacity)).collect();
+    Checkpoint {
+        fingerprint,
+        completed_epochs: 0,
+        model: learner.initial_model(config.seed).params,
+        batches,
+        caches,
+        alive: vec![true; config.workers],
+        metrics: Vec::new(),
+    }
+}
+
+/// The records `ids` of `records`, back to back.
+fn gather(records: &Records, ids: &[u32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(ids.len() * records.width());
+    for &id in ids {
+        if let Some(r) = records.get(id) {
+            out.extend_from_slice(r);
+        }
+    }
+    out
+}
+
+impl<T: Transport> Master<'_, T> {
+    /// Starts a fresh run from the given partition instead of a random one: `batches[i]` is
+    /// worker `i`'s batch "of the previous epoch" (for instance, blocks of the data in storage
+    /// order, which the local policy then keeps), and each cache is that batch plus random other
+    /// points, as usual. The batches must partition the points `0..q`, one per worker, each
+    /// within the cache capacity. A resumed run keeps its checkpointed state and ignores this.
+    pub fn with_start(mut self, batches: Vec<Vec<u32>>) -> Result<Self, RuntimeError> {
+        if self.state.completed_epochs > 0 {
+            return Ok(self);
+        }
+        let points = self.data.train.len();
+        let fail = |m: String| Err(ConfigError::StartingPartition(m).into());
+        if batches.len() != self.config.workers {
+            return fail(format!("{} batches for {} workers", batches.len(), self.config.workers));
+        }
+        let mut seen = vec![false; points];
+        for b in &batches {
+            if b.len() > self.config.cache_capacity {
+                return fail(format!(
+                    "a batch of {} exceeds the cache ({})",
+                    b.len(),
+                    self.config.cache_capacity
+                ));
+            }
+            for &p in b {
+                match seen.get_mut(p as usize) {
+                    Some(s) if !*s => *s = true,
+                    Some(_) => return fail(format!("point {p} is in two batches")),
+                    None => return fail(format!("point {p} is not one of the {points} points")),
+                }
+            }
+        }
+        if let Some(p) = seen.iter().position(|s| !s) {
+            return fail(format!("point {p} is in no batch"));
+        }
+        let mut rng = seeded_stream(self.config.seed, STREAM_GIVEN_START);
+        let mut batches = batches;
+        for b in &mut batches {
+            b.sort_unstable();
+        }
+        self.state.caches =
+            batches.iter().map(|b| cache_around(&mut rng, b, points, self.config.cache_capacity)).collect();
+        self.state.batches = batches;
+        Ok(self)
+    }
+
+    /// Tells every worker who it is and sends its starting cache (not part of any epoch; after
+    /// a resume, the checkpointed cache). A worker that cannot be reached is lost before the
+    /// first epoch.
+    pub(super) fn start_workers(&mut self) -> Result<(), RuntimeError> {
+        let width = self.data.train.width();
+        let per_message = (self.config.chunk_bytes / width).max(1);
+        for w in self.members.live() {
+            let job = JobSpec {
+                worker: w as u32,
+                workers: self.config.workers as u32,
+                points: self.data.train.len() as u32,
+                record_width: width as u32,
+                cache_capacity: self.config.cache_capacity as u32,
+                seed: self.config.seed,
+                learner: self.config.learner,
+            };
+            let cache = self.state.caches[w].clone();
+            let sent = self.send(w, &MasterMessage::Job(job)).and_then(|_| {
+                for ids in cache.chunks(per_message) {
+                    let bytes = gather(&self.data.train, ids);
+                    self.send(w, &MasterMessage::Records { ids: ids.to_vec(), bytes })?;
+                }
+                Ok(())
+            });
+            match sent {
+                Ok(()) => {}
+                Err(RuntimeError::Transport(e)) => match lost_worker(&e) {
+                    Some(lost) => {
+                        self.members.note_loss(&e, e.is_timeout());
+                        self.lose(lost);
+                        self.members.lose_before_epoch(lost);
+                    }
+                    None => return Err(e.into()),
+                },
+                Err(e) => return Err(e),
+            }
+        }
+        self.await_caches();
+        if self.members.live().is_empty() {
+            return Err(self.members.no_workers_left("every worker, before the first epoch".into()));
+        }
+        Ok(())
+    }
+
+    /// Waits until every live worker holds its starting cache (on an emulated cluster those
+    /// bytes are still on their way when the last send returns; the first epoch must not pay
+    /// for them). A worker that does not answer is lost.
+    fn await_caches(&mut self) {
+        let mut pending = Vec::new();
+        for w in self.members.live() {
+            match self.send(w, &MasterMessage::Sync) {
+                Ok(_) => pending.push(w),
+                Err(_) => {
+                    self.lose(w);
+                    self.members.lose_before_epoch(w);
+                }
+            }
+        }
+        while !pending.is_empty() {
+            let ranks: Vec<usize> = pending.iter().map(|w| w + 1).collect();
+            match self.t.recv_any(&ranks, TAG_RECEIVED) {
+                Ok((rank, _)) => pending.retain(|&w| w + 1 != rank),
+                Err(e) => {
+                    self.members.note_loss(&e, e.is_timeout());
+                    // The named worker is lost; a timeout names none, so every silent one is.
+                    let gone = lost_worker(&e).filter(|w| pending.contains(w));
+                    for w in gone.map_or_else(|| std::mem::take(&mut pending), |w| vec![w]) {
+                        pending.retain(|&x| x != w);
+                        self.lose(w);
+                        self.members.lose_before_epoch(w);
+                    }
+                }
+            }
+        }
+    }
+}
