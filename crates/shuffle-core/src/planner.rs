@@ -128,7 +128,7 @@ impl Tried {
 /// use std::time::Duration;
 /// use ubershuffle_core::PlannerOptions;
 /// let options = PlannerOptions::default().with_time_budget(Duration::from_secs(2));
-/// assert_eq!(options.work_budget(), 26_000_000);
+/// assert_eq!(options.work_budget(), 40_000_000);
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
