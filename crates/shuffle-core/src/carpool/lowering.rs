@@ -39,6 +39,46 @@ struct Placement {
     column_of: HashMap<(u32, usize), u32>,
     /// The table of each worker set.
     table_of: HashMap<u128, u32>,
+    /// Scratch space of the breadth-first search, kept between searches.
+    search: PathSearch,
+}
+
+/// The state of one breadth-first search for an augmenting path: which columns it reached and
+/// from where, stamped with the search's number so that starting a search clears nothing.
+#[derive(Clone, Default)]
+struct PathSearch {
+    /// For each column, the previous column and the entry moved from it into this one.
+    parent: Vec<(u32, u32)>,
+    /// For each column, the number of the search that reached it last.
+    reached_in: Vec<u32>,
+    /// The number of the current search.
+    number: u32,
+    queue: std::collections::VecDeque<u32>,
+}
+
+impl PathSearch {
+    /// Starts a new search from column `from` among `columns` columns.
+    fn start(&mut self, columns: usize, from: u32) {
+        self.number = self.number.wrapping_add(1);
+        if self.number == 0 {
+            self.reached_in.iter_mut().for_each(|r| *r = 0);
+            self.number = 1;
+        }
+        self.parent.resize(columns, (u32::MAX, u32::MAX));
+        self.reached_in.resize(columns, 0);
+        self.queue.clear();
+        self.queue.push_back(from);
+        self.reached_in[from as usize] = self.number;
+    }
+
+    fn reached(&self, column: u32) -> bool {
+        self.reached_in[column as usize] == self.number
+    }
+
+    fn reach(&mut self, column: u32, from: u32, entry: u32) {
+        self.reached_in[column as usize] = self.number;
+        self.parent[column as usize] = (from, entry);
+    }
 }
 
 impl Placement {
@@ -59,6 +99,7 @@ impl Placement {
             worker_columns: vec![Vec::new(); inst.workers()],
             column_of: HashMap::new(),
             table_of: HashMap::new(),
+            search: PathSearch::default(),
         };
         for transmission in plan.iter() {
             let mut receivers = 0u128;
@@ -114,7 +155,8 @@ impl Placement {
         }
         let mut lowered = 0;
         for table in 0..self.masks.len() as u32 {
-            if table == raised {
+            // Stuck before the raise, a table none of whose workers gained room stays stuck.
+            if table == raised || self.masks[table as usize] & mask == 0 {
                 continue;
             }
             while *work <= budget && self.lower(table, work) {
@@ -154,15 +196,13 @@ impl Placement {
     /// ends in a column with room. Breadth first over the worker's columns (the augmenting
     /// paths of its transportation problem); `None` if there is none, which proves that the
     /// worker's points do not fit the lowered tables. Adds the columns it examines to `work`.
-    fn augmenting_path(&self, from: u32, work: &mut u64) -> Option<Vec<(u32, u32)>> {
+    fn augmenting_path(&self, from: u32, work: &mut u64, search: &mut PathSearch) -> Option<Vec<(u32, u32)>> {
         let worker = self.columns[from as usize].worker;
         let candidates = &self.worker_columns[worker];
-        // parent[column] = (previous column, entry moved from it into this one).
-        let mut parent: HashMap<u32, (u32, u32)> = HashMap::new();
-        let mut queue = std::collections::VecDeque::from([from]);
-        parent.insert(from, (u32::MAX, u32::MAX));
-        while let Some(x) = queue.pop_front() {
-            let mut homes_seen: Vec<u128> = Vec::new();
+        search.start(self.columns.len(), from);
+        let mut homes_seen: Vec<u128> = Vec::new();
+        while let Some(x) = search.queue.pop_front() {
+            homes_seen.clear();
             for &e in &self.columns[x as usize].entries {
                 let home = self.entries[e as usize].home;
                 if homes_seen.contains(&home) {
@@ -172,21 +212,21 @@ impl Placement {
                 for &y in candidates {
                     *work += 1;
                     let table = self.columns[y as usize].table as usize;
-                    if parent.contains_key(&y) || self.heights[table] == 0 || self.masks[table] & !home != 0 {
+                    if search.reached(y) || self.heights[table] == 0 || self.masks[table] & !home != 0 {
                         continue;
                     }
-                    parent.insert(y, (x, e));
+                    search.reach(y, x, e);
                     if self.slack(y) {
                         let mut path = Vec::new();
                         let mut at = y;
                         while at != from {
-                            let (prev, moved) = parent[&at];
+                            let (prev, moved) = search.parent[at as usize];
                             path.push((moved, at));
                             at = prev;
                         }
                         return Some(path);
                     }
-                    queue.push_back(y);
+                    search.queue.push_back(y);
                 }
             }
         }
@@ -223,15 +263,18 @@ impl Placement {
         // table's own columns must not take entries: its height is taken down first.
         self.heights[table as usize] -= 1;
         let mut paths = Vec::with_capacity(full.len());
+        let mut search = std::mem::take(&mut self.search);
         for &c in &full {
-            match self.augmenting_path(c, work) {
+            match self.augmenting_path(c, work, &mut search) {
                 Some(path) => paths.push(path),
                 None => {
+                    self.search = search;
                     self.heights[table as usize] += 1;
                     return false;
                 }
             }
         }
+        self.search = search;
         for path in &paths {
             self.apply(path);
         }
@@ -261,22 +304,21 @@ fn mask_of(set: &WorkerSet) -> u128 {
 }
 
 /// Lowers the tables of `plan` (a plan of carpool rows) by augmenting paths until no table can
-/// lose a row or `budget` work units are spent. Returns the improved plan, or `None` when the
+/// lose a row or `work` (added to what it holds) reaches `budget`. Returns the improved plan, or `None` when the
 /// plan is not made of carpool rows or nothing could be removed.
-pub(crate) fn lower_tables(inst: &ShuffleInstance, plan: &Plan, budget: u64) -> Option<Plan> {
+pub(crate) fn lower_tables(inst: &ShuffleInstance, plan: &Plan, work: &mut u64, budget: u64) -> Option<Plan> {
     let mut placement = Placement::of(inst, plan)?;
     let start = placement.heights.iter().sum::<u32>();
-    let mut work = 0u64;
     let mut neutral = 0;
     let mut tried_sideways: Vec<u128> = Vec::new();
     loop {
         let mut lowered = false;
         for table in 0..placement.masks.len() as u32 {
-            while work <= budget && placement.lower(table, &mut work) {
+            while *work <= budget && placement.lower(table, work) {
                 lowered = true;
             }
         }
-        if work > budget {
+        if *work > budget {
             break;
         }
         if !lowered {
@@ -284,15 +326,15 @@ pub(crate) fn lower_tables(inst: &ShuffleInstance, plan: &Plan, budget: u64) -> 
             let candidates = raise_candidates(&placement, inst.workers());
             let raised = candidates
                 .iter()
-                .any(|&mask| work <= budget && placement.raise_to_lower(mask, 2, &mut work, budget));
+                .any(|&mask| *work <= budget && placement.raise_to_lower(mask, 2, work, budget));
             if !raised {
                 // A sideways move (one row raised, one lowered) to a placement not seen
                 // before, then lowering again.
                 let moved = neutral < MAX_SIDEWAYS
                     && candidates.iter().any(|&mask| {
                         !tried_sideways.contains(&mask)
-                            && work <= budget
-                            && placement.raise_to_lower(mask, 1, &mut work, budget)
+                            && *work <= budget
+                            && placement.raise_to_lower(mask, 1, work, budget)
                             && {
                                 tried_sideways.push(mask);
                                 true
@@ -352,13 +394,14 @@ mod tests {
             let inst =
                 GeneratorParams { workers: 8, points: 300, alpha: 0.5, seed }.check().unwrap().generate();
             let greedy = UberShufflePlanner::default().plan(&inst, &mut seeded(1)).unwrap();
-            let lowered = lower_tables(&inst, &greedy, 300_000).expect("the greedy leaves rows to remove");
+            let lowered =
+                lower_tables(&inst, &greedy, &mut 0, 300_000).expect("the greedy leaves rows to remove");
             assert!(verify(&inst, &lowered).unwrap().is_valid());
             assert!(lowered.len() < greedy.len());
-            assert_eq!(lower_tables(&inst, &greedy, 300_000), Some(lowered.clone()), "deterministic");
+            assert_eq!(lower_tables(&inst, &greedy, &mut 0, 300_000), Some(lowered.clone()), "deterministic");
             // On ubershuffle-opt's plan too: never more, always valid.
             let opt = UberShuffleOptPlanner::with_work_budget(2_000_000).plan(&inst, &mut seeded(1)).unwrap();
-            if let Some(better) = lower_tables(&inst, &opt, 300_000) {
+            if let Some(better) = lower_tables(&inst, &opt, &mut 0, 300_000) {
                 assert!(verify(&inst, &better).unwrap().is_valid());
                 assert!(better.len() < opt.len());
             }
@@ -367,6 +410,6 @@ mod tests {
         let inst = ShuffleInstance::paper_example();
         let mut two_parts_one_worker = Plan::new();
         two_parts_one_worker.push_iter([crate::Part::new(0, 0), crate::Part::new(1, 0)]);
-        assert_eq!(lower_tables(&inst, &two_parts_one_worker, 1000), None);
+        assert_eq!(lower_tables(&inst, &two_parts_one_worker, &mut 0, 1000), None);
     }
 }

@@ -22,7 +22,9 @@ use crate::{Plan, PlanError, Planned, PlannerOptions, SeededRng, ShuffleInstance
 /// plan only if it sends fewer packets (the winner is then named `<member> + local search`):
 /// iterated greedy repacking of its packets (`carpool::repack`) and lowering of its carpool
 /// tables by augmenting paths, with one row raised where that frees two, and a bounded number
-/// of sideways moves (`carpool::lower_tables`, up to 128 workers; raising up to 14).
+/// of sideways moves (`carpool::lower_tables`, up to 128 workers; raising up to 14). They
+/// take turns, each starting from what the other left, for as long as a round saves a packet
+/// and their shares last.
 ///
 /// Each member gets the whole `--time-budget` (so `auto` sends no more than `ubershuffle-opt`
 /// run alone), and `auto`'s time is the sum of its members' and the polish. Each member draws from a copy of
@@ -119,11 +121,29 @@ impl ShufflePlanner for AutoPlanner {
         };
         let mut made_by = member.to_string();
         // The local searches, each on a share of the budget; each keeps a plan only if smaller.
+        // The local searches, each on a share of the budget over all rounds; a round repacks
+        // and then lowers, and the next round starts from what it left, while rounds improve.
         let share = self.budget / POLISH_SHARE;
-        let repacked = crate::carpool::repack(inst, &plan, &mut rng.clone(), share);
-        let lowered = crate::carpool::lower_tables(inst, repacked.as_ref().unwrap_or(&plan), share);
-        if let Some(better) = lowered.or(repacked) {
-            plan = better;
+        let mut polish_rng = rng.clone();
+        let (mut repack_work, mut lower_work) = (0, 0);
+        let mut polished = false;
+        loop {
+            let repacked = crate::carpool::repack(inst, &plan, &mut polish_rng, &mut repack_work, share);
+            let lowered = crate::carpool::lower_tables(
+                inst,
+                repacked.as_ref().unwrap_or(&plan),
+                &mut lower_work,
+                share,
+            );
+            match lowered.or(repacked) {
+                Some(better) => {
+                    plan = better;
+                    polished = true;
+                }
+                None => break,
+            }
+        }
+        if polished {
             made_by = format!("{member}{POLISHED}");
             tried.push(Tried::sent(&made_by, plan.len()));
         }
