@@ -54,9 +54,8 @@ pub struct TcpConfig {
     pub join_timeout: Duration,
     /// How `broadcast` moves bytes; the master's choice is sent to every worker.
     pub broadcast: BroadcastMethod,
-    /// The longest message accepted (frame payload, beyond
-    /// [`COLLECTIVE_HEADER_BYTES`](crate::COLLECTIVE_HEADER_BYTES) of a collective's header);
-    /// longer frames are refused unread.
+    /// The longest message accepted (frame payload, beyond [`COLLECTIVE_HEADER_BYTES`] of a
+    /// collective's header); longer frames are refused unread.
     pub max_message: usize,
 }
 
