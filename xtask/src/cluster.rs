@@ -157,17 +157,9 @@ pub fn run(args: &ClusterArgs, root: &Path, target: &Path) -> anyhow::Result<()>
     let mut procs = Processes::default();
     eprintln!("xtask: master: {} {}", exe.display(), master_args.join(" ").replace(&token, "<token>"));
     procs.spawn(Who::Master, &exe, &master_args, &tx)?;
-    let stdout = procs.child(Who::Master).and_then(|c| c.stdout.take());
-    let summary = thread::spawn(move || {
-        let mut text = String::new();
-        if let Some(mut out) = stdout {
-            let _ = out.read_to_string(&mut text);
-        }
-        text
-    });
+    let summary = master_stdout(&mut procs);
     let addr = wait_for_address(&mut procs, &lines)?;
-    let worker_args: Vec<String> =
-        ["worker", "--connect", &addr, "--token", &token].iter().map(|s| s.to_string()).collect();
+    let worker_args = worker_args(&addr, &token);
     for k in 0..args.workers {
         procs.spawn(Who::Worker(k), &exe, &worker_args, &tx)?;
     }
@@ -195,6 +187,24 @@ pub fn run(args: &ClusterArgs, root: &Path, target: &Path) -> anyhow::Result<()>
         check_kill(&out, w, e, status.killed_at_epoch_start)?;
     }
     Ok(())
+}
+
+/// Reads the master's standard output to its end on a thread of its own (its JSON or its
+/// summary), so that the pipe never fills while the run goes on.
+pub(crate) fn master_stdout(procs: &mut Processes) -> thread::JoinHandle<String> {
+    let stdout = procs.child(Who::Master).and_then(|c| c.stdout.take());
+    thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut out) = stdout {
+            let _ = out.read_to_string(&mut text);
+        }
+        text
+    })
+}
+
+/// The arguments of `ubershuffle worker` joining the master at `addr` with `token`.
+pub(crate) fn worker_args(addr: &str, token: &str) -> Vec<String> {
+    ["worker", "--connect", addr, "--token", token].iter().map(|s| s.to_string()).collect()
 }
 
 /// Waits for the master's "listening on ADDR" line.

@@ -78,8 +78,9 @@ impl EpochPlan {
         (0..self.inst.points() as u32).map(|p| self.inst.owner(p) as u32).collect()
     }
 
-    /// How random the assignment is, against the `previous` batches (live indices).
-    pub(crate) fn randomness(&self, previous: &[Vec<u32>]) -> RandomnessStats {
+    /// How random the assignment is, against the `previous` batches (live indices); `owners`
+    /// is [`EpochPlan::owners`].
+    pub(crate) fn randomness(&self, previous: &[Vec<u32>], owners: &[u32]) -> RandomnessStats {
         let mut before = vec![u32::MAX; self.inst.points()];
         for (k, batch) in previous.iter().enumerate() {
             for &p in batch {
@@ -89,9 +90,7 @@ impl EpochPlan {
             }
         }
         let inst = &self.inst;
-        RandomnessStats::measure(inst.workers(), &self.owners(), Some(&before), |p, w| {
-            inst.cache(w).contains(p)
-        })
+        RandomnessStats::measure(inst.workers(), owners, Some(&before), |p, w| inst.cache(w).contains(p))
     }
 }
 

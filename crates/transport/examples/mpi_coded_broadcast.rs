@@ -49,7 +49,7 @@ fn run(t: &mut MpiTransport) -> Result<String, String> {
     let workers = t.size().checked_sub(1).filter(|&w| w > 0).ok_or("run with at least 2 ranks")?;
     let inst =
         GeneratorParams { workers, points, alpha: 0.4, seed }.check().map_err(|e| e.to_string())?.generate();
-    let planner = planner_by_name("coded", &PlannerOptions::default()).ok_or("no coded planner")?;
+    let planner = planner_by_name("coded", &PlannerOptions::default()).map_err(|e| e.to_string())?;
     let plan = planner.plan(&inst, &mut seeded_stream(seed, 1)).map_err(|e| e.to_string())?;
     verify(&inst, &plan).and_then(|r| r.ensure_valid()).map_err(|e| format!("plan does not verify: {e}"))?;
     let records = Records::random(points, width, seed).map_err(|e| e.to_string())?;
@@ -95,7 +95,7 @@ fn run(t: &mut MpiTransport) -> Result<String, String> {
             }
             count += 1;
         }
-        if count != inst.needs(worker).iter().filter(|p| !inst.cache(worker).contains(p)).count() {
+        if count != inst.needs(worker).iter().filter(|p| !inst.cache(worker).contains(*p)).count() {
             return Err(format!("worker {worker} decoded {count} points, fewer than it needs"));
         }
         Ok(format!("ok: decoded {count} new points byte for byte from {} packets", packets.len()))

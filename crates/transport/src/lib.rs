@@ -13,4 +13,4 @@ mod transport;
 
 pub use collectives::{BroadcastMethod, UnknownBroadcastMethod};
 pub use error::TransportError;
-pub use transport::{MAX_USER_TAG, Tag, Transport};
+pub use transport::{COLLECTIVE_HEADER_BYTES, MAX_USER_TAG, Tag, Transport};

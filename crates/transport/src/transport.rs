@@ -150,8 +150,13 @@ pub(crate) fn check_peer(rank: usize, size: usize, peer: usize) -> Result<(), Tr
     Ok(())
 }
 
+/// Bytes of a collective's own header (its name, a piece's length and index) that a message
+/// may carry beyond a transport's `max_message`, so that a broadcast of `max_message` bytes
+/// fits whichever way it is sent.
+pub const COLLECTIVE_HEADER_BYTES: usize = 64;
+
 /// Checks a send before anything moves: `to` is another rank and the concatenation of `parts`
-/// is at most `max` bytes.
+/// is at most `max` bytes (plus [`COLLECTIVE_HEADER_BYTES`] of a collective's header).
 pub(crate) fn check_send(
     rank: usize,
     size: usize,
@@ -161,7 +166,7 @@ pub(crate) fn check_send(
 ) -> Result<(), TransportError> {
     check_peer(rank, size, to)?;
     let len: usize = parts.iter().map(|p| p.len()).sum();
-    if len > max {
+    if len > max.saturating_add(COLLECTIVE_HEADER_BYTES) {
         return Err(TransportError::MessageTooLarge { len, max });
     }
     Ok(())

@@ -2,10 +2,8 @@
 //! namespace and each worker in its own, talking TCP through the shaped veths; times on the
 //! master's wall clock.
 
-use std::io::Read;
 use std::path::Path;
 use std::sync::mpsc::channel;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -13,7 +11,7 @@ use ubershuffle_runtime::EpochMetrics;
 use ubershuffle_transport::BroadcastMethod;
 
 use super::topology::{Node, Topology};
-use crate::cluster::{Processes, Who, echo, random_token, wait_for_address};
+use crate::cluster::{Processes, Who, echo, master_stdout, random_token, wait_for_address, worker_args};
 
 /// The longest a measured run may take before it is stopped (and counted as failed).
 const RUN_LIMIT: Duration = Duration::from_secs(300);
@@ -89,17 +87,9 @@ fn run_cluster(topology: &Topology, exe: &Path, master_args: &[String]) -> anyho
     let mut procs = Processes::default();
     eprintln!("xtask: [{}] ubershuffle {}", topology.namespace(Node::Master), master_args.join(" "));
     procs.spawn(Who::Master, ip, &in_namespace(topology, Node::Master, exe, &args), &tx)?;
-    let stdout = procs.child(Who::Master).and_then(|c| c.stdout.take());
-    let printed = thread::spawn(move || {
-        let mut text = String::new();
-        if let Some(mut out) = stdout {
-            let _ = out.read_to_string(&mut text);
-        }
-        text
-    });
+    let printed = master_stdout(&mut procs);
     let addr = wait_for_address(&mut procs, &lines)?;
-    let worker_args: Vec<String> =
-        ["worker", "--connect", &addr, "--token", &token].iter().map(|s| s.to_string()).collect();
+    let worker_args = worker_args(&addr, &token);
     for k in 0..topology.workers {
         procs.spawn(Who::Worker(k), ip, &in_namespace(topology, Node::Worker(k), exe, &worker_args), &tx)?;
     }

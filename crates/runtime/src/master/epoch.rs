@@ -155,11 +155,12 @@ impl<T: Transport> Master<'_, T> {
         let pairs: u64 = chosen.plan.iter().map(|parts| (parts.len() * parts.len()) as u64).sum();
         let work = Work { verified_pairs: pairs + m.uncoded_transmissions as u64, ..Work::default() };
         watch.lap(&mut self.t, Phase::Verify, work);
-        let stats = chosen.randomness(&current);
+        let owners = chosen.owners();
+        let stats = chosen.randomness(&current, &owners);
         m.owner_entropy_bits = stats.owner_entropy_bits.unwrap_or(0.0);
         m.stay_fraction = stats.stay_fraction.unwrap_or(0.0);
         m.cached_fraction = stats.cached_fraction;
-        m.owner_chi_square_per_df = record_owners(&mut self.owner_counts, &chosen.owners(), &live);
+        m.owner_chi_square_per_df = record_owners(&mut self.owner_counts, &owners, &live);
         let EpochPlan { inst, plan, .. } = chosen;
 
         let routes = route(&inst, &plan)?;

@@ -38,7 +38,7 @@ use crate::collectives::{self, BroadcastMethod, Links};
 use crate::frame::{FrameKind, ReadFrameError, read_frame, write_frame};
 use crate::mailbox::{Delivery, Mailbox};
 use crate::transport::{check_peers, check_send, links_accessors, point_to_point_via_links};
-use crate::{Tag, Transport, TransportError};
+use crate::{COLLECTIVE_HEADER_BYTES, Tag, Transport, TransportError};
 
 pub use setup::{MAX_PENDING_HANDSHAKES, MasterListener, Refusal, connect_worker};
 
@@ -54,7 +54,8 @@ pub struct TcpConfig {
     pub join_timeout: Duration,
     /// How `broadcast` moves bytes; the master's choice is sent to every worker.
     pub broadcast: BroadcastMethod,
-    /// The longest message (frame payload) accepted; longer frames are refused unread.
+    /// The longest message accepted (frame payload, beyond [`COLLECTIVE_HEADER_BYTES`] of a
+    /// collective's header); longer frames are refused unread.
     pub max_message: usize,
 }
 
@@ -118,7 +119,13 @@ impl TcpTransport {
                 .set_write_timeout(Some(config.timeout))
                 .map_err(io(format!("configuring the link to rank {peer}")))?;
             let read_half = stream.try_clone().map_err(io(format!("cloning the link to rank {peer}")))?;
-            let reader = spawn_reader(rank, peer, read_half, tx.clone(), config.max_message);
+            let reader = spawn_reader(
+                rank,
+                peer,
+                read_half,
+                tx.clone(),
+                config.max_message.saturating_add(COLLECTIVE_HEADER_BYTES),
+            );
             links.push(Some(Link { stream, reader, broken: false }));
         }
         Ok(TcpTransport {
