@@ -18,14 +18,16 @@ use crate::requests::{CacherRows, Requests};
 use crate::rng::shuffle;
 use crate::{Part, Plan, SeededRng, ShuffleInstance};
 
-/// Touches per work unit, calibrated on the reference machine (n = 100 to 1000, q = 3e5) so
-/// that a unit takes 40 to 70 ns of CPU time. A candidate examined counts `2 + n / 64`
-/// touches (its cachers are a cache miss of `n / 8` bytes).
+/// Touches per work unit, chosen so that a unit of `clique-cover` takes about as long as a
+/// unit of the carpool planners (calibrated at n = 100 to 1000, q = 3e5; see
+/// [`crate::WORK_PER_SECOND`] for how a unit is measured). A candidate examined counts
+/// `2 + n / 64` touches (its cachers are a cache miss of `n / 8` bytes).
 const TOUCHES_PER_UNIT: u64 = 4;
 
 /// The most candidates examined per step of a packet (over all workers of `A`). More finds
-/// slightly larger packets: at n = 100, q = 3e5, a = 0.3, 32 candidates a step send 0.169 x
-/// uncoded, 64 0.167, 128 0.165 and 256 0.164, at twice the work each time.
+/// slightly larger packets at twice the work each time; the ignored test
+/// `evals_per_step_comparison` in this file prints the trade-off at n = 100, q = 3e5, a = 0.3
+/// (`cargo test --release -p ubershuffle-core --lib evals_per_step -- --ignored --nocapture`).
 pub(crate) const MAX_EVALS_PER_STEP: usize = 128;
 
 /// How the packer searches.
@@ -332,6 +334,31 @@ impl Packer<'_> {
             }
             self.touches += list.len() as u64 / 8 + 1;
             slot.len = kept as u32;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{GeneratorParams, seeded, verify};
+
+    /// The comparison behind [`MAX_EVALS_PER_STEP`]: transmissions / uncoded for 32 to 256
+    /// candidates a step, with an unbounded budget.
+    #[test]
+    #[ignore = "a measurement (n = 100, q = 3e5), not a check"]
+    fn evals_per_step_comparison() {
+        let inst = GeneratorParams { workers: 100, points: 300_000, alpha: 0.3, seed: 1 }
+            .check()
+            .unwrap()
+            .generate();
+        let requests = Requests::of(&inst);
+        for evals_per_step in [32, 64, 128, 256] {
+            let params = PackingParams { evals_per_step, budget: u64::MAX };
+            let plan = pack_requests(&requests, &params, &mut seeded(1));
+            assert!(verify(&inst, &plan).unwrap().is_valid());
+            let ratio = plan.len() as f64 / inst.uncoded_transmissions() as f64;
+            println!("{evals_per_step} candidates a step: {ratio:.4} x uncoded");
         }
     }
 }

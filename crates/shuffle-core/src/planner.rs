@@ -5,10 +5,17 @@ use std::time::Duration;
 
 use crate::{Plan, PlanError, SeededRng, ShuffleInstance};
 
-/// Work units to a second of `--time-budget`: on the project's 2-core reference machine a unit
-/// (a sub-table probed, a counter updated, forty rows or a few bitset words visited) takes
-/// 30 to 50 ns. Planners count their work in these units instead of reading a clock, so a plan
-/// depends only on the instance, the seed and the budget, never on the machine's load.
+/// Work units to a second of `--time-budget` (a unit: a sub-table probed, a counter updated,
+/// forty rows or a few bitset words visited). Planners count their work in these units instead
+/// of reading a clock, so a plan depends only on the instance, the seed and the budget, never
+/// on the machine's load.
+///
+/// Meant as the units `ubershuffle-opt` counts per CPU second of its thread on Fig. 3
+/// instances where its budget binds (n = 20, q = 3e5 and 1e6): `cargo test --release -p
+/// ubershuffle-core --lib calibrate_work_per_second -- --ignored --nocapture` prints the rates
+/// and their median on the machine at hand. The value is fixed, not re-measured, because every
+/// plan whose budget binds depends on it (docs/shuffling.md, "Work budgets", keeps the last
+/// calibration and why the value stays).
 pub const WORK_PER_SECOND: f64 = 20e6;
 
 /// A shuffling scheme: turns an instance into a plan of coded transmissions.

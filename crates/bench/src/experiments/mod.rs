@@ -7,6 +7,7 @@
 //! and add one entry to [`EXPERIMENTS`].
 
 mod broadcast;
+mod carpool_optimum;
 pub(crate) mod epoch_runs;
 mod fig3;
 mod fig4;
@@ -78,6 +79,7 @@ pub static EXPERIMENTS: &[Experiment] = &[
     Experiment { name: theorem1::NAME, about: theorem1::ABOUT, run: theorem1::run },
     Experiment { name: fig3::NAME, about: fig3::ABOUT, run: fig3::run },
     Experiment { name: scale::NAME, about: scale::ABOUT, run: scale::run },
+    Experiment { name: carpool_optimum::NAME, about: carpool_optimum::ABOUT, run: carpool_optimum::run },
     Experiment { name: plugins::NAME, about: plugins::ABOUT, run: plugins::run },
     Experiment { name: gradient_coding::NAME, about: gradient_coding::ABOUT, run: gradient_coding::run },
     Experiment { name: worst_case::NAME, about: worst_case::ABOUT, run: worst_case::run },

@@ -25,7 +25,8 @@ use crate::requests::Requests;
 use crate::{ShuffleInstance, bits};
 
 /// The most workers for which the exact order is found (the dynamic program keeps
-/// `n 2^(n-1)` counts: 40 MiB at 20 workers, about 0.2 s).
+/// `n 2^(n-1)` four-byte counts; its time at n = 20 is the `lower bound` row of
+/// `results/speed.csv`, `cargo xtask experiments speed`).
 pub const EXACT_MAX_WORKERS: usize = 20;
 
 /// The bound's kind when the order is optimal.

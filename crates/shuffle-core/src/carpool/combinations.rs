@@ -3,24 +3,78 @@
 /// Calls `f(S)` for every `S ⊆ set` with `|S| = size`, in lexicographic order of the chosen
 /// positions (the mask is updated incrementally, amortised O(1) per subset), until `f` returns
 /// false. Returns how many subsets it visited.
+///
+/// Sets within the low 64 bits (every instance the subset searches reach) are enumerated in
+/// 64-bit arithmetic, which takes fewer instructions than 128-bit.
 pub(crate) fn for_each_combination(set: u128, size: usize, mut f: impl FnMut(u128) -> bool) -> u64 {
-    let mut positions = [0u8; 128];
+    match u64::try_from(set) {
+        Ok(narrow) => combinations_in(narrow, size, |s| f(u128::from(s))),
+        Err(_) => combinations_in(set, size, f),
+    }
+}
+
+/// The masks [`combinations_in`] works with.
+trait Bits:
+    Copy + Default + std::ops::BitOr<Output = Self> + std::ops::BitAnd<Output = Self> + PartialEq
+{
+    /// The width in bits.
+    const WIDTH: usize;
+    /// The mask with only bit `i` set.
+    fn bit(i: u32) -> Self;
+    /// The lowest set bit's position.
+    fn lowest(self) -> u32;
+    /// The mask without its lowest set bit.
+    fn without_lowest(self) -> Self;
+    /// The mask without the bits of `other`.
+    fn minus(self, other: Self) -> Self;
+}
+
+macro_rules! bits_for {
+    ($t:ty) => {
+        impl Bits for $t {
+            const WIDTH: usize = <$t>::BITS as usize;
+            #[inline]
+            fn bit(i: u32) -> Self {
+                1 << i
+            }
+            #[inline]
+            fn lowest(self) -> u32 {
+                self.trailing_zeros()
+            }
+            #[inline]
+            fn without_lowest(self) -> Self {
+                self & (self - 1)
+            }
+            #[inline]
+            fn minus(self, other: Self) -> Self {
+                self & !other
+            }
+        }
+    };
+}
+bits_for!(u64);
+bits_for!(u128);
+
+/// [`for_each_combination`] in the width of `B`: the bit of each position is computed once.
+#[inline]
+fn combinations_in<B: Bits>(set: B, size: usize, mut f: impl FnMut(B) -> bool) -> u64 {
+    let mut bits = [B::default(); 128];
     let mut m = 0;
     let mut rest = set;
-    while rest != 0 {
-        positions[m] = rest.trailing_zeros() as u8;
-        rest &= rest - 1;
+    while rest != B::default() {
+        bits[m] = B::bit(rest.lowest());
+        rest = rest.without_lowest();
         m += 1;
     }
+    debug_assert!(m <= B::WIDTH);
     if size > m {
         return 0;
     }
-    let bit = |k: usize| 1u128 << positions[k];
     let mut combo = [0u8; 128];
-    let mut mask = 0u128;
+    let mut mask = B::default();
     for (i, slot) in combo.iter_mut().enumerate().take(size) {
         *slot = i as u8;
-        mask |= bit(i);
+        mask = mask | bits[i];
     }
     let mut visited = 0u64;
     loop {
@@ -40,13 +94,13 @@ pub(crate) fn for_each_combination(set: u128, size: usize, mut f: impl FnMut(u12
             }
         }
         for &c in &combo[i..size] {
-            mask &= !bit(c as usize);
+            mask = mask.minus(bits[c as usize]);
         }
         combo[i] += 1;
-        mask |= bit(combo[i] as usize);
+        mask = mask | bits[combo[i] as usize];
         for j in i + 1..size {
             combo[j] = combo[j - 1] + 1;
-            mask |= bit(combo[j] as usize);
+            mask = mask | bits[combo[j] as usize];
         }
     }
 }

@@ -3,12 +3,18 @@
 
 mod combinations;
 mod full_rows;
+mod iterated_greedy;
 mod layer_counts;
+mod lowering;
 mod mask_index;
+mod room_index;
 mod rows;
 mod tables;
 
 pub(crate) use combinations::for_each_combination;
 pub(crate) use full_rows::{PACK_MAX_WORKERS, PackOrder, pack_full_rows};
+pub(crate) use iterated_greedy::repack;
+pub(crate) use lowering::lower_tables;
+pub(crate) use room_index::RoomIndex;
 pub(crate) use rows::Rows;
 pub(crate) use tables::CarpoolTables;

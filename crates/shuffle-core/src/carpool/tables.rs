@@ -8,6 +8,29 @@ use crate::{Part, Plan, PlanError, ShuffleInstance};
 /// The end of a column's list of entries.
 pub(crate) const NIL: u32 = u32::MAX;
 
+/// A table's bookkeeping.
+#[derive(Clone, Copy, Debug)]
+struct TableMeta {
+    /// Its first slot (one per member, in worker order).
+    slot_start: u32,
+    /// The tallest column's count.
+    height: u32,
+    /// Entries in all its columns.
+    size: u32,
+    /// Columns as tall as the table, so that lowering a column rescans the table only when it
+    /// was the last at that height.
+    tallest: u32,
+}
+
+/// An entry's place: the links of its column's list, its table and its worker.
+#[derive(Clone, Copy, Debug)]
+struct Link {
+    next: u32,
+    prev: u32,
+    table: u32,
+    owner: u32,
+}
+
 /// Encoding tables whose points can move from table to table.
 ///
 /// An *entry* is one needed point: the point, the worker needing it, and its *home*, the mask
@@ -22,15 +45,13 @@ pub(crate) const NIL: u32 = u32::MAX;
 pub(crate) struct CarpoolTables {
     workers: usize,
     masks: Vec<u128>,
-    slot_start: Vec<u32>,
-    height: Vec<u32>,
-    size: Vec<u32>,
+    /// Per table: where its slots start, its height, size and tallest columns (one record,
+    /// so that a move reads one cache line of each table it touches).
+    meta: Vec<TableMeta>,
     count: Vec<u32>,
     head: Vec<u32>,
-    next: Vec<u32>,
-    prev: Vec<u32>,
-    table_of: Vec<u32>,
-    owner: Vec<u8>,
+    /// Per entry: its column's list links, its table and its worker (one record).
+    links: Vec<Link>,
     point: Vec<u32>,
     home: Vec<u128>,
     index: MaskIndex,
@@ -46,15 +67,10 @@ impl CarpoolTables {
         let mut tables = CarpoolTables {
             workers: inst.workers(),
             masks: Vec::new(),
-            slot_start: Vec::new(),
-            height: Vec::new(),
-            size: Vec::new(),
+            meta: Vec::new(),
             count: Vec::new(),
             head: Vec::new(),
-            next: Vec::with_capacity(n),
-            prev: Vec::with_capacity(n),
-            table_of: Vec::with_capacity(n),
-            owner: Vec::with_capacity(n),
+            links: Vec::with_capacity(n),
             point: Vec::with_capacity(n),
             home: Vec::with_capacity(n),
             index: MaskIndex::new(inst.workers()),
@@ -67,11 +83,8 @@ impl CarpoolTables {
             let table = tables.masks.len() as u32 - 1;
             let entry = tables.point.len() as u32;
             tables.point.push(point);
-            tables.owner.push(worker as u8);
             tables.home.push(mask);
-            tables.next.push(NIL);
-            tables.prev.push(NIL);
-            tables.table_of.push(NIL);
+            tables.links.push(Link { next: NIL, prev: NIL, table: NIL, owner: worker });
             tables.link(entry, table);
         }
         Ok(tables)
@@ -101,13 +114,13 @@ impl CarpoolTables {
     /// The height (packets) of table `t`.
     #[inline]
     pub(crate) fn height(&self, t: u32) -> u32 {
-        self.height[t as usize]
+        self.meta[t as usize].height
     }
 
     /// The number of entries in table `t`.
     #[inline]
     pub(crate) fn size(&self, t: u32) -> u32 {
-        self.size[t as usize]
+        self.meta[t as usize].size
     }
 
     /// The empty places of table `t`: `|J| * height - size`.
@@ -132,13 +145,20 @@ impl CarpoolTables {
     fn slot(&self, t: u32, worker: usize) -> usize {
         debug_assert!(self.masks[t as usize] >> worker & 1 == 1);
         let below = self.masks[t as usize] & ((1u128 << worker) - 1);
-        self.slot_start[t as usize] as usize + below.count_ones() as usize
+        self.meta[t as usize].slot_start as usize + below.count_ones() as usize
     }
 
     /// The number of entries in `worker`'s column of table `t`.
     #[inline]
     pub(crate) fn count(&self, t: u32, worker: usize) -> u32 {
         self.count[self.slot(t, worker)]
+    }
+
+    /// The number of entries in each column of table `t`, its members in increasing order.
+    #[inline]
+    pub(crate) fn column_counts(&self, t: u32) -> &[u32] {
+        let start = self.meta[t as usize].slot_start as usize;
+        &self.count[start..start + self.masks[t as usize].count_ones() as usize]
     }
 
     /// Whether `worker`'s column of table `t` is shorter than the table, so that an entry can
@@ -151,7 +171,7 @@ impl CarpoolTables {
     /// The worker needing entry `e`.
     #[inline]
     pub(crate) fn owner(&self, e: u32) -> usize {
-        self.owner[e as usize] as usize
+        self.links[e as usize].owner as usize
     }
 
     /// The point of entry `e`.
@@ -169,7 +189,7 @@ impl CarpoolTables {
     /// The table entry `e` sits in.
     #[inline]
     pub(crate) fn table_of(&self, e: u32) -> u32 {
-        self.table_of[e as usize]
+        self.links[e as usize].table
     }
 
     /// The first entry of `worker`'s column of table `t` ([`NIL`] when empty).
@@ -181,7 +201,7 @@ impl CarpoolTables {
     /// The entry after `e` in its column ([`NIL`] at the end).
     #[inline]
     pub(crate) fn next(&self, e: u32) -> u32 {
-        self.next[e as usize]
+        self.links[e as usize].next
     }
 
     /// Adds an empty table for `mask` (which must have none yet) and returns its id.
@@ -189,10 +209,13 @@ impl CarpoolTables {
         debug_assert!(self.find(mask).is_none());
         let id = self.masks.len() as u32;
         self.masks.push(mask);
-        self.slot_start.push(self.count.len() as u32);
-        self.height.push(0);
-        self.size.push(0);
         let members = mask.count_ones() as usize;
+        self.meta.push(TableMeta {
+            slot_start: self.count.len() as u32,
+            height: 0,
+            size: 0,
+            tallest: members as u32,
+        });
         self.count.extend(std::iter::repeat_n(0, members));
         self.head.extend(std::iter::repeat_n(NIL, members));
         self.index.insert(mask, id);
@@ -216,16 +239,16 @@ impl CarpoolTables {
 
     /// Takes entry `e` out of its table, leaving it in none (until [`Self::attach`]).
     pub(crate) fn detach(&mut self, e: u32) {
-        if self.table_of[e as usize] != NIL {
+        if self.links[e as usize].table != NIL {
             self.unlink(e);
-            self.table_of[e as usize] = NIL;
+            self.links[e as usize].table = NIL;
         }
     }
 
     /// Puts a detached entry `e` into its worker's column of table `to`, which must lie inside
     /// its home and contain its worker.
     pub(crate) fn attach(&mut self, e: u32, to: u32) {
-        debug_assert!(self.table_of[e as usize] == NIL);
+        debug_assert!(self.links[e as usize].table == NIL);
         debug_assert!(self.masks[to as usize] & !self.home(e) == 0);
         debug_assert!(self.masks[to as usize] >> self.owner(e) & 1 == 1);
         self.link(e, to);
@@ -234,41 +257,49 @@ impl CarpoolTables {
     fn link(&mut self, e: u32, t: u32) {
         let slot = self.slot(t, self.owner(e));
         let old = self.head[slot];
-        self.next[e as usize] = old;
-        self.prev[e as usize] = NIL;
+        self.links[e as usize].next = old;
+        self.links[e as usize].prev = NIL;
         if old != NIL {
-            self.prev[old as usize] = e;
+            self.links[old as usize].prev = e;
         }
         self.head[slot] = e;
-        self.table_of[e as usize] = t;
+        self.links[e as usize].table = t;
         self.count[slot] += 1;
-        self.size[t as usize] += 1;
-        if self.count[slot] > self.height[t as usize] {
-            self.height[t as usize] = self.count[slot];
+        self.meta[t as usize].size += 1;
+        if self.count[slot] > self.meta[t as usize].height {
+            self.meta[t as usize].height = self.count[slot];
+            self.meta[t as usize].tallest = 1;
             self.cost += 1;
+        } else if self.count[slot] == self.meta[t as usize].height {
+            self.meta[t as usize].tallest += 1;
         }
     }
 
     fn unlink(&mut self, e: u32) {
         let t = self.table_of(e);
         let slot = self.slot(t, self.owner(e));
-        let (p, n) = (self.prev[e as usize], self.next[e as usize]);
+        let (p, n) = (self.links[e as usize].prev, self.links[e as usize].next);
         if p == NIL {
             self.head[slot] = n;
         } else {
-            self.next[p as usize] = n;
+            self.links[p as usize].next = n;
         }
         if n != NIL {
-            self.prev[n as usize] = p;
+            self.links[n as usize].prev = p;
         }
         self.count[slot] -= 1;
-        self.size[t as usize] -= 1;
-        if self.count[slot] + 1 == self.height[t as usize] {
-            let start = self.slot_start[t as usize] as usize;
-            let members = self.masks[t as usize].count_ones() as usize;
-            let tallest = self.count[start..start + members].iter().copied().max().unwrap_or(0);
-            self.cost -= (self.height[t as usize] - tallest) as usize;
-            self.height[t as usize] = tallest;
+        self.meta[t as usize].size -= 1;
+        if self.count[slot] + 1 == self.meta[t as usize].height {
+            self.meta[t as usize].tallest -= 1;
+            if self.meta[t as usize].tallest == 0 {
+                let start = self.meta[t as usize].slot_start as usize;
+                let members = self.masks[t as usize].count_ones() as usize;
+                let columns = &self.count[start..start + members];
+                let height = columns.iter().copied().max().unwrap_or(0);
+                self.meta[t as usize].tallest = columns.iter().filter(|&&c| c == height).count() as u32;
+                self.cost -= (self.meta[t as usize].height - height) as usize;
+                self.meta[t as usize].height = height;
+            }
         }
     }
 

@@ -18,13 +18,28 @@ use crate::{Plan, PlanError, Planned, PlannerOptions, SeededRng, ShuffleInstance
 /// member that fits, and above 128 workers it is `clique-cover` (or `coded`, should that ever
 /// send less).
 ///
+/// Then two local searches polish the best plan, each on a fifth of the budget, and keep a
+/// plan only if it sends fewer packets (the winner is then named `<member> + local search`):
+/// iterated greedy repacking of its packets (`carpool::repack`) and lowering of its carpool
+/// tables by augmenting paths, with one row raised where that frees two, and a bounded number
+/// of sideways moves (`carpool::lower_tables`, up to 128 workers; raising up to 14). They
+/// take turns, each starting from what the other left, for as long as a round saves a packet
+/// and their shares last.
+///
 /// Each member gets the whole `--time-budget` (so `auto` sends no more than `ubershuffle-opt`
-/// run alone), and `auto`'s time is the sum of its members'. Each member draws from a copy of
+/// run alone), and `auto`'s time is the sum of its members' and the polish. Each member draws from a copy of
 /// `auto`'s generator, so it plans exactly as it would alone with the same seed, and the plan
 /// is deterministic under the seed.
 pub struct AutoPlanner {
     members: Vec<Member>,
+    budget: u64,
 }
+
+/// The share of the budget (one part in this many) each local search gets.
+const POLISH_SHARE: u64 = 5;
+
+/// Appended to the winner's name when a local search improved its plan.
+const POLISHED: &str = " + local search";
 
 /// A member of the portfolio.
 struct Member {
@@ -45,6 +60,7 @@ impl BuiltinPlanner for AutoPlanner {
             Member { planner: Box::new(P::build(options)), dominated_by }
         }
         AutoPlanner {
+            budget: crate::work_units(options.time_budget),
             members: vec![
                 member::<CliqueCoverPlanner>(options, &[]),
                 member::<UberShuffleOptPlanner>(options, &[]),
@@ -97,13 +113,41 @@ impl ShufflePlanner for AutoPlanner {
                 Err(e) => tried.push(Tried::skipped(name, &e)),
             }
         }
-        match best {
-            Some((plan, made_by)) => Ok(Planned { plan, made_by: made_by.to_string(), tried }),
-            None => Err(PlanError::Failed {
+        let Some((mut plan, member)) = best else {
+            return Err(PlanError::Failed {
                 planner: Self::NAME.to_string(),
                 reason: "no member of the portfolio planned the instance".to_string(),
-            }),
+            });
+        };
+        let mut made_by = member.to_string();
+        // The local searches, each on a share of the budget; each keeps a plan only if smaller.
+        // The local searches, each on a share of the budget over all rounds; a round repacks
+        // and then lowers, and the next round starts from what it left, while rounds improve.
+        let share = self.budget / POLISH_SHARE;
+        let mut polish_rng = rng.clone();
+        let (mut repack_work, mut lower_work) = (0, 0);
+        let mut polished = false;
+        loop {
+            let repacked = crate::carpool::repack(inst, &plan, &mut polish_rng, &mut repack_work, share);
+            let lowered = crate::carpool::lower_tables(
+                inst,
+                repacked.as_ref().unwrap_or(&plan),
+                &mut lower_work,
+                share,
+            );
+            match lowered.or(repacked) {
+                Some(better) => {
+                    plan = better;
+                    polished = true;
+                }
+                None => break,
+            }
         }
+        if polished {
+            made_by = format!("{member}{POLISHED}");
+            tried.push(Tried::sent(&made_by, plan.len()));
+        }
+        Ok(Planned { plan, made_by, tried })
     }
 }
 

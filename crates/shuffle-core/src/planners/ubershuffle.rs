@@ -1,7 +1,7 @@
 //! UberShuffle: Lee et al.'s encoding tables with the paper's greedy carpool reallocation.
 
 use super::{BuiltinPlanner, CliqueCoverPlanner};
-use crate::carpool::{CarpoolTables, for_each_combination};
+use crate::carpool::{CarpoolTables, RoomIndex, for_each_combination};
 use crate::rng::uniform_below;
 use crate::{Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, ShufflePlanner, work_units};
 
@@ -34,8 +34,9 @@ use crate::{Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, Shuffle
 ///   tables emptied by earlier moves drop out the same way. (`ubershuffle-opt` builds new
 ///   tables.)
 ///
-/// The plan is deterministic (it draws nothing from the generator). At n = 20, q = 1e6 it
-/// takes about 1.3 s on the project's 2-core machine (`cargo bench -p ubershuffle-core`).
+/// The plan is deterministic (it draws nothing from the generator). Its time at n = 20,
+/// q = 1e6 is the `plan ubershuffle` row of `results/full/speed.csv`
+/// (`cargo xtask experiments speed`; also `cargo bench -p ubershuffle-core --bench planners`).
 ///
 /// Reach: the search for a sub-table enumerates subsets of a table's workers, up to `2^(k-1)`
 /// for a table of `k` workers, and where cachers are unique (from about 30 workers) almost
@@ -159,14 +160,24 @@ pub(crate) fn carpool_greedy(
 ) -> Result<u64, GreedyOverBudget> {
     let mut work = 0u64;
     let table_count = tables.table_count();
-    let mut order: Vec<u32> = (0..tables.table_count() as u32).collect();
-    match rule.order {
-        LayerOrder::Mask => {}
-        LayerOrder::TallestFirst => order.sort_by_key(|&t| std::cmp::Reverse(tables.height(t))),
-        LayerOrder::Random => crate::rng::shuffle(rng, &mut order),
-    }
-    order.sort_by_key(|&t| std::cmp::Reverse(tables.mask(t).count_ones()));
+    // Largest worker sets first; within a size, the rule's order (ties by mask for the
+    // tallest first). Sorted as (key, table) pairs, every pair distinct.
+    let fewer_members = |t: u32| u64::from(128 - tables.mask(t).count_ones()) << 32;
+    let mut keyed: Vec<(u64, u32)> = match rule.order {
+        LayerOrder::Mask => (0..table_count as u32).map(|t| (fewer_members(t), t)).collect(),
+        LayerOrder::TallestFirst => (0..table_count as u32)
+            .map(|t| (fewer_members(t) | u64::from(u32::MAX - tables.height(t)), t))
+            .collect(),
+        LayerOrder::Random => {
+            let mut shuffled: Vec<u32> = (0..table_count as u32).collect();
+            crate::rng::shuffle(rng, &mut shuffled);
+            shuffled.iter().enumerate().map(|(i, &t)| (fewer_members(t) | i as u64, t)).collect()
+        }
+    };
+    keyed.sort_unstable();
+    let order: Vec<u32> = keyed.into_iter().map(|(_, t)| t).collect();
     let mut moves: Vec<(usize, u32)> = Vec::new();
+    let mut room = RoomIndex::of(tables);
     for (done, t) in order.into_iter().enumerate() {
         let mask = tables.mask(t);
         'lower: loop {
@@ -175,9 +186,12 @@ pub(crate) fn carpool_greedy(
                 break;
             }
             moves.clear();
-            for worker in (0..tables.workers()).filter(|&w| mask >> w & 1 == 1) {
+            let mut members = mask;
+            while members != 0 {
+                let worker = members.trailing_zeros() as usize;
+                members &= members - 1;
                 if tables.count(t, worker) == height {
-                    match find_target(tables, mask, worker, rule, rng, &mut work, limit) {
+                    match find_target(tables, room.as_ref(), mask, worker, rule, rng, &mut work, limit) {
                         Ok(Some(target)) => moves.push((worker, target)),
                         Ok(None) => break 'lower,
                         Err(()) => return Err(GreedyOverBudget { tables_done: done, tables: table_count }),
@@ -187,6 +201,9 @@ pub(crate) fn carpool_greedy(
             for &(worker, target) in &moves {
                 let e = tables.first(t, worker);
                 tables.move_entry(e, target);
+                if let Some(room) = &mut room {
+                    room.record_move_in(worker, tables.mask(target), !tables.has_room(target, worker));
+                }
             }
         }
     }
@@ -242,7 +259,7 @@ pub(crate) fn check_greedy_reach(
             continue;
         };
         let mut work = 0;
-        let _ = find_target(tables, mask, worker, &rule, &mut rng, &mut work, cap);
+        let _ = find_target(tables, None, mask, worker, &rule, &mut rng, &mut work, cap);
         probed += work.min(cap);
     }
     let estimate = probed.saturating_mul(count as u64) / samples as u64;
@@ -266,8 +283,15 @@ pub(crate) fn check_greedy_reach(
 /// layer by layer from the largest (the edges of the paper's DAG out of this column: every
 /// worker of a sub-table other than `worker` is in `mask`, so caches the point); `None` when
 /// there is none within `rule.max_removed` layers; `Err` once `work` would pass `limit`.
+///
+/// With `room` (the greedy's [`RoomIndex`], exact for every sub-table of the table being
+/// lowered), a sub-table is judged from a bit and its room from one word; without it (the
+/// reach check, or more than `ROOM_INDEX_MAX_WORKERS` workers), from the
+/// tables. Both visit the same sub-tables in the same order and count the same work.
+#[allow(clippy::too_many_arguments)]
 fn find_target(
     tables: &CarpoolTables,
+    room: Option<&RoomIndex>,
     mask: u128,
     worker: usize,
     rule: &GreedyRule,
@@ -275,10 +299,53 @@ fn find_target(
     work: &mut u64,
     limit: u64,
 ) -> Result<Option<u32>, ()> {
+    if let Some(index) = room
+        && rule.choice == TargetChoice::LeastRoom
+    {
+        let start = *work;
+        let found = index.least_room_sub_table(mask, worker, rule.max_removed, limit.saturating_sub(start));
+        #[cfg(debug_assertions)]
+        {
+            let (mut slow_work, mut slow_rng) = (start, rng.clone());
+            let slow = find_target(tables, None, mask, worker, rule, &mut slow_rng, &mut slow_work, limit);
+            match found {
+                Some((sub, visits)) => {
+                    assert_eq!(slow, Ok(sub.and_then(|s| tables.find(s))));
+                    assert_eq!(slow_work, start + visits);
+                }
+                None => assert_eq!(slow, Err(())),
+            }
+        }
+        return match found {
+            Some((sub, visits)) => {
+                *work = start + visits;
+                Ok(sub.and_then(|s| tables.find(s)))
+            }
+            // Where the enumeration would have stopped, one past the limit.
+            None => {
+                *work = start.max(limit) + 1;
+                Err(())
+            }
+        };
+    }
+    // The room of sub-table `sub` if `worker`'s column in it has room.
+    let room_of = |sub: u128| -> Option<u32> {
+        match room {
+            Some(index) => {
+                let found = index.has_room(worker, sub).then(|| index.room(sub));
+                debug_assert_eq!(
+                    found,
+                    tables.find(sub).filter(|&u| tables.has_room(u, worker)).map(|u| tables.room(u))
+                );
+                found
+            }
+            None => tables.find(sub).filter(|&u| tables.has_room(u, worker)).map(|u| tables.room(u)),
+        }
+    };
     let others = mask & !(1u128 << worker);
     // |J| >= 2 leaves at least one other member.
     let deepest = rule.max_removed.min((others.count_ones() as usize).saturating_sub(1));
-    let mut best: Option<(u32, u32)> = None;
+    let mut best: Option<(u128, u32)> = None;
     let mut seen = 0u64;
     let start = *work;
     let mut over = false;
@@ -290,14 +357,12 @@ fn find_target(
                 over = true;
                 return false;
             }
-            let Some(u) = tables.find(mask & !gone) else { return true };
-            if !tables.has_room(u, worker) {
-                return true;
-            }
+            let sub = mask & !gone;
+            let Some(room) = room_of(sub) else { return true };
             let score = match rule.choice {
                 TargetChoice::First => 0,
-                TargetChoice::LeastRoom => tables.room(u),
-                TargetChoice::MostRoom => u32::MAX - tables.room(u),
+                TargetChoice::LeastRoom => room,
+                TargetChoice::MostRoom => u32::MAX - room,
                 TargetChoice::Random => {
                     seen += 1;
                     // Reservoir sampling: the k-th candidate replaces the choice with chance 1/k.
@@ -305,7 +370,7 @@ fn find_target(
                 }
             };
             if best.is_none_or(|(_, s)| score < s) || (rule.choice == TargetChoice::Random && score == 0) {
-                best = Some((u, score));
+                best = Some((sub, score));
             }
             rule.choice != TargetChoice::First
         });
@@ -316,7 +381,7 @@ fn find_target(
             break;
         }
     }
-    Ok(best.map(|(u, _)| u))
+    Ok(best.and_then(|(sub, _)| tables.find(sub)))
 }
 
 #[cfg(test)]
@@ -330,6 +395,26 @@ mod tests {
         let plan = UberShufflePlanner::default().plan(&inst, &mut seeded(0)).unwrap();
         assert!(verify(&inst, &plan).unwrap().is_valid());
         assert_eq!(plan.len(), 3);
+    }
+
+    /// The greedy's work count and the reach check's estimate, recorded before the search was
+    /// made faster: budgets are counted in these units (`ubershuffle-opt` adds the greedy's
+    /// work to its own), so a faster search must count exactly the same work.
+    #[test]
+    fn counts_the_work_it_always_counted() {
+        let cases = [
+            ((10, 5_000, 0.3, 2), 9487, "about 2942 sub-tables (793 tables"),
+            ((16, 20_000, 0.4, 4), 293_678, "about 130286 sub-tables (10697 tables"),
+            ((20, 30_000, 0.55, 1), 4_511_630, "about 768159 sub-tables (13447 tables"),
+        ];
+        for ((workers, points, alpha, seed), expected_work, expected_estimate) in cases {
+            let inst = GeneratorParams { workers, points, alpha, seed }.check().unwrap().generate();
+            let mut tables = CarpoolTables::build(&inst, "test").unwrap();
+            let refusal = check_greedy_reach(&tables, 1000, "test").unwrap_err().to_string();
+            assert!(refusal.contains(expected_estimate), "{refusal}");
+            let work = carpool_greedy(&mut tables, &GreedyRule::default(), &mut seeded(0), u64::MAX).unwrap();
+            assert_eq!(work, expected_work, "{workers} workers");
+        }
     }
 
     /// The comparison behind the choices documented on [`UberShufflePlanner`]. Run:

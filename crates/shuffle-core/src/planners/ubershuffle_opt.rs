@@ -9,7 +9,7 @@ use crate::carpool::{CarpoolTables, PACK_MAX_WORKERS, PackOrder, Rows, pack_full
 use crate::{Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, ShufflePlanner, work_units};
 
 /// Work charged per needed point for what is not counted as it goes: building the tables,
-/// the lower bound and the plan (about 1.2 µs a point on the reference machine).
+/// the lower bound and the plan.
 const WORK_PER_ENTRY: u64 = 30;
 
 /// Work charged per needed point for each packing's copies of the tables and rows.
@@ -43,28 +43,36 @@ const PATIENCE: usize = 8;
 ///    of the budget (a tenth is kept for it): the fallback, so the result is never worse than
 ///    `ubershuffle`.
 ///
-/// On the paper's Fig. 3 setting (n = 20, medians of seeds 1-3, `results/`), this sends 10 %
-/// to 72 % fewer packets than the greedy for `alpha >= 0.325`, 0.5 % to 17 % fewer for
-/// `alpha <= 0.2`.
+/// How much less it sends than the greedy on the paper's Fig. 3 setting (n = 20, seeds 1-3):
+/// `results/full/fig3.csv` (`cargo xtask experiments fig3`); against the carpool model's
+/// optimum on small instances: `results/carpool-optimum.csv`.
 ///
 /// The budget (`PlannerOptions::time_budget`) is counted in work units,
 /// [`crate::WORK_PER_SECOND`] to a second, not read from a clock: the plan depends only on the instance, the seed and
 /// the budget, never on the machine's load, and the time it takes is about the budget on
 /// the reference machine (more on a slower or busier one). A packing that would exceed the
 /// budget is abandoned (the greedy's plan stands), and a restart is only begun when the
-/// previous packing's work still fits. At n = 20, q = 1e6 one packing takes 2-4 s there.
+/// previous packing's work still fits. (At n = 20, q = 1e6 a packing is a large share of the
+/// default budget; `results/full/fig3.csv` has the plans, `cargo xtask experiments fig3`.)
 ///
 /// Reach: that of [`super::UberShufflePlanner`], whose greedy it runs first (refused at once
 /// with [`PlanError::OverBudget`] where that search would pass the budget, at most 128
 /// workers); the packing itself runs up to 22 workers.
 #[derive(Clone, Copy, Debug)]
 pub struct UberShuffleOptPlanner {
-    budget: Duration,
+    /// The budget in work units.
+    budget: u64,
 }
 
 impl UberShuffleOptPlanner {
-    /// The planner with a search budget.
+    /// The planner with a search budget (converted to work units, [`crate::WORK_PER_SECOND`]
+    /// to a second).
     pub fn new(budget: Duration) -> Self {
+        UberShuffleOptPlanner { budget: work_units(budget) }
+    }
+
+    /// The planner with a budget in work units.
+    pub fn with_work_budget(budget: u64) -> Self {
         UberShuffleOptPlanner { budget }
     }
 }
@@ -89,12 +97,19 @@ impl ShufflePlanner for UberShuffleOptPlanner {
 
     fn fits(&self, inst: &ShuffleInstance) -> Result<(), PlanError> {
         let tables = CarpoolTables::build(inst, Self::NAME)?;
-        check_greedy_reach(&tables, work_units(self.budget), Self::NAME)
+        check_greedy_reach(&tables, self.budget, Self::NAME)
     }
 
     fn plan(&self, inst: &ShuffleInstance, rng: &mut SeededRng) -> Result<Plan, PlanError> {
+        self.plan_counting(inst, rng).map(|(plan, _)| plan)
+    }
+}
+
+impl UberShuffleOptPlanner {
+    /// The plan and the work units it counted.
+    fn plan_counting(&self, inst: &ShuffleInstance, rng: &mut SeededRng) -> Result<(Plan, u64), PlanError> {
         let base = CarpoolTables::build(inst, Self::NAME)?;
-        let budget = work_units(self.budget);
+        let budget = self.budget;
         check_greedy_reach(&base, budget, Self::NAME)?;
         let bound = best_lower_bound(inst).value;
         let mut work = base.entry_count() as u64 * WORK_PER_ENTRY;
@@ -148,7 +163,7 @@ impl ShufflePlanner for UberShuffleOptPlanner {
         if greedy_rows.len() < best.len() {
             best = greedy_rows;
         }
-        Ok(best.to_plan())
+        Ok((best.to_plan(), work))
     }
 }
 
@@ -188,5 +203,39 @@ mod tests {
         let greedy = UberShufflePlanner::default().plan(&inst, &mut seeded(1)).unwrap();
         assert!(verify(&inst, &opt).unwrap().is_valid());
         assert!(opt.len() * 10 < greedy.len() * 9, "opt {} vs greedy {}", opt.len(), greedy.len());
+    }
+
+    /// This thread's CPU seconds (Linux), so that the calibration does not count the time
+    /// other processes take the cores.
+    fn thread_cpu_seconds() -> f64 {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+        ticks / 100.0
+    }
+
+    /// The calibration of [`crate::WORK_PER_SECOND`]: work units `ubershuffle-opt` counts per
+    /// CPU second of its thread, on the Fig. 3 instances where its default budget binds or
+    /// nearly does. Run: `cargo test --release -p ubershuffle-core --lib calibrate_work_per_second
+    /// -- --ignored --nocapture` (about a minute of CPU).
+    #[test]
+    #[ignore = "a measurement, not a check"]
+    fn calibrate_work_per_second() {
+        let planner = UberShuffleOptPlanner::build(&PlannerOptions::default());
+        let mut rates = Vec::new();
+        for (points, alpha) in [(1_000_000, 0.55), (1_000_000, 0.325), (300_000, 0.55), (300_000, 0.4)] {
+            let inst = GeneratorParams { workers: 20, points, alpha, seed: 1 }.check().unwrap().generate();
+            let started = thread_cpu_seconds();
+            let (plan, work) = planner.plan_counting(&inst, &mut seeded(1)).unwrap();
+            let cpu = thread_cpu_seconds() - started;
+            assert!(verify(&inst, &plan).unwrap().is_valid());
+            println!(
+                "q = {points}, alpha = {alpha}: {work} units in {cpu:.2} CPU s: {:.3e} units/s",
+                work as f64 / cpu
+            );
+            rates.push(work as f64 / cpu);
+        }
+        rates.sort_by(f64::total_cmp);
+        println!("median {:.3e} units per CPU second", (rates[1] + rates[2]) / 2.0);
     }
 }
