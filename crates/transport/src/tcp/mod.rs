@@ -7,7 +7,9 @@
 //! see a one-line error), numbers the workers in arrival order, and sends each its rank, the
 //! size, the broadcast method and every worker's address. Workers then build a full mesh (each
 //! connects to the workers of lower rank, with the same handshake), report ready, and the
-//! master starts them all at once.
+//! master starts them all at once. A worker that leaves after its welcome, before the start,
+//! is replaced: the master admits another and welcomes every worker again (a new generation,
+//! bound into the peers' handshakes, so no link of an older welcome passes for a newer one).
 //!
 //! Admission cannot be stalled: the master runs its handshakes side by side, each within
 //! `timeout` of its connection however slowly its bytes arrive, at most
@@ -24,6 +26,10 @@
 mod admission;
 mod auth;
 mod handshake;
+mod join;
+#[cfg(test)]
+mod join_tests;
+mod joiner;
 mod setup;
 mod setup_io;
 
@@ -40,7 +46,8 @@ use crate::mailbox::{Delivery, Mailbox};
 use crate::transport::{check_peers, check_send, links_accessors, point_to_point_via_links};
 use crate::{COLLECTIVE_HEADER_BYTES, Tag, Transport, TransportError};
 
-pub use setup::{MAX_PENDING_HANDSHAKES, MasterListener, Refusal, connect_worker};
+pub use join::connect_worker;
+pub use setup::{MAX_PENDING_HANDSHAKES, MasterListener, Refusal};
 
 /// How a TCP cluster is set up and behaves.
 #[derive(Clone, Debug)]
