@@ -15,7 +15,7 @@ use super::auth::{self, Context, LIVE_JOIN};
 use super::handshake::{self, MAX_FIELD, Welcome};
 use super::setup::IDLE_POLL;
 use super::setup_io::{authenticate_to, has_word, read_before, write_tagged_before};
-use super::{TcpConfig, TcpTransport};
+use super::{Listening, TcpConfig, TcpTransport};
 use crate::TransportError;
 use crate::frame::FrameKind;
 
@@ -156,13 +156,9 @@ pub fn connect_worker(master: &str, config: &TcpConfig) -> Result<TcpTransport, 
             Word::Start(g) if g == generation => {
                 let mut streams = streams;
                 streams[0] = Some(stream);
-                return TcpTransport::from_streams(
-                    rank as usize,
-                    welcome.size as usize,
-                    welcome.method,
-                    config,
-                    streams,
-                );
+                let (rank, size) = (rank as usize, welcome.size as usize);
+                let listening = Listening::Worker(listener);
+                return TcpTransport::from_streams(rank, size, welcome.method, config, streams, listening);
             }
             Word::Start(g) => {
                 return Err(TransportError::Setup(format!(

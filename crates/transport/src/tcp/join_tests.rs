@@ -146,3 +146,44 @@ fn without_a_replacement_the_join_fails_naming_the_lost_worker_and_the_deadline(
     assert!(!e.contains('\n'), "{e}");
     assert!(w.join().unwrap().is_err());
 }
+
+#[test]
+fn a_worker_that_joins_while_the_cluster_runs_takes_a_free_rank_and_links_up() {
+    let cfg = config(Duration::from_secs(20));
+    let (addr, run) = master(&cfg, 3, 3);
+    let workers: Vec<_> = (0..3).map(|_| worker(&addr, &cfg)).collect();
+    let mut m = run.join().unwrap().0.unwrap();
+    let mut workers: Vec<TcpTransport> = workers.into_iter().map(|w| w.join().unwrap().unwrap()).collect();
+    workers.sort_by_key(Transport::rank);
+    // Rank 2 leaves; the others notice.
+    drop(workers.remove(1));
+    assert!(m.recv_within(2, 5, Duration::from_secs(5)).is_err());
+    // Nobody waits yet: nothing to admit.
+    assert_eq!(m.admit_waiting(&[2], &[1, 3]).unwrap(), Vec::<usize>::new());
+    let newcomer = worker(&addr, &cfg);
+    // The present workers wait for its link while the master admits it.
+    let present: Vec<_> = workers
+        .into_iter()
+        .map(|mut w| {
+            thread::spawn(move || {
+                w.await_links(&[2]).unwrap();
+                w
+            })
+        })
+        .collect();
+    let started = Instant::now();
+    let filled = loop {
+        let filled = m.admit_waiting(&[2], &[1, 3]).unwrap();
+        if !filled.is_empty() || started.elapsed() > Duration::from_secs(10) {
+            break filled;
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(filled, vec![2]);
+    let newcomer = newcomer.join().unwrap().unwrap();
+    assert_eq!((newcomer.rank(), newcomer.connected()), (2, vec![0, 1, 3]));
+    let mut workers: Vec<TcpTransport> = present.into_iter().map(|t| t.join().unwrap()).collect();
+    workers.push(newcomer);
+    assert_eq!(m.connected(), vec![1, 2, 3]);
+    broadcast_reaches_all(m, workers);
+}

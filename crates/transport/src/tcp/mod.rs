@@ -30,6 +30,7 @@ mod join;
 #[cfg(test)]
 mod join_tests;
 mod joiner;
+mod live;
 mod setup;
 mod setup_io;
 
@@ -96,7 +97,22 @@ pub struct TcpTransport {
     method: BroadcastMethod,
     max_message: usize,
     mailbox: Mailbox,
+    /// Where every link's reader delivers.
+    inbox: Sender<Delivery>,
     links: Vec<Option<Link>>,
+    /// Admission while running: the master's listener, or this worker's peer listener.
+    live: Option<live::LiveJoin>,
+    /// At the master: each worker rank's peer-listening address (empty if absent).
+    addrs: Vec<String>,
+}
+
+/// How a rank of a starting cluster goes on admitting: the master with its listener and every
+/// worker's address, a worker with its peer listener.
+pub(crate) enum Listening {
+    /// The master.
+    Master(std::net::TcpListener, Vec<String>),
+    /// A worker.
+    Worker(std::net::TcpListener),
 }
 
 impl TcpTransport {
@@ -107,43 +123,54 @@ impl TcpTransport {
         method: BroadcastMethod,
         config: &TcpConfig,
         streams: Vec<Option<TcpStream>>,
+        listening: Listening,
     ) -> Result<TcpTransport, TransportError> {
         let (tx, rx) = unbounded();
-        let mut links = Vec::with_capacity(size);
-        for (peer, stream) in streams.into_iter().enumerate() {
-            let Some(stream) = stream else {
-                if peer != rank {
-                    // An absent rank (the master started without it) counts as gone.
-                    let detail = "it never joined (the cluster started without it)".to_string();
-                    let _ = tx.send(Delivery::Gone { from: peer, detail });
-                }
-                links.push(None);
-                continue;
-            };
-            let io = |context: String| move |source| TransportError::Io { context, error: source };
-            stream.set_read_timeout(None).map_err(io(format!("configuring the link to rank {peer}")))?;
-            stream
-                .set_write_timeout(Some(config.timeout))
-                .map_err(io(format!("configuring the link to rank {peer}")))?;
-            let read_half = stream.try_clone().map_err(io(format!("cloning the link to rank {peer}")))?;
-            let reader = spawn_reader(
-                rank,
-                peer,
-                read_half,
-                tx.clone(),
-                config.max_message.saturating_add(COLLECTIVE_HEADER_BYTES),
-            );
-            links.push(Some(Link { stream, reader, broken: false }));
-        }
-        Ok(TcpTransport {
+        let (live, addrs) = match listening {
+            Listening::Master(listener, addrs) => {
+                (live::LiveJoin::master(listener, config, size.saturating_sub(1)), addrs)
+            }
+            Listening::Worker(listener) => (live::LiveJoin::worker(listener, config, rank, size), Vec::new()),
+        };
+        let mut t = TcpTransport {
             rank,
             size,
             timeout: config.timeout,
             method,
             max_message: config.max_message,
             mailbox: Mailbox::new(size, rx),
-            links,
-        })
+            inbox: tx,
+            links: Vec::with_capacity(size),
+            live: Some(live),
+            addrs,
+        };
+        for (peer, stream) in streams.into_iter().enumerate() {
+            let Some(stream) = stream else {
+                if peer != rank {
+                    // An absent rank (the master started without it) counts as gone.
+                    let detail = "it never joined (the cluster started without it)".to_string();
+                    let _ = t.inbox.send(Delivery::Gone { from: peer, detail });
+                }
+                t.links.push(None);
+                continue;
+            };
+            let link = t.link(peer, stream)?;
+            t.links.push(Some(link));
+        }
+        Ok(t)
+    }
+
+    /// A link to `peer` over `stream`, its reader delivering to this rank's mailbox.
+    fn link(&self, peer: usize, stream: TcpStream) -> Result<Link, TransportError> {
+        let io = |context: String| move |source| TransportError::Io { context, error: source };
+        stream.set_read_timeout(None).map_err(io(format!("configuring the link to rank {peer}")))?;
+        stream
+            .set_write_timeout(Some(self.timeout))
+            .map_err(io(format!("configuring the link to rank {peer}")))?;
+        let read_half = stream.try_clone().map_err(io(format!("cloning the link to rank {peer}")))?;
+        let max = self.max_message.saturating_add(COLLECTIVE_HEADER_BYTES);
+        let reader = spawn_reader(self.rank, peer, read_half, self.inbox.clone(), max);
+        Ok(Link { stream, reader, broken: false })
     }
 
     /// The ranks this one has a connection to, in order (every other rank, unless the cluster
@@ -281,6 +308,14 @@ impl Transport for TcpTransport {
 
     fn barrier(&mut self) -> Result<(), TransportError> {
         collectives::barrier(self)
+    }
+
+    fn admit_waiting(&mut self, free: &[usize], present: &[usize]) -> Result<Vec<usize>, TransportError> {
+        self.admit_newcomers(free, present)
+    }
+
+    fn await_links(&mut self, ranks: &[usize]) -> Result<(), TransportError> {
+        self.take_links(ranks)
     }
 }
 

@@ -10,7 +10,7 @@ use super::auth::{self, Context};
 use super::handshake::{self, Welcome};
 use super::joiner::Joiner;
 use super::setup_io::{at_least, write_before, write_tagged_before};
-use super::{TcpConfig, TcpTransport};
+use super::{Listening, TcpConfig, TcpTransport};
 use crate::TransportError;
 use crate::frame::FrameKind;
 
@@ -118,14 +118,16 @@ impl MasterListener {
             on_refused: &mut on_refused,
         };
         let mut generation = 0u32;
-        let streams = loop {
+        let (streams, addrs) = loop {
             join.admit()?;
-            if let Some(streams) = join.welcome(generation)? {
-                break streams;
+            if let Some(started) = join.welcome(generation)? {
+                break started;
             }
             generation = generation.wrapping_add(1) % auth::LIVE_JOIN;
         };
-        TcpTransport::from_streams(0, workers + 1, config.broadcast, &config, streams)
+        drop(join);
+        let listening = Listening::Master(self.listener, addrs);
+        TcpTransport::from_streams(0, workers + 1, config.broadcast, &config, streams, listening)
     }
 }
 
@@ -179,7 +181,7 @@ impl Join<'_, '_> {
             let reason = match j.rank {
                 Some(_) => {
                     self.left.push(format!("{who}: {why}"));
-                    format!("{why} after its welcome, before the cluster started; waiting for another worker")
+                    format!("left after its welcome ({why}), before the cluster started; waiting for another worker")
                 }
                 None => {
                     format!("{why} after joining, before the cluster started; waiting for another worker")
@@ -230,7 +232,12 @@ impl Join<'_, '_> {
     /// Welcomes the joined workers as the welcome of `generation` and waits for each to report
     /// its links to the others; then starts them. `None` when one left meanwhile (the others
     /// are welcomed again once it is replaced).
-    fn welcome(&mut self, generation: u32) -> Result<Option<Vec<Option<TcpStream>>>, TransportError> {
+    /// Returns every rank's link and peer-listening address.
+    #[allow(clippy::type_complexity)]
+    fn welcome(
+        &mut self,
+        generation: u32,
+    ) -> Result<Option<(Vec<Option<TcpStream>>, Vec<String>)>, TransportError> {
         let config = self.config;
         let start_by = at_least(self.deadline, config.timeout);
         let size = self.workers + 1;
@@ -317,6 +324,6 @@ impl Join<'_, '_> {
             (self.on_refused)(&Refusal { from: j.admitted.from, reason: reason.into() });
         }
         streams.resize_with(size, || None);
-        Ok(Some(streams))
+        Ok(Some((streams, addrs)))
     }
 }
