@@ -181,10 +181,14 @@ impl Join<'_, '_> {
             let reason = match j.rank {
                 Some(_) => {
                     self.left.push(format!("{who}: {why}"));
-                    format!("left after its welcome ({why}), before the cluster started; waiting for another worker")
+                    format!(
+                        "left after its welcome ({why}), before the cluster started; waiting for another worker"
+                    )
                 }
                 None => {
-                    format!("{why} after joining, before the cluster started; waiting for another worker")
+                    format!(
+                        "left after joining ({why}), before the cluster started; waiting for another worker"
+                    )
                 }
             };
             (self.on_refused)(&Refusal { from: j.admitted.from, reason });
