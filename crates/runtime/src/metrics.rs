@@ -236,13 +236,20 @@ mod tests {
 
     #[test]
     fn csv_has_one_cell_per_column() {
-        let m = EpochMetrics { epoch: 2, lost_workers: vec![1, 3], loss: 0.5, ..Default::default() };
+        let m = EpochMetrics {
+            epoch: 2,
+            lost_workers: vec![1, 3],
+            rejoined_workers: vec![0, 2],
+            loss: 0.5,
+            ..Default::default()
+        };
         let text = metrics_csv(&[m]).unwrap_or_default();
         let mut lines = text.lines();
         let header_cells = lines.next().unwrap_or("").split(',').count();
         let row = lines.next().unwrap_or("");
-        assert_eq!(header_cells, 32);
+        assert_eq!(header_cells, 33);
         assert_eq!(row.split(',').count(), header_cells);
         assert!(row.contains(",1 3,"), "{row}");
+        assert!(row.ends_with(",0 2"), "{row}");
     }
 }

@@ -216,7 +216,7 @@ impl<T: Transport> Master<'_, T> {
     /// cache, and the next epoch plans, codes and broadcasts over it too (the workers learn
     /// the new broadcast group first).
     pub(super) fn admit_returning(&mut self) -> Result<(), RuntimeError> {
-        let Some(job) = self.newcomer_job.clone() else { return Ok(()) };
+        let Some(job) = self.newcomer_job else { return Ok(()) };
         let free: Vec<usize> =
             (0..self.config.workers).filter(|&w| !self.members.is_alive(w)).map(|w| w + 1).collect();
         if free.is_empty() {

@@ -22,6 +22,11 @@
 //! timeout. A peer that closes, resets or sends a corrupt frame makes waits for it fail with
 //! [`TransportError::PeerGone`]; one that stalls, with [`TransportError::Timeout`]; either
 //! names its rank. Broadcast is the pseudo-broadcast of the UberShuffle paper by default.
+//!
+//! Once running, the master keeps its listener and each worker its peer listener, behind the
+//! same bounded handshakes: a worker that joins then is held until the master admits it into a
+//! free rank ([`crate::Transport::admit_waiting`]) and the others take its links
+//! ([`crate::Transport::await_links`]); see `live`.
 
 mod admission;
 mod auth;
