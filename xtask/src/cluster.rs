@@ -36,6 +36,12 @@ pub struct ClusterArgs {
     /// Kill worker W's process with SIGKILL (a real kill) once epoch E has started: W@E.
     #[arg(long, value_name = "W@E")]
     kill: Option<String>,
+    /// Kill worker W's process as epoch E starts, as `--kill` does, and start a new worker
+    /// process at once: the master takes it back in at the next epoch boundary (W@E). Checks
+    /// that W rejoins and that every epoch from then on runs with all workers and broadcasts,
+    /// and prints those epochs' packets against the uncoded count.
+    #[arg(long, value_name = "W@E", conflicts_with = "kill")]
+    restart: Option<String>,
     /// More flags for `ubershuffle run` (after `--`), e.g. `-- --learner matcomp`.
     #[arg(last = true)]
     run_flags: Vec<String>,
@@ -123,7 +129,8 @@ pub fn run(args: &ClusterArgs, root: &Path, target: &Path) -> anyhow::Result<()>
     if args.workers == 0 || args.epochs == 0 {
         bail!("--workers and --epochs must be at least 1");
     }
-    let kill = args.kill.as_deref().map(|k| parse_kill(k, args.workers, args.epochs)).transpose()?;
+    let kill = args.kill.as_deref().or(args.restart.as_deref());
+    let kill = kill.map(|k| parse_kill(k, args.workers, args.epochs)).transpose()?;
     crate::cargo(&["build", "--release", "--quiet", "-p", "ubershuffle", "--bin", "ubershuffle"])?;
     let exe = target.join("release").join("ubershuffle");
     let out = target.join("cluster");
@@ -164,16 +171,22 @@ pub fn run(args: &ClusterArgs, root: &Path, target: &Path) -> anyhow::Result<()>
         procs.spawn(Who::Worker(k), &exe, &worker_args, &tx)?;
     }
     eprintln!("xtask: started {} worker processes connecting to {addr}", args.workers);
-    drop(tx);
-
-    let status = follow(&mut procs, &lines, kill, args.workers)?;
+    // After a kill with --restart, a new worker process (it waits to be admitted).
+    let mut restart = |procs: &mut Processes| -> anyhow::Result<()> {
+        if args.restart.is_some() {
+            procs.spawn(Who::Worker(args.workers), &exe, &worker_args, &tx)?;
+            eprintln!("xtask: started a new worker process (process {}) connecting to {addr}", args.workers);
+        }
+        Ok(())
+    };
+    let status = follow(&mut procs, &lines, kill, args.workers, &mut restart)?;
     print!("{}", summary.join().unwrap_or_default());
     if !status.master.success() {
         bail!("the master failed ({})", status.master);
     }
     // The workers stop when the master says so; give them a moment, then the guard kills.
     let deadline = Instant::now() + Duration::from_secs(10);
-    for k in 0..args.workers {
+    for k in 0..=args.workers {
         while let Some(child) = procs.child(Who::Worker(k)) {
             if !matches!(child.try_wait(), Ok(None)) || Instant::now() > deadline {
                 break;
@@ -185,6 +198,9 @@ pub fn run(args: &ClusterArgs, root: &Path, target: &Path) -> anyhow::Result<()>
     eprintln!("xtask: the master wrote {files}/epochs.csv and {files}/summary.json");
     if let Some((w, e)) = kill {
         check_kill(&out, w, e, status.killed_at_epoch_start)?;
+        if args.restart.is_some() {
+            check_rejoin(&out, w, args.workers)?;
+        }
     }
     Ok(())
 }
@@ -251,6 +267,7 @@ fn follow(
     lines: &Receiver<(Who, String)>,
     kill: Option<(usize, usize)>,
     workers: usize,
+    after_kill: &mut dyn FnMut(&mut Processes) -> anyhow::Result<()>,
 ) -> anyhow::Result<Followed> {
     let mut ranks: HashMap<usize, Who> = HashMap::new();
     let (mut armed, mut killed) = (false, false);
@@ -279,6 +296,8 @@ fn follow(
             child.kill().with_context(|| format!("cannot kill process {pid}"))?;
             eprintln!("xtask: sent SIGKILL to worker {w} (process {pid}) as epoch {e} started");
             killed = true;
+            ranks.remove(&(w + 1));
+            after_kill(procs)?;
         }
         if let Some(Ok(Some(status))) = procs.child(Who::Master).map(|c| c.try_wait()) {
             // Drain what is left of the master's lines.
@@ -329,4 +348,48 @@ fn check_kill(out: &Path, worker: usize, epoch: usize, killed: bool) -> anyhow::
         ),
         _ => bail!("the run did not complete after worker {worker} was killed"),
     }
+}
+
+/// Checks, from the master's summary, that worker `worker` was taken back in after its loss,
+/// and that every epoch from then on ran with all `workers` and broadcast coded packets;
+/// prints those epochs' packets against the uncoded count.
+fn check_rejoin(out: &Path, worker: usize, workers: usize) -> anyhow::Result<()> {
+    let path: PathBuf = out.join("summary.json");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let summary: serde_json::Value = serde_json::from_str(&text)?;
+    let epochs = summary["epochs"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let names = |e: &serde_json::Value, key: &str| {
+        e[key].as_array().is_some_and(|l| l.iter().any(|x| x.as_u64() == Some(worker as u64)))
+    };
+    let Some(back) = epochs.iter().position(|e| names(e, "rejoined_workers")) else {
+        bail!("worker {worker}'s new process was not taken back in before the run ended");
+    };
+    let field = |e: &serde_json::Value, key: &str| e[key].as_u64().unwrap_or(0);
+    eprintln!(
+        "xtask: worker {worker} rejoined before epoch {}; from then on:",
+        field(&epochs[back], "epoch")
+    );
+    eprintln!("xtask:   epoch  workers  uncoded  transmissions  broadcast  unicast  sent/uncoded");
+    for e in &epochs[back..] {
+        let (bc, uc, unc) =
+            (field(e, "broadcast_packets"), field(e, "unicast_packets"), field(e, "uncoded_transmissions"));
+        eprintln!(
+            "xtask:   {:>5}  {:>7}  {:>7}  {:>13}  {:>9}  {:>7}  {:>12.3}",
+            field(e, "epoch"),
+            field(e, "workers"),
+            unc,
+            field(e, "transmissions"),
+            bc,
+            uc,
+            (bc + uc) as f64 / unc.max(1) as f64
+        );
+        if field(e, "workers") != workers as u64 || bc == 0 {
+            bail!(
+                "epoch {} after the rejoin ran with {} workers and {bc} broadcast packets",
+                e["epoch"],
+                e["workers"]
+            );
+        }
+    }
+    Ok(())
 }

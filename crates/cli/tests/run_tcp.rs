@@ -204,3 +204,43 @@ fn a_worker_killed_during_the_join_is_replaced() {
         assert!(w.finish(Duration::from_secs(20)).0);
     }
 }
+
+#[test]
+fn a_worker_killed_mid_run_and_started_again_rejoins_at_an_epoch_boundary() {
+    // Stragglers hold updates to the 0.25 s deadline, so the run outlasts the restart.
+    let flags =
+        "--workers 3 --points 600 --epochs 6 --seed 5 --timeout 1 --stragglers iid:0.5 --deadline 0.25";
+    let (mut m, addr) = master(&flags.split(' ').collect::<Vec<_>>());
+    let mut ws = workers(&addr, 3);
+    m.wait_for("epoch 2/6 done");
+    let victim = 1;
+    ws[victim].child.kill().unwrap(); // SIGKILL
+    let _ = ws.remove(victim).finish(Duration::from_secs(5));
+    // A new process for it: held by the master, then admitted at the next epoch boundary.
+    let mut back = Proc::spawn(&["worker", "--connect", &addr, "--token", TOKEN]);
+    back.wait_for(&format!("joined as rank {}", victim + 1));
+    let v = finish_master(m);
+    assert_eq!(v["complete"], true);
+    let epochs = v["epochs"].as_array().unwrap();
+    let lost_at = epochs.iter().position(|e| e["lost_workers"] == serde_json::json!([victim])).unwrap();
+    let back_at = epochs.iter().position(|e| e["rejoined_workers"] == serde_json::json!([victim])).unwrap();
+    assert!(back_at > lost_at && back_at < epochs.len(), "lost in {lost_at}, back in {back_at}");
+    for e in &epochs[back_at..] {
+        // All three again, coded and broadcast over all of them.
+        assert_eq!(
+            (e["workers"].as_u64(), e["lost_workers"].as_array().map(Vec::len)),
+            (Some(3), Some(0)),
+            "{e}"
+        );
+        assert_eq!(e["updates"].as_u64().unwrap() + e["stragglers"].as_u64().unwrap(), 3, "{e}");
+        assert!(e["broadcast_packets"].as_u64() > Some(0), "{e}");
+        assert!(e["packets_sent"].as_u64() < e["uncoded_transmissions"].as_u64(), "{e}");
+    }
+    let (ok, stderr) = back.finish(Duration::from_secs(20));
+    // Its last update may still be held (a straggler) when the master stops it.
+    assert!(ok && stderr.contains(&format!("worker {victim} finished")), "{stderr}");
+    println!("lost in epoch {}, rejoined before epoch {}", lost_at + 1, back_at + 1);
+    for w in ws {
+        assert!(w.finish(Duration::from_secs(20)).0);
+    }
+}

@@ -78,6 +78,10 @@ pub struct EpochMetrics {
     /// Workers lost during the epoch (0-based); the first epoch of a run also lists those lost
     /// while receiving their starting caches.
     pub lost_workers: Vec<usize>,
+    /// Workers taken back in before the epoch (0-based): they joined while the run went on
+    /// (over TCP), and the epoch plans, codes and broadcasts over them too.
+    #[serde(default)]
+    pub rejoined_workers: Vec<usize>,
     /// Held-out loss after the epoch.
     pub loss: f64,
     /// How random the epoch's assignment was
@@ -172,6 +176,7 @@ struct EpochCsvRecord {
     stay_fraction: f64,
     cached_fraction: f64,
     owner_chi_square_per_df: Option<f64>,
+    rejoined_workers: String,
 }
 
 impl From<&EpochMetrics> for EpochCsvRecord {
@@ -210,6 +215,7 @@ impl From<&EpochMetrics> for EpochCsvRecord {
             stay_fraction: m.stay_fraction,
             cached_fraction: m.cached_fraction,
             owner_chi_square_per_df: m.owner_chi_square_per_df,
+            rejoined_workers: m.rejoined_workers.iter().map(usize::to_string).collect::<Vec<_>>().join(" "),
         }
     }
 }
@@ -230,13 +236,20 @@ mod tests {
 
     #[test]
     fn csv_has_one_cell_per_column() {
-        let m = EpochMetrics { epoch: 2, lost_workers: vec![1, 3], loss: 0.5, ..Default::default() };
+        let m = EpochMetrics {
+            epoch: 2,
+            lost_workers: vec![1, 3],
+            rejoined_workers: vec![0, 2],
+            loss: 0.5,
+            ..Default::default()
+        };
         let text = metrics_csv(&[m]).unwrap_or_default();
         let mut lines = text.lines();
         let header_cells = lines.next().unwrap_or("").split(',').count();
         let row = lines.next().unwrap_or("");
-        assert_eq!(header_cells, 32);
+        assert_eq!(header_cells, 33);
         assert_eq!(row.split(',').count(), header_cells);
         assert!(row.contains(",1 3,"), "{row}");
+        assert!(row.ends_with(",0 2"), "{row}");
     }
 }

@@ -213,7 +213,16 @@ fn work<T: Transport>(t: &mut T, options: &WorkerOptions) -> Result<WorkerSummar
             MasterMessage::Sync => t.send(0, TAG_RECEIVED, &EpochAck { epoch: 0, attempt: 0 }.to_bytes())?,
             MasterMessage::Members(workers) => {
                 let j = joined.as_mut().ok_or_else(|| not_joined("a broadcast group"))?;
-                j.group = broadcast_group(&workers, t.rank(), t.size())?;
+                let group = broadcast_group(&workers, t.rank(), t.size())?;
+                // Workers taken back in while the run goes on linked to this one when they
+                // joined: take those links before the group's first broadcast. One that did
+                // not come makes that broadcast fail naming it, and the master goes on
+                // without it.
+                let added: Vec<usize> = group.iter().copied().filter(|r| !j.group.contains(r)).collect();
+                if !added.is_empty() {
+                    let _ = t.await_links(&added);
+                }
+                j.group = group;
             }
             MasterMessage::ModelFollows { epoch, attempt } => {
                 let group = joined.as_ref().map_or_else(|| (0..t.size()).collect(), |j| j.group.clone());

@@ -173,6 +173,19 @@ impl Mailbox {
         }
     }
 
+    /// Takes `peer` back after it was gone (a new link replaces the old one, whose deliveries
+    /// have all been taken in): forgets its departure and whatever it sent before.
+    pub(crate) fn revive(&mut self, peer: usize) {
+        if let Some(g) = self.gone.get_mut(peer) {
+            *g = None;
+        }
+        if let Some(s) = self.silent.get_mut(peer) {
+            *s = false;
+        }
+        self.pending.retain(|m| m.0 != peer);
+        self.held.retain(|m| m.0 != peer);
+    }
+
     fn take_in(&mut self, d: Delivery) {
         match d {
             Delivery::Message { from, tag, bytes, stamp } => {

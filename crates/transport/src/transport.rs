@@ -129,6 +129,25 @@ pub trait Transport {
     fn leave(&mut self, reason: &str) {
         let _ = reason;
     }
+
+    /// At the master: takes workers that asked to join while the cluster runs into the free
+    /// worker ranks `free`, each linked to the workers of `present` and started; returns the
+    /// ranks filled, in order (none when nobody waits). A newcomer that fails on the way is
+    /// dropped and its rank stays free. Transports whose membership is fixed when they start
+    /// (in-process, MPI) admit nobody.
+    fn admit_waiting(&mut self, free: &[usize], present: &[usize]) -> Result<Vec<usize>, TransportError> {
+        let _ = (free, present);
+        Ok(Vec::new())
+    }
+
+    /// At a worker: waits, each up to the timeout, for the link from each rank of `ranks`
+    /// (workers the master admitted while the cluster runs), which replaces the old one. Fails
+    /// naming the first rank whose link did not come. Transports whose membership is fixed do
+    /// nothing.
+    fn await_links(&mut self, ranks: &[usize]) -> Result<(), TransportError> {
+        let _ = ranks;
+        Ok(())
+    }
 }
 
 /// Checks a user tag.

@@ -71,6 +71,7 @@ impl<T: Transport> Master<'_, T> {
                         return Err(self.members.no_workers_left(names.join(", ")));
                     }
                     metrics.lost_workers = lost;
+                    metrics.rejoined_workers = self.members.take_rejoined_before_epoch();
                     metrics.attempts = attempt as usize + 1;
                     write_phases(&watch, &mut metrics);
                     return Ok(*metrics);

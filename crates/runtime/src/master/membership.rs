@@ -22,6 +22,9 @@ pub(crate) struct Membership {
     /// Workers lost before the next epoch started (while receiving their starting caches);
     /// the next epoch's metrics list them.
     lost_before_epoch: Vec<usize>,
+    /// Workers taken back in before the next epoch (they joined while the run went on); the
+    /// next epoch's metrics list them.
+    rejoined_before_epoch: Vec<usize>,
     /// The error behind the last loss, and whether it was a timeout.
     last_loss: Option<(String, bool)>,
 }
@@ -38,6 +41,7 @@ impl Membership {
             alive: state.alive.clone(),
             announced: (0..state.alive.len()).collect(),
             lost_before_epoch: Vec::new(),
+            rejoined_before_epoch: Vec::new(),
             last_loss: None,
         }
     }
@@ -73,6 +77,20 @@ impl Membership {
         if let Some(a) = self.alive.get_mut(w) {
             *a = false;
         }
+    }
+
+    /// Takes worker `w` back in before the next epoch (the epoch will list it as rejoined, and
+    /// the broadcast group that includes it is announced before its first broadcast).
+    pub(crate) fn rejoin(&mut self, w: usize) {
+        if let Some(a) = self.alive.get_mut(w) {
+            *a = true;
+            self.rejoined_before_epoch.push(w);
+        }
+    }
+
+    /// The workers taken back in before this epoch, to be listed by it.
+    pub(crate) fn take_rejoined_before_epoch(&mut self) -> Vec<usize> {
+        std::mem::take(&mut self.rejoined_before_epoch)
     }
 
     /// Takes worker `w` out before the next epoch (the epoch will list it as lost).
@@ -125,6 +143,10 @@ mod tests {
         assert!(members.take_lost_before_epoch().is_empty());
         members.record(&mut state);
         assert_eq!(state.alive, vec![true, false, true]);
+        members.rejoin(1);
+        assert_eq!(members.group_to_announce(), Some(vec![0, 1, 2]));
+        assert_eq!(members.take_rejoined_before_epoch(), vec![1]);
+        members.lose(1);
         members.note_loss(&"rank 3 did not respond", true);
         let e = members.no_workers_left("0, 2".into()).to_string();
         assert!(e.contains("lost: 0, 2") && e.contains("rank 3 did not respond"), "{e}");

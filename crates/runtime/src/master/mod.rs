@@ -17,6 +17,7 @@ use ubershuffle_learners::{Learner, Model, StragglerModel};
 use ubershuffle_transport::Transport;
 
 use crate::assignment::{check_planner, owner_frequencies};
+use crate::cluster_job::ClusterJob;
 use crate::cost_model::Prices;
 use crate::protocol::{MasterMessage, TAG_MASTER};
 use crate::{CheckedRunConfig, Checkpoint, ConfigError, EpochMetrics, RuntimeError};
@@ -69,6 +70,8 @@ pub struct Master<'a, T: Transport> {
     prices: Option<Prices>,
     /// Every point's worker counts over the epochs, for the chi-square against uniform.
     owner_counts: Option<OwnerFrequencies>,
+    /// The job told to workers that join while the run goes on; `None`: nobody is admitted.
+    newcomer_job: Option<ClusterJob>,
 }
 
 impl<'a, T: Transport> Master<'a, T> {
@@ -120,7 +123,17 @@ impl<'a, T: Transport> Master<'a, T> {
             state,
             prices: None,
             owner_counts: owner_frequencies(points, config.workers),
+            newcomer_job: None,
         })
+    }
+
+    /// Admits workers that join while the run goes on (over TCP: a lost worker's process
+    /// started again, or a spare) into the places of lost workers at the next epoch boundary;
+    /// each is first sent `job` (what the others got before the run), then its job and cache
+    /// as at a resume. Without it nobody joins a running run.
+    pub fn admitting(mut self, job: ClusterJob) -> Self {
+        self.newcomer_job = Some(job);
+        self
     }
 
     /// Charges the master's computing to its transport's clock at `prices` (an emulated
@@ -135,6 +148,7 @@ impl<'a, T: Transport> Master<'a, T> {
         let initial_loss = self.loss(&self.learner.initial_model(self.config.seed))?;
         let result = self.start_workers().and_then(|()| {
             for epoch in self.state.completed_epochs + 1..=self.config.epochs {
+                self.admit_returning()?;
                 let metrics = self.run_epoch(epoch)?;
                 on_epoch(&metrics);
                 self.state.metrics.push(metrics);

@@ -47,12 +47,23 @@ pub(super) fn initial_state(
 /// reproduces.
 pub(super) fn readmit(state: &mut Checkpoint, config: &RunConfig, points: usize) {
     let returning: Vec<usize> = (0..state.alive.len()).filter(|&w| !state.alive[w]).collect();
+    readmit_workers(state, config, points, &returning);
+}
+
+/// Takes the workers `returning` back into the run (at a resume, or at an epoch boundary when
+/// they joined while the run went on), as [`readmit`] says.
+pub(super) fn readmit_workers(
+    state: &mut Checkpoint,
+    config: &RunConfig,
+    points: usize,
+    returning: &[usize],
+) {
     if returning.is_empty() {
         return;
     }
     let workers = state.alive.len();
     let mut rng = seeded_stream(config.seed, STREAM_READMIT + state.completed_epochs as u64);
-    for &w in &returning {
+    for &w in returning {
         while state.batches[w].len() < points / workers {
             let largest = (0..workers).max_by_key(|&v| (state.batches[v].len(), std::cmp::Reverse(v)));
             let Some(donor) = largest.filter(|&v| state.batches[v].len() > state.batches[w].len() + 1) else {
@@ -66,7 +77,7 @@ pub(super) fn readmit(state: &mut Checkpoint, config: &RunConfig, points: usize)
     for b in &mut state.batches {
         b.sort_unstable();
     }
-    for &w in &returning {
+    for &w in returning {
         state.caches[w] = cache_around(&mut rng, &state.batches[w], points, config.cache_capacity);
         state.alive[w] = true;
     }
@@ -150,9 +161,20 @@ impl<T: Transport> Master<'_, T> {
     /// a resume, the checkpointed cache). A worker that cannot be reached is lost before the
     /// first epoch.
     pub(super) fn start_workers(&mut self) -> Result<(), RuntimeError> {
+        let live = self.members.live();
+        self.start_these(&live)?;
+        if self.members.live().is_empty() {
+            return Err(self.members.no_workers_left("every worker, before the first epoch".into()));
+        }
+        Ok(())
+    }
+
+    /// Starts the workers `workers` (their jobs and starting caches) and waits until they hold
+    /// their caches; one that cannot be reached is lost before the next epoch.
+    pub(super) fn start_these(&mut self, workers: &[usize]) -> Result<(), RuntimeError> {
         let width = self.data.train.width();
         let per_message = (self.config.chunk_bytes / width).max(1);
-        for w in self.members.live() {
+        for &w in workers {
             let job = JobSpec {
                 worker: w as u32,
                 workers: self.config.workers as u32,
@@ -183,19 +205,44 @@ impl<T: Transport> Master<'_, T> {
                 Err(e) => return Err(e),
             }
         }
-        self.await_caches();
-        if self.members.live().is_empty() {
-            return Err(self.members.no_workers_left("every worker, before the first epoch".into()));
-        }
+        let started: Vec<usize> = workers.iter().copied().filter(|&w| self.members.is_alive(w)).collect();
+        self.await_caches(started);
         Ok(())
     }
 
-    /// Waits until every live worker holds its starting cache (on an emulated cluster those
+    /// At an epoch boundary: takes workers that joined while the run went on (over TCP: a
+    /// lost worker's process started again, or a spare) into the places of lost ones. Each
+    /// gets a batch and a starting cache as at a resume ([`readmit_workers`]), its job and
+    /// cache, and the next epoch plans, codes and broadcasts over it too (the workers learn
+    /// the new broadcast group first).
+    pub(super) fn admit_returning(&mut self) -> Result<(), RuntimeError> {
+        let Some(job) = self.newcomer_job else { return Ok(()) };
+        let free: Vec<usize> =
+            (0..self.config.workers).filter(|&w| !self.members.is_alive(w)).map(|w| w + 1).collect();
+        if free.is_empty() {
+            return Ok(());
+        }
+        let present: Vec<usize> = self.members.live().iter().map(|w| w + 1).collect();
+        let admitted = self.t.admit_waiting(&free, &present)?;
+        // A newcomer that cannot take the job is dropped; its place stays free.
+        let returning: Vec<usize> =
+            admitted.iter().filter(|&&r| r > 0 && job.send(&mut self.t, r).is_ok()).map(|r| r - 1).collect();
+        if returning.is_empty() {
+            return Ok(());
+        }
+        readmit_workers(&mut self.state, self.config, self.data.train.len(), &returning);
+        for &w in &returning {
+            self.members.rejoin(w);
+        }
+        self.start_these(&returning)
+    }
+
+    /// Waits until each of `workers` holds its starting cache (on an emulated cluster those
     /// bytes are still on their way when the last send returns; the first epoch must not pay
     /// for them). A worker that does not answer is lost.
-    fn await_caches(&mut self) {
+    fn await_caches(&mut self, workers: Vec<usize>) {
         let mut pending = Vec::new();
-        for w in self.members.live() {
+        for w in workers {
             match self.send(w, &MasterMessage::Sync) {
                 Ok(_) => pending.push(w),
                 Err(_) => {

@@ -28,7 +28,7 @@ pub(crate) const PROOF_LEN: usize = 32;
 pub(crate) type Nonce = [u8; NONCE_LEN];
 
 /// Names the protocol and version inside every MAC, so proofs of another protocol never match.
-const DOMAIN: &[u8] = b"ubershuffle-tcp-auth-v2";
+const DOMAIN: &[u8] = b"ubershuffle-tcp-auth-v3";
 
 /// Which side computes a proof.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,22 +44,30 @@ pub(crate) enum Role {
 pub(crate) enum Context {
     /// A worker joining the master.
     Join,
-    /// Worker `from` connecting to worker `to`.
+    /// Worker `from` connecting to worker `to` while building the mesh of one welcome.
     Peer {
         /// The connecting rank.
         from: u32,
         /// The accepting rank.
         to: u32,
+        /// The welcome's generation (the master welcomes again after a worker left during the
+        /// join; a link of an older welcome must not pass for one of the newer), or
+        /// [`LIVE_JOIN`] for a worker admitted while the cluster runs.
+        generation: u32,
     },
 }
 
+/// The generation of the peer handshakes of a worker admitted while the cluster runs.
+pub(crate) const LIVE_JOIN: u32 = u32::MAX;
+
 impl Context {
-    fn bytes(self) -> [u8; 9] {
-        let mut out = [0u8; 9];
-        if let Context::Peer { from, to } = self {
+    fn bytes(self) -> [u8; 13] {
+        let mut out = [0u8; 13];
+        if let Context::Peer { from, to, generation } = self {
             out[0] = 1;
             out[1..5].copy_from_slice(&from.to_le_bytes());
             out[5..9].copy_from_slice(&to.to_le_bytes());
+            out[9..13].copy_from_slice(&generation.to_le_bytes());
         }
         out
     }
@@ -145,7 +153,19 @@ mod tests {
         assert!(check("k", Role::Initiator, Context::Join, &a, &b, b"x", &p));
         assert!(!check("K", Role::Initiator, Context::Join, &a, &b, b"x", &p));
         assert!(!check("k", Role::Responder, Context::Join, &a, &b, b"x", &p));
-        assert!(!check("k", Role::Initiator, Context::Peer { from: 2, to: 1 }, &a, &b, b"x", &p));
+        assert!(!check(
+            "k",
+            Role::Initiator,
+            Context::Peer { from: 2, to: 1, generation: 0 },
+            &a,
+            &b,
+            b"x",
+            &p
+        ));
+        let peer = |generation| Context::Peer { from: 2, to: 1, generation };
+        let q = prove("k", Role::Initiator, peer(0), &a, &b, b"");
+        assert!(check("k", Role::Initiator, peer(0), &a, &b, b"", &q));
+        assert!(!check("k", Role::Initiator, peer(1), &a, &b, b"", &q));
         assert!(!check("k", Role::Initiator, Context::Join, &b, &a, b"x", &p));
         assert!(!check("k", Role::Initiator, Context::Join, &a, &b, b"y", &p));
         assert!(!check("k", Role::Initiator, Context::Join, &a, &b, b"x", &p[..31]));

@@ -88,6 +88,10 @@ pub(crate) struct Welcome {
     pub(crate) rank: u32,
     pub(crate) size: u32,
     pub(crate) method: BroadcastMethod,
+    /// Which welcome this is: the master welcomes its workers again (generation + 1) when one
+    /// of them leaves during the join; [`super::auth::LIVE_JOIN`] for a worker admitted while
+    /// the cluster runs.
+    pub(crate) generation: u32,
     /// The listening address of every rank (entry 0, the master's, is empty).
     pub(crate) addrs: Vec<String>,
 }
@@ -104,6 +108,7 @@ impl Welcome {
             BroadcastMethod::PseudoBroadcast => 0,
             BroadcastMethod::Plain => 1,
         });
+        out.extend_from_slice(&self.generation.to_le_bytes());
         for a in &self.addrs {
             put_str(&mut out, a);
         }
@@ -119,12 +124,13 @@ impl Welcome {
             1 => BroadcastMethod::Plain,
             _ => return None,
         };
+        let generation = f.u32()?;
         if size as usize > MAX_RANKS || rank == 0 || rank >= size {
             return None;
         }
         let addrs = (0..size).map(|_| f.str()).collect::<Option<Vec<_>>>()?;
         f.end()?;
-        Some(Welcome { rank, size, method, addrs })
+        Some(Welcome { rank, size, method, generation, addrs })
     }
 }
 
@@ -144,6 +150,7 @@ mod tests {
             rank: 2,
             size: 3,
             method: BroadcastMethod::Plain,
+            generation: 7,
             addrs: vec![String::new(), "a".into(), "b".into()],
         };
         assert_eq!(Welcome::parse(&w.to_bytes()), Some(w.clone()));

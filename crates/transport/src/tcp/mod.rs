@@ -7,7 +7,9 @@
 //! see a one-line error), numbers the workers in arrival order, and sends each its rank, the
 //! size, the broadcast method and every worker's address. Workers then build a full mesh (each
 //! connects to the workers of lower rank, with the same handshake), report ready, and the
-//! master starts them all at once.
+//! master starts them all at once. A worker that leaves after its welcome, before the start,
+//! is replaced: the master admits another and welcomes every worker again (a new generation,
+//! bound into the peers' handshakes, so no link of an older welcome passes for a newer one).
 //!
 //! Admission cannot be stalled: the master runs its handshakes side by side, each within
 //! `timeout` of its connection however slowly its bytes arrive, at most
@@ -20,10 +22,20 @@
 //! timeout. A peer that closes, resets or sends a corrupt frame makes waits for it fail with
 //! [`TransportError::PeerGone`]; one that stalls, with [`TransportError::Timeout`]; either
 //! names its rank. Broadcast is the pseudo-broadcast of the UberShuffle paper by default.
+//!
+//! Once running, the master keeps its listener and each worker its peer listener, behind the
+//! same bounded handshakes: a worker that joins then is held until the master admits it into a
+//! free rank ([`crate::Transport::admit_waiting`]) and the others take its links
+//! ([`crate::Transport::await_links`]); see `live`.
 
 mod admission;
 mod auth;
 mod handshake;
+mod join;
+#[cfg(test)]
+mod join_tests;
+mod joiner;
+mod live;
 mod setup;
 mod setup_io;
 
@@ -40,7 +52,8 @@ use crate::mailbox::{Delivery, Mailbox};
 use crate::transport::{check_peers, check_send, links_accessors, point_to_point_via_links};
 use crate::{COLLECTIVE_HEADER_BYTES, Tag, Transport, TransportError};
 
-pub use setup::{MAX_PENDING_HANDSHAKES, MasterListener, Refusal, connect_worker};
+pub use join::connect_worker;
+pub use setup::{MAX_PENDING_HANDSHAKES, MasterListener, Refusal};
 
 /// How a TCP cluster is set up and behaves.
 #[derive(Clone, Debug)]
@@ -89,7 +102,22 @@ pub struct TcpTransport {
     method: BroadcastMethod,
     max_message: usize,
     mailbox: Mailbox,
+    /// Where every link's reader delivers.
+    inbox: Sender<Delivery>,
     links: Vec<Option<Link>>,
+    /// Admission while running: the master's listener, or this worker's peer listener.
+    live: Option<live::LiveJoin>,
+    /// At the master: each worker rank's peer-listening address (empty if absent).
+    addrs: Vec<String>,
+}
+
+/// How a rank of a starting cluster goes on admitting: the master with its listener and every
+/// worker's address, a worker with its peer listener.
+pub(crate) enum Listening {
+    /// The master.
+    Master(std::net::TcpListener, Vec<String>),
+    /// A worker.
+    Worker(std::net::TcpListener),
 }
 
 impl TcpTransport {
@@ -100,43 +128,54 @@ impl TcpTransport {
         method: BroadcastMethod,
         config: &TcpConfig,
         streams: Vec<Option<TcpStream>>,
+        listening: Listening,
     ) -> Result<TcpTransport, TransportError> {
         let (tx, rx) = unbounded();
-        let mut links = Vec::with_capacity(size);
-        for (peer, stream) in streams.into_iter().enumerate() {
-            let Some(stream) = stream else {
-                if peer != rank {
-                    // An absent rank (the master started without it) counts as gone.
-                    let detail = "it never joined (the cluster started without it)".to_string();
-                    let _ = tx.send(Delivery::Gone { from: peer, detail });
-                }
-                links.push(None);
-                continue;
-            };
-            let io = |context: String| move |source| TransportError::Io { context, error: source };
-            stream.set_read_timeout(None).map_err(io(format!("configuring the link to rank {peer}")))?;
-            stream
-                .set_write_timeout(Some(config.timeout))
-                .map_err(io(format!("configuring the link to rank {peer}")))?;
-            let read_half = stream.try_clone().map_err(io(format!("cloning the link to rank {peer}")))?;
-            let reader = spawn_reader(
-                rank,
-                peer,
-                read_half,
-                tx.clone(),
-                config.max_message.saturating_add(COLLECTIVE_HEADER_BYTES),
-            );
-            links.push(Some(Link { stream, reader, broken: false }));
-        }
-        Ok(TcpTransport {
+        let (live, addrs) = match listening {
+            Listening::Master(listener, addrs) => {
+                (live::LiveJoin::master(listener, config, size.saturating_sub(1)), addrs)
+            }
+            Listening::Worker(listener) => (live::LiveJoin::worker(listener, config, rank, size), Vec::new()),
+        };
+        let mut t = TcpTransport {
             rank,
             size,
             timeout: config.timeout,
             method,
             max_message: config.max_message,
             mailbox: Mailbox::new(size, rx),
-            links,
-        })
+            inbox: tx,
+            links: Vec::with_capacity(size),
+            live: Some(live),
+            addrs,
+        };
+        for (peer, stream) in streams.into_iter().enumerate() {
+            let Some(stream) = stream else {
+                if peer != rank {
+                    // An absent rank (the master started without it) counts as gone.
+                    let detail = "it never joined (the cluster started without it)".to_string();
+                    let _ = t.inbox.send(Delivery::Gone { from: peer, detail });
+                }
+                t.links.push(None);
+                continue;
+            };
+            let link = t.link(peer, stream)?;
+            t.links.push(Some(link));
+        }
+        Ok(t)
+    }
+
+    /// A link to `peer` over `stream`, its reader delivering to this rank's mailbox.
+    fn link(&self, peer: usize, stream: TcpStream) -> Result<Link, TransportError> {
+        let io = |context: String| move |source| TransportError::Io { context, error: source };
+        stream.set_read_timeout(None).map_err(io(format!("configuring the link to rank {peer}")))?;
+        stream
+            .set_write_timeout(Some(self.timeout))
+            .map_err(io(format!("configuring the link to rank {peer}")))?;
+        let read_half = stream.try_clone().map_err(io(format!("cloning the link to rank {peer}")))?;
+        let max = self.max_message.saturating_add(COLLECTIVE_HEADER_BYTES);
+        let reader = spawn_reader(self.rank, peer, read_half, self.inbox.clone(), max);
+        Ok(Link { stream, reader, broken: false })
     }
 
     /// The ranks this one has a connection to, in order (every other rank, unless the cluster
@@ -274,6 +313,14 @@ impl Transport for TcpTransport {
 
     fn barrier(&mut self) -> Result<(), TransportError> {
         collectives::barrier(self)
+    }
+
+    fn admit_waiting(&mut self, free: &[usize], present: &[usize]) -> Result<Vec<usize>, TransportError> {
+        self.admit_newcomers(free, present)
+    }
+
+    fn await_links(&mut self, ranks: &[usize]) -> Result<(), TransportError> {
+        self.take_links(ranks)
     }
 }
 

@@ -1,25 +1,23 @@
-//! Setting up a TCP cluster: the master admits workers, workers build the mesh.
+//! Setting up a TCP cluster, the master's side: admitting workers, welcoming them, starting
+//! them (the workers' side is [`super::join`]).
 
-use std::io::{ErrorKind, Read};
-use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::admission::{Admission, Admitted, Event};
+use super::admission::{Admission, Event};
 use super::auth::{self, Context};
-use super::handshake::{self, MAX_FIELD, Welcome};
-use super::setup_io::{at_least, authenticate_to, read_before, write_before};
-use super::{TcpConfig, TcpTransport};
+use super::handshake::{self, Welcome};
+use super::joiner::Joiner;
+use super::setup_io::{at_least, write_before, write_tagged_before};
+use super::{Listening, TcpConfig, TcpTransport};
 use crate::TransportError;
 use crate::frame::FrameKind;
 
-/// The largest setup frame accepted once the other side has proved it knows the token (a
-/// welcome listing every worker's address).
-const MAX_SETUP_FRAME: usize = handshake::MAX_RANKS * (MAX_FIELD + 2) + 64;
-/// Pause between attempts while retrying a connection.
+/// How long a refusal to a worker that is not needed may take to write.
 const POLL: Duration = Duration::from_millis(20);
 /// Pause between polls of pending handshakes when nothing moved.
-const IDLE_POLL: Duration = Duration::from_millis(2);
+pub(crate) const IDLE_POLL: Duration = Duration::from_millis(2);
 /// Handshakes the master keeps pending at once; a newer connection drops the oldest.
 pub const MAX_PENDING_HANDSHAKES: usize = 64;
 
@@ -35,48 +33,6 @@ pub struct Refusal {
 fn io_error(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> TransportError {
     let context = context.into();
     move |source| TransportError::Io { context, error: source }
-}
-
-/// Whether an admitted worker that should be silent until the welcome is still connected:
-/// `Err` with what it did when it closed, failed or spoke out of turn.
-fn still_waiting(stream: &TcpStream) -> Result<(), String> {
-    stream.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let mut byte = [0u8; 1];
-    let seen = (&*stream).read(&mut byte);
-    stream.set_nonblocking(false).map_err(|e| e.to_string())?;
-    match seen {
-        Ok(0) => Err("left after joining, before the cluster started; waiting for another worker".into()),
-        Ok(_) => Err("sent bytes out of turn after joining; dropped".into()),
-        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => Ok(()),
-        Err(e) => Err(format!("its connection failed after joining ({e}); waiting for another worker")),
-    }
-}
-
-/// Connects to `addr`, retrying refused connections until `deadline` (the other side may not
-/// be listening yet).
-fn connect_before(addr: &str, deadline: Instant) -> Result<TcpStream, TransportError> {
-    let mut last = None;
-    while Instant::now() < deadline {
-        let addrs: Vec<SocketAddr> = match addr.to_socket_addrs() {
-            Ok(a) => a.collect(),
-            Err(e) => return Err(TransportError::Setup(format!("cannot resolve {addr}: {e}"))),
-        };
-        for a in &addrs {
-            let left = deadline.saturating_duration_since(Instant::now()).max(POLL);
-            match TcpStream::connect_timeout(a, left) {
-                Ok(s) => {
-                    s.set_nodelay(true).map_err(io_error(format!("configuring the connection to {addr}")))?;
-                    return Ok(s);
-                }
-                Err(e) => last = Some(e),
-            }
-        }
-        thread::sleep(POLL * 5);
-    }
-    Err(TransportError::Setup(format!(
-        "cannot connect to {addr}: {}",
-        last.map_or_else(|| "timed out".to_string(), |e| e.to_string())
-    )))
 }
 
 /// The master's listening socket, before the workers have joined.
@@ -104,8 +60,10 @@ impl MasterListener {
     ///
     /// Handshakes run side by side, each within the timeout of its connection however its
     /// bytes trickle in, at most [`MAX_PENDING_HANDSHAKES`] at once. Admission ends at the
-    /// join timeout; a worker that leaves after joining, before the start, is replaced by the
-    /// next one to join. Once all are in, the welcome and the workers' mesh have until the join
+    /// join timeout. A worker that leaves after joining, before the start (before its welcome,
+    /// or after it while the workers link up with each other), is replaced by the next one to
+    /// join: the others are welcomed again once the places are filled (each reported to
+    /// `on_refused`). Once all are in, the welcome and the workers' mesh have until the join
     /// timeout, or one timeout from then if that is later.
     pub fn accept_workers(
         self,
@@ -119,7 +77,9 @@ impl MasterListener {
     /// have joined if they are at least `min_workers`: they take ranks `1..=k`, and ranks
     /// `k+1..=workers` stay absent (the cluster's size is still `workers + 1`; every wait for an
     /// absent rank fails at once with [`TransportError::PeerGone`], as for a departed one). With
-    /// `min_workers == workers` it is [`MasterListener::accept_workers`].
+    /// `min_workers == workers` it is [`MasterListener::accept_workers`]. Fewer than
+    /// `min_workers` at the join timeout is an error naming the workers that left during the
+    /// join.
     pub fn accept_at_least(
         self,
         workers: usize,
@@ -139,173 +99,235 @@ impl MasterListener {
             )));
         }
         auth::check_token(&config.token)?;
-        let deadline = Instant::now() + config.join_timeout;
-        let mut admission = Admission::new(
-            &self.listener,
-            &config.token,
-            config.timeout,
-            MAX_PENDING_HANDSHAKES,
-            FrameKind::Hello,
-            0,
-            |_| Some(Context::Join),
-        )?;
-        let mut joined: Vec<Admitted> = Vec::new();
-        let mut events = Vec::new();
-        while joined.len() < workers {
-            if Instant::now() >= deadline && joined.len() >= min_workers {
-                break;
+        let mut join = Join {
+            config: &config,
+            workers,
+            min_workers,
+            deadline: Instant::now() + config.join_timeout,
+            admission: Admission::new(
+                &self.listener,
+                &config.token,
+                config.timeout,
+                MAX_PENDING_HANDSHAKES,
+                FrameKind::Hello,
+                0,
+                |_| Some(Context::Join),
+            )?,
+            joined: Vec::new(),
+            left: Vec::new(),
+            on_refused: &mut on_refused,
+        };
+        let mut generation = 0u32;
+        let (streams, addrs) = loop {
+            join.admit()?;
+            if let Some(started) = join.welcome(generation)? {
+                break started;
             }
-            if Instant::now() >= deadline {
-                let pending = match admission.pending() {
+            generation = generation.wrapping_add(1) % auth::LIVE_JOIN;
+        };
+        drop(join);
+        let listening = Listening::Master(self.listener, addrs);
+        TcpTransport::from_streams(0, workers + 1, config.broadcast, &config, streams, listening)
+    }
+}
+
+/// The master's side of one join: admitting workers, welcoming them, and welcoming the others
+/// again when one leaves before the start.
+struct Join<'a, 'l> {
+    config: &'a TcpConfig,
+    workers: usize,
+    min_workers: usize,
+    deadline: Instant,
+    admission: Admission<'l>,
+    /// Admitted workers, in rank order (welcomed ones first).
+    joined: Vec<Joiner>,
+    /// Workers that left after their welcome, for the message should the join fail.
+    left: Vec<String>,
+    on_refused: &'a mut dyn FnMut(&Refusal),
+}
+
+impl Join<'_, '_> {
+    /// Accepts and advances handshakes once; joined workers beyond `workers` are turned away.
+    fn poll_admission(&mut self) -> Result<bool, TransportError> {
+        let mut events = Vec::new();
+        let moved = self.admission.poll(&mut events)?;
+        for event in events {
+            match event {
+                Event::Admitted(a) if self.joined.len() < self.workers => self.joined.push(Joiner::new(a)),
+                Event::Admitted(a) => {
+                    let reason = "the cluster has all its workers";
+                    let _ = write_before(
+                        &a.stream,
+                        Instant::now() + POLL,
+                        FrameKind::Refused,
+                        0,
+                        reason.as_bytes(),
+                        "",
+                    );
+                    (self.on_refused)(&Refusal { from: a.from, reason: reason.into() });
+                }
+                Event::Refused(r) => (self.on_refused)(&r),
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Drops the joined workers that left (reported); those welcomed before are remembered.
+    fn drop_departed(&mut self, mut departed: Vec<(usize, String)>) {
+        departed.sort_by_key(|(k, _)| std::cmp::Reverse(*k));
+        for (k, why) in departed {
+            let j = self.joined.remove(k);
+            let who = j.describe();
+            let reason = match j.rank {
+                Some(_) => {
+                    self.left.push(format!("{who}: {why}"));
+                    format!(
+                        "left after its welcome ({why}), before the cluster started; waiting for another worker"
+                    )
+                }
+                None => {
+                    format!(
+                        "left after joining ({why}), before the cluster started; waiting for another worker"
+                    )
+                }
+            };
+            (self.on_refused)(&Refusal { from: j.admitted.from, reason });
+        }
+    }
+
+    /// Admits workers until `workers` have joined, or until the join timeout if at least
+    /// `min_workers` have.
+    fn admit(&mut self) -> Result<(), TransportError> {
+        while self.joined.len() < self.workers {
+            if Instant::now() >= self.deadline {
+                if self.joined.len() >= self.min_workers {
+                    break;
+                }
+                let pending = match self.admission.pending() {
                     0 => String::new(),
                     n => format!(" ({n} handshakes unfinished)"),
                 };
+                let left = match self.left.len() {
+                    0 => String::new(),
+                    _ => format!("; left during the join: {}", self.left.join("; ")),
+                };
                 return Err(TransportError::Setup(format!(
-                    "only {} of {workers} workers joined within {:?}{pending}",
-                    joined.len(),
-                    config.join_timeout,
+                    "only {} of {} workers joined within {:?}{pending}{left}",
+                    self.joined.len(),
+                    self.workers,
+                    self.config.join_timeout,
                 )));
             }
-            let moved = admission.poll(&mut events)?;
-            for event in events.drain(..) {
-                match event {
-                    Event::Admitted(a) => joined.push(a),
-                    Event::Refused(r) => on_refused(&r),
-                }
-            }
-            joined.retain(|a| match still_waiting(&a.stream) {
-                Ok(()) => true,
-                Err(reason) => {
-                    on_refused(&Refusal { from: a.from, reason });
-                    false
-                }
-            });
+            let moved = self.poll_admission()?;
+            let departed: Vec<(usize, String)> = self
+                .joined
+                .iter_mut()
+                .enumerate()
+                .filter_map(|(k, j)| j.poll().err().map(|e| (k, e)))
+                .collect();
+            self.drop_departed(departed);
             if !moved {
                 thread::sleep(IDLE_POLL);
             }
         }
-        drop(admission);
-        let start_by = at_least(deadline, config.timeout);
-        let size = workers + 1;
+        Ok(())
+    }
+
+    /// Welcomes the joined workers as the welcome of `generation` and waits for each to report
+    /// its links to the others; then starts them. `None` when one left meanwhile (the others
+    /// are welcomed again once it is replaced).
+    /// Returns every rank's link and peer-listening address.
+    #[allow(clippy::type_complexity)]
+    fn welcome(
+        &mut self,
+        generation: u32,
+    ) -> Result<Option<(Vec<Option<TcpStream>>, Vec<String>)>, TransportError> {
+        let config = self.config;
+        let start_by = at_least(self.deadline, config.timeout);
+        let size = self.workers + 1;
+        let count = self.joined.len();
         // Ranks past the joined workers stay absent: no address, no connection.
         let mut addrs = vec![String::new()];
-        addrs.extend(joined.iter().map(|a| a.listen.clone()));
+        addrs.extend(self.joined.iter().map(|j| j.admitted.listen.clone()));
         addrs.resize(size, String::new());
-        let mut streams: Vec<Option<TcpStream>> = vec![None];
-        for (k, a) in joined.into_iter().enumerate() {
+        let mut departed = Vec::new();
+        for (k, j) in self.joined.iter_mut().enumerate() {
             let rank = k + 1;
+            j.rank = Some(rank);
             let welcome = Welcome {
                 rank: rank as u32,
                 size: size as u32,
                 method: config.broadcast,
+                generation,
                 addrs: addrs.clone(),
             };
-            let who = format!("rank {rank}");
-            write_before(&a.stream, start_by, FrameKind::Welcome, 0, &welcome.to_bytes(), &who)?;
-            streams.push(Some(a.stream));
-        }
-        streams.resize_with(size, || None);
-        // Every worker reports its mesh built; then all start together.
-        for (rank, stream) in streams.iter().enumerate().skip(1) {
-            let Some(stream) = stream else { continue };
-            let f = read_before(stream, start_by, 0, &format!("rank {rank}"))?;
-            if f.kind != FrameKind::Ready {
-                return Err(TransportError::Setup(format!(
-                    "rank {rank} sent a {:?} frame instead of ready",
-                    f.kind
-                )));
+            let bytes = welcome.to_bytes();
+            if let Err(e) = write_before(&j.admitted.stream, start_by, FrameKind::Welcome, 0, &bytes, "") {
+                departed.push((k, format!("did not take its welcome ({e})")));
             }
         }
-        for (rank, stream) in streams.iter().enumerate().skip(1) {
-            if let Some(stream) = stream {
-                write_before(stream, start_by, FrameKind::Ready, 0, &[], &format!("rank {rank}"))?;
-            }
-        }
-        TcpTransport::from_streams(0, size, config.broadcast, &config, streams)
-    }
-}
-
-/// Joins the cluster of the master at `master` (`HOST:PORT`), retrying until it listens, and
-/// returns this worker's endpoint once the master starts the cluster.
-///
-/// Each handshake (with the master, with every peer) must finish within the timeout; the
-/// whole join, waiting for the master's other workers included, within the join timeout.
-pub fn connect_worker(master: &str, config: &TcpConfig) -> Result<TcpTransport, TransportError> {
-    auth::check_token(&config.token)?;
-    let deadline = Instant::now() + config.join_timeout;
-    let handshake_by = || deadline.min(Instant::now() + config.timeout);
-    let stream = connect_before(master, deadline)?;
-    let local = stream.local_addr().map_err(io_error("reading the local address"))?;
-    let listener = TcpListener::bind((local.ip(), 0)).map_err(io_error("cannot listen for peer workers"))?;
-    let listen = listener.local_addr().map_err(io_error("reading the peer listening address"))?;
-    let who = format!("the master at {master}");
-    let token = &config.token;
-    let join = Context::Join;
-    authenticate_to(&stream, token, join, FrameKind::Hello, 0, &listen.to_string(), handshake_by(), &who)?;
-    let f = read_before(&stream, deadline, MAX_SETUP_FRAME, &who)?;
-    let welcome = match f.kind {
-        FrameKind::Welcome => Welcome::parse(&f.payload)
-            .ok_or_else(|| TransportError::Setup(format!("{who} sent a malformed welcome")))?,
-        other => {
-            return Err(TransportError::Setup(format!("{who} sent a {other:?} frame instead of a welcome")));
-        }
-    };
-    let (rank, size) = (welcome.rank as usize, welcome.size as usize);
-    let mut streams: Vec<Option<TcpStream>> = (0..size).map(|_| None).collect();
-    // Connect to every lower-ranked worker, then accept every higher-ranked one (a rank with
-    // no address is absent: the master started without it).
-    let present = |peer: &(usize, &String)| !peer.1.is_empty();
-    for (peer, addr) in welcome.addrs.iter().enumerate().take(rank).skip(1).filter(present) {
-        let s = connect_before(addr, deadline)?;
-        let context = Context::Peer { from: rank as u32, to: peer as u32 };
-        let peer_who = format!("rank {peer}");
-        authenticate_to(
-            &s,
-            token,
-            context,
-            FrameKind::PeerHello,
-            rank as u32,
-            "",
-            handshake_by(),
-            &peer_who,
-        )?;
-        streams[peer] = Some(s);
-    }
-    let mut missing = welcome.addrs.iter().enumerate().skip(rank + 1).filter(present).count();
-    if missing > 0 {
-        let me = rank as u32;
-        let higher =
-            |from: u32| (from > me && (from as usize) < size).then_some(Context::Peer { from, to: me });
-        let mut admission =
-            Admission::new(&listener, token, config.timeout, size, FrameKind::PeerHello, me, higher)?;
-        let mut events = Vec::new();
-        while missing > 0 {
-            if Instant::now() >= deadline {
-                return Err(TransportError::Setup(format!(
-                    "rank {rank}: {missing} higher-ranked workers did not connect within {:?}",
-                    config.join_timeout
-                )));
-            }
-            let moved = admission.poll(&mut events)?;
-            for event in events.drain(..) {
-                // A stray or repeated connection is dropped; the join goes on.
-                if let Event::Admitted(a) = event
-                    && streams[a.sender as usize].is_none()
+        // Every worker reports its mesh built; a worker that leaves meanwhile is replaced.
+        loop {
+            for (k, j) in self.joined.iter_mut().enumerate().take(count) {
+                if departed.iter().all(|(d, _)| *d != k)
+                    && let Err(why) = j.poll()
                 {
-                    streams[a.sender as usize] = Some(a.stream);
-                    missing -= 1;
+                    departed.push((k, why));
                 }
             }
-            if !moved {
+            if !departed.is_empty() {
+                self.drop_departed(departed);
+                return Ok(None);
+            }
+            if self.joined.iter().take(count).all(|j| j.ready_for(generation)) {
+                break;
+            }
+            if Instant::now() >= start_by {
+                let late: Vec<String> = self
+                    .joined
+                    .iter()
+                    .take(count)
+                    .filter(|j| !j.ready_for(generation))
+                    .map(Joiner::describe)
+                    .collect();
+                return Err(TransportError::Setup(format!(
+                    "{} did not report links to the other workers within {:?} of the join timeout's start",
+                    late.join(", "),
+                    config.join_timeout.max(config.timeout),
+                )));
+            }
+            // Workers that join meanwhile wait behind the welcomed ones (replacements).
+            if !self.poll_admission()? {
                 thread::sleep(IDLE_POLL);
             }
         }
+        let mut streams: Vec<Option<TcpStream>> = vec![None];
+        let spares = self.joined.split_off(count);
+        for j in self.joined.drain(..) {
+            let who = j.describe();
+            // A worker that leaves now is lost at once once running (its link reports it gone).
+            let _ = write_tagged_before(
+                &j.admitted.stream,
+                start_by,
+                (FrameKind::Ready, 0, generation),
+                &[],
+                &who,
+            );
+            streams.push(Some(j.into_stream()));
+        }
+        for j in spares {
+            let reason = "the cluster started without it";
+            let _ = write_before(
+                &j.admitted.stream,
+                Instant::now() + POLL,
+                FrameKind::Refused,
+                0,
+                reason.as_bytes(),
+                "",
+            );
+            (self.on_refused)(&Refusal { from: j.admitted.from, reason: reason.into() });
+        }
+        streams.resize_with(size, || None);
+        Ok(Some((streams, addrs)))
     }
-    write_before(&stream, deadline, FrameKind::Ready, rank as u32, &[], &who)?;
-    let go = read_before(&stream, deadline, 0, &who)?;
-    if go.kind != FrameKind::Ready {
-        return Err(TransportError::Setup(format!("{who} sent a {:?} frame instead of start", go.kind)));
-    }
-    streams[0] = Some(stream);
-    TcpTransport::from_streams(rank, size, welcome.method, config, streams)
 }

@@ -87,8 +87,20 @@ pub(crate) fn write_before(
     payload: &[u8],
     who: &str,
 ) -> Result<(), TransportError> {
+    write_tagged_before(stream, deadline, (kind, sender, 0), payload, who)
+}
+
+/// [`write_before`] with a tag: `(kind, sender, tag)` (a welcome's generation on the ready
+/// frames).
+pub(crate) fn write_tagged_before(
+    stream: &TcpStream,
+    deadline: Instant,
+    (kind, sender, tag): (FrameKind, u32, u32),
+    payload: &[u8],
+    who: &str,
+) -> Result<(), TransportError> {
     let mut w = DeadlineWriter { stream, deadline };
-    write_frame(&mut w, kind, sender, 0, &[payload])
+    write_frame(&mut w, kind, sender, tag, &[payload])
         .map_err(|error| TransportError::Io { context: format!("writing to {who}"), error })
 }
 
@@ -145,6 +157,18 @@ fn unexpected(f: &Frame, who: &str, wanted: &str, context: Context) -> Transport
         )),
         other => TransportError::Setup(format!("{who} sent a {other:?} frame instead of {wanted}")),
     }
+}
+
+/// Whether the other side has sent something (or closed) that a blocking read would return
+/// at once; never blocks.
+pub(crate) fn has_word(stream: &TcpStream) -> bool {
+    if stream.set_nonblocking(true).is_err() {
+        return true; // a read will report what is wrong
+    }
+    let mut byte = [0u8; 1];
+    let seen = stream.peek(&mut byte);
+    let _ = stream.set_nonblocking(false);
+    !matches!(seen, Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted))
 }
 
 /// The later of `deadline` and `at_least` from now.

@@ -89,9 +89,19 @@ fn check_memory(r: &Resolved) -> anyhow::Result<()> {
 }
 
 /// Runs the master over `t` (rank 0 of `workers + 1`), recording every epoch.
-fn drive_master<T: Transport>(t: T, r: &Resolved, p: Prepared) -> anyhow::Result<ExitCode> {
+/// `newcomers`: the job for workers that join while the run goes on (TCP), if any may.
+fn drive_master<T: Transport>(
+    t: T,
+    r: &Resolved,
+    p: Prepared,
+    newcomers: Option<ClusterJob>,
+) -> anyhow::Result<ExitCode> {
     let Prepared { data, planner, mut stragglers, mut recorder } = p;
     let report = Master::new(t, &r.config, planner.as_ref(), stragglers.as_mut(), &data)
+        .map(|m| match newcomers {
+            Some(job) => m.admitting(job),
+            None => m,
+        })
         .and_then(|m| m.run(&mut |metrics| recorder.on_epoch(metrics)));
     finish(recorder, report)
 }
@@ -167,5 +177,8 @@ fn tcp_master(r: &Resolved) -> anyhow::Result<ExitCode> {
             eprintln!("warning: sending the job to rank {rank}: {e}");
         }
     }
-    drive_master(t, r, prepared)
+    // A worker that joins later (a lost one's process started again, or a spare) takes a
+    // lost worker's place at the next epoch boundary.
+    let newcomers = ClusterJob::EpochLoop { timeout: r.timeout, exit_at_epoch: None };
+    drive_master(t, r, prepared, Some(newcomers))
 }

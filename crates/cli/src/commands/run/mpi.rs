@@ -36,7 +36,7 @@ pub fn run(settings: &RunSettings) -> anyhow::Result<ExitCode> {
         size - 1,
         r.config.epochs
     );
-    let result = prepare(&r).and_then(|prepared| drive_master(t, &r, prepared));
+    let result = prepare(&r).and_then(|prepared| drive_master(t, &r, prepared, None));
     if let Err(e) = &result {
         // The workers would wait for orders that never come: end the whole job.
         eprintln!("error: {}", one_line(e));

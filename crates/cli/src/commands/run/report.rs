@@ -124,11 +124,14 @@ impl Recorder {
         self.bar.inc(1);
         self.bar.set_message(format!("loss {}", number(m.loss)));
         if self.lines {
-            let lost = if m.lost_workers.is_empty() {
+            let mut lost = if m.lost_workers.is_empty() {
                 String::new()
             } else {
                 format!(", lost workers {}", list(&m.lost_workers))
             };
+            if !m.rejoined_workers.is_empty() {
+                lost += &format!(", rejoined workers {}", list(&m.rejoined_workers));
+            }
             eprintln!(
                 "epoch {}/{} done: {} transmissions (uncoded {}) sent as {} broadcast + {} point-to-point packets, shuffle {:.4} s, epoch {:.4} s, {} updates, {} stragglers, loss {}{lost}",
                 m.epoch,
@@ -265,6 +268,9 @@ fn print_summary(echo: &Value, report: &RunReport) -> anyhow::Result<()> {
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
     for m in &report.epochs {
         let mut loss = number(m.loss);
+        if !m.rejoined_workers.is_empty() {
+            loss += &format!("  (rejoined worker {})", list(&m.rejoined_workers));
+        }
         if !m.lost_workers.is_empty() {
             loss += &format!("  (lost worker {})", list(&m.lost_workers));
         }

@@ -1,0 +1,189 @@
+//! A worker that leaves after its welcome, while the workers link up (real loopback sockets):
+//! it is replaced by the next worker to join, or the cluster starts with `min_workers`, or the
+//! join fails naming it.
+
+#![allow(clippy::unwrap_used)]
+
+use std::net::TcpStream;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::auth::Context;
+use super::join::MAX_SETUP_FRAME;
+use super::setup_io::{authenticate_to, read_before};
+use super::{MasterListener, TcpConfig, TcpTransport, connect_worker};
+use crate::frame::FrameKind;
+use crate::{BroadcastMethod, Transport, TransportError};
+
+fn config(join_timeout: Duration) -> TcpConfig {
+    TcpConfig {
+        timeout: Duration::from_secs(5),
+        join_timeout,
+        broadcast: BroadcastMethod::PseudoBroadcast,
+        ..TcpConfig::new("t0ken")
+    }
+}
+
+/// Joins `master` as a worker that proves the token and then leaves as soon as it is
+/// welcomed (as if killed while the workers link up). Returns once it has joined; the thread
+/// ends when it has left.
+fn join_then_leave_after_welcome(master: &str, config: &TcpConfig) -> thread::JoinHandle<bool> {
+    let stream = TcpStream::connect(master).unwrap();
+    let deadline = Instant::now() + config.join_timeout;
+    let (hello, listen) = (FrameKind::Hello, "127.0.0.1:9");
+    authenticate_to(&stream, &config.token, Context::Join, hello, 0, listen, deadline, "master").unwrap();
+    thread::spawn(move || {
+        let welcomed = read_before(&stream, deadline, MAX_SETUP_FRAME, "master")
+            .is_ok_and(|f| f.kind == FrameKind::Welcome);
+        drop(stream);
+        welcomed
+    })
+}
+
+fn worker(master: &str, config: &TcpConfig) -> thread::JoinHandle<Result<TcpTransport, TransportError>> {
+    let (master, config) = (master.to_string(), config.clone());
+    thread::spawn(move || connect_worker(&master, &config))
+}
+
+/// Every worker gets the master's broadcast (a cluster that really started).
+fn broadcast_reaches_all(mut master: TcpTransport, workers: Vec<TcpTransport>) {
+    let group = master.connected();
+    let threads: Vec<_> = workers
+        .into_iter()
+        .map(|mut w| {
+            let mut group = w.connected();
+            group.push(w.rank());
+            group.sort_unstable();
+            thread::spawn(move || {
+                let mut buf = Vec::new();
+                w.broadcast_among(0, &group, 1, &mut buf).unwrap();
+                buf
+            })
+        })
+        .collect();
+    let mut group = group;
+    group.insert(0, 0);
+    let mut buf = b"hello".to_vec();
+    master.broadcast_among(0, &group, 1, &mut buf).unwrap();
+    for t in threads {
+        assert_eq!(t.join().unwrap(), b"hello");
+    }
+}
+
+/// Runs a master for `workers` (at least `min`) in a thread: its endpoint and refusals.
+type MasterRun = thread::JoinHandle<(Result<TcpTransport, TransportError>, Vec<String>)>;
+
+fn master(config: &TcpConfig, workers: usize, min: usize) -> (String, MasterRun) {
+    let listener = MasterListener::bind("127.0.0.1:0", config.clone()).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let run = thread::spawn(move || {
+        let mut refused = Vec::new();
+        let t = listener.accept_at_least(workers, min, |r| refused.push(r.reason.clone()));
+        (t, refused)
+    });
+    (addr, run)
+}
+
+#[test]
+fn a_worker_lost_while_linking_up_is_replaced_whatever_its_rank() {
+    // The leaver joins first (rank 1: the others fail to connect to it) or last (rank 3: the
+    // others wait for its connection); either way a replacement takes its place.
+    for leaver_first in [true, false] {
+        let cfg = config(Duration::from_secs(20));
+        let (addr, run) = master(&cfg, 3, 3);
+        let mut workers = Vec::new();
+        let leaver = if leaver_first {
+            let l = join_then_leave_after_welcome(&addr, &cfg);
+            workers.push(worker(&addr, &cfg));
+            workers.push(worker(&addr, &cfg));
+            l
+        } else {
+            workers.push(worker(&addr, &cfg));
+            workers.push(worker(&addr, &cfg));
+            thread::sleep(Duration::from_millis(300));
+            join_then_leave_after_welcome(&addr, &cfg)
+        };
+        assert!(leaver.join().unwrap(), "the leaver was welcomed before it left");
+        workers.push(worker(&addr, &cfg));
+        let (m, refused) = run.join().unwrap();
+        let m = m.unwrap();
+        assert_eq!(m.connected(), vec![1, 2, 3]);
+        assert!(refused.iter().any(|r| r.contains("after its welcome")), "{refused:?}");
+        let workers: Vec<TcpTransport> = workers.into_iter().map(|w| w.join().unwrap().unwrap()).collect();
+        let mut ranks: Vec<usize> = workers.iter().map(Transport::rank).collect();
+        ranks.sort_unstable();
+        assert_eq!(ranks, vec![1, 2, 3]);
+        broadcast_reaches_all(m, workers);
+    }
+}
+
+#[test]
+fn with_min_workers_the_survivors_start_without_the_lost_one() {
+    // Workers wait longer than the master, so they are still there when it starts.
+    let (cfg, patient) = (config(Duration::from_millis(1500)), config(Duration::from_secs(20)));
+    let (addr, run) = master(&cfg, 3, 2);
+    let leaver = join_then_leave_after_welcome(&addr, &cfg);
+    let workers = [worker(&addr, &patient), worker(&addr, &patient)];
+    assert!(leaver.join().unwrap());
+    let (m, _) = run.join().unwrap();
+    let m = m.unwrap();
+    assert_eq!(m.connected(), vec![1, 2]);
+    let workers: Vec<TcpTransport> = workers.into_iter().map(|w| w.join().unwrap().unwrap()).collect();
+    broadcast_reaches_all(m, workers);
+}
+
+#[test]
+fn without_a_replacement_the_join_fails_naming_the_lost_worker_and_the_deadline() {
+    let cfg = config(Duration::from_millis(800));
+    let (addr, run) = master(&cfg, 2, 2);
+    let leaver = join_then_leave_after_welcome(&addr, &cfg);
+    let w = worker(&addr, &cfg);
+    assert!(leaver.join().unwrap());
+    let e = run.join().unwrap().0.unwrap_err().to_string();
+    assert!(e.contains("only 1 of 2 workers joined within 800ms"), "{e}");
+    assert!(e.contains("left during the join: the worker from 127.0.0.1:"), "{e}");
+    assert!(e.contains("(rank 1): closed its connection"), "{e}");
+    assert!(!e.contains('\n'), "{e}");
+    assert!(w.join().unwrap().is_err());
+}
+
+#[test]
+fn a_worker_that_joins_while_the_cluster_runs_takes_a_free_rank_and_links_up() {
+    let cfg = config(Duration::from_secs(20));
+    let (addr, run) = master(&cfg, 3, 3);
+    let workers: Vec<_> = (0..3).map(|_| worker(&addr, &cfg)).collect();
+    let mut m = run.join().unwrap().0.unwrap();
+    let mut workers: Vec<TcpTransport> = workers.into_iter().map(|w| w.join().unwrap().unwrap()).collect();
+    workers.sort_by_key(Transport::rank);
+    // Rank 2 leaves; the others notice.
+    drop(workers.remove(1));
+    assert!(m.recv_within(2, 5, Duration::from_secs(5)).is_err());
+    // Nobody waits yet: nothing to admit.
+    assert_eq!(m.admit_waiting(&[2], &[1, 3]).unwrap(), Vec::<usize>::new());
+    let newcomer = worker(&addr, &cfg);
+    // The present workers wait for its link while the master admits it.
+    let present: Vec<_> = workers
+        .into_iter()
+        .map(|mut w| {
+            thread::spawn(move || {
+                w.await_links(&[2]).unwrap();
+                w
+            })
+        })
+        .collect();
+    let started = Instant::now();
+    let filled = loop {
+        let filled = m.admit_waiting(&[2], &[1, 3]).unwrap();
+        if !filled.is_empty() || started.elapsed() > Duration::from_secs(10) {
+            break filled;
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(filled, vec![2]);
+    let newcomer = newcomer.join().unwrap().unwrap();
+    assert_eq!((newcomer.rank(), newcomer.connected()), (2, vec![0, 1, 3]));
+    let mut workers: Vec<TcpTransport> = present.into_iter().map(|t| t.join().unwrap()).collect();
+    workers.push(newcomer);
+    assert_eq!(m.connected(), vec![1, 2, 3]);
+    broadcast_reaches_all(m, workers);
+}

@@ -1,0 +1,82 @@
+//! [`Joiner`]: a worker the master admitted during setup, watched without blocking until the
+//! cluster starts: did it leave, and which welcome has it reported its links for?
+//!
+//! Between its admission and the start a joined worker sends nothing but header-only ready
+//! frames (tagged with the welcome's generation), so the master reads at most one frame
+//! header's bytes per worker: anything else is a protocol violation and drops it.
+
+use std::io::{ErrorKind, Read};
+use std::net::TcpStream;
+
+use super::admission::Admitted;
+use crate::frame::{Frame, FrameKind, HEADER_LEN};
+
+/// A joined worker, until the cluster starts.
+#[derive(Debug)]
+pub(crate) struct Joiner {
+    /// Its connection and what it said when it joined.
+    pub(crate) admitted: Admitted,
+    /// The rank of the last welcome it was sent, if any.
+    pub(crate) rank: Option<usize>,
+    /// The bytes of the frame being read (at most a header).
+    buf: Vec<u8>,
+    /// The generation of the last ready frame it sent.
+    ready: Option<u32>,
+}
+
+impl Joiner {
+    /// A worker just admitted.
+    pub(crate) fn new(admitted: Admitted) -> Joiner {
+        Joiner { admitted, rank: None, buf: Vec::with_capacity(HEADER_LEN), ready: None }
+    }
+
+    /// Names it in messages: where it came from, and its rank once welcomed.
+    pub(crate) fn describe(&self) -> String {
+        match self.rank {
+            Some(rank) => format!("the worker from {} (rank {rank})", self.admitted.from),
+            None => format!("the worker from {}", self.admitted.from),
+        }
+    }
+
+    /// Whether it reported its links for the welcome of `generation`.
+    pub(crate) fn ready_for(&self, generation: u32) -> bool {
+        self.ready == Some(generation)
+    }
+
+    /// Reads what it sent, without blocking: `Err` with what it did when it closed, failed or
+    /// sent anything but a ready frame.
+    pub(crate) fn poll(&mut self) -> Result<(), String> {
+        let stream = &self.admitted.stream;
+        stream.set_nonblocking(true).map_err(|e| format!("its connection failed ({e})"))?;
+        let result = self.read_available();
+        let _ = self.admitted.stream.set_nonblocking(false);
+        result
+    }
+
+    fn read_available(&mut self) -> Result<(), String> {
+        loop {
+            let mut chunk = [0u8; HEADER_LEN];
+            let want = HEADER_LEN - self.buf.len();
+            match (&self.admitted.stream).read(&mut chunk[..want]) {
+                Ok(0) => return Err("closed its connection".into()),
+                Ok(k) => self.buf.extend_from_slice(&chunk[..k]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("its connection failed ({e})")),
+            }
+            if self.buf.len() == HEADER_LEN {
+                let frame = Frame::decode(&self.buf, 0).map_err(|e| format!("sent a bad frame ({e})"))?;
+                self.buf.clear();
+                match frame.0.kind {
+                    FrameKind::Ready if self.rank.is_some() => self.ready = Some(frame.0.tag),
+                    other => return Err(format!("sent a {other:?} frame out of turn")),
+                }
+            }
+        }
+    }
+
+    /// Gives up its connection (the cluster starts with it).
+    pub(crate) fn into_stream(self) -> TcpStream {
+        self.admitted.stream
+    }
+}

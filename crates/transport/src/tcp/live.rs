@@ -1,0 +1,263 @@
+//! Admission while the cluster runs: the master keeps its listener, every worker its peer
+//! listener, each behind a thread that runs the same bounded, authenticated handshakes as
+//! setup ([`super::admission`]) and hands on whoever proved itself.
+//!
+//! At the master a worker that joins (a spare, or a lost worker's process started again) is
+//! held, at most one per worker rank, until the master asks for newcomers at an epoch boundary
+//! ([`crate::Transport::admit_waiting`]): it is then welcomed into a free rank with the
+//! addresses of the present workers, connects to each of them (a peer handshake of the
+//! [`LIVE_JOIN`] generation), reports ready and is started. At a worker the newcomer's link
+//! waits until the master announces it and the worker takes it
+//! ([`crate::Transport::await_links`]).
+
+use std::io::ErrorKind;
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, bounded};
+
+use super::admission::{Admission, Admitted, Event};
+use super::auth::{Context, LIVE_JOIN};
+use super::handshake::Welcome;
+use super::joiner::Joiner;
+use super::setup::{IDLE_POLL, MAX_PENDING_HANDSHAKES};
+use super::setup_io::{write_before, write_tagged_before};
+use super::{TcpConfig, TcpTransport};
+use crate::TransportError;
+use crate::frame::FrameKind;
+
+/// Pause between polls of the listener while no handshake is pending.
+const QUIET_POLL: Duration = Duration::from_millis(25);
+
+/// A listener's thread and what it admitted.
+#[derive(Debug)]
+pub(crate) struct LiveJoin {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    arrivals: Receiver<Admitted>,
+    /// At a worker: the newest link from each rank not yet taken.
+    stash: Vec<Option<TcpStream>>,
+}
+
+impl LiveJoin {
+    /// The master's: workers that join while the cluster runs, at most `waiting` held.
+    pub(crate) fn master(listener: TcpListener, config: &TcpConfig, waiting: usize) -> LiveJoin {
+        Self::spawn(listener, config, FrameKind::Hello, 0, 0, waiting, |_| Some(Context::Join))
+    }
+
+    /// Worker `rank`'s of `size` ranks: links from workers admitted while the cluster runs.
+    pub(crate) fn worker(listener: TcpListener, config: &TcpConfig, rank: usize, size: usize) -> LiveJoin {
+        let me = rank as u32;
+        let context = move |from: u32| {
+            (from != 0 && from != me && (from as usize) < size).then_some(Context::Peer {
+                from,
+                to: me,
+                generation: LIVE_JOIN,
+            })
+        };
+        Self::spawn(listener, config, FrameKind::PeerHello, me, size, size, context)
+    }
+
+    fn spawn(
+        listener: TcpListener,
+        config: &TcpConfig,
+        hello: FrameKind,
+        own_rank: u32,
+        size: usize,
+        waiting: usize,
+        context: impl Fn(u32) -> Option<Context> + Send + 'static,
+    ) -> LiveJoin {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, arrivals) = bounded(waiting.max(1));
+        let (token, timeout, flag) = (config.token.clone(), config.timeout, stop.clone());
+        let body = move || {
+            let Ok(mut admission) =
+                Admission::new(&listener, &token, timeout, MAX_PENDING_HANDSHAKES, hello, own_rank, context)
+            else {
+                return;
+            };
+            let mut events = Vec::new();
+            while !flag.load(Ordering::Relaxed) {
+                let Ok(moved) = admission.poll(&mut events) else { return };
+                for event in events.drain(..) {
+                    if let Event::Admitted(a) = event
+                        && let Err(e) = tx.try_send(a)
+                    {
+                        // Every place is taken by a waiting newcomer: this one is turned away.
+                        let a = e.into_inner();
+                        let reason = b"no place is free for another worker";
+                        let _ = write_before(
+                            &a.stream,
+                            Instant::now() + IDLE_POLL * 10,
+                            FrameKind::Refused,
+                            own_rank,
+                            reason,
+                            "",
+                        );
+                    }
+                }
+                if !moved {
+                    thread::sleep(if admission.pending() == 0 { QUIET_POLL } else { IDLE_POLL });
+                }
+            }
+        };
+        let thread = thread::Builder::new().name(format!("tcp-{own_rank}-admission")).spawn(body).ok();
+        LiveJoin { stop, thread, arrivals, stash: (0..size).map(|_| None).collect() }
+    }
+
+    /// The next newcomer waiting at the master, if any.
+    pub(crate) fn next_waiting(&self) -> Option<Admitted> {
+        self.arrivals.try_recv().ok()
+    }
+
+    /// At a worker: the link from `rank`, waiting until `deadline`; an older link from it that
+    /// closed meanwhile is dropped.
+    pub(crate) fn link_from(&mut self, rank: usize, deadline: Instant) -> Option<TcpStream> {
+        loop {
+            while let Ok(a) = self.arrivals.try_recv() {
+                if let Some(slot) = self.stash.get_mut(a.sender as usize) {
+                    *slot = Some(a.stream);
+                }
+            }
+            if let Some(s) = self.stash.get_mut(rank).and_then(Option::take) {
+                if !closed(&s) {
+                    return Some(s);
+                }
+                continue;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            match self.arrivals.recv_timeout(left.min(QUIET_POLL)) {
+                Ok(a) => {
+                    if let Some(slot) = self.stash.get_mut(a.sender as usize) {
+                        *slot = Some(a.stream);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return None,
+            }
+        }
+    }
+}
+
+impl Drop for LiveJoin {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Whether the other side closed `stream` (bytes waiting do not count); never blocks.
+fn closed(stream: &TcpStream) -> bool {
+    if stream.set_nonblocking(true).is_err() {
+        return true;
+    }
+    let mut byte = [0u8; 1];
+    let seen = stream.peek(&mut byte);
+    let _ = stream.set_nonblocking(false);
+    match seen {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted),
+    }
+}
+
+impl TcpTransport {
+    /// [`crate::Transport::admit_waiting`] over TCP: each newcomer the master's listener holds
+    /// is welcomed into the next free rank, must link up with `present` and report ready
+    /// within the timeout, and is started; one that fails is dropped.
+    pub(crate) fn admit_newcomers(
+        &mut self,
+        free: &[usize],
+        present: &[usize],
+    ) -> Result<Vec<usize>, TransportError> {
+        let mut filled = Vec::new();
+        if self.rank != 0 {
+            return Ok(filled);
+        }
+        let size = self.size;
+        let mut free = free.iter().copied().filter(|&r| r != 0 && r < size);
+        let mut rank = free.next();
+        while let Some(r) = rank {
+            let Some(admitted) = self.live.as_ref().and_then(LiveJoin::next_waiting) else { break };
+            let mut newcomer = Joiner::new(admitted);
+            if newcomer.poll().is_err() {
+                continue; // it left while it waited
+            }
+            newcomer.rank = Some(r);
+            let mut addrs = vec![String::new(); size];
+            for &p in present.iter().filter(|&&p| p != 0 && p != r && p < size) {
+                addrs[p] = self.addrs.get(p).cloned().unwrap_or_default();
+            }
+            let welcome = Welcome {
+                rank: r as u32,
+                size: size as u32,
+                method: self.method,
+                generation: LIVE_JOIN,
+                addrs,
+            };
+            let by = Instant::now() + self.timeout;
+            let stream = &newcomer.admitted.stream;
+            if write_before(stream, by, FrameKind::Welcome, 0, &welcome.to_bytes(), "").is_err() {
+                continue;
+            }
+            let ready = loop {
+                match newcomer.poll() {
+                    Err(_) => break false,
+                    Ok(()) if newcomer.ready_for(LIVE_JOIN) => break true,
+                    Ok(()) if Instant::now() >= by => break false,
+                    Ok(()) => thread::sleep(IDLE_POLL),
+                }
+            };
+            let start = (FrameKind::Ready, 0, LIVE_JOIN);
+            if !ready || write_tagged_before(&newcomer.admitted.stream, by, start, &[], "").is_err() {
+                continue;
+            }
+            if let Some(a) = self.addrs.get_mut(r) {
+                a.clone_from(&newcomer.admitted.listen);
+            }
+            self.replace_link(r, newcomer.into_stream())?;
+            filled.push(r);
+            rank = free.next();
+        }
+        Ok(filled)
+    }
+
+    /// [`crate::Transport::await_links`] over TCP: the links newcomers made to this worker.
+    pub(crate) fn take_links(&mut self, ranks: &[usize]) -> Result<(), TransportError> {
+        let (me, size) = (self.rank, self.size);
+        for &r in ranks.iter().filter(|&&r| r != 0 && r != me && r < size) {
+            let deadline = Instant::now() + self.timeout;
+            let Some(stream) = self.live.as_mut().and_then(|l| l.link_from(r, deadline)) else {
+                return Err(TransportError::Timeout { peer: r, op: "await_links", after: self.timeout });
+            };
+            self.replace_link(r, stream)?;
+        }
+        Ok(())
+    }
+
+    /// Replaces the link to `rank` by `stream` (a newcomer's): the old link is closed and its
+    /// reader's last deliveries taken in before the mailbox forgets the rank's departure.
+    pub(crate) fn replace_link(&mut self, rank: usize, stream: TcpStream) -> Result<(), TransportError> {
+        if let Some(mut old) = self.links.get_mut(rank).and_then(Option::take) {
+            let _ = old.stream.shutdown(std::net::Shutdown::Both);
+            if let Some(t) = old.reader.take() {
+                let _ = t.join();
+            }
+        }
+        self.mailbox.poll();
+        self.mailbox.revive(rank);
+        let link = self.link(rank, stream)?;
+        if let Some(slot) = self.links.get_mut(rank) {
+            *slot = Some(link);
+        }
+        Ok(())
+    }
+}
