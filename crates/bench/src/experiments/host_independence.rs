@@ -121,7 +121,11 @@ pub(crate) fn phase_seconds(e: &EpochMetrics) -> Vec<(&'static str, f64)> {
 /// more (a warm-up: its nodes touch their buffers for the first time, and page faults count
 /// as the thread's CPU time).
 fn medians(report: &RunReport) -> Vec<(&'static str, f64)> {
-    let warm = if report.epochs.len() > WARM_UP_EPOCHS { &report.epochs[WARM_UP_EPOCHS..] } else { &report.epochs[..] };
+    let warm = if report.epochs.len() > WARM_UP_EPOCHS {
+        &report.epochs[WARM_UP_EPOCHS..]
+    } else {
+        &report.epochs[..]
+    };
     let names: Vec<&'static str> =
         warm.first().map(phase_seconds).unwrap_or_default().into_iter().map(|(n, _)| n).collect();
     names

@@ -1,34 +1,9 @@
 //! Iterated greedy clique partition (Culberson's iterated greedy colouring, on the complement):
 //! a local search that takes a plan of XOR packets and repacks it into fewer packets, never more.
 
+use super::needed::Needed;
 use crate::rng::{shuffle, uniform_below};
-use crate::{Part, Plan, SeededRng, ShuffleInstance};
-
-/// A needed point: its point, its worker and its home (its cachers plus its worker).
-#[derive(Clone, Copy, Debug)]
-struct Entry {
-    point: u32,
-    worker: usize,
-    home: u128,
-}
-
-/// A packet being filled: its receivers, the workers every member's home holds, its members.
-#[derive(Clone, Debug)]
-struct Packet {
-    receivers: u128,
-    common_home: u128,
-    members: Vec<u32>,
-}
-
-impl Packet {
-    /// Whether `entry` may join: a new receiver whose home holds every receiver, and which
-    /// every member's home holds.
-    #[inline]
-    fn fits(&self, entry: &Entry) -> bool {
-        let bit = 1u128 << entry.worker;
-        self.receivers & bit == 0 && self.receivers & !entry.home == 0 && self.common_home & bit != 0
-    }
-}
+use crate::{Plan, SeededRng, ShuffleInstance};
 
 /// How the packets are ordered before each greedy pass.
 #[derive(Clone, Copy, Debug)]
@@ -73,19 +48,19 @@ pub(crate) fn repack(
     let mut entries = Vec::with_capacity(plan.total_parts());
     let mut classes: Vec<Vec<u32>> = Vec::with_capacity(plan.len());
     for transmission in plan.iter() {
-        let mut packet = Packet { receivers: 0, common_home: u128::MAX, members: Vec::new() };
+        let (mut receivers, mut common_home) = (0u128, u128::MAX);
+        let mut members = Vec::with_capacity(transmission.len());
         for part in transmission {
-            let home = inst.cachers_of(part.point).iter().fold(1u128 << part.worker, |m, w| m | 1 << w);
-            let entry = Entry { point: part.point, worker: part.worker, home };
-            if !packet.fits(&entry) {
+            let entry = Needed::of(inst, part);
+            if !entry.fits(receivers, common_home) {
                 return None;
             }
-            packet.receivers |= 1 << part.worker;
-            packet.common_home &= home;
-            packet.members.push(entries.len() as u32);
+            receivers |= 1 << part.worker;
+            common_home &= entry.home;
+            members.push(entries.len() as u32);
             entries.push(entry);
         }
-        classes.push(packet.members);
+        classes.push(members);
     }
     let start = classes.len();
     // The classes as ranges of one flat list of entries, so a pass allocates nothing.
@@ -123,10 +98,9 @@ pub(crate) fn repack(
     (ranges.len() < start).then(|| {
         let mut repacked = Plan::with_capacity(ranges.len(), entries.len());
         for &(from, len) in &ranges {
-            repacked.push_iter(order[from as usize..(from + len) as usize].iter().map(|&e| {
-                let entry = &entries[e as usize];
-                Part::new(entry.point, entry.worker)
-            }));
+            repacked.push_iter(
+                order[from as usize..(from + len) as usize].iter().map(|&e| entries[e as usize].part()),
+            );
         }
         repacked
     })
@@ -150,7 +124,7 @@ impl GreedyPass {
     /// per packet examined. False if the budget ran out before the pass completed.
     fn run(
         &mut self,
-        entries: &[Entry],
+        entries: &[Needed],
         order: &[u32],
         ranges: &[(u32, u32)],
         work: &mut u64,
@@ -165,18 +139,15 @@ impl GreedyPass {
                     return false;
                 }
                 let entry = &entries[e as usize];
-                let bit = 1u128 << entry.worker;
-                let found = (0..self.receivers.len()).find(|&i| {
-                    let receivers = self.receivers[i];
-                    receivers & bit == 0 && receivers & !entry.home == 0 && self.common_home[i] & bit != 0
-                });
+                let found =
+                    (0..self.receivers.len()).find(|&i| entry.fits(self.receivers[i], self.common_home[i]));
                 *work += found.map_or(self.receivers.len(), |i| i + 1) as u64;
                 let i = found.unwrap_or_else(|| {
                     self.receivers.push(0);
                     self.common_home.push(u128::MAX);
                     self.receivers.len() - 1
                 });
-                self.receivers[i] |= bit;
+                self.receivers[i] |= 1 << entry.worker;
                 self.common_home[i] &= entry.home;
                 self.taken.push((e, i as u32));
             }

@@ -3,16 +3,8 @@
 
 use std::collections::HashMap;
 
-use crate::{Plan, ShuffleInstance, WorkerSet};
-
-/// A needed point in the carpool model: its point, its worker and its home (its cachers plus
-/// its worker).
-#[derive(Clone, Copy, Debug)]
-struct Entry {
-    point: u32,
-    worker: usize,
-    home: u128,
-}
+use super::needed::Needed;
+use crate::{Plan, ShuffleInstance};
 
 /// One column (table, worker) of the placement.
 #[derive(Clone, Debug)]
@@ -26,7 +18,7 @@ struct Column {
 /// of height `h` sends `h` rows, the `r`-th XORing the `r`-th point of each of its columns.
 #[derive(Clone)]
 struct Placement {
-    entries: Vec<Entry>,
+    entries: Vec<Needed>,
     masks: Vec<u128>,
     heights: Vec<u32>,
     columns: Vec<Column>,
@@ -112,12 +104,12 @@ impl Placement {
             let table = placement.table(receivers);
             placement.heights[table as usize] += 1;
             for part in transmission {
-                let home = mask_of(&inst.cachers_of(part.point)) | 1 << part.worker;
-                if receivers & !home != 0 {
+                let entry = Needed::of(inst, part);
+                if receivers & !entry.home != 0 {
                     return None;
                 }
                 let e = placement.entries.len() as u32;
-                placement.entries.push(Entry { point: part.point, worker: part.worker, home });
+                placement.entries.push(entry);
                 let c = placement.column(table, part.worker);
                 placement.columns[c as usize].entries.push(e);
                 placement.column_of_entry.push(c);
@@ -288,19 +280,12 @@ impl Placement {
             for row in 0..self.heights[table] as usize {
                 plan.push_iter(columns.iter().filter_map(|&c| {
                     let column = &self.columns[c as usize];
-                    column.entries.get(row).map(|&e| {
-                        let entry = self.entries[e as usize];
-                        crate::Part::new(entry.point, entry.worker)
-                    })
+                    column.entries.get(row).map(|&e| self.entries[e as usize].part())
                 }));
             }
         }
         plan
     }
-}
-
-fn mask_of(set: &WorkerSet) -> u128 {
-    set.iter().fold(0u128, |m, w| m | 1 << w)
 }
 
 /// Lowers the tables of `plan` (a plan of carpool rows) by augmenting paths until no table can

@@ -7,6 +7,7 @@ mod iterated_greedy;
 mod layer_counts;
 mod lowering;
 mod mask_index;
+mod needed;
 mod room_index;
 mod rows;
 mod tables;
