@@ -206,6 +206,37 @@ fn a_worker_killed_during_the_join_is_replaced() {
 }
 
 #[test]
+fn a_worker_frozen_during_the_join_is_replaced_after_one_timeout() {
+    let flags =
+        ["--workers", "2", "--join-timeout", "30", "--timeout", "2", "--points", "600", "--epochs", "1"];
+    let (mut m, addr) = master(&flags);
+    let mut frozen = Proc::spawn(&["worker", "--connect", &addr, "--token", TOKEN]);
+    // Once it has proved the token it waits for the second worker; stop it then.
+    std::thread::sleep(Duration::from_millis(1500));
+    let signal = |sig: &str| {
+        let pid = frozen.child.id().to_string();
+        assert!(std::process::Command::new("kill").args([sig, &pid]).status().unwrap().success());
+    };
+    signal("-STOP");
+    // The others' peer handshake with the frozen one times out after their own --timeout.
+    let worker = ["worker", "--connect", &addr, "--token", TOKEN, "--timeout", "2"];
+    let mut ws = vec![Proc::spawn(&worker)];
+    // Welcomed with the second worker, it does not answer: dropped one --timeout later.
+    let line = m.wait_for("did not answer its welcome");
+    assert!(line.contains("within 2s (frozen or cut off)"), "{line}");
+    ws.push(Proc::spawn(&worker));
+    let v = finish_master(m);
+    assert_eq!(v["complete"], true);
+    assert_eq!(v["totals"]["lost_workers"], serde_json::json!([]));
+    assert_eq!(v["epochs"][0]["workers"], 2);
+    for w in ws {
+        assert!(w.finish(Duration::from_secs(20)).0);
+    }
+    signal("-CONT");
+    let _ = frozen.finish(Duration::from_secs(5));
+}
+
+#[test]
 fn a_worker_killed_mid_run_and_started_again_rejoins_at_an_epoch_boundary() {
     // Stragglers hold updates to the 0.25 s deadline, so the run outlasts the restart.
     let flags =

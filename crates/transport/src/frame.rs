@@ -51,6 +51,9 @@ pub enum FrameKind {
     /// A proof of knowing the token (a MAC over both nonces), with the connecting worker's
     /// listening address when it joins the master.
     Proof = 8,
+    /// Worker to master during the join: a welcome taken, linking up with the other workers
+    /// (tagged with the welcome's generation), so the master can tell a frozen worker.
+    Linking = 9,
 }
 
 impl FrameKind {
@@ -64,6 +67,7 @@ impl FrameKind {
             6 => FrameKind::Message,
             7 => FrameKind::Challenge,
             8 => FrameKind::Proof,
+            9 => FrameKind::Linking,
             _ => return None,
         })
     }

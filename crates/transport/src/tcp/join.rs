@@ -133,6 +133,9 @@ pub fn connect_worker(master: &str, config: &TcpConfig) -> Result<TcpTransport, 
         }
     };
     loop {
+        // Say the welcome arrived: a worker that does not is taken for frozen and replaced.
+        let took = (FrameKind::Linking, welcome.rank, welcome.generation);
+        write_tagged_before(&stream, deadline, took, &[], &who)?;
         let streams = match link_up(&stream, &listener, &welcome, config, deadline, &who)? {
             Mesh::Built(streams) => streams,
             Mesh::Welcomed(w) => {

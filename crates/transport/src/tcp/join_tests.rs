@@ -4,7 +4,9 @@
 
 #![allow(clippy::unwrap_used)]
 
+use std::io::Read;
 use std::net::TcpStream;
+use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -37,6 +39,29 @@ fn join_then_leave_after_welcome(master: &str, config: &TcpConfig) -> thread::Jo
             .is_ok_and(|f| f.kind == FrameKind::Welcome);
         drop(stream);
         welcomed
+    })
+}
+
+/// Joins `master` as a worker that proves the token and then freezes (as if stopped with
+/// SIGSTOP): its peer listener takes connections into the kernel's backlog and never answers,
+/// and it never answers the master. Returns once it has joined; the thread says on `dropped`
+/// when the master closed its connection, and whether it was welcomed before.
+fn join_then_freeze(master: &str, config: &TcpConfig, dropped: mpsc::Sender<bool>) -> thread::JoinHandle<()> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listen = listener.local_addr().unwrap().to_string();
+    let stream = TcpStream::connect(master).unwrap();
+    let deadline = Instant::now() + config.join_timeout;
+    authenticate_to(&stream, &config.token, Context::Join, FrameKind::Hello, 0, &listen, deadline, "master")
+        .unwrap();
+    thread::spawn(move || {
+        let welcomed = read_before(&stream, deadline, MAX_SETUP_FRAME, "master")
+            .is_ok_and(|f| f.kind == FrameKind::Welcome);
+        // Frozen: reads nothing more until the master closes the connection.
+        stream.set_read_timeout(None).unwrap();
+        let mut rest = Vec::new();
+        let _ = (&stream).read_to_end(&mut rest);
+        drop(listener);
+        let _ = dropped.send(welcomed);
     })
 }
 
@@ -186,4 +211,41 @@ fn a_worker_that_joins_while_the_cluster_runs_takes_a_free_rank_and_links_up() {
     workers.push(newcomer);
     assert_eq!(m.connected(), vec![1, 2, 3]);
     broadcast_reaches_all(m, workers);
+}
+
+#[test]
+fn a_worker_frozen_after_joining_is_replaced_after_one_timeout() {
+    // A short timeout: the frozen worker (rank 1) is dropped one timeout after its welcome,
+    // and a replacement that joins then takes its place.
+    let cfg = TcpConfig { timeout: Duration::from_millis(700), ..config(Duration::from_secs(20)) };
+    let (addr, run) = master(&cfg, 3, 3);
+    let (dropped, was_dropped) = mpsc::channel();
+    let frozen = join_then_freeze(&addr, &cfg, dropped);
+    let mut workers = vec![worker(&addr, &cfg), worker(&addr, &cfg)];
+    assert!(was_dropped.recv().unwrap(), "the frozen worker was welcomed before it was dropped");
+    workers.push(worker(&addr, &cfg));
+    let (m, refused) = run.join().unwrap();
+    let m = m.unwrap();
+    assert_eq!(m.connected(), vec![1, 2, 3]);
+    assert!(refused.iter().any(|r| r.contains("did not answer its welcome within 700ms")), "{refused:?}");
+    let workers: Vec<TcpTransport> = workers.into_iter().map(|w| w.join().unwrap().unwrap()).collect();
+    broadcast_reaches_all(m, workers);
+    frozen.join().unwrap();
+}
+
+#[test]
+fn with_min_workers_a_frozen_worker_is_left_behind() {
+    let cfg = TcpConfig { timeout: Duration::from_millis(700), ..config(Duration::from_millis(2500)) };
+    let patient = TcpConfig { timeout: Duration::from_millis(700), ..config(Duration::from_secs(20)) };
+    let (addr, run) = master(&cfg, 3, 2);
+    let (dropped, was_dropped) = mpsc::channel();
+    let frozen = join_then_freeze(&addr, &cfg, dropped);
+    let workers = [worker(&addr, &patient), worker(&addr, &patient)];
+    let (m, _) = run.join().unwrap();
+    let m = m.unwrap();
+    assert_eq!(m.connected(), vec![1, 2]);
+    let workers: Vec<TcpTransport> = workers.into_iter().map(|w| w.join().unwrap().unwrap()).collect();
+    broadcast_reaches_all(m, workers);
+    assert!(was_dropped.recv().unwrap());
+    frozen.join().unwrap();
 }

@@ -1,9 +1,10 @@
 //! [`Joiner`]: a worker the master admitted during setup, watched without blocking until the
 //! cluster starts: did it leave, and which welcome has it reported its links for?
 //!
-//! Between its admission and the start a joined worker sends nothing but header-only ready
-//! frames (tagged with the welcome's generation), so the master reads at most one frame
-//! header's bytes per worker: anything else is a protocol violation and drops it.
+//! Between its admission and the start a joined worker sends nothing but header-only linking
+//! and ready frames (tagged with the welcome's generation: it took the welcome, it linked up),
+//! so the master reads at most one frame header's bytes per worker: anything else is a
+//! protocol violation and drops it.
 
 use std::io::{ErrorKind, Read};
 use std::net::TcpStream;
@@ -22,12 +23,14 @@ pub(crate) struct Joiner {
     buf: Vec<u8>,
     /// The generation of the last ready frame it sent.
     ready: Option<u32>,
+    /// The generation of the last welcome it said it took.
+    took: Option<u32>,
 }
 
 impl Joiner {
     /// A worker just admitted.
     pub(crate) fn new(admitted: Admitted) -> Joiner {
-        Joiner { admitted, rank: None, buf: Vec::with_capacity(HEADER_LEN), ready: None }
+        Joiner { admitted, rank: None, buf: Vec::with_capacity(HEADER_LEN), ready: None, took: None }
     }
 
     /// Names it in messages: where it came from, and its rank once welcomed.
@@ -41,6 +44,12 @@ impl Joiner {
     /// Whether it reported its links for the welcome of `generation`.
     pub(crate) fn ready_for(&self, generation: u32) -> bool {
         self.ready == Some(generation)
+    }
+
+    /// Whether it ever said it took a welcome (one that did not within the timeout of its
+    /// first is frozen or cut off; one that did may be held up by a frozen peer).
+    pub(crate) fn answered(&self) -> bool {
+        self.took.is_some() || self.ready.is_some()
     }
 
     /// Reads what it sent, without blocking: `Err` with what it did when it closed, failed or
@@ -69,6 +78,7 @@ impl Joiner {
                 self.buf.clear();
                 match frame.0.kind {
                     FrameKind::Ready if self.rank.is_some() => self.ready = Some(frame.0.tag),
+                    FrameKind::Linking if self.rank.is_some() => self.took = Some(frame.0.tag),
                     other => return Err(format!("sent a {other:?} frame out of turn")),
                 }
             }

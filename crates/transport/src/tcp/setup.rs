@@ -266,12 +266,24 @@ impl Join<'_, '_> {
                 departed.push((k, format!("did not take its welcome ({e})")));
             }
         }
-        // Every worker reports its mesh built; a worker that leaves meanwhile is replaced.
+        // Every worker reports its mesh built; a worker that leaves meanwhile, or has never said
+        // that it took a welcome one timeout after this one (frozen, cut off), is replaced. One
+        // that answered an earlier welcome may be held up by a frozen peer until its own
+        // peer handshake times out: it is waited for up to the join's deadline.
+        let take_by = Instant::now() + config.timeout;
         loop {
             for (k, j) in self.joined.iter_mut().enumerate().take(count) {
                 if departed.iter().all(|(d, _)| *d != k)
                     && let Err(why) = j.poll()
                 {
+                    departed.push((k, why));
+                }
+            }
+            if departed.is_empty() && Instant::now() >= take_by {
+                let silent = |(k, j): (usize, &Joiner)| (!j.answered()).then_some(k);
+                for k in self.joined.iter().take(count).enumerate().filter_map(silent).collect::<Vec<_>>() {
+                    let why =
+                        format!("did not answer its welcome within {:?} (frozen or cut off)", config.timeout);
                     departed.push((k, why));
                 }
             }
