@@ -210,7 +210,7 @@ fn a_worker_frozen_during_the_join_is_replaced_after_one_timeout() {
     let flags =
         ["--workers", "2", "--join-timeout", "30", "--timeout", "2", "--points", "600", "--epochs", "1"];
     let (mut m, addr) = master(&flags);
-    let mut frozen = Proc::spawn(&["worker", "--connect", &addr, "--token", TOKEN]);
+    let frozen = Proc::spawn(&["worker", "--connect", &addr, "--token", TOKEN]);
     // Once it has proved the token it waits for the second worker; stop it then.
     std::thread::sleep(Duration::from_millis(1500));
     let signal = |sig: &str| {
