@@ -30,7 +30,7 @@ fn check_every_planner(inst: &ShuffleInstance) {
     let bounds = all_lower_bounds(inst);
     let mut counts = Vec::new();
     // The properties hold at any budget; a small one keeps the 400 cases quick.
-    let options = PlannerOptions::default().with_time_budget(std::time::Duration::from_millis(500));
+    let options = PlannerOptions::default().with_time_budget(std::time::Duration::from_millis(200));
     for entry in builtin_planners() {
         let planner = (entry.build)(&options);
         let plan = match planner.plan(inst, &mut seeded(0)) {

@@ -11,6 +11,7 @@ mod needed;
 mod room_index;
 mod rows;
 mod tables;
+mod tabu_partition;
 
 pub(crate) use combinations::for_each_combination;
 pub(crate) use full_rows::{PACK_MAX_WORKERS, PackOrder, pack_full_rows};
@@ -19,3 +20,4 @@ pub(crate) use lowering::lower_tables;
 pub(crate) use room_index::RoomIndex;
 pub(crate) use rows::Rows;
 pub(crate) use tables::CarpoolTables;
+pub(crate) use tabu_partition::tabu_repack;

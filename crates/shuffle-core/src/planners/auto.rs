@@ -24,7 +24,9 @@ use crate::{Plan, PlanError, Planned, PlannerOptions, SeededRng, ShuffleInstance
 /// tables by augmenting paths, with one row raised where that frees two, and a bounded number
 /// of sideways moves (`carpool::lower_tables`, up to 128 workers; raising up to 14). They
 /// take turns, each starting from what the other left, for as long as a round saves a packet
-/// and their shares last.
+/// and their shares last; where both are stuck, a tabu search for one packet fewer
+/// (`carpool::tabu_repack`, plans of up to 4096 parts, a fifth of the budget too) walks out of
+/// their local optimum.
 ///
 /// Each member gets the whole `--time-budget` (so `auto` sends no more than `ubershuffle-opt`
 /// run alone), and `auto`'s time is the sum of its members' and the polish. Each member draws from a copy of
@@ -125,7 +127,7 @@ impl ShufflePlanner for AutoPlanner {
         // and then lowers, and the next round starts from what it left, while rounds improve.
         let share = self.budget / POLISH_SHARE;
         let mut polish_rng = rng.clone();
-        let (mut repack_work, mut lower_work) = (0, 0);
+        let (mut repack_work, mut lower_work, mut tabu_work) = (0, 0, 0);
         let mut polished = false;
         loop {
             let repacked = crate::carpool::repack(inst, &plan, &mut polish_rng, &mut repack_work, share);
@@ -135,7 +137,11 @@ impl ShufflePlanner for AutoPlanner {
                 &mut lower_work,
                 share,
             );
-            match lowered.or(repacked) {
+            // Both stuck: the tabu search walks out of their local optimum (small plans only).
+            let improved = lowered
+                .or(repacked)
+                .or_else(|| crate::carpool::tabu_repack(inst, &plan, &mut polish_rng, &mut tabu_work, share));
+            match improved {
                 Some(better) => {
                     plan = better;
                     polished = true;
