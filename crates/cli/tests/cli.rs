@@ -393,47 +393,17 @@ fn pliable_flags_are_refused_where_they_do_not_apply() {
     let e = fails(&["plan", "--scheme", "auto", "--chosen-out", c, "-n", "4", "-q", "40", "-a", "0.5"]);
     assert!(e.contains("apply to the pliable schemes"), "{e}");
     assert!(!chosen.exists(), "{}", chosen.display());
-    let e = fails(&[
-        "plan",
-        "--scheme",
-        "pliable-greedy",
-        "--candidates",
-        "0",
-        "-n",
-        "4",
-        "-q",
-        "40",
-        "-a",
-        "0.5",
-    ]);
-    assert!(e.contains("positive number of workers or 'all'"), "{e}");
-    let e = fails(&[
-        "plan",
-        "--scheme",
-        "pliable-greedy",
-        "--candidates",
-        "none",
-        "-n",
-        "4",
-        "-q",
-        "40",
-        "-a",
-        "0.5",
-    ]);
-    assert!(e.contains("positive number of workers or 'all'"), "{e}");
-    let e = fails(&[
-        "plan",
-        "--scheme",
-        "pliable-greedy",
-        "--policy",
-        "local",
-        "-n",
-        "4",
-        "-q",
-        "40",
-        "-a",
-        "0.5",
-    ]);
+    // A small pliable plan with `flags` added fails with this message.
+    let fails_with = |flags: &[&str]| {
+        let mut args = vec!["plan", "--scheme", "pliable-greedy", "-n", "4", "-q", "40", "-a", "0.5"];
+        args.extend_from_slice(flags);
+        fails(&args)
+    };
+    for candidates in ["0", "none"] {
+        let e = fails_with(&["--candidates", candidates]);
+        assert!(e.contains("positive number of workers or 'all'"), "{e}");
+    }
+    let e = fails_with(&["--policy", "local"]);
     assert!(e.contains("chooses the next assignment itself"), "{e}");
     assert_eq!(e.lines().count(), 1, "{e}");
 }

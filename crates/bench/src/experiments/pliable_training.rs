@@ -283,48 +283,44 @@ fn loss_ratio_chart(rows: &[TrainedEpoch]) -> LineChart {
 
 /// The chi-square over epochs of every linear-regression run, after each epoch.
 fn chi_square_chart(rows: &[TrainedEpoch]) -> LineChart {
-    let learner = "linear regression";
-    let series = runs(rows, learner)
-        .into_iter()
-        .map(|run| {
-            let curve = epochs_of(rows, learner, run)
-                .iter()
-                .filter_map(|r| r.chi_square_per_df.map(|c| (r.epoch as f64, c)))
-                .collect();
-            Series::solid(label(run), curve)
-        })
-        .collect();
-    LineChart {
-        title: format!("Owners over epochs against uniform: chi-square / df, n = {WORKERS} (uniform: 1)"),
-        x_label: "epoch".into(),
-        y_label: "chi-square / degrees of freedom".into(),
-        series,
-        ..Default::default()
-    }
+    linear_regression_chart(
+        rows,
+        format!("Owners over epochs against uniform: chi-square / df, n = {WORKERS} (uniform: 1)"),
+        "chi-square / degrees of freedom",
+        |r| r.chi_square_per_df,
+    )
 }
 
+/// The owner entropy of every linear-regression run, per epoch after the first assignment.
 fn randomness_chart(rows: &[TrainedEpoch]) -> LineChart {
+    linear_regression_chart(
+        rows,
+        format!("Randomness per epoch: H(next owner | previous owner), n = {WORKERS} (uniform: log2 n)"),
+        "bits",
+        |r| (r.epoch > 0).then_some(r.owner_entropy_bits),
+    )
+}
+
+/// A curve per linear-regression run of `value` against the epoch (epochs where it is `None`
+/// left out).
+fn linear_regression_chart(
+    rows: &[TrainedEpoch],
+    title: String,
+    y_label: &str,
+    value: impl Fn(&TrainedEpoch) -> Option<f64>,
+) -> LineChart {
     let learner = "linear regression";
     let series = runs(rows, learner)
         .into_iter()
         .map(|run| {
             let curve = epochs_of(rows, learner, run)
                 .iter()
-                .filter(|r| r.epoch > 0)
-                .map(|r| (r.epoch as f64, r.owner_entropy_bits))
+                .filter_map(|r| value(r).map(|v| (r.epoch as f64, v)))
                 .collect();
             Series::solid(label(run), curve)
         })
         .collect();
-    LineChart {
-        title: format!(
-            "Randomness per epoch: H(next owner | previous owner), n = {WORKERS} (uniform: log2 n)"
-        ),
-        x_label: "epoch".into(),
-        y_label: "bits".into(),
-        series,
-        ..Default::default()
-    }
+    LineChart { title, x_label: "epoch".into(), y_label: y_label.into(), series, ..Default::default() }
 }
 
 fn summary(rows: &[TrainedEpoch], points: usize, users: usize, epochs: usize, quick: bool) -> String {

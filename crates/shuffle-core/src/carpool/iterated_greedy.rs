@@ -45,11 +45,12 @@ pub(crate) fn repack(
     if inst.workers() > 128 {
         return None;
     }
+    // The packets as ranges of one flat list of entries, so a pass allocates nothing.
     let mut entries = Vec::with_capacity(plan.total_parts());
-    let mut classes: Vec<Vec<u32>> = Vec::with_capacity(plan.len());
+    let mut ranges: Vec<(u32, u32)> = Vec::with_capacity(plan.len());
     for transmission in plan.iter() {
         let (mut receivers, mut common_home) = (0u128, u128::MAX);
-        let mut members = Vec::with_capacity(transmission.len());
+        ranges.push((entries.len() as u32, transmission.len() as u32));
         for part in transmission {
             let entry = Needed::of(inst, part);
             if !entry.fits(receivers, common_home) {
@@ -57,21 +58,11 @@ pub(crate) fn repack(
             }
             receivers |= 1 << part.worker;
             common_home &= entry.home;
-            members.push(entries.len() as u32);
             entries.push(entry);
         }
-        classes.push(members);
     }
-    let start = classes.len();
-    // The classes as ranges of one flat list of entries, so a pass allocates nothing.
-    let mut order: Vec<u32> = classes.iter().flatten().copied().collect();
-    let mut ranges: Vec<(u32, u32)> = Vec::with_capacity(classes.len());
-    let mut at = 0u32;
-    for class in &classes {
-        ranges.push((at, class.len() as u32));
-        at += class.len() as u32;
-    }
-    drop(classes);
+    let start = ranges.len();
+    let mut order: Vec<u32> = (0..entries.len() as u32).collect();
     let mut stale = 0;
     let mut pass = GreedyPass::default();
     while stale < PATIENCE && *work < budget {

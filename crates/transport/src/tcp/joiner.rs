@@ -23,14 +23,20 @@ pub(crate) struct Joiner {
     buf: Vec<u8>,
     /// The generation of the last ready frame it sent.
     ready: Option<u32>,
-    /// The generation of the last welcome it said it took.
-    took: Option<u32>,
+    /// Whether it said it took a welcome.
+    took_a_welcome: bool,
 }
 
 impl Joiner {
     /// A worker just admitted.
     pub(crate) fn new(admitted: Admitted) -> Joiner {
-        Joiner { admitted, rank: None, buf: Vec::with_capacity(HEADER_LEN), ready: None, took: None }
+        Joiner {
+            admitted,
+            rank: None,
+            buf: Vec::with_capacity(HEADER_LEN),
+            ready: None,
+            took_a_welcome: false,
+        }
     }
 
     /// Names it in messages: where it came from, and its rank once welcomed.
@@ -49,7 +55,7 @@ impl Joiner {
     /// Whether it ever said it took a welcome (one that did not within the timeout of its
     /// first is frozen or cut off; one that did may be held up by a frozen peer).
     pub(crate) fn answered(&self) -> bool {
-        self.took.is_some() || self.ready.is_some()
+        self.took_a_welcome || self.ready.is_some()
     }
 
     /// Reads what it sent, without blocking: `Err` with what it did when it closed, failed or
@@ -78,7 +84,7 @@ impl Joiner {
                 self.buf.clear();
                 match frame.0.kind {
                     FrameKind::Ready if self.rank.is_some() => self.ready = Some(frame.0.tag),
-                    FrameKind::Linking if self.rank.is_some() => self.took = Some(frame.0.tag),
+                    FrameKind::Linking if self.rank.is_some() => self.took_a_welcome = true,
                     other => return Err(format!("sent a {other:?} frame out of turn")),
                 }
             }
