@@ -12,7 +12,7 @@ use ubershuffle_core::{GeneratorParams, ShuffleInstance, ShufflePlanner, cache_s
 use ubershuffle_planners::bounds::{LowerBound, best_lower_bound};
 use ubershuffle_runtime::write_atomically;
 
-use super::plan::{check_generated, load_instance};
+use super::instance_source::{check_generated, load_instance};
 use crate::cli::{InstanceSource, PlanArgs};
 use crate::output::{print_json, print_table};
 use ubershuffle_core::limits::Limits;

@@ -5,7 +5,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::admission::{Admission, Event};
+use super::admission::{Admission, Event, Refusal};
 use super::auth::{self, Context};
 use super::handshake::{self, Welcome};
 use super::joiner::Joiner;
@@ -20,15 +20,6 @@ const POLL: Duration = Duration::from_millis(20);
 pub(crate) const IDLE_POLL: Duration = Duration::from_millis(2);
 /// Handshakes the master keeps pending at once; a newer connection drops the oldest.
 pub const MAX_PENDING_HANDSHAKES: usize = 64;
-
-/// A connection the master or a worker turned away during setup.
-#[derive(Clone, Debug)]
-pub struct Refusal {
-    /// Where it came from.
-    pub from: SocketAddr,
-    /// Why, in one line.
-    pub reason: String,
-}
 
 fn io_error(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> TransportError {
     let context = context.into();
