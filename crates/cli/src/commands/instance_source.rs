@@ -45,4 +45,3 @@ pub fn load_instance(source: &InstanceSource) -> anyhow::Result<ShuffleInstance>
         ),
     }
 }
-

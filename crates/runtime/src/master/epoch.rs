@@ -73,6 +73,7 @@ impl<T: Transport> Master<'_, T> {
                     metrics.rejoined_workers = self.members.take_rejoined_before_epoch();
                     metrics.attempts = attempt as usize + 1;
                     write_phases(&watch, &mut metrics);
+                    log_epoch(&metrics);
                     return Ok(*metrics);
                 }
                 Attempt::LostWorker(w) => {
@@ -377,4 +378,23 @@ fn write_phases(watch: &Stopwatch, m: &mut EpochMetrics) {
     m.waiting_seconds = seconds(Phase::Waiting);
     m.aggregate_seconds = seconds(Phase::Aggregate);
     m.epoch_seconds = watch.timer.total().as_secs_f64();
+}
+
+/// The epoch's event: its counts and its phases' durations (seconds of the rank's clock).
+fn log_epoch(m: &EpochMetrics) {
+    tracing::info!(
+        epoch = m.epoch,
+        workers = m.workers,
+        attempts = m.attempts,
+        transmissions = m.transmissions,
+        uncoded = m.uncoded_transmissions,
+        updates = m.updates,
+        stragglers = m.stragglers,
+        loss = m.loss,
+        epoch_s = m.epoch_seconds,
+        "epoch done"
+    );
+    for (phase, seconds) in m.phases() {
+        tracing::debug!(epoch = m.epoch, phase, seconds, "epoch phase");
+    }
 }

@@ -138,6 +138,12 @@ struct Join<'a, 'l> {
 }
 
 impl Join<'_, '_> {
+    /// Turns a connection away: an event for the logs, then the caller's callback.
+    fn refuse(&mut self, refusal: Refusal) {
+        tracing::warn!(from = %refusal.from, reason = %refusal.reason, "connection refused");
+        (self.on_refused)(&refusal);
+    }
+
     /// Accepts and advances handshakes once; joined workers beyond `workers` are turned away.
     fn poll_admission(&mut self) -> Result<bool, TransportError> {
         let mut events = Vec::new();
@@ -155,7 +161,7 @@ impl Join<'_, '_> {
                         reason.as_bytes(),
                         "",
                     );
-                    (self.on_refused)(&Refusal { from: a.from, reason: reason.into() });
+                    self.refuse(Refusal { from: a.from, reason: reason.into() });
                 }
                 Event::Refused(r) => (self.on_refused)(&r),
             }
@@ -182,7 +188,7 @@ impl Join<'_, '_> {
                     )
                 }
             };
-            (self.on_refused)(&Refusal { from: j.admitted.from, reason });
+            self.refuse(Refusal { from: j.admitted.from, reason });
         }
     }
 
@@ -328,7 +334,7 @@ impl Join<'_, '_> {
                 reason.as_bytes(),
                 "",
             );
-            (self.on_refused)(&Refusal { from: j.admitted.from, reason: reason.into() });
+            self.refuse(Refusal { from: j.admitted.from, reason: reason.into() });
         }
         streams.resize_with(size, || None);
         Ok(Some((streams, addrs)))
