@@ -33,9 +33,6 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         return run_mpi(settings);
     }
     let r = settings.resolve(None)?;
-    if let Some(note) = &r.chosen {
-        eprintln!("note: {note}");
-    }
     match r.transport {
         TransportKind::Inproc => in_process(&r),
         TransportKind::Tcp => tcp_master(&r),

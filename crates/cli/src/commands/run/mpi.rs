@@ -31,9 +31,6 @@ pub fn run(settings: &RunSettings) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    if let Some(note) = &r.chosen {
-        eprintln!("note: {note}");
-    }
     eprintln!(
         "MPI job of {size} ranks: the master and {} workers; running {} epochs",
         size - 1,

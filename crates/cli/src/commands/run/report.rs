@@ -337,7 +337,7 @@ fn totals(echo: &Value, report: &RunReport) -> Vec<(&'static str, String)> {
         "{broadcasts} broadcast + {unicasts} point-to-point packets{}{fallback}",
         share(broadcasts + unicasts)
     );
-    vec![
+    let mut rows = vec![
         ("scheme", format!("{} ({} policy)", text("scheme"), text("policy"))),
         ("learner", format!("{} on {} training points", text("learner"), text("training-points"))),
         ("cluster", format!("{workers} workers, cache {cache} points each, {transport} transport")),
@@ -353,7 +353,11 @@ fn totals(echo: &Value, report: &RunReport) -> Vec<(&'static str, String)> {
             "lost workers",
             if report.lost_workers.is_empty() { "none".into() } else { list(&report.lost_workers) },
         ),
-    ]
+    ];
+    if let Some(chosen) = echo["chosen"].as_str() {
+        rows.push(("chosen", chosen.to_string()));
+    }
+    rows
 }
 
 /// The randomness statistics of the run's assignments, in a line.

@@ -33,8 +33,6 @@ pub enum SchemeChoice {
 /// Everything a run needs, checked.
 #[derive(Clone, Debug)]
 pub struct Resolved {
-    /// Defaults the run chose that change what it measures, said once on stderr.
-    pub chosen: Option<String>,
     /// The settings with every default filled in, for the JSON echo (no secrets).
     pub echo: Value,
     /// The keys of the echo that decide a run's numbers (compared on `--resume`).
@@ -188,15 +186,19 @@ impl RunSettings {
         (config.deadline, config.checkpoint, config.resume) = (deadline, checkpoint, s.resume);
         config.candidates = s.candidates;
         let config = config.check(points).map_err(|e| explain(e, alpha))?;
-        let (echo, identity) = echo(&s, &data, config.cache_capacity)?;
+        let (mut echo, identity) = echo(&s, &data, config.cache_capacity)?;
         let chosen = (!alpha_given).then(|| {
             format!(
                 "--alpha not given: alpha = {alpha} (2/n, at most 1/2), each worker caches {} of the {points} points",
                 config.cache_capacity
             )
         });
+        // Defaults the run chose that change what it measures: in the summary table and as
+        // `config.chosen` in the JSON.
+        if let Some(note) = chosen {
+            echo["chosen"] = note.into();
+        }
         Ok(Resolved {
-            chosen,
             echo,
             identity,
             transport,
@@ -381,10 +383,10 @@ mod tests {
     fn a_default_run_shuffles_something_and_says_what_it_chose() {
         let two = settings(&["--workers", "2"]).resolve(None).unwrap();
         assert_eq!(two.config.cache_capacity, 2000, "half of the 4000 points, not all of them");
-        assert!(two.chosen.as_deref().is_some_and(|n| n.contains("alpha = 0.5")), "{:?}", two.chosen);
+        assert!(two.echo["chosen"].as_str().is_some_and(|n| n.contains("alpha = 0.5")), "{}", two.echo);
         let eight = settings(&["--workers", "8"]).resolve(None).unwrap();
         assert_eq!(eight.config.cache_capacity, 1000);
-        assert!(settings(&["--alpha", "0.3"]).resolve(None).unwrap().chosen.is_none());
+        assert!(settings(&["--alpha", "0.3"]).resolve(None).unwrap().echo.get("chosen").is_none());
     }
 
     #[test]
