@@ -31,9 +31,10 @@ pub enum RuntimeError {
     /// The planner failed.
     #[error(transparent)]
     Plan(#[from] PlanError),
-    /// The epoch chain refused a state, a scheme or a plan.
+    /// The epoch chain refused a state or a scheme (its planning and verification errors
+    /// arrive as [`RuntimeError::Plan`], [`RuntimeError::Verify`], [`RuntimeError::Pliable`]).
     #[error(transparent)]
-    Chain(#[from] ubershuffle_core::epoch_chain::ChainError),
+    Chain(ubershuffle_core::epoch_chain::ChainError),
     /// A plan was malformed or did not decode.
     #[error("the plan failed verification: {0}")]
     Verify(#[from] VerifyError),
@@ -95,6 +96,19 @@ pub enum RuntimeError {
         /// What went wrong.
         reason: String,
     },
+}
+
+impl From<ubershuffle_core::epoch_chain::ChainError> for RuntimeError {
+    fn from(e: ubershuffle_core::epoch_chain::ChainError) -> Self {
+        use ubershuffle_core::epoch_chain::ChainError;
+        match e {
+            ChainError::Plan(p) => RuntimeError::Plan(p),
+            ChainError::Verify(v) => RuntimeError::Verify(v),
+            ChainError::Pliable(p) => RuntimeError::Pliable(p),
+            ChainError::Instance(i) => RuntimeError::Instance(i),
+            other => RuntimeError::Chain(other),
+        }
+    }
 }
 
 /// How a peer broke the protocol.
@@ -184,4 +198,19 @@ pub enum ProtocolError {
         /// The byte.
         kind: u8,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ubershuffle_core::epoch_chain::ChainError;
+
+    #[test]
+    fn a_planner_s_refusal_through_the_chain_stays_a_plan_error() {
+        let refused =
+            PlanError::TooManyWorkers { planner: "x".into(), workers: 200, max: 128, suggestion: "y" };
+        assert!(matches!(RuntimeError::from(ChainError::Plan(refused)), RuntimeError::Plan(_)));
+        let state = ChainError::State("no".into());
+        assert!(matches!(RuntimeError::from(state), RuntimeError::Chain(_)));
+    }
 }
