@@ -408,13 +408,13 @@ impl BroadcastKind {
     }
 }
 
-impl PolicyKind {
-    /// The name `ExchangePolicy::new` takes.
-    pub fn name(self) -> &'static str {
-        match self {
-            PolicyKind::Global => "global",
-            PolicyKind::PartialLocal => "partial-local",
-            PolicyKind::Local => "local",
+impl From<PolicyKind> for ubershuffle_core::exchange_policy::PolicyKind {
+    fn from(kind: PolicyKind) -> Self {
+        use ubershuffle_core::exchange_policy::PolicyKind as Core;
+        match kind {
+            PolicyKind::Global => Core::Global,
+            PolicyKind::PartialLocal => Core::PartialLocal,
+            PolicyKind::Local => Core::Local,
         }
     }
 }

@@ -51,21 +51,42 @@ pub enum ExchangePolicy {
     Global,
 }
 
+/// Which policy, without its fraction: what a command line or a configuration names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicyKind {
+    /// [`ExchangePolicy::Local`].
+    Local,
+    /// [`ExchangePolicy::PartialLocal`].
+    PartialLocal,
+    /// [`ExchangePolicy::Global`].
+    Global,
+}
+
 impl ExchangePolicy {
     /// The policy called `name` (`local`, `partial-local`, `global`); `fraction` is required
     /// by partial-local and refused by the others.
     pub fn new(name: &str, fraction: Option<f64>) -> Result<Self, PolicyError> {
-        let policy = match name {
-            "local" => ExchangePolicy::Local,
-            "global" => ExchangePolicy::Global,
-            "partial-local" => {
+        let kind = match name {
+            "local" => PolicyKind::Local,
+            "global" => PolicyKind::Global,
+            "partial-local" => PolicyKind::PartialLocal,
+            other => return Err(PolicyError::Unknown(other.to_string())),
+        };
+        Self::of(kind, fraction)
+    }
+
+    /// The policy of `kind`; `fraction` is required by partial-local and refused by the others.
+    pub fn of(kind: PolicyKind, fraction: Option<f64>) -> Result<Self, PolicyError> {
+        let policy = match kind {
+            PolicyKind::Local => ExchangePolicy::Local,
+            PolicyKind::Global => ExchangePolicy::Global,
+            PolicyKind::PartialLocal => {
                 let fraction = fraction.ok_or(PolicyError::MissingFraction)?;
                 if !(0.0..=1.0).contains(&fraction) {
                     return Err(PolicyError::FractionOutOfRange(fraction));
                 }
                 return Ok(ExchangePolicy::PartialLocal { fraction });
             }
-            other => return Err(PolicyError::Unknown(other.to_string())),
         };
         match fraction {
             Some(_) => {

@@ -14,7 +14,7 @@ use crate::cli::{InstanceSource, PolicyArgs};
 /// The chain the policy flags describe, or `None` without `--policy`.
 pub fn start(source: &InstanceSource, args: &PolicyArgs) -> anyhow::Result<Option<EpochChain>> {
     let Some(kind) = args.policy else { return Ok(None) };
-    let policy = ExchangePolicy::new(kind.name(), args.fraction)?;
+    let policy = ExchangePolicy::of(kind.into(), args.fraction)?;
     let (Some(workers), Some(points)) = (source.workers, source.points) else {
         bail!("--policy needs --workers N --points Q [--alpha A]");
     };

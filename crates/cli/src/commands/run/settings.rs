@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use serde_json::{Map, Value};
+use ubershuffle_core::epoch_chain::{ChainError, check_scheme};
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_core::pliable::Randomness;
 use ubershuffle_core::{PlannerOptions, cache_size_for};
@@ -18,7 +19,7 @@ use ubershuffle_transport::BroadcastMethod;
 use ubershuffle_transport::in_process::LinkShaping;
 
 use super::specs::{DataSpec, KillSpec, StragglerSpec};
-use crate::cli::{BroadcastKind, LearnerKind, PolicyKind, RunSettings, TransportKind};
+use crate::cli::{BroadcastKind, LearnerKind, RunSettings, TransportKind};
 use crate::commands::master::seconds;
 
 /// Where the scheme comes from.
@@ -159,7 +160,7 @@ impl RunSettings {
         if !(alpha > 0.0 && alpha <= 1.0) {
             bail!("--alpha must lie in (0, 1], got {alpha}");
         }
-        let policy = ExchangePolicy::new(s.policy.name(), s.fraction).context("--policy")?;
+        let policy = ExchangePolicy::of(s.policy.into(), s.fraction).context("--policy")?;
         let (transport, broadcast) = resolve_transport(&mut s)?;
         s.stragglers.build(workers, s.seed).context("--stragglers")?;
         let deadline = s.deadline.map(|d| seconds("--deadline", d)).transpose()?;
@@ -177,7 +178,7 @@ impl RunSettings {
                 bail!("--resume: {} does not exist (no completed epoch to resume from)", path.display());
             }
         }
-        let scheme = resolve_scheme(&mut s)?;
+        let scheme = resolve_scheme(&mut s, policy)?;
         let mut config = RunConfig::new(workers, cache_size_for(alpha, points), learner)
             .with_epochs(s.epochs)
             .with_seed(s.seed)
@@ -318,8 +319,9 @@ fn resolve_learner(s: &mut RunSettings) -> anyhow::Result<(DataSpec, LearnerSpec
     Ok((data, LearnerSpec::MatrixCompletion(params)))
 }
 
-/// The scheme: a plugin, or a built-in checked by name now.
-fn resolve_scheme(s: &mut RunSettings) -> anyhow::Result<SchemeChoice> {
+/// The scheme: a plugin, or a built-in checked by name now (and against the policy and
+/// candidates, by the epoch chain's rule).
+fn resolve_scheme(s: &mut RunSettings, policy: ExchangePolicy) -> anyhow::Result<SchemeChoice> {
     if let Some(path) = &s.plugin {
         return Ok(SchemeChoice::Plugin(path.clone(), s.scheme.clone()));
     }
@@ -328,22 +330,24 @@ fn resolve_scheme(s: &mut RunSettings) -> anyhow::Result<SchemeChoice> {
         Ok(planner) => planner,
         Err(e) => bail!("invalid value '{name}' for '--scheme': known schemes are {}", e.known.join(", ")),
     };
-    match (planner.as_pliable().is_some(), s.candidates) {
-        (true, None) => s.candidates = Some(Randomness::DEFAULT),
-        (false, Some(_)) => {
-            bail!(
-                "--candidates applies to the pliable schemes (pliable-greedy, pliable-hierarchical), not {name}"
-            )
-        }
-        _ => {}
-    }
-    if planner.as_pliable().is_some() && s.policy != PolicyKind::Global {
-        bail!(
-            "--scheme {name} chooses the next assignment itself: it takes --policy global, not {}",
-            s.policy.name()
-        );
+    check_scheme(planner.as_ref(), policy, s.candidates).map_err(in_flags)?;
+    if planner.as_pliable().is_some() {
+        s.candidates.get_or_insert(Randomness::DEFAULT);
     }
     Ok(SchemeChoice::Builtin(name))
+}
+
+/// The epoch chain's refusal of a scheme, said in terms of the flags.
+fn in_flags(e: ChainError) -> anyhow::Error {
+    match e {
+        ChainError::CandidatesNeedPliable { scheme } => anyhow::anyhow!(
+            "--candidates applies to the pliable schemes (pliable-greedy, pliable-hierarchical), not {scheme}"
+        ),
+        ChainError::PliablePolicy { scheme, policy } => anyhow::anyhow!(
+            "--scheme {scheme} chooses the next assignment itself: it takes --policy global, not {policy}"
+        ),
+        other => other.into(),
+    }
 }
 
 /// The settings as JSON (the token left out, the data sizes added) and the part of it that
