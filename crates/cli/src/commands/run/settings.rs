@@ -152,7 +152,6 @@ impl RunSettings {
                 "--workers {workers}: runs take at most {MAX_WORKERS} workers (as far as the planners are tested)"
             );
         }
-        at_least_one("--epochs", s.epochs)?;
         let (data, learner) = resolve_learner(&mut s)?;
         let points = data.training_points();
         let alpha_given = s.alpha.is_some();
@@ -228,7 +227,8 @@ fn default_alpha(workers: usize) -> f64 {
     (2.0 / workers as f64).min(0.5)
 }
 
-/// The epoch loop's check, said in terms of the flags.
+/// The epoch loop's check (the one place a run's settings are validated, `RunConfig::check`),
+/// said in terms of the flags.
 fn explain(e: ConfigError, alpha: f64) -> anyhow::Error {
     match e {
         ConfigError::WorkersForPoints { workers, points } => {
@@ -239,6 +239,7 @@ fn explain(e: ConfigError, alpha: f64) -> anyhow::Error {
             batch as f64 / points as f64
         ),
         ConfigError::ZeroChunk => anyhow::anyhow!("--chunk-bytes must be at least 1"),
+        ConfigError::NoEpochs => anyhow::anyhow!("--epochs must be at least 1"),
         other => anyhow::Error::new(other),
     }
 }
