@@ -1,0 +1,659 @@
+//! The state machine behind `ubershuffle.CodedShuffleSampler`: which indices every rank
+//! serves in every epoch, following the epoch chain, with mid-epoch and elastic resumption.
+//!
+//! Epochs are numbered from 0 as `DistributedSampler.set_epoch` numbers them. A *segment* is a
+//! run of epochs over one world size: its first epoch is the chain's initial partition (nothing
+//! cached yet: every rank loads its whole batch), each later epoch one step of the chain. A
+//! state loaded onto another world size turns the interrupted epoch into a *remainder* epoch
+//! (the samples not yet served, dealt among the new ranks) and starts a new segment at the
+//! next epoch.
+
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use ubershuffle_core::exchange_policy::ExchangePolicy;
+use ubershuffle_core::pliable::{PliableRequest, Randomness};
+use ubershuffle_core::rng::{seeded_stream, shuffle};
+use ubershuffle_core::{ShuffleInstance, cache_size_for};
+
+use crate::chain::{ChainParams, ChainState, EpochChain, difference, mix};
+use crate::errors::{Failure, Outcome, bad, catch, guarded};
+use crate::planning;
+
+/// Version of the state layout.
+const STATE_VERSION: u64 = 1;
+/// Tags that keep the sampler's streams apart from the chain's and the planners'.
+const ORDER_TAG: u64 = 0x4F52_4445_5200_0001;
+const DEAL_TAG: u64 = 0x4445_414C_0000_0001;
+const SEGMENT_TAG: u64 = 0x5345_474D_0000_0001;
+const PLIABLE_TAG: u64 = 0x504C_4941_0000_0001;
+
+/// What the sampler was built with (a loaded state's values replace these).
+#[derive(Clone, Debug)]
+struct Config {
+    points: usize,
+    seed: u64,
+    policy: ExchangePolicy,
+    alpha: Option<f64>,
+    scheme: String,
+    candidates: Option<Randomness>,
+    time_budget: Option<f64>,
+    plugin: Option<String>,
+    pliable: bool,
+}
+
+/// The epoch the sampler is at.
+#[derive(Clone, Debug)]
+enum Current {
+    /// An epoch of the chain: `chain` has committed this epoch's assignment; `previous` holds
+    /// the caches from before it (`None` at the segment's first epoch: nothing cached).
+    Chain { chain: EpochChain, previous: Option<Vec<Vec<u32>>>, moved: usize, exchanged: usize, made: Option<Made> },
+    /// The samples an interrupted epoch had not served, dealt among `lists.len()` ranks
+    /// (`real[r]` of rank `r`'s list are samples; the rest pads).
+    Remainder { lists: Vec<Vec<u32>>, real: Vec<usize> },
+}
+
+/// A pliable scheme's plan of a chain step (it chose the assignment).
+#[derive(Clone, Debug)]
+struct Made {
+    transmissions: usize,
+    uncoded: usize,
+    made_by: String,
+}
+
+/// The sampler's core (see the module's docs).
+#[pyclass(module = "ubershuffle._native")]
+pub struct SamplerCore {
+    config: Config,
+    world: usize,
+    epoch: u64,
+    segment_start: u64,
+    current: Current,
+}
+
+fn chain_params(config: &Config, world: usize, segment_start: u64) -> ChainParams {
+    let seed = if segment_start == 0 { config.seed } else { mix(config.seed ^ mix(SEGMENT_TAG ^ mix(segment_start ^ mix(world as u64)))) };
+    ChainParams {
+        workers: world,
+        points: config.points,
+        cache_capacity: config.alpha.map(|a| cache_size_for(a, config.points)),
+        policy: config.policy,
+        seed,
+    }
+}
+
+/// A rank's order of `items` in `epoch`: shuffled by the stream of `(seed, epoch, rank)`.
+fn shuffled(items: &[u32], seed: u64, epoch: u64, rank: usize, tag: u64) -> Vec<u32> {
+    let mut order = items.to_vec();
+    let stream = (epoch << 24) | (rank as u64 & 0xFF_FFFF);
+    shuffle(&mut seeded_stream(mix(seed ^ tag), stream), &mut order);
+    order
+}
+
+/// `order` cut or padded to `len`: padding repeats the list from its start (`fallback` when
+/// the list is empty).
+fn fit(mut order: Vec<u32>, len: usize, fallback: &[u32]) -> Vec<u32> {
+    if order.len() >= len {
+        order.truncate(len);
+        return order;
+    }
+    let source = if order.is_empty() { fallback.to_vec() } else { order.clone() };
+    let mut i = 0;
+    while order.len() < len && !source.is_empty() {
+        order.push(source[i % source.len()]);
+        i += 1;
+    }
+    order
+}
+
+/// Lists as bytes: count, then each list's length and its ids (little-endian).
+fn lists_to_bytes(lists: &[Vec<u32>]) -> Vec<u8> {
+    let total: usize = lists.iter().map(Vec::len).sum();
+    let mut out = Vec::with_capacity(8 + 8 * lists.len() + 4 * total);
+    out.extend_from_slice(&(lists.len() as u64).to_le_bytes());
+    for list in lists {
+        out.extend_from_slice(&(list.len() as u64).to_le_bytes());
+        for &p in list {
+            out.extend_from_slice(&p.to_le_bytes());
+        }
+    }
+    out
+}
+
+fn lists_from_bytes(bytes: &[u8]) -> Outcome<Vec<Vec<u32>>> {
+    let broken = || bad("the sampler state is corrupt (its lists do not parse)");
+    let mut at = 0usize;
+    let mut word = |n: usize| -> Outcome<&[u8]> {
+        let slice = bytes.get(at..at + n).ok_or_else(broken)?;
+        at += n;
+        Ok(slice)
+    };
+    let count = u64::from_le_bytes(word(8)?.try_into().map_err(|_| broken())?) as usize;
+    let mut lists = Vec::with_capacity(count.min(1 << 20));
+    for _ in 0..count {
+        let len = u64::from_le_bytes(word(8)?.try_into().map_err(|_| broken())?) as usize;
+        let raw = word(len.checked_mul(4).ok_or_else(broken)?)?;
+        lists.push(raw.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect());
+    }
+    Ok(lists)
+}
+
+impl SamplerCore {
+    fn new_chain(config: &Config, world: usize, segment_start: u64) -> Outcome<Current> {
+        let chain = EpochChain::new(chain_params(config, world, segment_start)).map_err(bad)?;
+        Ok(Current::Chain { chain, previous: None, moved: 0, exchanged: 0, made: None })
+    }
+
+    /// One step of the chain: draw, let a pliable scheme choose, commit.
+    fn step(config: &Config, current: &mut Current, epoch: u64) -> Outcome<()> {
+        let Current::Chain { chain, previous, moved, exchanged, made } = current else {
+            return Err(Failure::Internal("a remainder epoch is not a step of a chain".into()));
+        };
+        let drawn = chain.draw();
+        let mut chosen = drawn.instance;
+        *made = None;
+        if config.pliable {
+            let planner = planning::choose_planner(&config.scheme, config.plugin.as_deref(), &planning::options(config.time_budget)?)?;
+            let Some(pliable) = planner.as_pliable() else {
+                return Err(bad(format!("scheme {} does not choose assignments", config.scheme)));
+            };
+            let base = mix(config.seed ^ PLIABLE_TAG);
+            let request = PliableRequest::new(chosen, config.candidates.unwrap_or_default(), &mut seeded_stream(base, 2 * epoch))
+                .map_err(crate::errors::bad_error)?
+                .with_previous_batches(&chain.state().batches)
+                .map_err(crate::errors::bad_error)?;
+            let planned = pliable
+                .plan_pliable(&request, &mut seeded_stream(base, 2 * epoch + 1))
+                .map_err(crate::errors::bad_error)?;
+            *made = Some(Made {
+                transmissions: planned.plan.len(),
+                uncoded: planned.instance.uncoded_transmissions(),
+                made_by: planned.made_by.clone(),
+            });
+            chosen = planned.instance;
+        }
+        let old: Vec<Vec<u32>> = chain.state().batches.clone();
+        *moved = old.iter().enumerate().map(|(w, b)| difference(&chosen.assignment(w).to_vec(), b).len()).sum();
+        *exchanged = drawn.points_exchanged;
+        *previous = Some(chain.state().caches.clone());
+        chain.commit(&chosen);
+        Ok(())
+    }
+
+    fn num_samples_for(&self, drop_last: bool) -> usize {
+        match &self.current {
+            Current::Chain { .. } => {
+                let (q, n) = (self.config.points, self.world);
+                if drop_last && q % n != 0 { q / n } else { q.div_ceil(n) }
+            }
+            Current::Remainder { lists, .. } => lists.first().map_or(0, Vec::len),
+        }
+    }
+
+    /// Rank `rank`'s indices this epoch, padded or cut to the epoch's length.
+    fn order_for(&self, rank: usize, shuffle_within: bool, drop_last: bool) -> Outcome<Vec<u32>> {
+        if rank >= self.world {
+            return Err(bad(format!("rank {rank} is not below num_replicas {}", self.world)));
+        }
+        match &self.current {
+            Current::Chain { chain, .. } => {
+                let batch = &chain.state().batches[rank];
+                let order =
+                    if shuffle_within { shuffled(batch, self.config.seed, self.epoch, rank, ORDER_TAG) } else { batch.clone() };
+                Ok(fit(order, self.num_samples_for(drop_last), &[]))
+            }
+            Current::Remainder { lists, .. } => Ok(lists[rank].clone()),
+        }
+    }
+
+    /// The samples not yet served when every rank has served `position` of this epoch.
+    fn remaining(&self, position: usize, shuffle_within: bool, drop_last: bool) -> Outcome<Vec<u32>> {
+        let mut rest = Vec::new();
+        for rank in 0..self.world {
+            let order = self.order_for(rank, shuffle_within, drop_last)?;
+            let real = match &self.current {
+                Current::Chain { chain, .. } => chain.state().batches[rank].len().min(order.len()),
+                Current::Remainder { real, .. } => real[rank],
+            };
+            rest.extend_from_slice(&order[position.min(real)..real]);
+        }
+        rest.sort_unstable();
+        Ok(rest)
+    }
+
+    /// Deals `rest` among `world` ranks for epoch `epoch`, each list padded to the longest.
+    fn deal(seed: u64, epoch: u64, world: usize, mut rest: Vec<u32>, shuffle_within: bool) -> Current {
+        if shuffle_within {
+            shuffle(&mut seeded_stream(mix(seed ^ DEAL_TAG), (epoch << 24) | world as u64), &mut rest);
+        }
+        let (base, extra) = (rest.len() / world, rest.len() % world);
+        let len = rest.len().div_ceil(world);
+        let mut at = 0;
+        let mut lists = Vec::with_capacity(world);
+        let mut real = Vec::with_capacity(world);
+        for r in 0..world {
+            let size = base + usize::from(r < extra);
+            let own = rest[at..at + size].to_vec();
+            at += size;
+            real.push(size);
+            let fallback: Vec<u32> = rest.get(r % rest.len().max(1)).copied().into_iter().collect();
+            lists.push(fit(own, len, &fallback));
+        }
+        Current::Remainder { lists, real }
+    }
+}
+
+fn parse_config(
+    points: i64,
+    seed: u64,
+    policy: &str,
+    fraction: Option<f64>,
+    alpha: Option<f64>,
+    scheme: &str,
+    candidates: Option<&str>,
+    time_budget: Option<f64>,
+    plugin: Option<String>,
+) -> Outcome<Config> {
+    let points = planning::count("points", points, 1)?;
+    let policy = ExchangePolicy::new(policy, fraction).map_err(crate::errors::bad_error)?;
+    if let Some(a) = alpha {
+        if !(a > 0.0 && a <= 1.0) {
+            return Err(bad(format!("alpha must lie in (0, 1], got {a}")));
+        }
+    }
+    let options = planning::options(time_budget)?;
+    let planner = planning::choose_planner(scheme, plugin.as_deref(), &options)?;
+    let randomness = planning::randomness(candidates)?;
+    let pliable = planner.as_pliable().is_some();
+    if pliable && policy != ExchangePolicy::Global {
+        return Err(bad(format!(
+            "--policy does not apply to {}: a pliable scheme chooses the next assignment itself",
+            planner.name()
+        )));
+    }
+    if !pliable {
+        planning::refuse_candidates(planner.as_ref(), randomness)?;
+    }
+    Ok(Config {
+        points,
+        seed,
+        policy,
+        alpha,
+        scheme: scheme.to_string(),
+        candidates: randomness,
+        time_budget,
+        plugin,
+        pliable,
+    })
+}
+
+#[pymethods]
+impl SamplerCore {
+    /// A sampler core over `points` samples and `world` ranks, at epoch 0.
+    #[new]
+    #[pyo3(signature = (points, world, seed, policy, fraction, alpha, scheme, candidates, time_budget, plugin))]
+    #[allow(clippy::too_many_arguments)]
+    fn py_new(
+        points: i64,
+        world: i64,
+        seed: u64,
+        policy: &str,
+        fraction: Option<f64>,
+        alpha: Option<f64>,
+        scheme: &str,
+        candidates: Option<String>,
+        time_budget: Option<f64>,
+        plugin: Option<String>,
+    ) -> PyResult<Self> {
+        Ok(catch(|| {
+            let config =
+                parse_config(points, seed, policy, fraction, alpha, scheme, candidates.as_deref(), time_budget, plugin)?;
+            let world = planning::count("num_replicas", world, 1)?;
+            if world > config.points {
+                return Err(bad(format!(
+                    "more ranks ({world}) than samples ({}): every rank needs a batch",
+                    config.points
+                )));
+            }
+            let current = Self::new_chain(&config, world, 0)?;
+            Ok(SamplerCore { config, world, epoch: 0, segment_start: 0, current })
+        })?)
+    }
+
+    /// The epoch.
+    #[getter]
+    fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The number of ranks this epoch is served by.
+    #[getter]
+    fn world(&self) -> usize {
+        self.world
+    }
+
+    /// The first epoch of the current segment (a world-size change starts a new one).
+    #[getter]
+    fn segment_start(&self) -> u64 {
+        self.segment_start
+    }
+
+    /// Whether this epoch is a remainder after a world-size change.
+    #[getter]
+    fn is_remainder(&self) -> bool {
+        matches!(self.current, Current::Remainder { .. })
+    }
+
+    /// Moves to `epoch`: one chain step for the next epoch; a replay from the segment's start
+    /// for any other.
+    fn set_epoch(&mut self, py: Python<'_>, epoch: i64) -> PyResult<()> {
+        let epoch = u64::try_from(epoch).map_err(|_| bad(format!("epoch must be at least 0, got {epoch}")))?;
+        if epoch == self.epoch {
+            return Ok(());
+        }
+        let (config, world) = (self.config.clone(), self.world);
+        let (mut start, mut current, mut at) = (self.segment_start, self.current.clone(), self.epoch);
+        let result = guarded(py, move || {
+            if matches!(current, Current::Remainder { .. }) && epoch > at {
+                // The remainder epoch ends its world's change: a new segment over `world`.
+                start = at + 1;
+                current = Self::new_chain(&config, world, start)?;
+                at = start;
+            } else if epoch < at {
+                if epoch < start {
+                    return Err(bad(format!(
+                        "epoch {epoch} comes before this sampler's world-size change at epoch {start}: load a state saved before it"
+                    )));
+                }
+                current = Self::new_chain(&config, world, start)?;
+                at = start;
+            }
+            while at < epoch {
+                at += 1;
+                Self::step(&config, &mut current, at - start)?;
+            }
+            Ok((start, current))
+        })?;
+        (self.segment_start, self.current) = result;
+        self.epoch = epoch;
+        Ok(())
+    }
+
+    /// The number of samples each rank serves this epoch.
+    fn num_samples(&self, drop_last: bool) -> usize {
+        self.num_samples_for(drop_last)
+    }
+
+    /// Rank `rank`'s indices this epoch (numpy `int64`), in serving order.
+    fn order<'py>(
+        &self,
+        py: Python<'py>,
+        rank: usize,
+        shuffle: bool,
+        drop_last: bool,
+    ) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let order = catch(|| self.order_for(rank, shuffle, drop_last))?;
+        Ok(order.into_iter().map(i64::from).collect::<Vec<_>>().into_pyarray(py))
+    }
+
+    /// An iterator over rank `rank`'s indices this epoch from `start`.
+    fn iter(&self, rank: usize, shuffle: bool, drop_last: bool, start: usize) -> PyResult<EpochIter> {
+        let order = catch(|| self.order_for(rank, shuffle, drop_last))?;
+        Ok(EpochIter { pos: start.min(order.len()), order })
+    }
+
+    /// Rank `rank`'s batch this epoch (sorted; a remainder epoch: its share of the rest).
+    fn batch<'py>(&self, py: Python<'py>, rank: usize) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        if rank >= self.world {
+            return Err(bad(format!("rank {rank} is not below num_replicas {}", self.world)).into());
+        }
+        let mut batch = match &self.current {
+            Current::Chain { chain, .. } => chain.state().batches[rank].clone(),
+            Current::Remainder { lists, real } => lists[rank][..real[rank]].to_vec(),
+        };
+        batch.sort_unstable();
+        Ok(batch.into_iter().map(i64::from).collect::<Vec<_>>().into_pyarray(py))
+    }
+
+    /// What rank `rank` must receive this epoch: its batch minus what it caches.
+    fn needs<'py>(&self, py: Python<'py>, rank: usize) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        if rank >= self.world {
+            return Err(bad(format!("rank {rank} is not below num_replicas {}", self.world)).into());
+        }
+        let needs = match &self.current {
+            Current::Chain { chain, previous: Some(caches), .. } => difference(&chain.state().batches[rank], &caches[rank]),
+            Current::Chain { chain, previous: None, .. } => chain.state().batches[rank].clone(),
+            Current::Remainder { lists, real } => {
+                let mut own = lists[rank][..real[rank]].to_vec();
+                own.sort_unstable();
+                own
+            }
+        };
+        Ok(needs.into_iter().map(i64::from).collect::<Vec<_>>().into_pyarray(py))
+    }
+
+    /// The epoch's plan: transmissions of the scheme against uncoded (planned now, without the
+    /// GIL; a pliable scheme's step already planned it).
+    fn plan_summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let (config, current, world, epoch, start) =
+            (self.config.clone(), self.current.clone(), self.world, self.epoch, self.segment_start);
+        let (kind, transmissions, uncoded, bound, made_by, moved, exchanged) = guarded(py, move || {
+            let q = config.points;
+            match current {
+                Current::Remainder { real, .. } => {
+                    let total: usize = real.iter().sum();
+                    Ok(("remainder", total, total, total, "uncoded".to_string(), total, total))
+                }
+                Current::Chain { previous: None, .. } => Ok(("initial", q, q, q, "uncoded".to_string(), q, q)),
+                Current::Chain { chain, previous: Some(caches), moved, exchanged, made } => {
+                    let inst = ShuffleInstance::new(world, q, caches, chain.state().batches.clone())
+                        .map_err(crate::errors::bad_error)?;
+                    let bound = ubershuffle_core::bounds::best_lower_bound(&inst).value;
+                    if let Some(m) = made {
+                        return Ok(("chain", m.transmissions, m.uncoded, bound, m.made_by, moved, exchanged));
+                    }
+                    let options = planning::options(config.time_budget)?;
+                    let planner = planning::choose_planner(&config.scheme, config.plugin.as_deref(), &options)?;
+                    let uncoded = inst.uncoded_transmissions();
+                    let planned = planning::plan_fixed(planner.as_ref(), inst, config.seed ^ mix(epoch - start))?;
+                    Ok(("chain", planned.plan.len(), uncoded, bound, planned.made_by, moved, exchanged))
+                }
+            }
+        })?;
+        let d = PyDict::new(py);
+        d.set_item("epoch", epoch)?;
+        d.set_item("kind", kind)?;
+        d.set_item("transmissions", transmissions)?;
+        d.set_item("uncoded_transmissions", uncoded)?;
+        d.set_item("lower_bound", bound)?;
+        d.set_item("made_by", made_by)?;
+        d.set_item("points_moved", moved)?;
+        d.set_item("points_exchanged", exchanged)?;
+        d.set_item("world_size", world)?;
+        Ok(d)
+    }
+
+    /// The state at `position` samples into this epoch (plain Python values and bytes).
+    fn state<'py>(
+        &self,
+        py: Python<'py>,
+        position: usize,
+        shuffle: bool,
+        drop_last: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        let c = &self.config;
+        d.set_item("version", STATE_VERSION)?;
+        d.set_item("epoch", self.epoch)?;
+        d.set_item("position", position)?;
+        d.set_item("world_size", self.world)?;
+        d.set_item("num_samples_total", c.points)?;
+        d.set_item("seed", c.seed)?;
+        d.set_item("shuffle", shuffle)?;
+        d.set_item("drop_last", drop_last)?;
+        d.set_item("policy", c.policy.name())?;
+        d.set_item("fraction", matches!(c.policy, ExchangePolicy::PartialLocal { .. }).then(|| c.policy.fraction()))?;
+        d.set_item("alpha", c.alpha)?;
+        d.set_item("scheme", &c.scheme)?;
+        d.set_item("candidates", c.candidates.map(|r| r.to_string()))?;
+        d.set_item("segment_start", self.segment_start)?;
+        match &self.current {
+            Current::Chain { chain, previous, moved, exchanged, .. } => {
+                let s = chain.state();
+                d.set_item("kind", "chain")?;
+                d.set_item("completed", s.completed)?;
+                d.set_item("batches", PyBytes::new(py, &lists_to_bytes(&s.batches)))?;
+                let caches_are_batches = s.caches == s.batches;
+                d.set_item("caches", if caches_are_batches { None } else { Some(PyBytes::new(py, &lists_to_bytes(&s.caches))) })?;
+                d.set_item("previous", previous.as_ref().map(|p| PyBytes::new(py, &lists_to_bytes(p))))?;
+                d.set_item("points_moved", moved)?;
+                d.set_item("points_exchanged", exchanged)?;
+            }
+            Current::Remainder { lists, real } => {
+                d.set_item("kind", "remainder")?;
+                d.set_item("lists", PyBytes::new(py, &lists_to_bytes(lists)))?;
+                d.set_item("real", real.clone())?;
+            }
+        }
+        Ok(d)
+    }
+
+    /// Loads `state` for `world` ranks; returns the position to resume from in this epoch
+    /// (0 after a world-size change: the epoch becomes the remainder, served from its start).
+    fn load_state(&mut self, py: Python<'_>, state: &Bound<'_, PyDict>, world: i64) -> PyResult<usize> {
+        let get = |key: &str| -> PyResult<Bound<'_, PyAny>> {
+            state.get_item(key)?.ok_or_else(|| bad(format!("the sampler state has no \"{key}\"")).into())
+        };
+        let version: u64 = get("version")?.extract()?;
+        if version != STATE_VERSION {
+            return Err(bad(format!("the sampler state has version {version}; this ubershuffle reads version {STATE_VERSION}")).into());
+        }
+        let points: i64 = get("num_samples_total")?.extract()?;
+        if points as usize != self.config.points {
+            return Err(bad(format!(
+                "the state is for a dataset of {points} samples, this sampler's has {}",
+                self.config.points
+            ))
+            .into());
+        }
+        let world = catch(|| planning::count("num_replicas", world, 1))?;
+        let policy: String = get("policy")?.extract()?;
+        let fraction: Option<f64> = get("fraction")?.extract()?;
+        let alpha: Option<f64> = get("alpha")?.extract()?;
+        let scheme: String = get("scheme")?.extract()?;
+        let candidates: Option<String> = get("candidates")?.extract()?;
+        let seed: u64 = get("seed")?.extract()?;
+        let config = catch(|| {
+            parse_config(
+                points,
+                seed,
+                &policy,
+                fraction,
+                alpha,
+                &scheme,
+                candidates.as_deref(),
+                self.config.time_budget,
+                self.config.plugin.clone(),
+            )
+        })?;
+        let epoch: u64 = get("epoch")?.extract()?;
+        let position: usize = get("position")?.extract()?;
+        let saved_world: usize = get("world_size")?.extract()?;
+        let segment_start: u64 = get("segment_start")?.extract()?;
+        let shuffle_within: bool = get("shuffle")?.extract()?;
+        let drop_last: bool = get("drop_last")?.extract()?;
+        let kind: String = get("kind")?.extract()?;
+        let current = if kind == "chain" {
+            let completed: u64 = get("completed")?.extract()?;
+            let batches = lists_from_bytes(get("batches")?.extract::<&[u8]>()?)?;
+            let caches = match get("caches")?.extract::<Option<Vec<u8>>>()? {
+                Some(bytes) => lists_from_bytes(&bytes)?,
+                None => batches.clone(),
+            };
+            let previous = get("previous")?.extract::<Option<Vec<u8>>>()?.map(|b| lists_from_bytes(&b)).transpose()?;
+            let params = chain_params(&config, saved_world, segment_start);
+            let chain = EpochChain::with_state(params, ChainState { completed, batches, caches }).map_err(bad)?;
+            Current::Chain {
+                chain,
+                previous,
+                moved: get("points_moved")?.extract()?,
+                exchanged: get("points_exchanged")?.extract()?,
+                made: None,
+            }
+        } else {
+            let lists = lists_from_bytes(get("lists")?.extract::<&[u8]>()?)?;
+            let real: Vec<usize> = get("real")?.extract()?;
+            if real.len() != lists.len() || real.iter().zip(&lists).any(|(r, l)| *r > l.len()) {
+                return Err(bad("the sampler state is corrupt (remainder lengths)").into());
+            }
+            Current::Remainder { lists, real }
+        };
+        let saved = SamplerCore { config: config.clone(), world: saved_world, epoch, segment_start, current };
+        if world == saved_world {
+            *self = saved;
+            return Ok(position);
+        }
+        if world > config.points {
+            return Err(bad(format!("more ranks ({world}) than samples ({}): every rank needs a batch", config.points)).into());
+        }
+        let rest = catch(|| saved.remaining(position, shuffle_within, drop_last))?;
+        let current = py.detach(|| Self::deal(config.seed, epoch, world, rest, shuffle_within));
+        *self = SamplerCore { config, world, epoch, segment_start, current };
+        Ok(0)
+    }
+}
+
+/// An iterator over one rank's indices of one epoch; `position` counts what it has served.
+#[pyclass(module = "ubershuffle._native", subclass)]
+pub struct EpochIter {
+    order: Vec<u32>,
+    pos: usize,
+}
+
+#[pymethods]
+impl EpochIter {
+    /// An iterator over `order` from `position`.
+    #[new]
+    #[pyo3(signature = (order, position=0))]
+    fn py_new(order: PyReadonlyArray1<'_, i64>, position: usize) -> PyResult<Self> {
+        let order: Vec<u32> = order
+            .as_slice()?
+            .iter()
+            .map(|&i| u32::try_from(i).map_err(|_| bad(format!("index {i} is out of range"))))
+            .collect::<Outcome<_>>()?;
+        Ok(EpochIter { pos: position.min(order.len()), order })
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self) -> Option<u32> {
+        let item = self.order.get(self.pos).copied();
+        if item.is_some() {
+            self.pos += 1;
+        }
+        item
+    }
+
+    fn __len__(&self) -> usize {
+        self.order.len() - self.pos
+    }
+
+    /// How many indices it has served (from the start of the epoch).
+    #[getter]
+    fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// The whole epoch's order (numpy `int64`).
+    fn order<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
+        self.order.iter().map(|&i| i64::from(i)).collect::<Vec<_>>().into_pyarray(py)
+    }
+
+    /// Replaces the order and position (used when a state is loaded into a running iterator).
+    fn _reset(&mut self, order: PyReadonlyArray1<'_, i64>, position: usize) -> PyResult<()> {
+        *self = Self::py_new(order, position)?;
+        Ok(())
+    }
+}
