@@ -104,8 +104,8 @@ fn plan<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let outcome = guarded(py, || {
         let args = PlanArgs {
-            workers: planning::count("workers", workers, 1)?,
-            points: planning::count("points", points, 1)?,
+            workers: planning::count("workers", workers)?,
+            points: planning::count("points", points)?,
             alpha,
             scheme,
             seed,
@@ -140,7 +140,7 @@ fn plan_instance<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let (caches, assignment) = (lists(&caches)?, lists(&assignment)?);
     let outcome = guarded(py, || {
-        let points = points.map(|p| planning::count("points", p, 1)).transpose()?;
+        let points = points.map(|p| planning::count("points", p)).transpose()?;
         let inst = planning::instance_from(&caches, &assignment, points)?;
         let options = planning::options(time_budget)?;
         let planner = planning::choose_planner(&scheme, plugin.as_deref(), &options)?;
@@ -171,7 +171,7 @@ fn verify<'py>(
     let (offsets, pp, pw) =
         (offsets.as_slice()?.to_vec(), packet_points.as_slice()?.to_vec(), packet_workers.as_slice()?.to_vec());
     guarded(py, || {
-        let points = points.map(|p| planning::count("points", p, 1)).transpose()?;
+        let points = points.map(|p| planning::count("points", p)).transpose()?;
         let inst = planning::instance_from(&caches, &assignment, points)?;
         let plan = planning::plan_from(&offsets, &pp, &pw)?;
         planning::verify_plan(&inst, &plan)
@@ -189,7 +189,7 @@ fn lower_bound<'py>(
 ) -> PyResult<(usize, String, usize)> {
     let (caches, assignment) = (lists(&caches)?, lists(&assignment)?);
     guarded(py, || {
-        let points = points.map(|p| planning::count("points", p, 1)).transpose()?;
+        let points = points.map(|p| planning::count("points", p)).transpose()?;
         let inst = planning::instance_from(&caches, &assignment, points)?;
         let bound = ubershuffle_core::bounds::best_lower_bound(&inst);
         Ok((bound.value, bound.kind.to_string(), inst.uncoded_transmissions()))
@@ -215,13 +215,13 @@ fn plan_epochs<'py>(
 ) -> PyResult<Bound<'py, PyList>> {
     let records = guarded(py, || {
         let args = EpochsArgs {
-            workers: planning::count("workers", workers, 1)?,
-            points: planning::count("points", points, 1)?,
+            workers: planning::count("workers", workers)?,
+            points: planning::count("points", points)?,
             policy,
             fraction,
             alpha,
             scheme,
-            epochs: planning::count("epochs", epochs, 1)?,
+            epochs: planning::count("epochs", epochs)?,
             seed,
             time_budget,
             plugin,

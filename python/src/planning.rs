@@ -83,12 +83,12 @@ pub fn check_generated(workers: usize, points: usize, cache: usize) -> Outcome<(
     limits.check_memory(&what, instance_bytes(workers, points, cache)).map_err(bad_error)
 }
 
-/// A count given as a Python int (which may be negative): `name` must be at least `least`.
-pub fn count(name: &str, value: i64, least: i64) -> Outcome<usize> {
-    if value < least {
-        return Err(bad(format!("--{name} must be at least {least}, got {value}")));
-    }
-    usize::try_from(value).map_err(|_| bad(format!("--{name} is too large: {value}")))
+/// A count given as a Python int (which may be negative): a negative one is refused as the
+/// command line refuses `--{name} -1`; range checks (`at least 1`) are left to the checks
+/// the command line runs, so the messages are the same.
+pub fn count(name: &str, value: i64) -> Outcome<usize> {
+    usize::try_from(value)
+        .map_err(|_| bad(format!("invalid value '{value}' for '--{name}': must be a non-negative integer")))
 }
 
 /// A plan with its counts, as `plan --json` reports them.

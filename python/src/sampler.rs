@@ -254,7 +254,7 @@ fn parse_config(
     time_budget: Option<f64>,
     plugin: Option<String>,
 ) -> Outcome<Config> {
-    let points = planning::count("points", points, 1)?;
+    let points = planning::count("points", points)?;
     let policy = ExchangePolicy::new(policy, fraction).map_err(crate::errors::bad_error)?;
     if let Some(a) = alpha {
         if !(a > 0.0 && a <= 1.0) {
@@ -308,7 +308,7 @@ impl SamplerCore {
         Ok(catch(|| {
             let config =
                 parse_config(points, seed, policy, fraction, alpha, scheme, candidates.as_deref(), time_budget, plugin)?;
-            let world = planning::count("num_replicas", world, 1)?;
+            let world = planning::count("num_replicas", world)?;
             if world > config.points {
                 return Err(bad(format!(
                     "more ranks ({world}) than samples ({}): every rank needs a batch",
@@ -536,7 +536,7 @@ impl SamplerCore {
             ))
             .into());
         }
-        let world = catch(|| planning::count("num_replicas", world, 1))?;
+        let world = catch(|| planning::count("num_replicas", world))?;
         let policy: String = get("policy")?.extract()?;
         let fraction: Option<f64> = get("fraction")?.extract()?;
         let alpha: Option<f64> = get("alpha")?.extract()?;
