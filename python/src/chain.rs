@@ -43,8 +43,6 @@ pub struct DrawnEpoch {
     pub points_exchanged: usize,
     /// Points whose worker changed.
     pub points_moved: usize,
-    /// The epoch this draw is (1 after the initial partition).
-    pub epoch: u64,
 }
 
 /// Epochs as a chain of assignments and caches.
@@ -68,15 +66,17 @@ impl EpochChain {
             return Err(format!("{points} points is more than this build supports (ids are 32-bit)"));
         }
         if workers > points {
-            return Err(format!("more workers ({workers}) than points ({points}): every worker needs a batch"));
+            return Err(format!(
+                "more workers ({workers}) than points ({points}): every worker needs a batch"
+            ));
         }
-        if let Some(c) = cache_capacity {
-            if c < points.div_ceil(workers) {
-                return Err(format!(
-                    "cache capacity {c} is below the batch size {}: a worker must be able to cache its own batch",
-                    points.div_ceil(workers)
-                ));
-            }
+        if let Some(c) = cache_capacity
+            && c < points.div_ceil(workers)
+        {
+            return Err(format!(
+                "cache capacity {c} is below the batch size {}: a worker must be able to cache its own batch",
+                points.div_ceil(workers)
+            ));
         }
         let batches = balanced_assignment(&mut seeded(seed), workers, points);
         let caches = batches.clone();
@@ -117,7 +117,7 @@ impl EpochChain {
         let instance =
             ShuffleInstance::new(self.params.workers, self.params.points, self.state.caches.clone(), next)
                 .unwrap_or_else(|e| unreachable!("an exchange keeps a valid partition: {e}"));
-        DrawnEpoch { instance, points_exchanged, points_moved, epoch }
+        DrawnEpoch { instance, points_exchanged, points_moved }
     }
 
     /// Moves on to `chosen` (the drawn instance, or a pliable scheme's choice): the batches
@@ -141,7 +141,14 @@ impl EpochChain {
 
 /// The next cache: the batch plus the `capacity - |batch|` points of the old cache not in the
 /// batch that rank lowest under a hash of `(seed, epoch, worker, point)`.
-pub fn next_cache(old: &[u32], batch: &[u32], capacity: usize, seed: u64, epoch: u64, worker: usize) -> Vec<u32> {
+pub fn next_cache(
+    old: &[u32],
+    batch: &[u32],
+    capacity: usize,
+    seed: u64,
+    epoch: u64,
+    worker: usize,
+) -> Vec<u32> {
     let mut rest = difference(old, batch);
     let room = capacity.saturating_sub(batch.len()).min(rest.len());
     let key = |p: u32| mix(seed ^ mix(epoch ^ mix(worker as u64 ^ mix(u64::from(p)))));

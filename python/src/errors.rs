@@ -72,7 +72,10 @@ pub fn catch<T, F: FnOnce() -> Outcome<T>>(work: F) -> Outcome<T> {
                 .map(|s| (*s).to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".to_string());
-            Err(Failure::Internal(format!("internal error in ubershuffle (a Rust panic): {}", what.replace('\n', " "))))
+            Err(Failure::Internal(format!(
+                "internal error in ubershuffle (a Rust panic): {}",
+                what.replace('\n', " ")
+            )))
         }
     }
 }

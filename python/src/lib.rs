@@ -146,7 +146,13 @@ fn plan_instance<'py>(
         let planner = planning::choose_planner(&scheme, plugin.as_deref(), &options)?;
         let randomness = planning::randomness(candidates.as_deref())?;
         if planner.as_pliable().is_some() {
-            return planning::plan_pliable(planner.as_ref(), inst, None, randomness.unwrap_or_default(), seed);
+            return planning::plan_pliable(
+                planner.as_ref(),
+                inst,
+                None,
+                randomness.unwrap_or_default(),
+                seed,
+            );
         }
         planning::refuse_candidates(planner.as_ref(), randomness)?;
         planning::plan_fixed(planner.as_ref(), inst, seed)
@@ -168,8 +174,11 @@ fn verify<'py>(
     packet_workers: PyReadonlyArray1<'py, i64>,
 ) -> PyResult<(bool, Vec<(usize, Vec<u32>)>)> {
     let (caches, assignment) = (lists(&caches)?, lists(&assignment)?);
-    let (offsets, pp, pw) =
-        (offsets.as_slice()?.to_vec(), packet_points.as_slice()?.to_vec(), packet_workers.as_slice()?.to_vec());
+    let (offsets, pp, pw) = (
+        offsets.as_slice()?.to_vec(),
+        packet_points.as_slice()?.to_vec(),
+        packet_workers.as_slice()?.to_vec(),
+    );
     guarded(py, || {
         let points = points.map(|p| planning::count("points", p)).transpose()?;
         let inst = planning::instance_from(&caches, &assignment, points)?;

@@ -33,7 +33,9 @@ pub fn schemes(plugin: Option<&str>) -> Outcome<Vec<(String, String)>> {
             let lib = PluginLibrary::load(path).map_err(bad_error)?;
             Ok(lib.schemes().iter().map(|s| (s.name.clone(), s.description.clone())).collect())
         }
-        None => Ok(builtin_planners().iter().map(|e| (e.name.to_string(), e.description.to_string())).collect()),
+        None => {
+            Ok(builtin_planners().iter().map(|e| (e.name.to_string(), e.description.to_string())).collect())
+        }
     }
 }
 
@@ -43,7 +45,9 @@ pub fn options(time_budget: Option<f64>) -> Outcome<PlannerOptions> {
     let value = time_budget.unwrap_or(DEFAULT_TIME_BUDGET);
     if !(value > 0.0 && value.is_finite() && value < 1e9) {
         let shown = if value.abs() < 1e15 { format!("{value}") } else { format!("{value:e}") };
-        return Err(bad(format!("--time-budget must be a positive number of seconds below 1e9, got {shown}")));
+        return Err(bad(format!(
+            "--time-budget must be a positive number of seconds below 1e9, got {shown}"
+        )));
     }
     Ok(PlannerOptions::default().with_time_budget(Duration::from_secs_f64(value)))
 }
@@ -140,9 +144,8 @@ pub fn generate(workers: usize, points: usize, alpha: Option<f64>, seed: u64) ->
 /// Plans `inst` with `planner` (its seed's planner stream), verifies it and counts.
 pub fn plan_fixed(planner: &dyn ShufflePlanner, inst: ShuffleInstance, seed: u64) -> Outcome<Outcome1> {
     let started = Instant::now();
-    let planned = planner
-        .plan_explained(&inst, &mut seeded_stream(seed, PLANNER_STREAM))
-        .map_err(bad_error)?;
+    let planned =
+        planner.plan_explained(&inst, &mut seeded_stream(seed, PLANNER_STREAM)).map_err(bad_error)?;
     let plan_seconds = started.elapsed().as_secs_f64();
     let started = Instant::now();
     let report = verify(&inst, &planned.plan)
@@ -192,7 +195,8 @@ pub fn plan_pliable(
         request = request.with_previous_batches(batches).map_err(bad_error)?;
     }
     let started = Instant::now();
-    let planned = pliable.plan_pliable(&request, &mut seeded_stream(seed, PLANNER_STREAM)).map_err(bad_error)?;
+    let planned =
+        pliable.plan_pliable(&request, &mut seeded_stream(seed, PLANNER_STREAM)).map_err(bad_error)?;
     let plan_seconds = started.elapsed().as_secs_f64();
     let started = Instant::now();
     let report = verify_pliable(&request, &planned)
@@ -299,7 +303,11 @@ pub fn to_points(field: &str, worker: usize, ids: &[i64], points: usize) -> Outc
 
 /// The instance of the caches and assignment given from Python (`points`: the number of
 /// points, by default the assignment's total size).
-pub fn instance_from(caches: &[Vec<i64>], assignment: &[Vec<i64>], points: Option<usize>) -> Outcome<ShuffleInstance> {
+pub fn instance_from(
+    caches: &[Vec<i64>],
+    assignment: &[Vec<i64>],
+    points: Option<usize>,
+) -> Outcome<ShuffleInstance> {
     let workers = assignment.len();
     let points = points.unwrap_or_else(|| assignment.iter().map(Vec::len).sum());
     if caches.len() != workers {
@@ -311,7 +319,11 @@ pub fn instance_from(caches: &[Vec<i64>], assignment: &[Vec<i64>], points: Optio
     if u32::try_from(points).is_err() {
         return Err(bad(format!("{points} points is more than this build supports (ids are 32-bit)")));
     }
-    let cache = caches.iter().enumerate().map(|(w, c)| to_points("cache", w, c, points)).collect::<Outcome<Vec<_>>>()?;
+    let cache = caches
+        .iter()
+        .enumerate()
+        .map(|(w, c)| to_points("cache", w, c, points))
+        .collect::<Outcome<Vec<_>>>()?;
     let batches = assignment
         .iter()
         .enumerate()
@@ -331,7 +343,8 @@ pub fn plan_from(offsets: &[i64], points: &[i64], workers: &[i64]) -> Outcome<Pl
             workers.len()
         )));
     }
-    if offsets.first().is_some_and(|&o| o != 0) || offsets.last().is_some_and(|&o| o as usize != points.len()) {
+    if offsets.first().is_some_and(|&o| o != 0) || offsets.last().is_some_and(|&o| o as usize != points.len())
+    {
         return Err(bad("a plan's offsets must start at 0 and end at the number of parts"));
     }
     let mut plan = Plan::new();
@@ -353,8 +366,11 @@ pub fn plan_from(offsets: &[i64], points: &[i64], workers: &[i64]) -> Outcome<Pl
     Ok(plan)
 }
 
+/// Whether a plan decodes, and each worker that cannot with the points it lacks.
+pub type Verdict = (bool, Vec<(usize, Vec<u32>)>);
+
 /// `verify`: whether every worker decodes its batch, and what each missing worker lacks.
-pub fn verify_plan(inst: &ShuffleInstance, plan: &Plan) -> Outcome<(bool, Vec<(usize, Vec<u32>)>)> {
+pub fn verify_plan(inst: &ShuffleInstance, plan: &Plan) -> Outcome<Verdict> {
     let report = verify(inst, plan).map_err(bad_error)?;
     let missing = report.shortfalls.iter().map(|s| (s.worker, s.missing.clone())).collect();
     Ok((report.is_valid(), missing))

@@ -47,7 +47,13 @@ struct Config {
 enum Current {
     /// An epoch of the chain: `chain` has committed this epoch's assignment; `previous` holds
     /// the caches from before it (`None` at the segment's first epoch: nothing cached).
-    Chain { chain: EpochChain, previous: Option<Vec<Vec<u32>>>, moved: usize, exchanged: usize, made: Option<Made> },
+    Chain {
+        chain: EpochChain,
+        previous: Option<Vec<Vec<u32>>>,
+        moved: usize,
+        exchanged: usize,
+        made: Option<Made>,
+    },
     /// The samples an interrupted epoch had not served, dealt among `lists.len()` ranks
     /// (`real[r]` of rank `r`'s list are samples; the rest pads).
     Remainder { lists: Vec<Vec<u32>>, real: Vec<usize> },
@@ -72,7 +78,11 @@ pub struct SamplerCore {
 }
 
 fn chain_params(config: &Config, world: usize, segment_start: u64) -> ChainParams {
-    let seed = if segment_start == 0 { config.seed } else { mix(config.seed ^ mix(SEGMENT_TAG ^ mix(segment_start ^ mix(world as u64)))) };
+    let seed = if segment_start == 0 {
+        config.seed
+    } else {
+        mix(config.seed ^ mix(SEGMENT_TAG ^ mix(segment_start ^ mix(world as u64))))
+    };
     ChainParams {
         workers: world,
         points: config.points,
@@ -150,18 +160,27 @@ impl SamplerCore {
             return Err(Failure::Internal("a remainder epoch is not a step of a chain".into()));
         };
         let drawn = chain.draw();
+        let (drawn_moved, drawn_exchanged) = (drawn.points_moved, drawn.points_exchanged);
         let mut chosen = drawn.instance;
         *made = None;
         if config.pliable {
-            let planner = planning::choose_planner(&config.scheme, config.plugin.as_deref(), &planning::options(config.time_budget)?)?;
+            let planner = planning::choose_planner(
+                &config.scheme,
+                config.plugin.as_deref(),
+                &planning::options(config.time_budget)?,
+            )?;
             let Some(pliable) = planner.as_pliable() else {
                 return Err(bad(format!("scheme {} does not choose assignments", config.scheme)));
             };
             let base = mix(config.seed ^ PLIABLE_TAG);
-            let request = PliableRequest::new(chosen, config.candidates.unwrap_or_default(), &mut seeded_stream(base, 2 * epoch))
-                .map_err(crate::errors::bad_error)?
-                .with_previous_batches(&chain.state().batches)
-                .map_err(crate::errors::bad_error)?;
+            let request = PliableRequest::new(
+                chosen,
+                config.candidates.unwrap_or_default(),
+                &mut seeded_stream(base, 2 * epoch),
+            )
+            .map_err(crate::errors::bad_error)?
+            .with_previous_batches(&chain.state().batches)
+            .map_err(crate::errors::bad_error)?;
             let planned = pliable
                 .plan_pliable(&request, &mut seeded_stream(base, 2 * epoch + 1))
                 .map_err(crate::errors::bad_error)?;
@@ -172,9 +191,13 @@ impl SamplerCore {
             });
             chosen = planned.instance;
         }
-        let old: Vec<Vec<u32>> = chain.state().batches.clone();
-        *moved = old.iter().enumerate().map(|(w, b)| difference(&chosen.assignment(w).to_vec(), b).len()).sum();
-        *exchanged = drawn.points_exchanged;
+        *moved = if config.pliable {
+            let old = &chain.state().batches;
+            old.iter().enumerate().map(|(w, b)| difference(&chosen.assignment(w).to_vec(), b).len()).sum()
+        } else {
+            drawn_moved
+        };
+        *exchanged = drawn_exchanged;
         *previous = Some(chain.state().caches.clone());
         chain.commit(&chosen);
         Ok(())
@@ -198,8 +221,11 @@ impl SamplerCore {
         match &self.current {
             Current::Chain { chain, .. } => {
                 let batch = &chain.state().batches[rank];
-                let order =
-                    if shuffle_within { shuffled(batch, self.config.seed, self.epoch, rank, ORDER_TAG) } else { batch.clone() };
+                let order = if shuffle_within {
+                    shuffled(batch, self.config.seed, self.epoch, rank, ORDER_TAG)
+                } else {
+                    batch.clone()
+                };
                 Ok(fit(order, self.num_samples_for(drop_last), &[]))
             }
             Current::Remainder { lists, .. } => Ok(lists[rank].clone()),
@@ -243,6 +269,7 @@ impl SamplerCore {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn parse_config(
     points: i64,
     seed: u64,
@@ -256,10 +283,10 @@ fn parse_config(
 ) -> Outcome<Config> {
     let points = planning::count("points", points)?;
     let policy = ExchangePolicy::new(policy, fraction).map_err(crate::errors::bad_error)?;
-    if let Some(a) = alpha {
-        if !(a > 0.0 && a <= 1.0) {
-            return Err(bad(format!("alpha must lie in (0, 1], got {a}")));
-        }
+    if let Some(a) = alpha
+        && !(a > 0.0 && a <= 1.0)
+    {
+        return Err(bad(format!("alpha must lie in (0, 1], got {a}")));
     }
     let options = planning::options(time_budget)?;
     let planner = planning::choose_planner(scheme, plugin.as_deref(), &options)?;
@@ -306,8 +333,17 @@ impl SamplerCore {
         plugin: Option<String>,
     ) -> PyResult<Self> {
         Ok(catch(|| {
-            let config =
-                parse_config(points, seed, policy, fraction, alpha, scheme, candidates.as_deref(), time_budget, plugin)?;
+            let config = parse_config(
+                points,
+                seed,
+                policy,
+                fraction,
+                alpha,
+                scheme,
+                candidates.as_deref(),
+                time_budget,
+                plugin,
+            )?;
             let world = planning::count("num_replicas", world)?;
             if world > config.points {
                 return Err(bad(format!(
@@ -347,7 +383,8 @@ impl SamplerCore {
     /// Moves to `epoch`: one chain step for the next epoch; a replay from the segment's start
     /// for any other.
     fn set_epoch(&mut self, py: Python<'_>, epoch: i64) -> PyResult<()> {
-        let epoch = u64::try_from(epoch).map_err(|_| bad(format!("epoch must be at least 0, got {epoch}")))?;
+        let epoch =
+            u64::try_from(epoch).map_err(|_| bad(format!("epoch must be at least 0, got {epoch}")))?;
         if epoch == self.epoch {
             return Ok(());
         }
@@ -421,7 +458,9 @@ impl SamplerCore {
             return Err(bad(format!("rank {rank} is not below num_replicas {}", self.world)).into());
         }
         let needs = match &self.current {
-            Current::Chain { chain, previous: Some(caches), .. } => difference(&chain.state().batches[rank], &caches[rank]),
+            Current::Chain { chain, previous: Some(caches), .. } => {
+                difference(&chain.state().batches[rank], &caches[rank])
+            }
             Current::Chain { chain, previous: None, .. } => chain.state().batches[rank].clone(),
             Current::Remainder { lists, real } => {
                 let mut own = lists[rank][..real[rank]].to_vec();
@@ -444,7 +483,9 @@ impl SamplerCore {
                     let total: usize = real.iter().sum();
                     Ok(("remainder", total, total, total, "uncoded".to_string(), total, total))
                 }
-                Current::Chain { previous: None, .. } => Ok(("initial", q, q, q, "uncoded".to_string(), q, q)),
+                Current::Chain { previous: None, .. } => {
+                    Ok(("initial", q, q, q, "uncoded".to_string(), q, q))
+                }
                 Current::Chain { chain, previous: Some(caches), moved, exchanged, made } => {
                     let inst = ShuffleInstance::new(world, q, caches, chain.state().batches.clone())
                         .map_err(crate::errors::bad_error)?;
@@ -453,9 +494,11 @@ impl SamplerCore {
                         return Ok(("chain", m.transmissions, m.uncoded, bound, m.made_by, moved, exchanged));
                     }
                     let options = planning::options(config.time_budget)?;
-                    let planner = planning::choose_planner(&config.scheme, config.plugin.as_deref(), &options)?;
+                    let planner =
+                        planning::choose_planner(&config.scheme, config.plugin.as_deref(), &options)?;
                     let uncoded = inst.uncoded_transmissions();
-                    let planned = planning::plan_fixed(planner.as_ref(), inst, config.seed ^ mix(epoch - start))?;
+                    let planned =
+                        planning::plan_fixed(planner.as_ref(), inst, config.seed ^ mix(epoch - start))?;
                     Ok(("chain", planned.plan.len(), uncoded, bound, planned.made_by, moved, exchanged))
                 }
             }
@@ -492,7 +535,10 @@ impl SamplerCore {
         d.set_item("shuffle", shuffle)?;
         d.set_item("drop_last", drop_last)?;
         d.set_item("policy", c.policy.name())?;
-        d.set_item("fraction", matches!(c.policy, ExchangePolicy::PartialLocal { .. }).then(|| c.policy.fraction()))?;
+        d.set_item(
+            "fraction",
+            matches!(c.policy, ExchangePolicy::PartialLocal { .. }).then(|| c.policy.fraction()),
+        )?;
         d.set_item("alpha", c.alpha)?;
         d.set_item("scheme", &c.scheme)?;
         d.set_item("candidates", c.candidates.map(|r| r.to_string()))?;
@@ -504,7 +550,14 @@ impl SamplerCore {
                 d.set_item("completed", s.completed)?;
                 d.set_item("batches", PyBytes::new(py, &lists_to_bytes(&s.batches)))?;
                 let caches_are_batches = s.caches == s.batches;
-                d.set_item("caches", if caches_are_batches { None } else { Some(PyBytes::new(py, &lists_to_bytes(&s.caches))) })?;
+                d.set_item(
+                    "caches",
+                    if caches_are_batches {
+                        None
+                    } else {
+                        Some(PyBytes::new(py, &lists_to_bytes(&s.caches)))
+                    },
+                )?;
                 d.set_item("previous", previous.as_ref().map(|p| PyBytes::new(py, &lists_to_bytes(p))))?;
                 d.set_item("points_moved", moved)?;
                 d.set_item("points_exchanged", exchanged)?;
@@ -526,7 +579,10 @@ impl SamplerCore {
         };
         let version: u64 = get("version")?.extract()?;
         if version != STATE_VERSION {
-            return Err(bad(format!("the sampler state has version {version}; this ubershuffle reads version {STATE_VERSION}")).into());
+            return Err(bad(format!(
+                "the sampler state has version {version}; this ubershuffle reads version {STATE_VERSION}"
+            ))
+            .into());
         }
         let points: i64 = get("num_samples_total")?.extract()?;
         if points as usize != self.config.points {
@@ -570,9 +626,11 @@ impl SamplerCore {
                 Some(bytes) => lists_from_bytes(&bytes)?,
                 None => batches.clone(),
             };
-            let previous = get("previous")?.extract::<Option<Vec<u8>>>()?.map(|b| lists_from_bytes(&b)).transpose()?;
+            let previous =
+                get("previous")?.extract::<Option<Vec<u8>>>()?.map(|b| lists_from_bytes(&b)).transpose()?;
             let params = chain_params(&config, saved_world, segment_start);
-            let chain = EpochChain::with_state(params, ChainState { completed, batches, caches }).map_err(bad)?;
+            let chain =
+                EpochChain::with_state(params, ChainState { completed, batches, caches }).map_err(bad)?;
             Current::Chain {
                 chain,
                 previous,
@@ -594,7 +652,11 @@ impl SamplerCore {
             return Ok(position);
         }
         if world > config.points {
-            return Err(bad(format!("more ranks ({world}) than samples ({}): every rank needs a batch", config.points)).into());
+            return Err(bad(format!(
+                "more ranks ({world}) than samples ({}): every rank needs a batch",
+                config.points
+            ))
+            .into());
         }
         let rest = catch(|| saved.remaining(position, shuffle_within, drop_last))?;
         let current = py.detach(|| Self::deal(config.seed, epoch, world, rest, shuffle_within));

@@ -16,7 +16,14 @@ import ubershuffle as us
 PAPER_CACHE = [[1, 2, 3, 7], [5, 6, 7, 8], [0, 2, 3, 4]]
 PAPER_ASSIGNMENT = [[2, 4, 7], [0, 3, 8], [1, 5, 6]]
 
-COUNTS = ["transmissions", "uncoded_transmissions", "lower_bound", "lower_bound_kind", "verified", "cache_size"]
+COUNTS = [
+    "transmissions",
+    "uncoded_transmissions",
+    "lower_bound",
+    "lower_bound_kind",
+    "verified",
+    "cache_size",
+]
 
 # `ubershuffle plan -n 8 -q 4000 -a 0.4 --scheme coded --seed 1 --json`, recorded.
 KNOWN_CODED = {"transmissions": 1083, "uncoded_transmissions": 2427, "lower_bound": 730, "cache_size": 1600}
@@ -76,7 +83,11 @@ def test_plan_packets_are_numpy_and_verify():
 
 @pytest.mark.parametrize(
     "policy,fraction,alpha,scheme",
-    [("partial-local", 0.3, None, "coded"), ("global", None, 0.4, "ubershuffle"), ("local", None, None, "auto")],
+    [
+        ("partial-local", 0.3, None, "coded"),
+        ("global", None, 0.4, "ubershuffle"),
+        ("local", None, None, "auto"),
+    ],
 )
 def test_plan_epochs_matches_the_cli(cli, policy, fraction, alpha, scheme):
     args = ["plan", "--policy", policy, "--scheme", scheme, "-n", "6", "-q", "1200", "--epochs", "4"]
@@ -86,12 +97,16 @@ def test_plan_epochs_matches_the_cli(cli, policy, fraction, alpha, scheme):
     if alpha is not None:
         args += ["-a", str(alpha)]
     want = cli(*args)["per_epoch"]
-    got = us.plan_epochs(6, 1200, policy=policy, fraction=fraction, alpha=alpha, scheme=scheme, epochs=4, seed=7)
+    got = us.plan_epochs(
+        6, 1200, policy=policy, fraction=fraction, alpha=alpha, scheme=scheme, epochs=4, seed=7
+    )
     assert got == want
 
 
 def test_plan_instance_on_the_paper_example():
-    counts = {s: us.plan_instance(PAPER_CACHE, PAPER_ASSIGNMENT, s).transmissions for s in ("uncoded", "coded")}
+    counts = {
+        s: us.plan_instance(PAPER_CACHE, PAPER_ASSIGNMENT, s).transmissions for s in ("uncoded", "coded")
+    }
     assert counts == {"uncoded": 6, "coded": 4}
     arrays = [np.array(c, dtype=np.int32) for c in PAPER_CACHE]
     r = us.plan_instance(arrays, np.array(PAPER_ASSIGNMENT), "ubershuffle")
@@ -114,7 +129,8 @@ def test_lower_bound():
 def test_plan_instance_matches_the_cli_on_an_instance_file(cli, tmp_path):
     path = tmp_path / "inst.json"
     subprocess.run(
-        [str(_cli_path()), "instance", "-n", "5", "-q", "500", "-a", "0.4", "--seed", "3", "-o", str(path)], check=True
+        [str(_cli_path()), "instance", "-n", "5", "-q", "500", "-a", "0.4", "--seed", "3", "-o", str(path)],
+        check=True,
     )
     import json
 
@@ -136,7 +152,10 @@ def _cli_path():
         (lambda: us.plan(0, 100, 0.5), ["plan", "-n", "0", "-q", "100", "-a", "0.5"]),
         (lambda: us.plan(4, 100, 2.0), ["plan", "-n", "4", "-q", "100", "-a", "2"]),
         (lambda: us.plan(4, 100, 0.1), ["plan", "-n", "4", "-q", "100", "-a", "0.1"]),
-        (lambda: us.plan(4, 100, 0.5, "codde"), ["plan", "--scheme", "codde", "-n", "4", "-q", "100", "-a", "0.5"]),
+        (
+            lambda: us.plan(4, 100, 0.5, "codde"),
+            ["plan", "--scheme", "codde", "-n", "4", "-q", "100", "-a", "0.5"],
+        ),
         (
             lambda: us.plan(4, 100, 0.5, "coded", time_budget=-1),
             ["plan", "--time-budget=-1", "-n", "4", "-q", "100", "-a", "0.5"],

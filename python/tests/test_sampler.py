@@ -92,8 +92,12 @@ def test_shuffle_false_serves_the_assignment_in_order():
 
 
 def test_same_seed_same_epochs_and_jumps_equal_steps():
-    a = CodedShuffleSampler(300, num_replicas=4, rank=0, seed=5, policy="partial-local", fraction=0.5, alpha=0.4)
-    b = CodedShuffleSampler(300, num_replicas=4, rank=0, seed=5, policy="partial-local", fraction=0.5, alpha=0.4)
+    a = CodedShuffleSampler(
+        300, num_replicas=4, rank=0, seed=5, policy="partial-local", fraction=0.5, alpha=0.4
+    )
+    b = CodedShuffleSampler(
+        300, num_replicas=4, rank=0, seed=5, policy="partial-local", fraction=0.5, alpha=0.4
+    )
     orders = []
     for e in range(6):
         a.set_epoch(e)
@@ -123,7 +127,8 @@ def test_plan_summary_is_coded_against_uncoded():
     p = s.plan_summary()
     assert p["kind"] == "chain" and p["transmissions"] < p["uncoded_transmissions"]
     assert p["uncoded_transmissions"] == sum(
-        len(CodedShuffleSampler(2000, num_replicas=4, rank=r, seed=1, alpha=0.5)._at(1).needs()) for r in range(4)
+        len(CodedShuffleSampler(2000, num_replicas=4, rank=r, seed=1, alpha=0.5)._at(1).needs())
+        for r in range(4)
     )
 
 
@@ -294,8 +299,16 @@ def test_bad_arguments_raise_clear_one_line_errors():
         (lambda: CodedShuffleSampler(10), ValueError, "num_replicas and rank are needed"),
         (lambda: CodedShuffleSampler(10, num_replicas=2, rank=2), ValueError, "invalid rank"),
         (lambda: CodedShuffleSampler(3, num_replicas=4, rank=0), ValueError, "more ranks"),
-        (lambda: CodedShuffleSampler(10, num_replicas=2, rank=0, policy="nope"), ValueError, "unknown policy"),
-        (lambda: CodedShuffleSampler(10, num_replicas=2, rank=0, policy="partial-local"), ValueError, "fraction"),
+        (
+            lambda: CodedShuffleSampler(10, num_replicas=2, rank=0, policy="nope"),
+            ValueError,
+            "unknown policy",
+        ),
+        (
+            lambda: CodedShuffleSampler(10, num_replicas=2, rank=0, policy="partial-local"),
+            ValueError,
+            "fraction",
+        ),
         (lambda: CodedShuffleSampler(10, num_replicas=2, rank=0, alpha=3.0), ValueError, "alpha"),
         (lambda: CodedShuffleSampler(10, num_replicas=2, rank=0, scheme="x"), ValueError, "known schemes"),
         (lambda: CodedShuffleSampler(10, num_replicas=2, rank=0).set_epoch("1"), TypeError, "epoch"),

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Union
 
 import numpy as np
 
@@ -14,11 +15,11 @@ ArrayLike = Union[Sequence[int], "np.ndarray"]
 Lists = Union[Sequence[ArrayLike], "np.ndarray"]
 
 
-def _path(plugin: Optional[Union[str, os.PathLike]]) -> Optional[str]:
+def _path(plugin: str | os.PathLike | None) -> str | None:
     return None if plugin is None else os.fspath(plugin)
 
 
-def _candidates(candidates: Optional[Union[int, str]]) -> Optional[str]:
+def _candidates(candidates: int | str | None) -> str | None:
     if candidates is None:
         return None
     if isinstance(candidates, bool) or not isinstance(candidates, (int, str)):
@@ -32,7 +33,7 @@ def _int(name: str, value: Any) -> int:
     return int(value)
 
 
-def _float(name: str, value: Any) -> Optional[float]:
+def _float(name: str, value: Any) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
@@ -86,11 +87,11 @@ class PlanResult:
     parts: int
     uncoded_transmissions: int
     """Transmissions of uncoded delivery (for a pliable scheme: of the chosen assignment)."""
-    fully_random_uncoded_transmissions: Optional[int]
+    fully_random_uncoded_transmissions: int | None
     """Pliable schemes: uncoded transmissions of the fully random assignment."""
     lower_bound: int
     lower_bound_kind: str
-    theorem1_transmissions: Optional[float]
+    theorem1_transmissions: float | None
     verified: bool
     plan_seconds: float
     verify_seconds: float
@@ -106,7 +107,9 @@ class PlanResult:
     def packets(self) -> list:
         """The transmissions as lists of ``(point, worker)`` pairs."""
         o, p, w = self.packet_offsets, self.packet_points, self.packet_workers
-        return [list(zip(p[o[t] : o[t + 1]].tolist(), w[o[t] : o[t + 1]].tolist())) for t in range(len(o) - 1)]
+        return [
+            list(zip(p[o[t] : o[t + 1]].tolist(), w[o[t] : o[t + 1]].tolist())) for t in range(len(o) - 1)
+        ]
 
     def to_dict(self) -> dict:
         """The counts as ``plan --json`` names them (no packets)."""
@@ -122,7 +125,7 @@ def _result(d: dict) -> PlanResult:
     return PlanResult(**d)
 
 
-def schemes(plugin: Optional[Union[str, os.PathLike]] = None) -> list:
+def schemes(plugin: str | os.PathLike | None = None) -> list:
     """Every scheme as ``{"name", "description"}`` dicts, as ``ubershuffle schemes --json``.
 
     With ``plugin`` (the path of a plugin library), the plugin's schemes, each with its path.
@@ -133,13 +136,13 @@ def schemes(plugin: Optional[Union[str, os.PathLike]] = None) -> list:
 def plan(
     workers: int,
     points: int,
-    alpha: Optional[float],
+    alpha: float | None,
     scheme: str = "auto",
     *,
     seed: int = 0,
-    time_budget: Optional[float] = None,
-    plugin: Optional[Union[str, os.PathLike]] = None,
-    candidates: Optional[Union[int, str]] = None,
+    time_budget: float | None = None,
+    plugin: str | os.PathLike | None = None,
+    candidates: int | str | None = None,
 ) -> PlanResult:
     """Plans one epoch of the seeded random instance and verifies the plan.
 
@@ -172,11 +175,11 @@ def plan_instance(
     assignment: Lists,
     scheme: str = "auto",
     *,
-    points: Optional[int] = None,
+    points: int | None = None,
     seed: int = 0,
-    time_budget: Optional[float] = None,
-    plugin: Optional[Union[str, os.PathLike]] = None,
-    candidates: Optional[Union[int, str]] = None,
+    time_budget: float | None = None,
+    plugin: str | os.PathLike | None = None,
+    candidates: int | str | None = None,
 ) -> PlanResult:
     """Plans a given instance: ``caches[w]`` the points worker ``w`` holds, ``assignment[w]``
     the points it must hold after the shuffle (lists or numpy integer arrays, one per worker).
@@ -216,7 +219,9 @@ def _plan_arrays(plan: Any) -> tuple:
     if isinstance(plan, tuple) and len(plan) == 3 and all(isinstance(a, np.ndarray) for a in plan):
         return plan
     if isinstance(plan, (str, bytes)) or not hasattr(plan, "__iter__"):
-        raise TypeError("plan must be a PlanResult, (offsets, points, workers) arrays, or a list of transmissions")
+        raise TypeError(
+            "plan must be a PlanResult, (offsets, points, workers) arrays, or a list of transmissions"
+        )
     offsets, pts, wks = [0], [], []
     for t, transmission in enumerate(plan):
         for part in transmission:
@@ -228,7 +233,7 @@ def _plan_arrays(plan: Any) -> tuple:
     return tuple(np.asarray(x, dtype=np.int64) for x in (offsets, pts, wks))
 
 
-def verify(caches: Lists, assignment: Lists, plan: Any, *, points: Optional[int] = None) -> Verification:
+def verify(caches: Lists, assignment: Lists, plan: Any, *, points: int | None = None) -> Verification:
     """Decodes ``plan`` symbolically at every worker (peeling), as the command line's checks.
 
     ``plan`` is a :class:`PlanResult`, a tuple of flat arrays ``(offsets, points, workers)``,
@@ -256,11 +261,13 @@ class LowerBound:
     uncoded_transmissions: int
 
 
-def lower_bound(caches: Lists, assignment: Lists, *, points: Optional[int] = None) -> LowerBound:
+def lower_bound(caches: Lists, assignment: Lists, *, points: int | None = None) -> LowerBound:
     """The largest lower bound on the transmissions of any scheme for this instance, and which
     bound gave it (``max-need``, ``acyclic-subgraph``, ...), as ``plan --json`` prints it."""
     value, kind, uncoded = _native.lower_bound(
-        _lists("cache", caches), _lists("assignment", assignment), None if points is None else _int("points", points)
+        _lists("cache", caches),
+        _lists("assignment", assignment),
+        None if points is None else _int("points", points),
     )
     return LowerBound(value, kind, uncoded)
 
@@ -270,13 +277,13 @@ def plan_epochs(
     points: int,
     *,
     policy: str,
-    fraction: Optional[float] = None,
-    alpha: Optional[float],
+    fraction: float | None = None,
+    alpha: float | None,
     scheme: str,
     epochs: int,
     seed: int = 0,
-    time_budget: Optional[float] = None,
-    plugin: Optional[Union[str, os.PathLike]] = None,
+    time_budget: float | None = None,
+    plugin: str | os.PathLike | None = None,
 ) -> list:
     """Plans ``epochs`` consecutive epochs of partitioned data under an exchange policy
     (``local``, ``partial-local`` with ``fraction``, ``global``), each verified.

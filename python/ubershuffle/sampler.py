@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Iterator, Optional, Union
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
 from . import _native
 
 
-def _world(num_replicas: Optional[int], rank: Optional[int]) -> tuple:
+def _world(num_replicas: int | None, rank: int | None) -> tuple:
     """``num_replicas`` and ``rank``, from torch.distributed when torch is already imported and
     its process group initialised (never imports torch itself)."""
     if num_replicas is None or rank is None:
@@ -96,23 +97,27 @@ class CodedShuffleSampler:
     def __init__(
         self,
         dataset: Any,
-        num_replicas: Optional[int] = None,
-        rank: Optional[int] = None,
+        num_replicas: int | None = None,
+        rank: int | None = None,
         shuffle: bool = True,
         seed: int = 0,
         drop_last: bool = False,
         *,
         policy: str = "global",
-        fraction: Optional[float] = None,
-        alpha: Optional[float] = None,
+        fraction: float | None = None,
+        alpha: float | None = None,
         scheme: str = "auto",
-        candidates: Optional[Union[int, str]] = None,
-        time_budget: Optional[float] = None,
-        plugin: Optional[Union[str, os.PathLike]] = None,
+        candidates: int | str | None = None,
+        time_budget: float | None = None,
+        plugin: str | os.PathLike | None = None,
     ) -> None:
         from .planning import _candidates, _float, _path, _seed
 
-        size = dataset if isinstance(dataset, (int, np.integer)) and not isinstance(dataset, bool) else len(dataset)
+        size = (
+            dataset
+            if isinstance(dataset, (int, np.integer)) and not isinstance(dataset, bool)
+            else len(dataset)
+        )
         self.num_replicas, self.rank = _world(num_replicas, rank)
         self.dataset = dataset
         self.shuffle = bool(shuffle)
@@ -131,7 +136,7 @@ class CodedShuffleSampler:
             _path(plugin),
         )
         self._pending = 0
-        self._iter: Optional[_EpochIterator] = None
+        self._iter: _EpochIterator | None = None
 
     @property
     def epoch(self) -> int:
