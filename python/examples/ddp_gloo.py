@@ -44,7 +44,6 @@ def worker(rank: int, world: int, epochs: int, port: int, out_dir: str) -> None:
             opt.step()
             seen.append(idx)
         seen = torch.cat(seen)[: len(sampler.batch())]  # without padding
-        gathered = [torch.zeros_like(seen) for _ in range(world)] if rank == 0 else None
         sizes = [torch.zeros(1, dtype=torch.long) for _ in range(world)]
         dist.all_gather(sizes, torch.tensor([len(seen)]))
         padded = torch.full((int(max(s.item() for s in sizes)),), -1, dtype=torch.long)
