@@ -15,6 +15,7 @@ import json
 import pickle
 import statistics
 import subprocess
+import sys
 import time
 
 import ubershuffle
@@ -89,11 +90,14 @@ def main() -> None:
     )
 
     if args.cli:
-        for scheme, n_, q_, a_ in [
+        # Each measurement in a fresh process on both sides (a warm heap in a long-lived process
+        # would favour Python), median of 5, alternating CLI and Python runs.
+        cases = [
             ("ubershuffle-opt", 20, 100000, 0.4),
             ("clique-cover", 100, 200000, 0.3),
             ("coded", 20, 1000000, 0.55),
-        ]:
+        ]
+        for scheme, n_, q_, a_ in cases:
             cmd = [
                 args.cli,
                 "plan",
@@ -107,13 +111,16 @@ def main() -> None:
                 str(a_),
                 "--json",
             ]
-            cli = [
-                json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)[
-                    "plan_seconds"
-                ]
-                for _ in range(3)
-            ]
-            py = [ubershuffle.plan(n_, q_, a_, scheme).plan_seconds for _ in range(3)]
+            code = (
+                "import json, ubershuffle; "
+                f"print(ubershuffle.plan({n_}, {q_}, {a_}, {scheme!r}).plan_seconds)"
+            )
+            cli, py = [], []
+            for _ in range(5):
+                out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+                cli.append(json.loads(out)["plan_seconds"])
+                out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+                py.append(float(out.stdout))
             c, p = statistics.median(cli), statistics.median(py)
             print(
                 f"plan {scheme} n={n_} q={q_} alpha={a_}: CLI plan_seconds {c:.3f} s, "
