@@ -19,11 +19,11 @@ use anyhow::Context as _;
 use cpu_time::ThreadTime;
 use ubershuffle_codes::Records;
 use ubershuffle_codes::xor::xor_into;
+use ubershuffle_core::epoch_chain::next_cache;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_core::{GeneratorParams, PlannerOptions, ShuffleInstance, peel, verify};
 use ubershuffle_learners::data::record_views;
 use ubershuffle_learners::{LocalStep, Model};
-use ubershuffle_runtime::cache_policy::next_cache;
 use ubershuffle_runtime::protocol::records_checksum;
 use ubershuffle_runtime::{CostModel, Scaling};
 

@@ -6,23 +6,21 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use ubershuffle_core::epoch_chain::ChainState;
 use ubershuffle_core::limits::Limits;
 
 use crate::{EpochMetrics, RuntimeError};
 
-/// Everything the master needs to go on after epoch `completed_epochs`.
+/// Everything the master needs to go on after the chain's completed epochs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Checkpoint {
     /// Describes the run's configuration; a resume with another configuration is refused.
     pub fingerprint: String,
-    /// Epochs completed.
-    pub completed_epochs: usize,
     /// The model's parameters.
     pub model: Vec<f64>,
-    /// Every worker's batch (empty for a lost worker).
-    pub batches: Vec<Vec<u32>>,
-    /// Every worker's cache (empty for a lost worker).
-    pub caches: Vec<Vec<u32>>,
+    /// Epochs completed, every worker's batch and cache (empty for a lost worker).
+    #[serde(flatten)]
+    pub chain: ChainState,
     /// Which workers are still in the run.
     pub alive: Vec<bool>,
     /// The metrics of the completed epochs.
@@ -50,26 +48,18 @@ impl Checkpoint {
     /// model of `parameters` values (a file edited by hand, or from another build, may not):
     /// one batch, cache and flag per worker, every id a point, the model of the right size.
     pub fn check_shape(&self, workers: usize, points: usize, parameters: usize) -> Result<(), String> {
-        if (self.batches.len(), self.caches.len(), self.alive.len()) != (workers, workers, workers) {
-            return Err(format!(
-                "it has {} batches, {} caches and {} liveness flags for {workers} workers",
-                self.batches.len(),
-                self.caches.len(),
-                self.alive.len()
-            ));
+        self.chain.check_shape(workers, points)?;
+        if self.alive.len() != workers {
+            return Err(format!("it has {} liveness flags for {workers} workers", self.alive.len()));
         }
         if self.model.len() != parameters {
             return Err(format!("its model has {} values, the learner {parameters}", self.model.len()));
         }
-        let ids = self.batches.iter().chain(&self.caches).flatten();
-        if let Some(p) = ids.copied().find(|&p| p as usize >= points) {
-            return Err(format!("it names point {p}, but the run has {points} points"));
-        }
-        if self.metrics.len() != self.completed_epochs {
+        if self.metrics.len() != self.chain.completed_epochs {
             return Err(format!(
                 "it records {} epochs' metrics for {} completed epochs",
                 self.metrics.len(),
-                self.completed_epochs
+                self.chain.completed_epochs
             ));
         }
         Ok(())

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use ubershuffle_core::epoch_chain::ChainParams;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_core::pliable::Randomness;
 
@@ -173,6 +174,14 @@ impl CheckedRunConfig {
         self.points
     }
 
+    /// The settings of the run's [`EpochChain`](ubershuffle_core::epoch_chain::EpochChain):
+    /// the same chain `ubershuffle plan --policy ... --epochs` steps, so a run sends what the
+    /// planner predicts.
+    pub fn chain_params(&self) -> ChainParams {
+        ChainParams::new(self.workers, self.points, self.policy, self.seed)
+            .with_cache_capacity(self.cache_capacity)
+    }
+
     /// The configuration itself.
     pub fn into_inner(self) -> RunConfig {
         self.config
@@ -263,20 +272,4 @@ pub enum ConfigError {
     /// No endpoint for the master (an empty in-process cluster).
     #[error("the in-process cluster has no master endpoint")]
     NoMasterEndpoint,
-    /// A randomness constraint for a scheme that does not choose assignments.
-    #[error(
-        "--candidates applies to the pliable schemes (pliable-greedy, pliable-hierarchical), not {scheme}"
-    )]
-    CandidatesNeedPliable {
-        /// The scheme.
-        scheme: String,
-    },
-    /// A pliable scheme under an exchange policy other than global.
-    #[error("{scheme} chooses the next assignment itself: it runs with the global policy, not {policy}")]
-    PliablePolicy {
-        /// The scheme.
-        scheme: String,
-        /// The policy.
-        policy: String,
-    },
 }

@@ -31,6 +31,9 @@ pub enum RuntimeError {
     /// The planner failed.
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// The epoch chain refused a state, a scheme or a plan.
+    #[error(transparent)]
+    Chain(#[from] ubershuffle_core::epoch_chain::ChainError),
     /// A plan was malformed or did not decode.
     #[error("the plan failed verification: {0}")]
     Verify(#[from] VerifyError),

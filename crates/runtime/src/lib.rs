@@ -2,7 +2,6 @@
 
 mod assignment;
 pub mod broadcast_demo;
-pub mod cache_policy;
 mod checkpoint;
 pub mod cluster_job;
 mod config;

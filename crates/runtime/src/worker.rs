@@ -9,7 +9,6 @@ use ubershuffle_core::limits::Limits;
 use ubershuffle_learners::{Learner, LocalStep, Model};
 use ubershuffle_transport::{Transport, TransportError};
 
-use crate::cache_policy::next_cache;
 use crate::cost_model::{Prices, Work};
 use crate::phases::{Phase, Stopwatch};
 use crate::protocol::{
@@ -17,6 +16,7 @@ use crate::protocol::{
     UpdateOutcome, UpdateReport, broadcast_name, records_checksum,
 };
 use crate::{ProtocolError, RuntimeError};
+use ubershuffle_core::epoch_chain::next_cache;
 
 /// How a worker behaves. Every wait derives from the transport's timeout `T` (over TCP, the
 /// master's `--timeout`, sent with the job): a wait on one message lasts at most `T`, and the

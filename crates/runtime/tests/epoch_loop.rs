@@ -179,7 +179,7 @@ fn losing_every_worker_leaves_a_resumable_checkpoint() {
     let err = try_run(&doomed, "coded", &mut none, every_worker, &mut |_| {}).unwrap_err();
     assert!(err.to_string().contains("no worker is left"), "{err}");
     let saved = ubershuffle_runtime::Checkpoint::load(&path).unwrap();
-    assert_eq!(saved.completed_epochs, 2);
+    assert_eq!(saved.chain.completed_epochs, 2);
     assert!(saved.metrics.iter().all(|m| m.updates == WORKERS));
     let rest = config(4).with_checkpoint(path, true);
     let resumed = run_with(&rest, "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![]);
@@ -267,7 +267,7 @@ fn candidates_need_a_pliable_scheme_and_pliable_schemes_the_global_policy() {
     let mut none = NoStragglers::new(WORKERS).unwrap();
     let config = config(1).with_candidates(Randomness::All);
     let err = try_run(&config, "coded", &mut none, vec![], &mut |_| {}).unwrap_err();
-    assert!(err.to_string().contains("applies to the pliable schemes"), "{err}");
+    assert!(err.to_string().contains("apply to the pliable schemes"), "{err}");
     let local = config.with_policy(ExchangePolicy::Local);
     let err = try_run(&local, "pliable-greedy", &mut none, vec![], &mut |_| {}).unwrap_err();
     assert!(err.to_string().contains("global policy"), "{err}");

@@ -118,8 +118,8 @@ fn the_local_policy_keeps_the_given_partition_and_bad_partitions_are_refused() {
     let report = from(ExchangePolicy::Local, blocks(), &path).unwrap();
     assert!(report.epochs.iter().all(|e| e.transmissions == 0 && e.updates == WORKERS));
     let saved = Checkpoint::load(&path).unwrap();
-    assert_eq!(saved.batches, blocks());
-    for (cache, batch) in saved.caches.iter().zip(blocks()) {
+    assert_eq!(saved.chain.batches, blocks());
+    for (cache, batch) in saved.chain.caches.iter().zip(blocks()) {
         assert!(batch.iter().all(|p| cache.binary_search(p).is_ok()) && cache.len() == POINTS / 2);
     }
     // A global reshuffle from the same start moves points.

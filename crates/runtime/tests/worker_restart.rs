@@ -5,10 +5,10 @@
 #![allow(clippy::unwrap_used)] // a test that unwraps fails loudly, which is what it should do
 
 use ubershuffle_codes::Records;
+use ubershuffle_core::epoch_chain::next_cache;
 use ubershuffle_core::{Part, Plan};
 use ubershuffle_learners::Model;
 use ubershuffle_learners::data::synthetic::linear_regression;
-use ubershuffle_runtime::cache_policy::next_cache;
 use ubershuffle_runtime::protocol::{
     DataChunk, EpochAck, EpochOrder, JobSpec, MasterMessage, TAG_MASTER, TAG_RECEIVED, TAG_UPDATE,
     UpdateOutcome, UpdateReport, records_checksum,

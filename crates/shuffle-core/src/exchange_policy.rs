@@ -7,11 +7,11 @@
 //! here), `Q = 1` is a global reshuffle. An epoch under a policy is an ordinary
 //! [`ShuffleInstance`] (caches = the current batches, plus any excess storage; assignment = the
 //! exchanged batches), so any [`crate::ShufflePlanner`] can plan it: the exchange itself can be
-//! coded.
+//! coded. The epochs of a run under a policy are the [`crate::epoch_chain::EpochChain`]'s.
 
-use crate::generator::cache_around;
-use crate::rng::{SeededRng, partial_shuffle, seeded, shuffle};
-use crate::{GeneratorError, GeneratorParams, ShuffleInstance, balanced_assignment};
+#[cfg(test)]
+use crate::balanced_assignment;
+use crate::rng::{SeededRng, partial_shuffle, shuffle};
 
 /// Why a policy is not valid.
 #[derive(Debug, thiserror::Error, PartialEq, Clone)]
@@ -123,156 +123,25 @@ impl ExchangePolicy {
     }
 }
 
-/// One epoch under a policy: the instance to plan and how much moved.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ExchangeEpoch {
-    /// The epoch, from 1.
-    pub epoch: usize,
-    /// Caches: the current batches (plus the excess storage drawn as in the generator's model);
-    /// assignment: the batches after the exchange.
-    pub instance: ShuffleInstance,
-    /// Points put into the exchange (some come back to the worker that gave them).
-    pub points_exchanged: usize,
-    /// Points whose worker changed.
-    pub points_moved: usize,
-}
-
-/// Epochs of partitioned training under a policy, from one seeded stream.
-///
-/// ```
-/// use ubershuffle_core::exchange_policy::{ExchangePolicy, ExchangeRun};
-/// let policy = ExchangePolicy::new("partial-local", Some(0.3))?;
-/// let mut run = ExchangeRun::new(policy, 4, 400, None, 7)?;
-/// let epoch = run.next_epoch();
-/// assert_eq!(epoch.points_exchanged, 120);
-/// assert!(epoch.points_moved <= 120);
-/// assert_eq!(epoch.instance.uncoded_transmissions(), epoch.points_moved); // no excess storage
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Clone, Debug)]
-pub struct ExchangeRun {
-    policy: ExchangePolicy,
-    points: usize,
-    cache_size: Option<usize>,
-    batches: Vec<Vec<u32>>,
-    rng: SeededRng,
-    epoch: usize,
-}
-
-impl ExchangeRun {
-    /// Starts from a uniformly random balanced partition drawn from `seed`. With `alpha`,
-    /// every epoch's caches hold `floor(alpha q)` points: the current batch plus points drawn
-    /// uniformly from the rest (the generator's model); without it there is no excess storage.
-    pub fn new(
-        policy: ExchangePolicy,
-        workers: usize,
-        points: usize,
-        alpha: Option<f64>,
-        seed: u64,
-    ) -> Result<Self, GeneratorError> {
-        let cache_size = match alpha {
-            Some(alpha) => Some(GeneratorParams { workers, points, alpha, seed }.check()?.cache_size()),
-            None => {
-                // The generator's checks of workers and points (alpha = 1 always fits).
-                GeneratorParams { workers, points, alpha: 1.0, seed }.check()?;
-                None
-            }
-        };
-        let mut rng = seeded(seed);
-        let batches = balanced_assignment(&mut rng, workers, points);
-        Ok(ExchangeRun { policy, points, cache_size, batches, rng, epoch: 0 })
-    }
-
-    /// The policy.
-    pub fn policy(&self) -> ExchangePolicy {
-        self.policy
-    }
-
-    /// The batches the workers hold now.
-    pub fn batches(&self) -> &[Vec<u32>] {
-        &self.batches
-    }
-
-    /// Draws the next epoch's caches and exchange, and moves on to it.
-    pub fn next_epoch(&mut self) -> ExchangeEpoch {
-        let caches: Vec<Vec<u32>> = match self.cache_size {
-            Some(size) => {
-                self.batches.iter().map(|b| cache_around(&mut self.rng, b, self.points, size)).collect()
-            }
-            None => self.batches.clone(),
-        };
-        let next = self.policy.exchange(&self.batches, &mut self.rng);
-        let fraction = self.policy.fraction();
-        let points_exchanged =
-            self.batches.iter().map(|b| ((fraction * b.len() as f64).round() as usize).min(b.len())).sum();
-        let points_moved = self
-            .batches
-            .iter()
-            .zip(&next)
-            .map(|(old, new)| crate::instance::sorted_difference(new, old).len())
-            .sum();
-        let instance = ShuffleInstance::new(self.batches.len(), self.points, caches, next.clone())
-            .unwrap_or_else(|e| unreachable!("an exchange keeps a valid partition: {e}"));
-        self.batches = next;
-        self.epoch += 1;
-        ExchangeEpoch { epoch: self.epoch, instance, points_exchanged, points_moved }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn run(name: &str, fraction: Option<f64>, alpha: Option<f64>) -> ExchangeRun {
-        ExchangeRun::new(ExchangePolicy::new(name, fraction).unwrap(), 5, 500, alpha, 3).unwrap()
-    }
+    use crate::rng::seeded;
 
     #[test]
-    fn local_moves_nothing_and_global_moves_about_one_minus_one_over_n() {
-        let mut local = run("local", None, None);
-        let e = local.next_epoch();
-        assert_eq!((e.points_exchanged, e.points_moved, e.instance.uncoded_transmissions()), (0, 0, 0));
-        let mut global = run("global", None, None);
-        let moved: usize = (0..20).map(|_| global.next_epoch().points_moved).sum();
-        let mean = moved as f64 / 20.0;
-        assert!((mean - 400.0).abs() < 20.0, "{mean}");
-    }
-
-    #[test]
-    fn partial_local_exchanges_the_fraction_and_keeps_batch_sizes() {
-        let mut r = run("partial-local", Some(0.3), None);
-        let sizes: Vec<usize> = r.batches().iter().map(Vec::len).collect();
-        let mut moved = 0;
-        for epoch in 1..=20 {
-            let e = r.next_epoch();
-            assert_eq!(e.epoch, epoch);
-            assert_eq!(e.points_exchanged, 150);
-            assert!(e.points_moved <= 150);
-            moved += e.points_moved;
-            assert_eq!(r.batches().iter().map(Vec::len).collect::<Vec<_>>(), sizes);
+    fn an_exchange_keeps_batch_sizes_and_moves_at_most_the_fraction() {
+        let batches = balanced_assignment(&mut seeded(1), 5, 500);
+        let next = ExchangePolicy::PartialLocal { fraction: 0.3 }.exchange(&batches, &mut seeded(2));
+        for (old, new) in batches.iter().zip(&next) {
+            assert_eq!(old.len(), new.len());
+            assert!(new.windows(2).all(|w| w[0] < w[1]));
+            assert!(crate::instance::sorted_difference(new, old).len() <= 30);
         }
-        // Each exchanged point lands elsewhere with probability 1 - 1/n.
-        let mean = moved as f64 / 20.0;
-        assert!((mean - 120.0).abs() < 10.0, "{mean}");
+        assert_eq!(ExchangePolicy::Local.exchange(&batches, &mut seeded(2)), batches);
     }
 
     #[test]
-    fn excess_storage_caches_the_batch_and_more() {
-        let mut r = run("partial-local", Some(0.5), Some(0.4));
-        let batches = r.batches().to_vec();
-        let e = r.next_epoch();
-        for (w, batch) in batches.iter().enumerate() {
-            assert_eq!(e.instance.cache(w).len(), 200);
-            assert!(batch.iter().all(|p| e.instance.cache(w).contains(*p)));
-        }
-        assert!(e.instance.uncoded_transmissions() < e.points_moved);
-    }
-
-    #[test]
-    fn same_seed_same_epochs_and_bad_policies_are_refused() {
-        let a: Vec<_> = (0..3).scan(run("global", None, None), |r, _| Some(r.next_epoch())).collect();
-        let b: Vec<_> = (0..3).scan(run("global", None, None), |r, _| Some(r.next_epoch())).collect();
-        assert_eq!(a, b);
+    fn bad_policies_are_refused() {
         assert_eq!(ExchangePolicy::new("partial-local", None), Err(PolicyError::MissingFraction));
         assert!(ExchangePolicy::new("partial-local", Some(1.5)).unwrap_err().to_string().contains("[0, 1]"));
         assert!(ExchangePolicy::new("partial-local", Some(f64::NAN)).is_err());
@@ -283,6 +152,5 @@ mod tests {
                 .contains("only to partial-local")
         );
         assert!(ExchangePolicy::new("nope", None).unwrap_err().to_string().contains("unknown policy"));
-        assert!(ExchangeRun::new(ExchangePolicy::Local, 5, 3, None, 0).is_err());
     }
 }

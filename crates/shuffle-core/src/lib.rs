@@ -3,6 +3,7 @@
 mod bits;
 pub mod bounds;
 mod carpool;
+pub mod epoch_chain;
 pub mod exchange_policy;
 mod generator;
 mod instance;

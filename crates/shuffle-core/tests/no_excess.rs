@@ -6,7 +6,8 @@
 #![allow(clippy::unwrap_used)] // a test that unwraps fails loudly, which is what it should do
 
 use ubershuffle_core::bounds::{THEOREM2_KIND, best_lower_bound, max_need_bound, theorem2_ordering};
-use ubershuffle_core::exchange_policy::{ExchangePolicy, ExchangeRun};
+use ubershuffle_core::epoch_chain::{ChainParams, EpochChain};
+use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_core::no_excess::{
     ShuffleMatrix, pack_cycles, random_no_excess_instance, random_permutation_sum,
 };
@@ -157,22 +158,25 @@ fn planners_refuse_instances_with_excess_storage() {
 
 #[test]
 fn exchange_epochs_plan_with_every_no_excess_scheme() {
+    let uncoded = planner_by_name("uncoded", &PlannerOptions::default()).unwrap();
     for (name, fraction) in [("local", None), ("partial-local", Some(0.3)), ("global", None)] {
         let policy = ExchangePolicy::new(name, fraction).unwrap();
-        let mut run = ExchangeRun::new(policy, 6, 120, None, 5).unwrap();
+        let mut chain = EpochChain::new(ChainParams::new(6, 120, policy, 5)).unwrap();
         for _ in 0..3 {
-            let epoch = run.next_epoch();
+            let epoch = chain.draw(&chain.all_workers(), 0).unwrap().plan(uncoded.as_ref(), None).unwrap();
             let inst = &epoch.instance;
             assert_eq!(planned("uncoded", inst), epoch.points_moved);
             let achievable = planned("worst-case", inst);
             assert!(planned("cycle-packing", inst) <= achievable);
             assert!(planned("coded", inst) <= epoch.points_moved);
             assert_eq!(achievable, ShuffleMatrix::from_instance(inst).unwrap().achievable_transmissions());
+            chain.commit(&epoch);
         }
     }
     // With excess storage the coded planner plans the exchange.
     let policy = ExchangePolicy::new("partial-local", Some(0.5)).unwrap();
-    let epoch = ExchangeRun::new(policy, 5, 200, Some(0.4), 2).unwrap().next_epoch();
+    let chain = EpochChain::new(ChainParams::new(5, 200, policy, 2).with_alpha(0.4).unwrap()).unwrap();
+    let epoch = chain.draw(&chain.all_workers(), 0).unwrap();
     assert!(planned("coded", &epoch.instance) < epoch.points_moved);
 }
 

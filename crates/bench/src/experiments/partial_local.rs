@@ -4,16 +4,17 @@
 //!
 //! n = 8 workers, q = 2000 points, Q from 0 (local) to 1 (global) in steps of 0.1; with no
 //! excess storage (caches = current batches: uncoded, coded, worst-case, cycle-packing) and
-//! with alpha = 0.25 (twice the batch: uncoded, coded). Consecutive epochs from one seeded
-//! stream; every plan passes `verify` before it is counted.
+//! with alpha = 0.25 (twice the batch: uncoded, coded). Consecutive epochs of one
+//! [`EpochChain`] (the chain `ubershuffle run` goes through, caches carried over); every plan
+//! passes `verify` before it is counted.
 //!
 //! Then the real epoch loop under local, partial-local Q in {0.1, 0.3, 0.5} and global
 //! ([`super::partial_local_training`]): loss against epochs and bytes moved per epoch.
 
 use serde::Serialize;
-use ubershuffle_core::exchange_policy::{ExchangePolicy, ExchangeRun};
-use ubershuffle_core::rng::seeded_stream;
-use ubershuffle_core::{PlannerOptions, verify};
+use ubershuffle_core::PlannerOptions;
+use ubershuffle_core::epoch_chain::{ChainParams, EpochChain};
+use ubershuffle_core::exchange_policy::ExchangePolicy;
 
 use super::{Context, partial_local_training};
 use crate::report::{LineChart, Report, Row, Series, markdown_table};
@@ -60,18 +61,19 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
             .collect::<anyhow::Result<Vec<_>>>()?;
         for &fraction in &fractions {
             for &seed in seeds {
-                let mut run = ExchangeRun::new(
-                    ExchangePolicy::PartialLocal { fraction },
-                    WORKERS,
-                    POINTS,
-                    alpha,
-                    seed,
-                )?;
+                let params =
+                    ChainParams::new(WORKERS, POINTS, ExchangePolicy::PartialLocal { fraction }, seed);
+                let params = match alpha {
+                    Some(alpha) => params.with_alpha(alpha)?,
+                    None => params,
+                };
+                let mut chain = EpochChain::new(params)?;
                 for _ in 0..epochs {
-                    let epoch = run.next_epoch();
+                    let drawn = chain.draw(&chain.all_workers(), 0)?;
+                    let mut last = None;
                     for (&scheme, planner) in schemes.iter().zip(&planners) {
-                        let plan = planner.plan(&epoch.instance, &mut seeded_stream(seed, 1))?;
-                        verify(&epoch.instance, &plan)?.ensure_valid()?;
+                        let epoch = drawn.clone().plan(planner.as_ref(), None)?;
+                        epoch.verify()?;
                         rows.push(Exchange {
                             storage,
                             fraction,
@@ -79,8 +81,13 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
                             epoch: epoch.epoch,
                             points_moved: epoch.points_moved,
                             scheme,
-                            transmissions: plan.len(),
+                            transmissions: epoch.plan.len(),
                         });
+                        last = Some(epoch);
+                    }
+                    // Every scheme plans the policy's assignment: the caches go on the same way.
+                    if let Some(epoch) = last {
+                        chain.commit(&epoch);
                     }
                 }
                 bar.inc(1);

@@ -6,13 +6,12 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use serde_json::json;
 use ubershuffle_core::bounds::best_lower_bound;
-use ubershuffle_core::exchange_policy::ExchangeRun;
 use ubershuffle_core::limits::{Limits, instance_bytes};
 use ubershuffle_core::no_excess::{ShuffleMatrix, random_no_excess_instance};
 use ubershuffle_core::theory::theorem1_coded_transmissions;
 use ubershuffle_core::{
-    GeneratorParams, PlannerOptions, ShuffleInstance, ShufflePlanner, Tried, cache_size_for, planner_by_name,
-    rng::seeded_stream, seeded, verify,
+    GeneratorParams, Plan, PlannerOptions, ShuffleInstance, ShufflePlanner, Tried, VerifyReport,
+    cache_size_for, planner_by_name, rng::seeded_stream, seeded, verify,
 };
 use ubershuffle_plugin_host::PluginLibrary;
 
@@ -79,6 +78,16 @@ fn choose_planner(args: &PlanArgs, options: &PlannerOptions) -> anyhow::Result<B
     })
 }
 
+/// What was planned: the instance, its plan, and who made it.
+struct Outcome<'a> {
+    inst: &'a ShuffleInstance,
+    plan: &'a Plan,
+    made_by: &'a str,
+    tried: &'a [Tried],
+    plan_seconds: f64,
+    verify_seconds: f64,
+}
+
 /// Plans, verifies, prints; exits non-zero if the plan does not decode.
 pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     let budget = super::master::seconds("--time-budget", args.time_budget)?;
@@ -93,64 +102,77 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
             planner.name()
         );
     }
-    let mut exchange = plan_policy::start(&args.source, &args.policy)?;
-    let first_epoch = exchange.as_mut().map(ExchangeRun::next_epoch);
-    let inst = match &first_epoch {
-        Some(epoch) => epoch.instance.clone(),
-        None => load_instance(&args.source)?,
+    let mut chain = plan_policy::start(&args.source, &args.policy)?;
+    let drawn = chain.as_ref().map(plan_policy::first).transpose()?;
+    let loaded = if drawn.is_none() { Some(load_instance(&args.source)?) } else { None };
+    let started = Instant::now();
+    // Under a policy, epoch 1 of the run's chain (with the chain's planner stream).
+    let epoch = drawn.map(|d| d.plan(planner.as_ref(), None)).transpose()?;
+    let fixed = match &loaded {
+        Some(inst) => {
+            Some(planner.plan_explained(inst, &mut seeded_stream(args.source.seed, PLANNER_STREAM))?)
+        }
+        None => None,
     };
-
-    let started = Instant::now();
-    let planned = planner.plan_explained(&inst, &mut seeded_stream(args.source.seed, PLANNER_STREAM))?;
     let plan_seconds = started.elapsed().as_secs_f64();
-    let plan = &planned.plan;
+    let (inst, plan, made_by, tried) = match (&epoch, &loaded, &fixed) {
+        (Some(e), _, _) => (&e.instance, &e.plan, &e.made_by, &e.tried),
+        (None, Some(inst), Some(p)) => (inst, &p.plan, &p.made_by, &p.tried),
+        _ => bail!("no instance to plan"),
+    };
     let started = Instant::now();
-    let report = verify(&inst, plan)
-        .with_context(|| format!("scheme {} returned a malformed plan", planner.name()))?;
+    let report =
+        verify(inst, plan).with_context(|| format!("scheme {} returned a malformed plan", planner.name()))?;
     let verify_seconds = started.elapsed().as_secs_f64();
-
-    if let Some(path) = &args.plan_out {
-        write_atomically(path, format!("{}\n", plan.to_json()).as_bytes())?;
+    let outcome = Outcome { inst, plan, made_by, tried, plan_seconds, verify_seconds };
+    let mut extra = plan_no_excess::fields(outcome.inst);
+    if let (Some(chain), Some(first)) = (chain.as_mut(), &epoch) {
+        report.ensure_valid()?;
+        extra.extend(plan_policy::fields(chain, first, planner.as_ref(), &args.policy)?);
     }
-    let uncoded = inst.uncoded_transmissions();
+    print_outcome(args, planner.name(), &outcome, &report, extra)
+}
+
+/// Writes the plan if asked, prints the counts and bounds beside it (JSON or a table), and
+/// fails if the plan does not decode.
+fn print_outcome(
+    args: &PlanArgs,
+    scheme: &str,
+    o: &Outcome<'_>,
+    report: &VerifyReport,
+    extra: Vec<(&'static str, serde_json::Value)>,
+) -> anyhow::Result<ExitCode> {
+    if let Some(path) = &args.plan_out {
+        write_atomically(path, format!("{}\n", o.plan.to_json()).as_bytes())?;
+    }
+    let inst = o.inst;
     let started = Instant::now();
-    let bound = best_lower_bound(&inst);
+    let bound = best_lower_bound(inst);
     let bound_seconds = started.elapsed().as_secs_f64();
     let theorem1 = theorem1_coded_transmissions(inst.workers(), inst.points(), inst.cache_size());
-    let mut extra = plan_no_excess::fields(&inst);
-    if let (Some(run), Some(first)) = (exchange.as_mut(), &first_epoch) {
-        extra.extend(plan_policy::fields(
-            run,
-            first,
-            plan.len(),
-            planner.as_ref(),
-            &args.policy,
-            args.source.seed,
-        )?);
-    }
     if args.json {
         let mut out = json!({
-            "scheme": planner.name(),
+            "scheme": scheme,
             "workers": inst.workers(),
             "points": inst.points(),
             "cache_size": inst.cache_size(),
             "seed": args.source.seed,
-            "transmissions": plan.len(),
-            "parts": plan.total_parts(),
-            "uncoded_transmissions": uncoded,
+            "transmissions": o.plan.len(),
+            "parts": o.plan.total_parts(),
+            "uncoded_transmissions": inst.uncoded_transmissions(),
             "lower_bound": bound.value,
             "lower_bound_kind": bound.kind,
             "theorem1_transmissions": theorem1,
             "verified": report.is_valid(),
-            "plan_seconds": plan_seconds,
-            "verify_seconds": verify_seconds,
+            "plan_seconds": o.plan_seconds,
+            "verify_seconds": o.verify_seconds,
             "lower_bound_seconds": bound_seconds,
             "instance_bytes": inst.heap_bytes(),
             "max_rss_bytes": ubershuffle_core::limits::peak_rss_bytes(),
         });
-        if planned.tried.len() > 1 {
-            out["auto_winner"] = json!(planned.made_by);
-            out["auto_tried"] = tried_json(&planned.tried);
+        if o.tried.len() > 1 {
+            out["auto_winner"] = json!(o.made_by);
+            out["auto_tried"] = tried_json(o.tried);
         }
         if let Some(path) = &args.plugin {
             out["plugin"] = json!(path.display().to_string());
@@ -160,45 +182,56 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         }
         print_json(&out)?;
     } else {
-        let ratio =
-            |x: usize| if x == 0 { "-".to_string() } else { format!("{:.2}x", uncoded as f64 / x as f64) };
-        let extra_rows = extra_table_rows(&extra);
-        let mut tried_rows: Vec<(String, String)> = Vec::new();
-        let mut rows = vec![
-            ("scheme", planner.name().to_string()),
-            ("workers", inst.workers().to_string()),
-            ("points", inst.points().to_string()),
-            ("cache size", inst.cache_size().to_string()),
-            ("transmissions", format!("{} ({} fewer than uncoded)", plan.len(), ratio(plan.len()))),
-            ("uncoded", uncoded.to_string()),
-            ("lower bound", format!("{} ({})", bound.value, bound.kind)),
-            ("Theorem 1 (coded, q -> inf)", theorem1.map_or("-".into(), |r| format!("{r:.1}"))),
-            (
-                "verified",
-                if report.is_valid() { "yes: every worker decodes by peeling".into() } else { "NO".into() },
-            ),
-            ("plan time", format!("{plan_seconds:.3} s")),
-            ("lower bound time", format!("{bound_seconds:.3} s")),
-            ("verify time", format!("{verify_seconds:.3} s")),
-        ];
-        if planned.tried.len() > 1 {
-            rows.insert(1, ("winner", planned.made_by.clone()));
-            for t in &planned.tried {
-                let outcome = match &t.outcome {
-                    Ok(n) => format!("{n} transmissions"),
-                    Err(reason) => format!("skipped: {reason}"),
-                };
-                tried_rows.push((format!("  {}", t.scheme), outcome));
-            }
-        }
-        rows.extend(tried_rows.iter().map(|(k, v)| (k.as_str(), v.clone())));
-        rows.extend(extra_rows.iter().map(|(k, v)| (k.as_str(), v.clone())));
-        print_table(&rows)?;
+        let bound = format!("{} ({})", bound.value, bound.kind);
+        let times = [o.plan_seconds, bound_seconds, o.verify_seconds];
+        let rows = table_rows(scheme, o, report.is_valid(), &bound, theorem1, times, &extra);
+        print_table(&rows.iter().map(|(k, v)| (k.as_str(), v.clone())).collect::<Vec<_>>())?;
     }
     if let Err(e) = report.ensure_valid() {
-        bail!("scheme {} produced a plan that does not decode: {e}", planner.name());
+        bail!("scheme {scheme} produced a plan that does not decode: {e}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The human-readable table of [`print_outcome`].
+fn table_rows(
+    scheme: &str,
+    o: &Outcome<'_>,
+    valid: bool,
+    bound: &str,
+    theorem1: Option<f64>,
+    [plan_s, bound_s, verify_s]: [f64; 3],
+    extra: &[(&str, serde_json::Value)],
+) -> Vec<(String, String)> {
+    let (inst, uncoded) = (o.inst, o.inst.uncoded_transmissions());
+    let ratio =
+        |x: usize| if x == 0 { "-".to_string() } else { format!("{:.2}x", uncoded as f64 / x as f64) };
+    let mut rows: Vec<(String, String)> = vec![
+        ("scheme".into(), scheme.to_string()),
+        ("workers".into(), inst.workers().to_string()),
+        ("points".into(), inst.points().to_string()),
+        ("cache size".into(), inst.cache_size().to_string()),
+        ("transmissions".into(), format!("{} ({} fewer than uncoded)", o.plan.len(), ratio(o.plan.len()))),
+        ("uncoded".into(), uncoded.to_string()),
+        ("lower bound".into(), bound.to_string()),
+        ("Theorem 1 (coded, q -> inf)".into(), theorem1.map_or("-".into(), |r| format!("{r:.1}"))),
+        ("verified".into(), if valid { "yes: every worker decodes by peeling".into() } else { "NO".into() }),
+        ("plan time".into(), format!("{plan_s:.3} s")),
+        ("lower bound time".into(), format!("{bound_s:.3} s")),
+        ("verify time".into(), format!("{verify_s:.3} s")),
+    ];
+    if o.tried.len() > 1 {
+        rows.insert(1, ("winner".into(), o.made_by.to_string()));
+        for t in o.tried {
+            let outcome = match &t.outcome {
+                Ok(n) => format!("{n} transmissions"),
+                Err(reason) => format!("skipped: {reason}"),
+            };
+            rows.push((format!("  {}", t.scheme), outcome));
+        }
+    }
+    rows.extend(extra_table_rows(extra));
+    rows
 }
 
 /// What every member of a portfolio did, in the order tried:

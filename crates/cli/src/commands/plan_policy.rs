@@ -1,16 +1,18 @@
-//! Part of `ubershuffle plan`: `--policy local|partial-local|global`, the exchange of
-//! partitioned data planned epoch by epoch.
+//! Part of `ubershuffle plan`: `--policy local|partial-local|global`, the epochs of the run's
+//! [`EpochChain`] planned one after another. It is the chain `ubershuffle run` goes through (the
+//! same caches, assignments and planner streams), so for the same flags and seed a run sends
+//! exactly the transmissions printed here, as long as no worker is lost.
 
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
-use ubershuffle_core::exchange_policy::{ExchangeEpoch, ExchangePolicy, ExchangeRun};
-use ubershuffle_core::rng::seeded_stream;
-use ubershuffle_core::{ShufflePlanner, check_plan};
+use ubershuffle_core::ShufflePlanner;
+use ubershuffle_core::epoch_chain::{ChainParams, DrawnEpoch, EpochChain, PlannedEpoch};
+use ubershuffle_core::exchange_policy::ExchangePolicy;
 
 use crate::cli::{InstanceSource, PolicyArgs};
 
-/// The run the policy flags describe, or `None` without `--policy`.
-pub fn start(source: &InstanceSource, args: &PolicyArgs) -> anyhow::Result<Option<ExchangeRun>> {
+/// The chain the policy flags describe, or `None` without `--policy`.
+pub fn start(source: &InstanceSource, args: &PolicyArgs) -> anyhow::Result<Option<EpochChain>> {
     let Some(kind) = args.policy else { return Ok(None) };
     let policy = ExchangePolicy::new(kind.name(), args.fraction)?;
     let (Some(workers), Some(points)) = (source.workers, source.points) else {
@@ -23,59 +25,39 @@ pub fn start(source: &InstanceSource, args: &PolicyArgs) -> anyhow::Result<Optio
     let cache =
         source.alpha.map_or(points.div_ceil(workers.max(1)), |a| ubershuffle_core::cache_size_for(a, points));
     super::plan::check_generated(&limits, workers, points, cache)?;
-    Ok(Some(ExchangeRun::new(policy, workers, points, source.alpha, source.seed)?))
+    let params = ChainParams::new(workers, points, policy, source.seed);
+    let params = match source.alpha {
+        Some(alpha) => params.with_alpha(alpha)?,
+        None => params,
+    };
+    Ok(Some(EpochChain::new(params)?))
 }
 
-/// One planned epoch.
-struct EpochCounts {
-    epoch: usize,
-    points_exchanged: usize,
-    points_moved: usize,
-    transmissions: usize,
-    uncoded: usize,
+/// The first epoch of `chain`, drawn over every worker.
+pub fn first(chain: &EpochChain) -> anyhow::Result<DrawnEpoch> {
+    Ok(chain.draw(&chain.all_workers(), 0)?)
 }
 
-/// Plans and verifies the epochs after the first (epoch `e`'s planner draws from stream `e`
-/// of the seed) and returns the policy's fields: `policy`, `fraction`, `points_exchanged`,
-/// `points_moved` (the first epoch's) and `per_epoch`.
+/// Plans and verifies the epochs after `first` (already planned) and returns the policy's
+/// fields: `policy`, `fraction`, `points_exchanged`, `points_moved` (the first epoch's) and
+/// `per_epoch`.
 pub fn fields(
-    run: &mut ExchangeRun,
-    first: &ExchangeEpoch,
-    first_transmissions: usize,
+    chain: &mut EpochChain,
+    first: &PlannedEpoch,
     planner: &dyn ShufflePlanner,
     args: &PolicyArgs,
-    seed: u64,
 ) -> anyhow::Result<Vec<(&'static str, Value)>> {
-    let counts = |e: &ExchangeEpoch, transmissions: usize| EpochCounts {
-        epoch: e.epoch,
-        points_exchanged: e.points_exchanged,
-        points_moved: e.points_moved,
-        transmissions,
-        uncoded: e.instance.uncoded_transmissions(),
-    };
-    let mut epochs = vec![counts(first, first_transmissions)];
+    chain.commit(first);
+    let mut per_epoch = vec![epoch_json(first)];
     for _ in 1..args.epochs.unwrap_or(1) {
-        let epoch = run.next_epoch();
-        let plan = planner.plan(&epoch.instance, &mut seeded_stream(seed, epoch.epoch as u64))?;
-        check_plan(&epoch.instance, &plan).with_context(|| {
+        let epoch = chain.draw(&chain.all_workers(), 0)?.plan(planner, None)?;
+        epoch.verify().with_context(|| {
             format!("epoch {}: scheme {} produced a plan that does not decode", epoch.epoch, planner.name())
         })?;
-        epochs.push(counts(&epoch, plan.len()));
+        chain.commit(&epoch);
+        per_epoch.push(epoch_json(&epoch));
     }
-    let per_epoch: Vec<Value> = epochs
-        .iter()
-        .map(|e| {
-            json!({
-                "epoch": e.epoch,
-                "points_exchanged": e.points_exchanged,
-                "points_moved": e.points_moved,
-                "transmissions": e.transmissions,
-                "uncoded_transmissions": e.uncoded,
-                "verified": true,
-            })
-        })
-        .collect();
-    let policy = run.policy();
+    let policy = chain.params().policy;
     Ok(vec![
         ("policy", json!(policy.name())),
         ("fraction", json!(policy.fraction())),
@@ -83,4 +65,16 @@ pub fn fields(
         ("points_moved", json!(first.points_moved)),
         ("per_epoch", json!(per_epoch)),
     ])
+}
+
+/// One epoch's record in `per_epoch` (every plan counted here passed `verify`).
+fn epoch_json(e: &PlannedEpoch) -> Value {
+    json!({
+        "epoch": e.epoch,
+        "points_exchanged": e.points_exchanged,
+        "points_moved": e.points_moved,
+        "transmissions": e.plan.len(),
+        "uncoded_transmissions": e.instance.uncoded_transmissions(),
+        "verified": true,
+    })
 }

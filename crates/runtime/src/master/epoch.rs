@@ -5,16 +5,14 @@
 //! restarted attempt is planned over them and broadcast again.
 
 use ubershuffle_codes::Encoder;
-use ubershuffle_core::rng::{SeededRng, seeded_stream, shuffle};
 use ubershuffle_core::{Plan, ShuffleInstance};
 use ubershuffle_learners::straggler::straggler_hold;
 use ubershuffle_learners::{IterationOutcome, Model, UpdateBody};
 use ubershuffle_transport::Transport;
 
+use super::Master;
 use super::membership::lost_worker;
-use super::{Master, STREAM_EPOCH, STREAM_PLANNER};
-use crate::assignment::{EpochPlan, plan_epoch, record_owners};
-use crate::cache_policy::next_cache;
+use crate::assignment::record_owners;
 use crate::cost_model::Work;
 use crate::phases::{Phase, Stopwatch};
 use crate::protocol::{
@@ -55,13 +53,13 @@ fn aggregate_work(updates: &[ubershuffle_learners::Update]) -> u64 {
 impl<T: Transport> Master<'_, T> {
     /// Runs one epoch, restarting it (planned and broadcast over the survivors) when a worker is lost
     /// while packets are on their way. Every attempt's time counts, phase by phase.
-    pub(super) fn run_epoch(&mut self, epoch: usize) -> Result<EpochMetrics, RuntimeError> {
+    pub(super) fn run_epoch(&mut self) -> Result<EpochMetrics, RuntimeError> {
         let mut watch = Stopwatch::start(&self.t, self.prices);
         let outcome = self.stragglers.next_iteration(&mut self.straggler_rng);
         let mut lost = self.members.take_lost_before_epoch();
         let mut attempt = 0;
         loop {
-            match self.attempt(epoch, attempt, &outcome, &mut watch)? {
+            match self.attempt(attempt, &outcome, &mut watch)? {
                 Attempt::Done(mut metrics) => {
                     lost.append(&mut metrics.lost_workers);
                     if self.members.live().is_empty() {
@@ -93,58 +91,26 @@ impl<T: Transport> Master<'_, T> {
         }
     }
 
-    /// Deals the batches of lost workers to the survivors, smallest batches first, so that
-    /// the batches stay balanced.
-    fn adopt_orphans(&mut self, live: &[usize], rng: &mut SeededRng) {
-        let mut orphans: Vec<u32> = Vec::new();
-        for w in 0..self.config.workers {
-            if !self.members.is_alive(w) {
-                orphans.append(&mut self.state.batches[w]);
-            }
-        }
-        if orphans.is_empty() || live.is_empty() {
-            return;
-        }
-        shuffle(rng, &mut orphans);
-        let mut order = live.to_vec();
-        for p in orphans {
-            order.sort_by_key(|&w| self.state.batches[w].len());
-            if let Some(&smallest) = order.first() {
-                self.state.batches[smallest].push(p);
-            }
-        }
-        for &w in live {
-            self.state.batches[w].sort_unstable();
-        }
-    }
-
     fn attempt(
         &mut self,
-        epoch: usize,
         attempt: u32,
         outcome: &IterationOutcome,
         watch: &mut Stopwatch,
     ) -> Result<Attempt, RuntimeError> {
-        let (seed, points) = (self.config.seed, self.data.train.len());
-        let stream = (epoch as u64) << 8 | u64::from(attempt);
-        let mut rng = seeded_stream(seed, STREAM_EPOCH + stream);
+        let points = self.data.train.len();
         let live = self.members.live();
         if live.is_empty() {
             let lost: Vec<String> = (0..self.config.workers).map(|w| w.to_string()).collect();
             return Err(self.members.no_workers_left(lost.join(", ")));
         }
-        self.adopt_orphans(&live, &mut rng);
-        let current: Vec<Vec<u32>> = live.iter().map(|&w| self.state.batches[w].clone()).collect();
-        let next = self.config.policy.exchange(&current, &mut rng);
-        let caches = live.iter().map(|&w| self.state.caches[w].clone()).collect();
-        let inst = ShuffleInstance::new(live.len(), points, caches, next)?;
+        let drawn = self.state.chain.draw(&live, attempt)?;
+        let epoch = drawn.epoch;
         let mut m = EpochMetrics { epoch, workers: live.len(), ..Default::default() };
         // A pliable planner chooses the assignment too (the policy's is its first candidate).
-        let mut planner_rng = seeded_stream(seed, STREAM_PLANNER + stream);
-        let chosen = plan_epoch(self.config, self.planner, inst, &current, &mut rng, &mut planner_rng)?;
-        m.uncoded_transmissions = chosen.inst.uncoded_transmissions();
+        let chosen = drawn.plan(self.planner, self.config.candidates)?;
+        m.uncoded_transmissions = chosen.instance.uncoded_transmissions();
         m.transmissions = chosen.plan.len();
-        let cached: usize = (0..live.len()).map(|k| chosen.inst.cache(k).len()).sum();
+        let cached: usize = (0..live.len()).map(|k| chosen.instance.cache(k).len()).sum();
         let work = Work {
             requests: m.uncoded_transmissions as u64,
             drawn_points: (points + cached) as u64,
@@ -157,14 +123,14 @@ impl<T: Transport> Master<'_, T> {
         let work = Work { verified_pairs: pairs + m.uncoded_transmissions as u64, ..Work::default() };
         watch.lap(&mut self.t, Phase::Verify, work);
         let owners = chosen.owners();
-        let stats = chosen.randomness(&current, &owners);
+        let stats = chosen.randomness(&owners);
         m.owner_entropy_bits = stats.owner_entropy_bits.unwrap_or(0.0);
         m.stay_fraction = stats.stay_fraction.unwrap_or(0.0);
         m.cached_fraction = stats.cached_fraction;
         m.owner_chi_square_per_df = record_owners(&mut self.owner_counts, &owners, &live);
-        let EpochPlan { inst, plan, .. } = chosen;
+        let (inst, plan) = (&chosen.instance, &chosen.plan);
 
-        let routes = route(&inst, &plan)?;
+        let routes = route(inst, plan)?;
         m.broadcast_packets = routes.broadcast.len();
         m.unicast_packets = routes.unicast.iter().map(Vec::len).sum();
         let parts: u64 = plan.iter().map(|p| p.len() as u64).sum();
@@ -182,14 +148,8 @@ impl<T: Transport> Master<'_, T> {
         let checksummed = (m.uncoded_transmissions * self.data.train.width()) as u64;
         watch.lap(&mut self.t, Phase::Verify, Work { checksummed_bytes: checksummed, ..Work::default() });
 
-        let header = EpochHeader {
-            epoch: epoch as u32,
-            attempt,
-            inst: &inst,
-            plan: &plan,
-            routes: &routes,
-            checksums: &checksums,
-        };
+        let header =
+            EpochHeader { epoch: epoch as u32, attempt, inst, plan, routes: &routes, checksums: &checksums };
         if let Err(e) = self.distribute(&header, &live, outcome, &mut m, watch) {
             return match &e {
                 RuntimeError::Transport(t) => match lost_worker(t) {
@@ -213,19 +173,11 @@ impl<T: Transport> Master<'_, T> {
         let model = self.learner.aggregate(&Model::new(self.state.model.clone()), &updates)?;
         m.loss = self.loss(&model)?;
         self.state.model = model.params;
-        for (k, &w) in live.iter().enumerate() {
-            if self.members.is_alive(w) {
-                let kept = next_cache(
-                    &inst.cache(k).to_vec(),
-                    &inst.assignment(k).to_vec(),
-                    self.config.cache_capacity,
-                    seed,
-                    epoch as u32,
-                    w as u32,
-                );
-                self.state.caches[w] = kept;
+        self.state.chain.commit(&chosen);
+        for &w in &live {
+            if !self.members.is_alive(w) {
+                self.state.chain.forget(w);
             }
-            self.state.batches[w] = inst.assignment(k).to_vec();
         }
         let held_out = ubershuffle_learners::data::record_views(&self.data.held_out);
         let kept: usize = (0..live.len()).map(|k| inst.cache(k).len() + inst.assignment(k).len()).sum();

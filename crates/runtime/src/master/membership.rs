@@ -10,7 +10,7 @@ use std::fmt::Display;
 
 use ubershuffle_transport::TransportError;
 
-use crate::{Checkpoint, RuntimeError};
+use crate::RuntimeError;
 
 /// The workers of a run and how they fared.
 #[derive(Clone, Debug)]
@@ -35,20 +35,20 @@ pub(crate) fn lost_worker(e: &TransportError) -> Option<usize> {
 }
 
 impl Membership {
-    /// The membership a checkpoint (fresh or resumed) records.
-    pub(crate) fn of(state: &Checkpoint) -> Membership {
+    /// The membership of a run whose workers' liveness is `alive` (fresh or resumed).
+    pub(crate) fn of(alive: Vec<bool>) -> Membership {
         Membership {
-            alive: state.alive.clone(),
-            announced: (0..state.alive.len()).collect(),
+            announced: (0..alive.len()).collect(),
+            alive,
             lost_before_epoch: Vec::new(),
             rejoined_before_epoch: Vec::new(),
             last_loss: None,
         }
     }
 
-    /// Writes the membership into `state` (before it is saved).
-    pub(crate) fn record(&self, state: &mut Checkpoint) {
-        state.alive.clone_from(&self.alive);
+    /// Every worker's liveness (what a checkpoint records).
+    pub(crate) fn alive(&self) -> &[bool] {
+        &self.alive
     }
 
     /// The workers still in the run, in order.
@@ -123,16 +123,7 @@ mod tests {
 
     #[test]
     fn losing_a_worker_re_forms_the_broadcast_group_and_is_recorded() {
-        let mut state = Checkpoint {
-            fingerprint: String::new(),
-            completed_epochs: 0,
-            model: Vec::new(),
-            batches: vec![Vec::new(); 3],
-            caches: vec![Vec::new(); 3],
-            alive: vec![true; 3],
-            metrics: Vec::new(),
-        };
-        let mut members = Membership::of(&state);
+        let mut members = Membership::of(vec![true; 3]);
         assert_eq!(members.group_to_announce(), None);
         members.lose_before_epoch(1);
         assert_eq!(members.live(), vec![0, 2]);
@@ -141,8 +132,7 @@ mod tests {
         assert_eq!(members.group_to_announce(), None);
         assert_eq!(members.take_lost_before_epoch(), vec![1]);
         assert!(members.take_lost_before_epoch().is_empty());
-        members.record(&mut state);
-        assert_eq!(state.alive, vec![true, false, true]);
+        assert_eq!(members.alive(), &[true, false, true]);
         members.rejoin(1);
         assert_eq!(members.group_to_announce(), Some(vec![0, 1, 2]));
         assert_eq!(members.take_rejoined_before_epoch(), vec![1]);

@@ -11,25 +11,22 @@ mod setup;
 
 use ubershuffle_codes::Records;
 use ubershuffle_core::ShufflePlanner;
+use ubershuffle_core::epoch_chain::{EpochChain, check_scheme};
 use ubershuffle_core::pliable::OwnerFrequencies;
 use ubershuffle_core::rng::{SeededRng, seeded_stream};
 use ubershuffle_learners::{Learner, Model, StragglerModel};
 use ubershuffle_transport::Transport;
 
-use crate::assignment::{check_planner, owner_frequencies};
+use crate::assignment::owner_frequencies;
 use crate::cluster_job::ClusterJob;
 use crate::cost_model::Prices;
 use crate::protocol::{MasterMessage, TAG_MASTER};
 use crate::{CheckedRunConfig, Checkpoint, ConfigError, EpochMetrics, RuntimeError};
 use membership::Membership;
 
-/// Streams of the run's seed, one per purpose, so that each reproduces on its own.
-const STREAM_START: u64 = 1;
-const STREAM_GIVEN_START: u64 = 3;
+/// The stream of the run's seed the straggler model draws from (the epoch chain's streams are
+/// its own: [`ubershuffle_core::epoch_chain`]).
 const STREAM_STRAGGLERS: u64 = 2;
-const STREAM_READMIT: u64 = 3 << 32;
-const STREAM_EPOCH: u64 = 1 << 32;
-const STREAM_PLANNER: u64 = 2 << 32;
 
 /// The training and held-out records the master holds.
 #[derive(Clone, Debug)]
@@ -53,6 +50,27 @@ pub struct RunReport {
     pub lost_workers: Vec<usize>,
 }
 
+/// Where a run stands: what a checkpoint keeps but membership.
+struct RunState {
+    fingerprint: String,
+    chain: EpochChain,
+    model: Vec<f64>,
+    metrics: Vec<EpochMetrics>,
+}
+
+impl RunState {
+    /// The checkpoint of this state with the workers' liveness `alive`.
+    fn checkpoint(&self, alive: &[bool]) -> Checkpoint {
+        Checkpoint {
+            fingerprint: self.fingerprint.clone(),
+            model: self.model.clone(),
+            chain: self.chain.state().clone(),
+            alive: alive.to_vec(),
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
 /// The master of a run.
 pub struct Master<'a, T: Transport> {
     t: T,
@@ -62,9 +80,9 @@ pub struct Master<'a, T: Transport> {
     straggler_rng: SeededRng,
     data: &'a RunData,
     learner: Box<dyn Learner>,
-    /// What a checkpoint keeps: model, batches, caches, metrics (membership is kept in
-    /// `members` and written into it before each save).
-    state: Checkpoint,
+    /// What a checkpoint keeps but membership: the chain of batches and caches, the model, the
+    /// metrics.
+    state: RunState,
     members: Membership,
     /// The cost model's prices of this run's computing, charged to the transport's clock.
     prices: Option<Prices>,
@@ -97,7 +115,7 @@ impl<'a, T: Transport> Master<'a, T> {
                 ConfigError::StragglerWorkers { model: stragglers.workers(), run: config.workers }.into()
             );
         }
-        check_planner(config, planner)?;
+        check_scheme(planner, config.policy, config.candidates)?;
         let learner = config.learner.build()?;
         for (which, records) in [("training", &data.train), ("held-out", &data.held_out)] {
             if records.width() != learner.record_width() {
@@ -105,10 +123,10 @@ impl<'a, T: Transport> Master<'a, T> {
                 return Err(ConfigError::RecordWidth { which, width, expected }.into());
             }
         }
-        let state = setup::initial_state(config, planner.name(), points, learner.as_ref())?;
+        let (state, alive) = setup::initial_state(config, planner.name(), learner.as_ref())?;
         // Replay the straggler model up to the resume point, so its state is what it was.
         let mut straggler_rng = seeded_stream(config.seed, STREAM_STRAGGLERS);
-        for _ in 0..state.completed_epochs {
+        for _ in 0..state.chain.completed_epochs() {
             stragglers.next_iteration(&mut straggler_rng);
         }
         Ok(Master {
@@ -119,7 +137,7 @@ impl<'a, T: Transport> Master<'a, T> {
             straggler_rng,
             data,
             learner,
-            members: Membership::of(&state),
+            members: Membership::of(alive),
             state,
             prices: None,
             owner_counts: owner_frequencies(points, config.workers),
@@ -147,15 +165,13 @@ impl<'a, T: Transport> Master<'a, T> {
     pub fn run(mut self, on_epoch: &mut dyn FnMut(&EpochMetrics)) -> Result<RunReport, RuntimeError> {
         let initial_loss = self.loss(&self.learner.initial_model(self.config.seed))?;
         let result = self.start_workers().and_then(|()| {
-            for epoch in self.state.completed_epochs + 1..=self.config.epochs {
+            while self.state.chain.completed_epochs() < self.config.epochs {
                 self.admit_returning()?;
-                let metrics = self.run_epoch(epoch)?;
+                let metrics = self.run_epoch()?;
                 on_epoch(&metrics);
                 self.state.metrics.push(metrics);
-                self.state.completed_epochs = epoch;
                 if let Some(path) = &self.config.checkpoint {
-                    self.members.record(&mut self.state);
-                    self.state.save(path)?;
+                    self.state.checkpoint(self.members.alive()).save(path)?;
                 }
             }
             Ok(())
@@ -186,9 +202,7 @@ impl<'a, T: Transport> Master<'a, T> {
     /// Takes worker `w` out of the run; its cache is forgotten.
     fn lose(&mut self, w: usize) {
         self.members.lose(w);
-        if let Some(cache) = self.state.caches.get_mut(w) {
-            cache.clear();
-        }
+        self.state.chain.forget(w);
     }
 
     fn stop_workers(&mut self) {

@@ -2,102 +2,45 @@
 //! checkpoint), and the workers' jobs and starting caches.
 
 use ubershuffle_codes::Records;
-use ubershuffle_core::rng::{seeded_stream, uniform_below};
-use ubershuffle_core::{balanced_assignment, cache_around};
+use ubershuffle_core::epoch_chain::{ChainError, EpochChain};
 use ubershuffle_learners::Learner;
 use ubershuffle_transport::Transport;
 
 use super::membership::lost_worker;
-use super::{Master, STREAM_GIVEN_START, STREAM_READMIT, STREAM_START};
+use super::{Master, RunState};
 use crate::protocol::{JobSpec, MasterMessage, TAG_RECEIVED};
-use crate::{CheckedRunConfig, Checkpoint, ConfigError, RunConfig, RuntimeError};
+use crate::{CheckedRunConfig, Checkpoint, ConfigError, RuntimeError};
 
-/// The state a run starts from: the checkpoint's when resuming (which must be of this run),
-/// else a fresh one.
+/// The state a run starts from and every worker's liveness: the checkpoint's when resuming
+/// (which must be of this run; its lost workers are taken back, [`EpochChain::readmit`]),
+/// else a fresh chain.
 pub(super) fn initial_state(
     config: &CheckedRunConfig,
     planner: &str,
-    points: usize,
     learner: &dyn Learner,
-) -> Result<Checkpoint, RuntimeError> {
+) -> Result<(RunState, Vec<bool>), RuntimeError> {
+    let (points, params) = (config.points(), config.chain_params());
     let fingerprint = config.fingerprint(planner, points);
-    match (&config.checkpoint, config.resume) {
-        (Some(path), true) => {
-            let fail = |reason: String| RuntimeError::Checkpoint { path: path.display().to_string(), reason };
-            let saved = Checkpoint::load(path)?;
-            if saved.fingerprint != fingerprint {
-                return Err(fail(format!(
-                    "it belongs to another run ({}; this run: {fingerprint})",
-                    saved.fingerprint
-                )));
-            }
-            saved.check_shape(config.workers, points, learner.parameter_count()).map_err(fail)?;
-            let mut saved = saved;
-            readmit(&mut saved, config, points);
-            Ok(saved)
-        }
-        _ => Ok(fresh_state(config, points, learner, fingerprint)),
+    let Some(path) = config.checkpoint.as_ref().filter(|_| config.resume) else {
+        let model = learner.initial_model(config.seed).params;
+        let chain = EpochChain::new(params)?;
+        let state = RunState { fingerprint, chain, model, metrics: Vec::new() };
+        return Ok((state, vec![true; config.workers]));
+    };
+    let fail = |reason: String| RuntimeError::Checkpoint { path: path.display().to_string(), reason };
+    let saved = Checkpoint::load(path)?;
+    if saved.fingerprint != fingerprint {
+        return Err(fail(format!(
+            "it belongs to another run ({}; this run: {fingerprint})",
+            saved.fingerprint
+        )));
     }
-}
-
-/// Takes every worker the checkpoint lists as lost back into the run: a resumed run admits all
-/// `--workers` again. Each returning worker gets a batch of its share, points taken at random
-/// from the largest batches, and a starting cache around it (its old cache was forgotten when
-/// it was lost); both are drawn from the run's seed and the resumed epoch, so a resume
-/// reproduces.
-pub(super) fn readmit(state: &mut Checkpoint, config: &RunConfig, points: usize) {
-    let returning: Vec<usize> = (0..state.alive.len()).filter(|&w| !state.alive[w]).collect();
-    readmit_workers(state, config, points, &returning);
-}
-
-/// Takes the workers `returning` back into the run (at a resume, or at an epoch boundary when
-/// they joined while the run went on), as [`readmit`] says.
-pub(super) fn readmit_workers(
-    state: &mut Checkpoint,
-    config: &RunConfig,
-    points: usize,
-    returning: &[usize],
-) {
-    if returning.is_empty() {
-        return;
-    }
-    let workers = state.alive.len();
-    let mut rng = seeded_stream(config.seed, STREAM_READMIT + state.completed_epochs as u64);
-    for &w in returning {
-        while state.batches[w].len() < points / workers {
-            let largest = (0..workers).max_by_key(|&v| (state.batches[v].len(), std::cmp::Reverse(v)));
-            let Some(donor) = largest.filter(|&v| state.batches[v].len() > state.batches[w].len() + 1) else {
-                break;
-            };
-            let at = uniform_below(&mut rng, state.batches[donor].len() as u64) as usize;
-            let p = state.batches[donor].swap_remove(at);
-            state.batches[w].push(p);
-        }
-    }
-    for b in &mut state.batches {
-        b.sort_unstable();
-    }
-    for &w in returning {
-        state.caches[w] = cache_around(&mut rng, &state.batches[w], points, config.cache_capacity);
-        state.alive[w] = true;
-    }
-}
-
-/// The starting state: a random balanced partition as the previous epoch's batches, and caches
-/// around them as in the UberShuffle paper's model (the batch plus random other points).
-fn fresh_state(config: &RunConfig, points: usize, learner: &dyn Learner, fingerprint: String) -> Checkpoint {
-    let mut rng = seeded_stream(config.seed, STREAM_START);
-    let batches = balanced_assignment(&mut rng, config.workers, points);
-    let caches = batches.iter().map(|b| cache_around(&mut rng, b, points, config.cache_capacity)).collect();
-    Checkpoint {
-        fingerprint,
-        completed_epochs: 0,
-        model: learner.initial_model(config.seed).params,
-        batches,
-        caches,
-        alive: vec![true; config.workers],
-        metrics: Vec::new(),
-    }
+    saved.check_shape(config.workers, points, learner.parameter_count()).map_err(fail)?;
+    let Checkpoint { fingerprint, model, chain, alive, metrics } = saved;
+    let mut chain = EpochChain::with_state(params, chain).map_err(|e| fail(e.to_string()))?;
+    let returning: Vec<usize> = (0..alive.len()).filter(|&w| !alive[w]).collect();
+    chain.readmit(&returning);
+    Ok((RunState { fingerprint, chain, model, metrics }, vec![true; config.workers]))
 }
 
 /// The records `ids` of `records`, back to back.
@@ -118,42 +61,14 @@ impl<T: Transport> Master<'_, T> {
     /// points, as usual. The batches must partition the points `0..q`, one per worker, each
     /// within the cache capacity. A resumed run keeps its checkpointed state and ignores this.
     pub fn with_start(mut self, batches: Vec<Vec<u32>>) -> Result<Self, RuntimeError> {
-        if self.state.completed_epochs > 0 {
+        if self.state.chain.completed_epochs() > 0 {
             return Ok(self);
         }
-        let points = self.data.train.len();
-        let fail = |m: String| Err(ConfigError::StartingPartition(m).into());
-        if batches.len() != self.config.workers {
-            return fail(format!("{} batches for {} workers", batches.len(), self.config.workers));
-        }
-        let mut seen = vec![false; points];
-        for b in &batches {
-            if b.len() > self.config.cache_capacity {
-                return fail(format!(
-                    "a batch of {} exceeds the cache ({})",
-                    b.len(),
-                    self.config.cache_capacity
-                ));
-            }
-            for &p in b {
-                match seen.get_mut(p as usize) {
-                    Some(s) if !*s => *s = true,
-                    Some(_) => return fail(format!("point {p} is in two batches")),
-                    None => return fail(format!("point {p} is not one of the {points} points")),
-                }
-            }
-        }
-        if let Some(p) = seen.iter().position(|s| !s) {
-            return fail(format!("point {p} is in no batch"));
-        }
-        let mut rng = seeded_stream(self.config.seed, STREAM_GIVEN_START);
-        let mut batches = batches;
-        for b in &mut batches {
-            b.sort_unstable();
-        }
-        self.state.caches =
-            batches.iter().map(|b| cache_around(&mut rng, b, points, self.config.cache_capacity)).collect();
-        self.state.batches = batches;
+        let chain = EpochChain::starting_from(self.config.chain_params(), batches).map_err(|e| match e {
+            ChainError::State(reason) => ConfigError::StartingPartition(reason),
+            other => ConfigError::StartingPartition(other.to_string()),
+        })?;
+        self.state.chain = chain;
         Ok(self)
     }
 
@@ -184,7 +99,7 @@ impl<T: Transport> Master<'_, T> {
                 seed: self.config.seed,
                 learner: self.config.learner,
             };
-            let cache = self.state.caches[w].clone();
+            let cache = self.state.chain.state().caches[w].clone();
             let sent = self.send(w, &MasterMessage::Job(job)).and_then(|_| {
                 for ids in cache.chunks(per_message) {
                     let bytes = gather(&self.data.train, ids);
@@ -212,7 +127,7 @@ impl<T: Transport> Master<'_, T> {
 
     /// At an epoch boundary: takes workers that joined while the run went on (over TCP: a
     /// lost worker's process started again, or a spare) into the places of lost ones. Each
-    /// gets a batch and a starting cache as at a resume ([`readmit_workers`]), its job and
+    /// gets a batch and a starting cache as at a resume ([`EpochChain::readmit`]), its job and
     /// cache, and the next epoch plans, codes and broadcasts over it too (the workers learn
     /// the new broadcast group first).
     pub(super) fn admit_returning(&mut self) -> Result<(), RuntimeError> {
@@ -230,7 +145,7 @@ impl<T: Transport> Master<'_, T> {
         if returning.is_empty() {
             return Ok(());
         }
-        readmit_workers(&mut self.state, self.config, self.data.train.len(), &returning);
+        self.state.chain.readmit(&returning);
         for &w in &returning {
             self.members.rejoin(w);
         }

@@ -60,10 +60,10 @@ pub fn prepare_out(r: &Resolved) -> anyhow::Result<Vec<EpochMetrics>> {
         }
     }
     let saved = Checkpoint::load(checkpoint)?;
-    if saved.completed_epochs > r.config.epochs {
+    if saved.chain.completed_epochs > r.config.epochs {
         bail!(
             "--resume: {} epochs are done already, more than --epochs {}",
-            saved.completed_epochs,
+            saved.chain.completed_epochs,
             r.config.epochs
         );
     }

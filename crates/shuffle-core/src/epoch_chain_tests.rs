@@ -1,0 +1,160 @@
+use super::*;
+use crate::{PlannerOptions, planner_by_name};
+
+fn chain(policy: ExchangePolicy, capacity: Option<usize>) -> EpochChain {
+    let params = ChainParams::new(5, 500, policy, 3);
+    let params = match capacity {
+        Some(c) => params.with_cache_capacity(c),
+        None => params,
+    };
+    EpochChain::new(params).unwrap()
+}
+
+fn step(chain: &mut EpochChain, scheme: &str) -> PlannedEpoch {
+    let planner = planner_by_name(scheme, &PlannerOptions::default()).unwrap();
+    let planned = chain.draw(&chain.all_workers(), 0).unwrap().plan(planner.as_ref(), None).unwrap();
+    planned.verify().unwrap();
+    chain.commit(&planned);
+    planned
+}
+
+#[test]
+fn local_moves_nothing_and_global_moves_about_one_minus_one_over_n() {
+    let mut local = chain(ExchangePolicy::Local, None);
+    let e = step(&mut local, "uncoded");
+    assert_eq!((e.points_exchanged, e.points_moved, e.instance.uncoded_transmissions()), (0, 0, 0));
+    let mut global = chain(ExchangePolicy::Global, None);
+    let moved: usize = (0..20).map(|_| step(&mut global, "uncoded").points_moved).sum();
+    let mean = moved as f64 / 20.0;
+    assert!((mean - 400.0).abs() < 20.0, "{mean}");
+}
+
+#[test]
+fn partial_local_exchanges_the_fraction_and_keeps_batch_sizes() {
+    let mut c = chain(ExchangePolicy::PartialLocal { fraction: 0.3 }, None);
+    let sizes: Vec<usize> = c.state().batches.iter().map(Vec::len).collect();
+    let mut moved = 0;
+    for epoch in 1..=20 {
+        let e = step(&mut c, "uncoded");
+        assert_eq!(e.epoch, epoch);
+        assert_eq!(e.points_exchanged, 150);
+        assert!(e.points_moved <= 150);
+        assert_eq!(e.instance.uncoded_transmissions(), e.points_moved); // no excess storage
+        moved += e.points_moved;
+        assert_eq!(c.state().batches.iter().map(Vec::len).collect::<Vec<_>>(), sizes);
+    }
+    let mean = moved as f64 / 20.0;
+    assert!((mean - 120.0).abs() < 10.0, "{mean}");
+}
+
+#[test]
+fn caches_carry_over_hold_the_batch_and_stay_full() {
+    let mut c = chain(ExchangePolicy::PartialLocal { fraction: 0.5 }, Some(200));
+    for _ in 0..4 {
+        let before = c.state().clone();
+        let e = step(&mut c, "coded");
+        for w in 0..5 {
+            assert_eq!(e.instance.cache(w).to_vec(), before.caches[w]);
+            let (batch, cache) = (&c.state().batches[w], &c.state().caches[w]);
+            assert_eq!(cache.len(), 200);
+            assert!(batch.iter().all(|p| cache.binary_search(p).is_ok()));
+            // The rest of the cache comes from the old one (nothing arrives unasked).
+            assert!(cache.iter().all(|p| batch.contains(p) || before.caches[w].contains(p)));
+        }
+        assert!(e.instance.uncoded_transmissions() < e.points_moved);
+    }
+}
+
+#[test]
+fn same_seed_same_chain_and_a_saved_state_resumes_it() {
+    let mut a = chain(ExchangePolicy::Global, Some(150));
+    let mut b = chain(ExchangePolicy::Global, Some(150));
+    step(&mut a, "coded");
+    step(&mut b, "coded");
+    let resumed = EpochChain::with_state(*a.params(), a.state().clone()).unwrap();
+    let mut resumed = resumed;
+    let (x, y, z) = (step(&mut a, "coded"), step(&mut b, "coded"), step(&mut resumed, "coded"));
+    assert_eq!((x.plan.len(), x.instance.clone()), (y.plan.len(), y.instance.clone()));
+    assert_eq!((x.plan.len(), x.instance), (z.plan.len(), z.instance));
+    let other = EpochChain::new(ChainParams::new(5, 500, ExchangePolicy::Global, 4)).unwrap();
+    assert_ne!(other.state(), chain(ExchangePolicy::Global, None).state());
+}
+
+#[test]
+fn a_lost_worker_s_batch_is_dealt_to_the_others_and_it_can_come_back() {
+    let mut c = chain(ExchangePolicy::Global, Some(150));
+    step(&mut c, "coded");
+    c.forget(2);
+    let drawn = c.draw(&[0, 1, 3, 4], 0).unwrap();
+    let sizes: Vec<usize> = drawn.previous.iter().map(Vec::len).collect();
+    assert_eq!(sizes.iter().sum::<usize>(), 500);
+    assert!(sizes.iter().all(|&s| s == 125), "{sizes:?}");
+    let planner = planner_by_name("coded", &PlannerOptions::default()).unwrap();
+    let planned = drawn.plan(planner.as_ref(), None).unwrap();
+    planned.verify().unwrap();
+    c.commit(&planned);
+    assert!(c.state().batches[2].is_empty() && c.state().caches[2].is_empty());
+    c.readmit(&[2]);
+    assert_eq!(c.state().batches[2].len(), 100);
+    assert_eq!(c.state().caches[2].len(), 150);
+    c.state().check_shape(5, 500).unwrap();
+    step(&mut c, "coded");
+}
+
+#[test]
+fn bad_draws_states_and_schemes_are_refused() {
+    let c = chain(ExchangePolicy::Global, None);
+    assert!(matches!(c.draw(&[], 0), Err(ChainError::Live { .. })));
+    assert!(matches!(c.draw(&[0, 7], 0), Err(ChainError::Live { .. })));
+    assert!(matches!(c.draw(&[1, 0], 0), Err(ChainError::Live { .. })));
+    let mut state = c.state().clone();
+    state.batches[0].push(499);
+    let e = EpochChain::with_state(*c.params(), state).unwrap_err().to_string();
+    assert!(e.contains("two batches") || e.contains("lacks"), "{e}");
+    let bad = ChainParams::new(5, 500, ExchangePolicy::Global, 0).with_cache_capacity(50);
+    assert!(EpochChain::new(bad).unwrap_err().to_string().contains("cannot hold"));
+    assert!(EpochChain::new(ChainParams::new(5, 3, ExchangePolicy::Local, 0)).is_err());
+    let given = EpochChain::starting_from(
+        ChainParams::new(2, 4, ExchangePolicy::Local, 0),
+        vec![vec![0, 1], vec![1, 2]],
+    );
+    assert!(given.unwrap_err().to_string().contains("two batches"));
+
+    let coded = planner_by_name("coded", &PlannerOptions::default()).unwrap();
+    let e = c.draw(&c.all_workers(), 0).unwrap().plan(coded.as_ref(), Some(Randomness::Candidates(2)));
+    assert!(matches!(e, Err(ChainError::CandidatesNeedPliable { .. })));
+    let pliable = planner_by_name("pliable-greedy", &PlannerOptions::default()).unwrap();
+    let local = chain(ExchangePolicy::Local, None);
+    let e = local.draw(&local.all_workers(), 0).unwrap().plan(pliable.as_ref(), None).unwrap_err();
+    assert!(e.to_string().contains("needs the global policy"), "{e}");
+}
+
+#[test]
+fn a_pliable_scheme_chooses_within_its_candidates() {
+    let mut c = chain(ExchangePolicy::Global, Some(200));
+    let pliable = planner_by_name("pliable-greedy", &PlannerOptions::default()).unwrap();
+    let drawn = c.draw(&c.all_workers(), 0).unwrap();
+    let fixed = drawn.instance.uncoded_transmissions();
+    let planned = drawn.plan(pliable.as_ref(), Some(Randomness::Candidates(4))).unwrap();
+    planned.verify().unwrap();
+    assert!(planned.plan.len() < fixed);
+    let owners = planned.owners();
+    assert!(planned.randomness(&owners).owner_entropy_bits.is_some());
+    c.commit(&planned);
+    assert_eq!(c.state().batches[0], planned.instance.assignment(0).to_vec());
+}
+
+#[test]
+fn next_cache_keeps_the_batch_and_fills_to_capacity_from_the_old_cache() {
+    let cache: Vec<u32> = (0..20).collect();
+    let batch = vec![3, 30, 31];
+    let kept = next_cache(&cache, &batch, 10, 1, 2, 0);
+    assert_eq!(kept.len(), 10);
+    assert!(batch.iter().all(|p| kept.contains(p)));
+    assert!(kept.iter().all(|p| batch.contains(p) || cache.contains(p)));
+    assert!(kept.windows(2).all(|w| w[0] < w[1]));
+    assert_eq!(kept, next_cache(&cache, &batch, 10, 1, 2, 0));
+    assert_ne!(kept, next_cache(&cache, &batch, 10, 1, 3, 0));
+    assert_eq!(next_cache(&[1, 2], &[5], 10, 0, 1, 0), vec![1, 2, 5]);
+    assert_eq!(next_cache(&[1, 2], &[5, 6], 2, 0, 1, 0), vec![5, 6]);
+}
