@@ -3,7 +3,6 @@
 //! already-normalised arguments (integer arrays, plain strings) and return dicts and numpy
 //! arrays. Planning runs without the GIL, and a Rust panic is raised as `RuntimeError`.
 
-mod chain;
 mod errors;
 mod planning;
 mod sampler;

@@ -5,7 +5,8 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use ubershuffle_core::bounds::{LowerBound, best_lower_bound};
-use ubershuffle_core::exchange_policy::{ExchangePolicy, ExchangeRun};
+use ubershuffle_core::epoch_chain::{ChainParams, EpochChain};
+use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_core::limits::{Limits, instance_bytes};
 use ubershuffle_core::no_excess::random_no_excess_instance;
 use ubershuffle_core::pliable::{PliableRequest, Randomness, verify_pliable};
@@ -13,7 +14,7 @@ use ubershuffle_core::rng::seeded_stream;
 use ubershuffle_core::theory::theorem1_coded_transmissions;
 use ubershuffle_core::{
     GeneratorParams, Part, Plan, PlannerOptions, ShuffleInstance, ShufflePlanner, Tried, builtin_planners,
-    cache_size_for, check_plan, planner_by_name, seeded, verify,
+    cache_size_for, planner_by_name, seeded, verify,
 };
 use ubershuffle_plugin_host::PluginLibrary;
 
@@ -417,7 +418,9 @@ pub struct EpochsArgs {
     pub plugin: Option<String>,
 }
 
-/// `ubershuffle plan --policy P [--fraction Q] --epochs E`: every epoch planned and verified.
+/// `ubershuffle plan --policy P [--fraction Q] --epochs E`: the epochs of the run's
+/// [`EpochChain`] (the one `ubershuffle run` and the sampler step), each planned with the
+/// chain's planner stream, verified and committed, as the command line does.
 pub fn plan_epochs(args: &EpochsArgs) -> Outcome<Vec<EpochRecord>> {
     let options = options(args.time_budget)?;
     let planner = choose_planner(&args.scheme, args.plugin.as_deref(), &options)?;
@@ -434,25 +437,30 @@ pub fn plan_epochs(args: &EpochsArgs) -> Outcome<Vec<EpochRecord>> {
     let (workers, points) = (args.workers, args.points);
     let cache = args.alpha.map_or(points.div_ceil(workers.max(1)), |a| cache_size_for(a, points));
     check_generated(workers, points, cache)?;
-    let mut run = ExchangeRun::new(policy, workers, points, args.alpha, args.seed).map_err(bad_error)?;
+    let params = ChainParams::new(workers, points, policy, args.seed);
+    let params = match args.alpha {
+        Some(alpha) => params.with_alpha(alpha).map_err(bad_error)?,
+        None => params,
+    };
+    let mut chain = EpochChain::new(params).map_err(bad_error)?;
     let mut records = Vec::with_capacity(args.epochs);
     for _ in 0..args.epochs {
-        let epoch = run.next_epoch();
-        let plan = planner
-            .plan(&epoch.instance, &mut seeded_stream(args.seed, epoch.epoch as u64))
-            .map_err(bad_error)?;
-        check_plan(&epoch.instance, &plan).map_err(|e| {
+        let drawn = chain.draw(&chain.all_workers(), 0).map_err(bad_error)?;
+        let epoch = drawn.plan(planner.as_ref(), None).map_err(bad_error)?;
+        epoch.verify().map_err(|e| {
             Failure::Internal(format!(
-                "epoch {}: scheme {} produced a plan that does not decode: {e}",
+                "epoch {}: scheme {} produced a plan that does not decode: {}",
                 epoch.epoch,
-                planner.name()
+                planner.name(),
+                crate::errors::one_line(&e)
             ))
         })?;
+        chain.commit(&epoch);
         records.push(EpochRecord {
             epoch: epoch.epoch,
             points_exchanged: epoch.points_exchanged,
             points_moved: epoch.points_moved,
-            transmissions: plan.len(),
+            transmissions: epoch.plan.len(),
             uncoded_transmissions: epoch.instance.uncoded_transmissions(),
             verified: true,
         });

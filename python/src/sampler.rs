@@ -11,13 +11,13 @@
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
+use ubershuffle_core::epoch_chain::{ChainParams, ChainState, EpochChain, PlannedEpoch};
 use ubershuffle_core::exchange_policy::ExchangePolicy;
-use ubershuffle_core::pliable::{PliableRequest, Randomness};
+use ubershuffle_core::pliable::Randomness;
 use ubershuffle_core::rng::{seeded_stream, shuffle};
-use ubershuffle_core::{ShuffleInstance, cache_size_for};
+use ubershuffle_core::{PlannerOptions, ShufflePlanner, planner_by_name};
 
-use crate::chain::{ChainParams, ChainState, EpochChain, difference, mix};
-use crate::errors::{Failure, Outcome, bad, catch, guarded};
+use crate::errors::{Failure, Outcome, bad, bad_error, catch, guarded};
 use crate::planning;
 
 /// Version of the state layout.
@@ -26,7 +26,6 @@ const STATE_VERSION: u64 = 1;
 const ORDER_TAG: u64 = 0x4F52_4445_5200_0001;
 const DEAL_TAG: u64 = 0x4445_414C_0000_0001;
 const SEGMENT_TAG: u64 = 0x5345_474D_0000_0001;
-const PLIABLE_TAG: u64 = 0x504C_4941_0000_0001;
 
 /// What the sampler was built with (a loaded state's values replace these).
 #[derive(Clone, Debug)]
@@ -45,26 +44,24 @@ struct Config {
 /// The epoch the sampler is at.
 #[derive(Clone, Debug)]
 enum Current {
-    /// An epoch of the chain: `chain` has committed this epoch's assignment; `previous` holds
-    /// the caches from before it (`None` at the segment's first epoch: nothing cached).
-    Chain {
-        chain: EpochChain,
-        previous: Option<Vec<Vec<u32>>>,
-        moved: usize,
-        exchanged: usize,
-        made: Option<Made>,
-    },
+    /// An epoch of the chain: `chain` has committed this epoch's assignment; `before` is the
+    /// chain's state before that commit (`None` at the segment's first epoch: nothing cached),
+    /// from which the epoch is drawn again to plan it.
+    Chain { chain: EpochChain, before: Option<ChainState>, made: Option<Made> },
     /// The samples an interrupted epoch had not served, dealt among `lists.len()` ranks
     /// (`real[r]` of rank `r`'s list are samples; the rest pads).
     Remainder { lists: Vec<Vec<u32>>, real: Vec<usize> },
 }
 
-/// A pliable scheme's plan of a chain step (it chose the assignment).
+/// The plan of a chain epoch, as `plan_summary` reports it.
 #[derive(Clone, Debug)]
 struct Made {
     transmissions: usize,
     uncoded: usize,
+    lower_bound: usize,
     made_by: String,
+    points_moved: usize,
+    points_exchanged: usize,
 }
 
 /// The sampler's core (see the module's docs).
@@ -77,19 +74,43 @@ pub struct SamplerCore {
     current: Current,
 }
 
-fn chain_params(config: &Config, world: usize, segment_start: u64) -> ChainParams {
+/// The chain of the segment starting at `segment_start` over `world` ranks: the sampler's
+/// seed for the first segment (so epoch `e` is `ubershuffle plan --policy ... --epochs`'s epoch
+/// `e`), a seed derived from it, the segment's start and its world size for later ones.
+fn chain_params(config: &Config, world: usize, segment_start: u64) -> Outcome<ChainParams> {
     let seed = if segment_start == 0 {
         config.seed
     } else {
         mix(config.seed ^ mix(SEGMENT_TAG ^ mix(segment_start ^ mix(world as u64))))
     };
-    ChainParams {
-        workers: world,
-        points: config.points,
-        cache_capacity: config.alpha.map(|a| cache_size_for(a, config.points)),
-        policy: config.policy,
-        seed,
+    let params = ChainParams::new(world, config.points, config.policy, seed);
+    match config.alpha {
+        Some(alpha) => params.with_alpha(alpha).map_err(bad_error),
+        None => Ok(params),
     }
+}
+
+/// SplitMix64's finaliser.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// `a \ b` for sorted lists.
+fn difference(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut j = 0;
+    for &x in a {
+        while j < b.len() && b[j] < x {
+            j += 1;
+        }
+        if j >= b.len() || b[j] != x {
+            out.push(x);
+        }
+    }
+    out
 }
 
 /// A rank's order of `items` in `epoch`: shuffled by the stream of `(seed, epoch, rank)`.
@@ -148,58 +169,87 @@ fn lists_from_bytes(bytes: &[u8]) -> Outcome<Vec<Vec<u32>>> {
     Ok(lists)
 }
 
+/// A chain state as a dict of plain values and bytes (caches left out when they are the
+/// batches).
+fn chain_state_dict<'py>(py: Python<'py>, s: &ChainState) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("completed_epochs", s.completed_epochs)?;
+    d.set_item("batches", PyBytes::new(py, &lists_to_bytes(&s.batches)))?;
+    let caches = (s.caches != s.batches).then(|| PyBytes::new(py, &lists_to_bytes(&s.caches)));
+    d.set_item("caches", caches)?;
+    Ok(d)
+}
+
+/// The chain state of [`chain_state_dict`].
+fn chain_state_from(value: &Bound<'_, PyAny>) -> PyResult<ChainState> {
+    let d =
+        value.cast::<PyDict>().map_err(|_| bad("the sampler state is corrupt (its chain is not a dict)"))?;
+    let get = |key: &str| -> PyResult<Bound<'_, PyAny>> {
+        d.get_item(key)?.ok_or_else(|| bad(format!("the sampler state's chain has no \"{key}\"")).into())
+    };
+    let completed_epochs: usize = get("completed_epochs")?.extract()?;
+    let batches = lists_from_bytes(get("batches")?.extract::<&[u8]>()?)?;
+    let caches = match get("caches")?.extract::<Option<Vec<u8>>>()? {
+        Some(bytes) => lists_from_bytes(&bytes)?,
+        None => batches.clone(),
+    };
+    Ok(ChainState { completed_epochs, batches, caches })
+}
+
 impl SamplerCore {
     fn new_chain(config: &Config, world: usize, segment_start: u64) -> Outcome<Current> {
-        let chain = EpochChain::new(chain_params(config, world, segment_start)).map_err(bad)?;
-        Ok(Current::Chain { chain, previous: None, moved: 0, exchanged: 0, made: None })
+        let chain = EpochChain::new(chain_params(config, world, segment_start)?).map_err(bad_error)?;
+        Ok(Current::Chain { chain, before: None, made: None })
     }
 
-    /// One step of the chain: draw, let a pliable scheme choose, commit.
-    fn step(config: &Config, current: &mut Current, epoch: u64) -> Outcome<()> {
-        let Current::Chain { chain, previous, moved, exchanged, made } = current else {
+    /// The scheme's planner.
+    fn planner(config: &Config) -> Outcome<Box<dyn ShufflePlanner>> {
+        planning::choose_planner(
+            &config.scheme,
+            config.plugin.as_deref(),
+            &planning::options(config.time_budget)?,
+        )
+    }
+
+    /// Plans the epoch drawn from `before` (the chain's planner stream, as `plan --policy`).
+    fn plan_from(
+        config: &Config,
+        params: ChainParams,
+        before: ChainState,
+        planner: &dyn ShufflePlanner,
+    ) -> Outcome<PlannedEpoch> {
+        let chain = EpochChain::with_state(params, before).map_err(bad_error)?;
+        let drawn = chain.draw(&chain.all_workers(), 0).map_err(bad_error)?;
+        let planned = drawn.plan(planner, config.candidates.filter(|_| config.pliable)).map_err(bad_error)?;
+        planned.verify().map_err(|e| Failure::Internal(crate::errors::one_line(&e)))?;
+        Ok(planned)
+    }
+
+    /// One step of the chain: draw; a pliable scheme plans to choose the assignment, any other
+    /// scheme's assignment is the policy's and is committed without planning the coded delivery
+    /// (the cheap `uncoded` plan stands in: a commit needs a planned epoch); commit.
+    fn step(config: &Config, current: &mut Current) -> Outcome<()> {
+        let Current::Chain { chain, before, made } = current else {
             return Err(Failure::Internal("a remainder epoch is not a step of a chain".into()));
         };
-        let drawn = chain.draw();
-        let (drawn_moved, drawn_exchanged) = (drawn.points_moved, drawn.points_exchanged);
-        let mut chosen = drawn.instance;
-        *made = None;
-        if config.pliable {
-            let planner = planning::choose_planner(
-                &config.scheme,
-                config.plugin.as_deref(),
-                &planning::options(config.time_budget)?,
-            )?;
-            let Some(pliable) = planner.as_pliable() else {
-                return Err(bad(format!("scheme {} does not choose assignments", config.scheme)));
-            };
-            let base = mix(config.seed ^ PLIABLE_TAG);
-            let request = PliableRequest::new(
-                chosen,
-                config.candidates.unwrap_or_default(),
-                &mut seeded_stream(base, 2 * epoch),
-            )
-            .map_err(crate::errors::bad_error)?
-            .with_previous_batches(&chain.state().batches)
-            .map_err(crate::errors::bad_error)?;
-            let planned = pliable
-                .plan_pliable(&request, &mut seeded_stream(base, 2 * epoch + 1))
-                .map_err(crate::errors::bad_error)?;
-            *made = Some(Made {
-                transmissions: planned.plan.len(),
-                uncoded: planned.instance.uncoded_transmissions(),
-                made_by: planned.made_by.clone(),
-            });
-            chosen = planned.instance;
-        }
-        *moved = if config.pliable {
-            let old = &chain.state().batches;
-            old.iter().enumerate().map(|(w, b)| difference(&chosen.assignment(w).to_vec(), b).len()).sum()
+        let planner = if config.pliable {
+            Self::planner(config)?
         } else {
-            drawn_moved
+            planner_by_name("uncoded", &PlannerOptions::default()).map_err(bad_error)?
         };
-        *exchanged = drawn_exchanged;
-        *previous = Some(chain.state().caches.clone());
-        chain.commit(&chosen);
+        let drawn = chain.draw(&chain.all_workers(), 0).map_err(bad_error)?;
+        let planned =
+            drawn.plan(planner.as_ref(), config.candidates.filter(|_| config.pliable)).map_err(bad_error)?;
+        *made = config.pliable.then(|| Made {
+            transmissions: planned.plan.len(),
+            uncoded: planned.instance.uncoded_transmissions(),
+            lower_bound: ubershuffle_core::bounds::best_lower_bound(&planned.instance).value,
+            made_by: planned.made_by.clone(),
+            points_moved: moved(&chain.state().batches, &planned),
+            points_exchanged: planned.points_exchanged,
+        });
+        *before = Some(chain.state().clone());
+        chain.commit(&planned);
         Ok(())
     }
 
@@ -267,6 +317,11 @@ impl SamplerCore {
         }
         Current::Remainder { lists, real }
     }
+}
+
+/// Points whose rank changed from `old` batches to the planned epoch's.
+fn moved(old: &[Vec<u32>], planned: &PlannedEpoch) -> usize {
+    old.iter().enumerate().map(|(w, b)| difference(&planned.instance.assignment(w).to_vec(), b).len()).sum()
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -407,7 +462,7 @@ impl SamplerCore {
             }
             while at < epoch {
                 at += 1;
-                Self::step(&config, &mut current, at - start)?;
+                Self::step(&config, &mut current)?;
             }
             Ok((start, current))
         })?;
@@ -458,10 +513,12 @@ impl SamplerCore {
             return Err(bad(format!("rank {rank} is not below num_replicas {}", self.world)).into());
         }
         let needs = match &self.current {
-            Current::Chain { chain, previous: Some(caches), .. } => {
-                difference(&chain.state().batches[rank], &caches[rank])
+            Current::Chain { chain, before: Some(before), .. } => {
+                difference(&chain.state().batches[rank], &before.caches[rank])
             }
-            Current::Chain { chain, previous: None, .. } => chain.state().batches[rank].clone(),
+            // A segment's first epoch: the rank loads its starting cache (its batch, plus with
+            // alpha the chain's extra points).
+            Current::Chain { chain, before: None, .. } => chain.state().caches[rank].clone(),
             Current::Remainder { lists, real } => {
                 let mut own = lists[rank][..real[rank]].to_vec();
                 own.sort_unstable();
@@ -474,44 +531,58 @@ impl SamplerCore {
     /// The epoch's plan: transmissions of the scheme against uncoded (planned now, without the
     /// GIL; a pliable scheme's step already planned it).
     fn plan_summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let (config, current, world, epoch, start) =
-            (self.config.clone(), self.current.clone(), self.world, self.epoch, self.segment_start);
-        let (kind, transmissions, uncoded, bound, made_by, moved, exchanged) = guarded(py, move || {
-            let q = config.points;
-            match current {
-                Current::Remainder { real, .. } => {
-                    let total: usize = real.iter().sum();
-                    Ok(("remainder", total, total, total, "uncoded".to_string(), total, total))
-                }
-                Current::Chain { previous: None, .. } => {
-                    Ok(("initial", q, q, q, "uncoded".to_string(), q, q))
-                }
-                Current::Chain { chain, previous: Some(caches), moved, exchanged, made } => {
-                    let inst = ShuffleInstance::new(world, q, caches, chain.state().batches.clone())
-                        .map_err(crate::errors::bad_error)?;
-                    let bound = ubershuffle_core::bounds::best_lower_bound(&inst).value;
-                    if let Some(m) = made {
-                        return Ok(("chain", m.transmissions, m.uncoded, bound, m.made_by, moved, exchanged));
-                    }
-                    let options = planning::options(config.time_budget)?;
-                    let planner =
-                        planning::choose_planner(&config.scheme, config.plugin.as_deref(), &options)?;
-                    let uncoded = inst.uncoded_transmissions();
-                    let planned =
-                        planning::plan_fixed(planner.as_ref(), inst, config.seed ^ mix(epoch - start))?;
-                    Ok(("chain", planned.plan.len(), uncoded, bound, planned.made_by, moved, exchanged))
-                }
+        let (config, current, world, epoch) =
+            (self.config.clone(), self.current.clone(), self.world, self.epoch);
+        let (kind, m) = guarded(py, move || match current {
+            Current::Remainder { real, .. } => {
+                let total: usize = real.iter().sum();
+                let m = Made {
+                    transmissions: total,
+                    uncoded: total,
+                    lower_bound: total,
+                    made_by: "uncoded".into(),
+                    points_moved: total,
+                    points_exchanged: total,
+                };
+                Ok(("remainder", m))
+            }
+            Current::Chain { chain, before: None, .. } => {
+                let total: usize = chain.state().caches.iter().map(Vec::len).sum();
+                let m = Made {
+                    transmissions: total,
+                    uncoded: total,
+                    lower_bound: total,
+                    made_by: "uncoded".into(),
+                    points_moved: config.points,
+                    points_exchanged: config.points,
+                };
+                Ok(("initial", m))
+            }
+            Current::Chain { made: Some(m), .. } => Ok(("chain", m)),
+            Current::Chain { chain, before: Some(before), made: None } => {
+                let planner = Self::planner(&config)?;
+                let old = before.batches.clone();
+                let planned = Self::plan_from(&config, *chain.params(), before, planner.as_ref())?;
+                let m = Made {
+                    transmissions: planned.plan.len(),
+                    uncoded: planned.instance.uncoded_transmissions(),
+                    lower_bound: ubershuffle_core::bounds::best_lower_bound(&planned.instance).value,
+                    made_by: planned.made_by.clone(),
+                    points_moved: moved(&old, &planned),
+                    points_exchanged: planned.points_exchanged,
+                };
+                Ok(("chain", m))
             }
         })?;
         let d = PyDict::new(py);
         d.set_item("epoch", epoch)?;
         d.set_item("kind", kind)?;
-        d.set_item("transmissions", transmissions)?;
-        d.set_item("uncoded_transmissions", uncoded)?;
-        d.set_item("lower_bound", bound)?;
-        d.set_item("made_by", made_by)?;
-        d.set_item("points_moved", moved)?;
-        d.set_item("points_exchanged", exchanged)?;
+        d.set_item("transmissions", m.transmissions)?;
+        d.set_item("uncoded_transmissions", m.uncoded)?;
+        d.set_item("lower_bound", m.lower_bound)?;
+        d.set_item("made_by", m.made_by)?;
+        d.set_item("points_moved", m.points_moved)?;
+        d.set_item("points_exchanged", m.points_exchanged)?;
         d.set_item("world_size", world)?;
         Ok(d)
     }
@@ -544,23 +615,10 @@ impl SamplerCore {
         d.set_item("candidates", c.candidates.map(|r| r.to_string()))?;
         d.set_item("segment_start", self.segment_start)?;
         match &self.current {
-            Current::Chain { chain, previous, moved, exchanged, .. } => {
-                let s = chain.state();
+            Current::Chain { chain, before, .. } => {
                 d.set_item("kind", "chain")?;
-                d.set_item("completed", s.completed)?;
-                d.set_item("batches", PyBytes::new(py, &lists_to_bytes(&s.batches)))?;
-                let caches_are_batches = s.caches == s.batches;
-                d.set_item(
-                    "caches",
-                    if caches_are_batches {
-                        None
-                    } else {
-                        Some(PyBytes::new(py, &lists_to_bytes(&s.caches)))
-                    },
-                )?;
-                d.set_item("previous", previous.as_ref().map(|p| PyBytes::new(py, &lists_to_bytes(p))))?;
-                d.set_item("points_moved", moved)?;
-                d.set_item("points_exchanged", exchanged)?;
+                d.set_item("chain", chain_state_dict(py, chain.state())?)?;
+                d.set_item("before", before.as_ref().map(|b| chain_state_dict(py, b)).transpose()?)?;
             }
             Current::Remainder { lists, real } => {
                 d.set_item("kind", "remainder")?;
@@ -620,24 +678,14 @@ impl SamplerCore {
         let drop_last: bool = get("drop_last")?.extract()?;
         let kind: String = get("kind")?.extract()?;
         let current = if kind == "chain" {
-            let completed: u64 = get("completed")?.extract()?;
-            let batches = lists_from_bytes(get("batches")?.extract::<&[u8]>()?)?;
-            let caches = match get("caches")?.extract::<Option<Vec<u8>>>()? {
-                Some(bytes) => lists_from_bytes(&bytes)?,
-                None => batches.clone(),
+            let params = catch(|| chain_params(&config, saved_world, segment_start))?;
+            let state = chain_state_from(&get("chain")?)?;
+            let before = match get("before")?.is_none() {
+                true => None,
+                false => Some(chain_state_from(&get("before")?)?),
             };
-            let previous =
-                get("previous")?.extract::<Option<Vec<u8>>>()?.map(|b| lists_from_bytes(&b)).transpose()?;
-            let params = chain_params(&config, saved_world, segment_start);
-            let chain =
-                EpochChain::with_state(params, ChainState { completed, batches, caches }).map_err(bad)?;
-            Current::Chain {
-                chain,
-                previous,
-                moved: get("points_moved")?.extract()?,
-                exchanged: get("points_exchanged")?.extract()?,
-                made: None,
-            }
+            let chain = catch(|| EpochChain::with_state(params, state).map_err(bad_error))?;
+            Current::Chain { chain, before, made: None }
         } else {
             let lists = lists_from_bytes(get("lists")?.extract::<&[u8]>()?)?;
             let real: Vec<usize> = get("real")?.extract()?;
