@@ -64,12 +64,15 @@ class CodedShuffleSampler:
 
     A drop-in for ``torch.utils.data.DistributedSampler`` (same arguments, ``set_epoch``,
     ``__iter__``, ``__len__``), needing no torch. Each epoch's assignment of indices to ranks is
-    the project's: the ``policy`` (``global``: a uniformly random reshuffle; ``partial-local``:
-    each rank exchanges ``fraction`` of its indices; ``local``: no exchange) moves the previous
-    epoch's assignment on, or a pliable ``scheme`` (``pliable-greedy``, with ``candidates``)
+    the project's epoch chain (``ubershuffle_core``'s ``EpochChain``, which ``ubershuffle plan
+    --policy ... --epochs`` and ``ubershuffle run`` step too): epoch 0 is a seeded balanced
+    partition; each later epoch the ``policy`` (``global``: a uniformly random reshuffle;
+    ``partial-local``: each rank exchanges ``fraction`` of its indices; ``local``: no exchange)
+    moves the assignment on, or a pliable ``scheme`` (``pliable-greedy``, with ``candidates``)
     chooses it. Caches carry over between epochs (each rank caches its batch, and with
-    ``alpha`` up to ``floor(alpha * len(dataset))`` indices), so :meth:`needs` says what a rank
-    must receive, and :meth:`plan_summary` how many coded transmissions deliver the epoch.
+    ``alpha`` ``floor(alpha * len(dataset))`` indices), so :meth:`needs` says what a rank must
+    receive, and :meth:`plan_summary` how many coded transmissions deliver the epoch: the
+    counts of the command line's epoch ``e`` for the same seed, ranks and settings.
 
     Within a rank the order is shuffled by the project's ChaCha8 stream of ``(seed, epoch,
     rank)``; ``shuffle=False`` keeps the assignment and serves it in increasing order.
