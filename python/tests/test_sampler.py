@@ -342,6 +342,14 @@ def test_the_state_holds_plain_values_only():
     s = CodedShuffleSampler(50, num_replicas=2, rank=0, alpha=0.6)
     s.set_epoch(2)
     assert plain(s.state_dict())
+    # torch.save pickles with protocol 2 (bytes as _codecs.encode, which torch.load's
+    # weights_only unpickler allows); the state survives it.
+    t = CodedShuffleSampler(50, num_replicas=2, rank=1)
+    t.load_state_dict(pickle.loads(pickle.dumps(s.state_dict(), protocol=2)))
+    assert (
+        t.epoch == 2
+        and t.indices().tolist() == CodedShuffleSampler(50, 2, 1, alpha=0.6)._at(2).indices().tolist()
+    )
 
 
 @pytest.mark.parametrize(
