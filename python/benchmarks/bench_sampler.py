@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pickle
 import statistics
 import subprocess
@@ -36,10 +37,19 @@ def median_seconds(fn, repeat):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", help="path of the ubershuffle binary, to compare plan_seconds")
-    ap.add_argument("--alpha", type=float, default=None, help="cache ratio of the sampler (default: none)")
+    ap.add_argument("--repeat", type=int, default=5, help="runs of each plan comparison (median)")
+    ap.add_argument("--plan-only", action="store_true", help="only the plan comparison (needs --cli)")
     args = ap.parse_args()
+    print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} CPUs)")
+    if not args.plan_only:
+        sampler_figures()
+    if args.cli:
+        plan_figures(args.cli, args.repeat)
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
 
-    s = ubershuffle.CodedShuffleSampler(Q, num_replicas=WORLD, rank=3, seed=1, alpha=args.alpha)
+
+def sampler_figures() -> None:
+    s = ubershuffle.CodedShuffleSampler(Q, num_replicas=WORLD, rank=3, seed=1)
     steps = []
     for e in range(1, 11):
         t = time.perf_counter()
@@ -89,43 +99,30 @@ def main() -> None:
         f"{time.perf_counter() - t:.2f} s"
     )
 
-    if args.cli:
-        # Each measurement in a fresh process on both sides (a warm heap in a long-lived process
-        # would favour Python), median of 5, alternating CLI and Python runs.
-        cases = [
-            ("ubershuffle-opt", 20, 100000, 0.4),
-            ("clique-cover", 100, 200000, 0.3),
-            ("coded", 20, 1000000, 0.55),
-        ]
-        for scheme, n_, q_, a_ in cases:
-            cmd = [
-                args.cli,
-                "plan",
-                "--scheme",
-                scheme,
-                "-n",
-                str(n_),
-                "-q",
-                str(q_),
-                "-a",
-                str(a_),
-                "--json",
-            ]
-            code = (
-                "import json, ubershuffle; "
-                f"print(ubershuffle.plan({n_}, {q_}, {a_}, {scheme!r}).plan_seconds)"
-            )
-            cli, py = [], []
-            for _ in range(5):
-                out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-                cli.append(json.loads(out)["plan_seconds"])
-                out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-                py.append(float(out.stdout))
-            c, p = statistics.median(cli), statistics.median(py)
-            print(
-                f"plan {scheme} n={n_} q={q_} alpha={a_}: CLI plan_seconds {c:.3f} s, "
-                f"Python {p:.3f} s ({100 * (p / c - 1):+.1f} %)"
-            )
+
+def plan_figures(cli_path: str, repeat: int) -> None:
+    """plan_seconds of the command line and of ubershuffle.plan for the same arguments, each
+    run in a fresh process (a warm heap in a long-lived process would favour Python),
+    alternating, median of `repeat`."""
+    cases = [
+        ("ubershuffle-opt", 20, 100000, 0.4),
+        ("clique-cover", 100, 200000, 0.3),
+        ("coded", 20, 1000000, 0.55),
+    ]
+    for scheme, n, q, a in cases:
+        cmd = [cli_path, "plan", "--scheme", scheme, "-n", str(n), "-q", str(q), "-a", str(a), "--json"]
+        code = f"import ubershuffle; print(ubershuffle.plan({n}, {q}, {a}, {scheme!r}).plan_seconds)"
+        cli, py = [], []
+        for _ in range(repeat):
+            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+            cli.append(json.loads(out)["plan_seconds"])
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+            py.append(float(out.stdout))
+        c, p = statistics.median(cli), statistics.median(py)
+        print(
+            f"plan {scheme} n={n} q={q} alpha={a}: CLI plan_seconds {c:.3f} s, "
+            f"Python {p:.3f} s ({100 * (p / c - 1):+.1f} %), median of {repeat}"
+        )
 
 
 if __name__ == "__main__":

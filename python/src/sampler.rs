@@ -651,6 +651,9 @@ impl SamplerCore {
             .into());
         }
         let world = catch(|| planning::count("num_replicas", world))?;
+        if world == 0 {
+            return Err(bad("num_replicas must be at least 1, got 0").into());
+        }
         let policy: String = get("policy")?.extract()?;
         let fraction: Option<f64> = get("fraction")?.extract()?;
         let alpha: Option<f64> = get("alpha")?.extract()?;
@@ -689,7 +692,9 @@ impl SamplerCore {
         } else {
             let lists = lists_from_bytes(get("lists")?.extract::<&[u8]>()?)?;
             let real: Vec<usize> = get("real")?.extract()?;
-            if real.len() != lists.len() || real.iter().zip(&lists).any(|(r, l)| *r > l.len()) {
+            let out_of_range = lists.iter().flatten().any(|&p| p as usize >= config.points);
+            if out_of_range || real.len() != lists.len() || real.iter().zip(&lists).any(|(r, l)| *r > l.len())
+            {
                 return Err(bad("the sampler state is corrupt (remainder lengths)").into());
             }
             Current::Remainder { lists, real }
@@ -707,7 +712,7 @@ impl SamplerCore {
             .into());
         }
         let rest = catch(|| saved.remaining(position, shuffle_within, drop_last))?;
-        let current = py.detach(|| Self::deal(config.seed, epoch, world, rest, shuffle_within));
+        let current = guarded(py, || Ok(Self::deal(config.seed, epoch, world, rest, shuffle_within)))?;
         *self = SamplerCore { config, world, epoch, segment_start, current };
         Ok(0)
     }
