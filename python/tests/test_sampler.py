@@ -376,3 +376,38 @@ def test_plan_summary_is_the_cli_epoch_of_the_same_chain(policy, fraction, alpha
     t = CodedShuffleSampler(1200, num_replicas=6, rank=3)
     t.load_state_dict(s.state_dict())
     assert t.plan_summary()["transmissions"] == want[2]["transmissions"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    old=st.sampled_from([1, 3, 4, 8]),
+    new=st.sampled_from([1, 3, 4, 8]),
+    extra=st.integers(0, 90),
+    epoch=st.integers(0, 3),
+    frac=st.floats(0, 1),
+    drop_last=st.booleans(),
+    policy=st.sampled_from(POLICIES),
+)
+def test_elastic_resume_property(old, new, extra, epoch, frac, drop_last, policy):
+    """Any world sizes, any position: the interrupted epoch's unserved samples are served
+    exactly once by the new ranks, in step; the next epoch covers every index once."""
+    q = max(old, new) + extra
+    kw = dict(policy=policy[0], fraction=policy[1])
+    k = int(frac * expected_len(q, old, drop_last))
+    ss, served, ms, rest = elastic(q, old, new, epoch, k, drop_last=drop_last, **kw)
+    assert len({len(r) for r in rest}) == 1
+    epoch_set = set()
+    for s in ss:
+        order = s.indices().tolist()
+        epoch_set.update(order[: min(len(s.batch()), len(order))])
+    done = {i for part in served for i in part}
+    real = Counter()
+    for m, r in zip(ms, rest):
+        full = m.indices().tolist()
+        offset = len(full) - len(r)  # a same-size resume continues at k; a new size from 0
+        assert full[offset:] == r
+        real.update(r[: max(0, min(len(m.batch()), len(full)) - offset)])
+    assert all(c == 1 for c in real.values()) and set(real) == epoch_set - done
+    for m in ms:
+        m.set_epoch(epoch + 1)
+    check_epoch(ms, q, drop_last)
