@@ -617,7 +617,13 @@ impl SamplerCore {
         match &self.current {
             Current::Chain { chain, before, .. } => {
                 d.set_item("kind", "chain")?;
-                d.set_item("chain", chain_state_dict(py, chain.state())?)?;
+                // Without a pliable scheme the chain's state after this epoch is one cheap step
+                // from the state before it: only that is kept (half the size).
+                let after = match before {
+                    Some(_) if !c.pliable => None,
+                    _ => Some(chain_state_dict(py, chain.state())?),
+                };
+                d.set_item("chain", after)?;
                 d.set_item("before", before.as_ref().map(|b| chain_state_dict(py, b)).transpose()?)?;
             }
             Current::Remainder { lists, real } => {
@@ -682,13 +688,29 @@ impl SamplerCore {
         let kind: String = get("kind")?.extract()?;
         let current = if kind == "chain" {
             let params = catch(|| chain_params(&config, saved_world, segment_start))?;
-            let state = chain_state_from(&get("chain")?)?;
             let before = match get("before")?.is_none() {
                 true => None,
                 false => Some(chain_state_from(&get("before")?)?),
             };
-            let chain = catch(|| EpochChain::with_state(params, state).map_err(bad_error))?;
-            Current::Chain { chain, before, made: None }
+            let after = get("chain")?;
+            match (after.is_none(), before) {
+                (false, before) => {
+                    let state = chain_state_from(&after)?;
+                    let chain = catch(|| EpochChain::with_state(params, state).map_err(bad_error))?;
+                    Current::Chain { chain, before, made: None }
+                }
+                (true, Some(before)) => {
+                    // The epoch is one step from the state before it (no planning: not pliable).
+                    let config = config.clone();
+                    guarded(py, move || {
+                        let chain = EpochChain::with_state(params, before).map_err(bad_error)?;
+                        let mut current = Current::Chain { chain, before: None, made: None };
+                        Self::step(&config, &mut current)?;
+                        Ok(current)
+                    })?
+                }
+                (true, None) => return Err(bad("the sampler state is corrupt (it has no chain)").into()),
+            }
         } else {
             let lists = lists_from_bytes(get("lists")?.extract::<&[u8]>()?)?;
             let real: Vec<usize> = get("real")?.extract()?;

@@ -8,6 +8,12 @@ import pathlib
 import subprocess
 
 import pytest
+from hypothesis import settings
+
+# Property tests: 30 examples each by default (CI); UBERSHUFFLE_HYPOTHESIS=thorough runs 300.
+settings.register_profile("default", max_examples=30, deadline=None)
+settings.register_profile("thorough", max_examples=300, deadline=None)
+settings.load_profile(os.environ.get("UBERSHUFFLE_HYPOTHESIS", "default"))
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

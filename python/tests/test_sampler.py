@@ -9,7 +9,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import ubershuffle as us
@@ -55,7 +55,6 @@ def check_epoch(ss, q, drop_last):
     assert sorted(seen) == list(range(q)) and all(c == 1 for c in seen.values())
 
 
-@settings(max_examples=40, deadline=None)
 @given(
     world=st.sampled_from([1, 3, 4, 8]),
     extra=st.integers(0, 120),
@@ -154,7 +153,6 @@ def served_until(ss, k):
     return out
 
 
-@settings(max_examples=30, deadline=None)
 @given(
     q=st.integers(8, 200),
     world=st.sampled_from([1, 3, 4, 8]),
@@ -378,7 +376,6 @@ def test_plan_summary_is_the_cli_epoch_of_the_same_chain(policy, fraction, alpha
     assert t.plan_summary()["transmissions"] == want[2]["transmissions"]
 
 
-@settings(max_examples=25, deadline=None)
 @given(
     old=st.sampled_from([1, 3, 4, 8]),
     new=st.sampled_from([1, 3, 4, 8]),
