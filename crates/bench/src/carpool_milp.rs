@@ -261,7 +261,8 @@ fn place(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ubershuffle_core::{GeneratorParams, PlannerOptions, planner_by_name, seeded, verify};
+    use ubershuffle_core::{GeneratorParams, PlannerOptions, seeded, verify};
+    use ubershuffle_planners::planner_by_name;
 
     #[test]
     fn the_paper_example_needs_three() {

@@ -8,7 +8,8 @@ use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use ubershuffle_codes::{Decoder, Encoder, Packet, Records};
-use ubershuffle_core::{GeneratorParams, PlannerOptions, planner_by_name, seeded};
+use ubershuffle_core::{GeneratorParams, PlannerOptions, seeded};
+use ubershuffle_planners::planner_by_name;
 
 const WIDTH: usize = 4096;
 

@@ -6,11 +6,12 @@
 use proptest::prelude::*;
 use ubershuffle_codes::{DecodeError, Decoder, Encoder, Packet, Records};
 use ubershuffle_core::arbitrary_instance;
-use ubershuffle_core::planners::UncodedPlanner;
 use ubershuffle_core::rng::{seeded, shuffle};
 use ubershuffle_core::{
-    GeneratorParams, Part, Plan, PlanError, PlannerOptions, ShuffleInstance, ShufflePlanner, builtin_planners,
+    GeneratorParams, Part, Plan, PlanError, PlannerOptions, ShuffleInstance, ShufflePlanner,
 };
+use ubershuffle_planners::builtin_planners;
+use ubershuffle_planners::planners::UncodedPlanner;
 
 /// Encodes `plan`, delivers every packet to every worker in an order drawn from `order_seed`
 /// (through the binary packet form), and checks every worker's new records.
@@ -51,7 +52,8 @@ fn every_planner_round_trips(inst: &ShuffleInstance, width: usize, order_seed: u
 /// the batches the master chose (for each randomness level, and the paper's fresh setting).
 #[test]
 fn pliable_choices_round_trip() {
-    use ubershuffle_core::pliable::{PaperSetting, PliableRequest, Randomness};
+    use ubershuffle_core::pliable::{PliableRequest, Randomness};
+    use ubershuffle_planners::PaperSetting;
     let inst = GeneratorParams { workers: 6, points: 240, alpha: 0.35, seed: 8 }.check().unwrap().generate();
     let mut requests: Vec<PliableRequest> = [1, 2, 4]
         .into_iter()
@@ -161,8 +163,8 @@ proptest! {
 /// decoding deliver real bytes, whatever order the packets arrive in.
 #[test]
 fn no_excess_planners_round_trip_on_random_shuffle_matrices() {
-    use ubershuffle_core::no_excess::{random_no_excess_instance, random_permutation_sum};
-    use ubershuffle_core::planner_by_name;
+    use ubershuffle_planners::no_excess::{random_no_excess_instance, random_permutation_sum};
+    use ubershuffle_planners::planner_by_name;
     let mut draw = seeded(12);
     for case in 0..40u64 {
         let workers = 2 + (case % 7) as usize;

@@ -182,9 +182,28 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use ubershuffle_core::{Plan, PlanError, SeededRng, ShuffleInstance, planners::UncodedPlanner, verify};
+    use ubershuffle_core::{Part, Plan, PlanError, SeededRng, ShuffleInstance, verify};
 
     use crate::wire::{decode_plan, encode_instance};
+
+    /// Unicasts every needed point (the uncoded scheme, written here: the plugin API builds
+    /// against the core alone).
+    struct UncodedPlanner;
+    impl ShufflePlanner for UncodedPlanner {
+        fn name(&self) -> &str {
+            "uncoded"
+        }
+        fn description(&self) -> &str {
+            "every needed point on its own"
+        }
+        fn plan(&self, inst: &ShuffleInstance, _: &mut SeededRng) -> Result<Plan, PlanError> {
+            let mut plan = Plan::new();
+            for w in 0..inst.workers() {
+                inst.needs(w).into_iter().for_each(|p| plan.push(&[Part::new(p, w)]));
+            }
+            Ok(plan)
+        }
+    }
 
     struct Panicking;
     impl ShufflePlanner for Panicking {

@@ -49,7 +49,8 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use ubershuffle_core::{PlannerOptions, planner_by_name, seeded};
+    use ubershuffle_core::{PlannerOptions, seeded};
+    use ubershuffle_planners::planner_by_name;
 
     #[test]
     fn coded_packets_are_broadcast_and_unicasts_go_point_to_point() {

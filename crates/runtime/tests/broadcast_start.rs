@@ -9,10 +9,11 @@
 
 use std::time::Duration;
 
+use ubershuffle_core::PlannerOptions;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
-use ubershuffle_core::{PlannerOptions, planner_by_name};
 use ubershuffle_learners::data::synthetic::linear_regression;
 use ubershuffle_learners::straggler::NoStragglers;
+use ubershuffle_planners::planner_by_name;
 use ubershuffle_runtime::in_process::{InProcessRun, run_in_process};
 use ubershuffle_runtime::{EpochMetrics, LearnerSpec, RunConfig, RunData};
 use ubershuffle_transport::in_process::{InProcessConfig, LinkShaping};

@@ -7,10 +7,11 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
+use ubershuffle_core::PlannerOptions;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
-use ubershuffle_core::{PlannerOptions, planner_by_name};
 use ubershuffle_learners::data::synthetic::linear_regression;
 use ubershuffle_learners::straggler::NoStragglers;
+use ubershuffle_planners::planner_by_name;
 use ubershuffle_runtime::{
     LearnerSpec, Master, RunConfig, RunData, RunReport, WorkerExit, WorkerOptions, WorkerSummary, run_worker,
 };

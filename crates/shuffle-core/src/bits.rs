@@ -3,36 +3,36 @@
 
 /// Words needed for `bits` bits.
 #[inline]
-pub(crate) const fn words_for(bits: usize) -> usize {
+pub const fn words_for(bits: usize) -> usize {
     bits.div_ceil(64)
 }
 
 /// Whether bit `i` is set (false past the end).
 #[inline]
-pub(crate) fn get(words: &[u64], i: usize) -> bool {
+pub fn get(words: &[u64], i: usize) -> bool {
     words.get(i / 64).is_some_and(|w| w >> (i % 64) & 1 == 1)
 }
 
 /// Sets bit `i` (which must lie inside `words`).
 #[inline]
-pub(crate) fn set(words: &mut [u64], i: usize) {
+pub fn set(words: &mut [u64], i: usize) {
     words[i / 64] |= 1 << (i % 64);
 }
 
 /// Clears bit `i` (which must lie inside `words`).
 #[inline]
-pub(crate) fn clear(words: &mut [u64], i: usize) {
+pub fn clear(words: &mut [u64], i: usize) {
     words[i / 64] &= !(1 << (i % 64));
 }
 
 /// The number of set bits.
 #[inline]
-pub(crate) fn count(words: &[u64]) -> usize {
+pub fn count(words: &[u64]) -> usize {
     words.iter().map(|w| w.count_ones() as usize).sum()
 }
 
 /// The number of set bits among bits `range` (which must lie inside `words`).
-pub(crate) fn count_range(words: &[u64], range: std::ops::Range<usize>) -> usize {
+pub fn count_range(words: &[u64], range: std::ops::Range<usize>) -> usize {
     if range.start >= range.end {
         return 0;
     }
@@ -49,19 +49,19 @@ pub(crate) fn count_range(words: &[u64], range: std::ops::Range<usize>) -> usize
 
 /// `|a ∩ b|` over the common length.
 #[inline]
-pub(crate) fn and_count(a: &[u64], b: &[u64]) -> usize {
+pub fn and_count(a: &[u64], b: &[u64]) -> usize {
     a.iter().zip(b).map(|(x, y)| (x & y).count_ones() as usize).sum()
 }
 
 /// Whether every bit of `a` is set in `b` (bits of `a` past `b`'s end must be clear).
 #[inline]
-pub(crate) fn is_subset(a: &[u64], b: &[u64]) -> bool {
+pub fn is_subset(a: &[u64], b: &[u64]) -> bool {
     a.iter().enumerate().all(|(k, x)| x & !b.get(k).copied().unwrap_or(0) == 0)
 }
 
 /// The set bits in increasing order.
 #[derive(Clone, Debug)]
-pub(crate) struct Ones<'a> {
+pub struct Ones<'a> {
     words: &'a [u64],
     index: usize,
     current: u64,
@@ -69,7 +69,7 @@ pub(crate) struct Ones<'a> {
 
 impl<'a> Ones<'a> {
     /// The set bits of `words`.
-    pub(crate) fn new(words: &'a [u64]) -> Self {
+    pub fn new(words: &'a [u64]) -> Self {
         Ones { words, index: 0, current: words.first().copied().unwrap_or(0) }
     }
 }

@@ -9,18 +9,33 @@
 //! assignment), and committed ([`EpochChain::commit`]: each worker keeps its new batch and
 //! refills its cache by [`next_cache`]).
 //!
+//! With any [`ShufflePlanner`] (the `ubershuffle-planners` crate has the schemes; here, unicasts):
+//!
 //! ```
 //! use ubershuffle_core::epoch_chain::{ChainParams, EpochChain};
 //! use ubershuffle_core::exchange_policy::ExchangePolicy;
-//! use ubershuffle_core::{PlannerOptions, planner_by_name, verify};
+//! use ubershuffle_core::{Part, Plan, PlanError, SeededRng, ShuffleInstance, ShufflePlanner};
+//!
+//! struct Unicasts;
+//! impl ShufflePlanner for Unicasts {
+//!     fn name(&self) -> &str { "unicasts" }
+//!     fn description(&self) -> &str { "every needed point on its own" }
+//!     fn plan(&self, inst: &ShuffleInstance, _: &mut SeededRng) -> Result<Plan, PlanError> {
+//!         let mut plan = Plan::with_capacity(0, 0);
+//!         for w in 0..inst.workers() {
+//!             inst.needs(w).into_iter().for_each(|p| plan.push(&[Part::new(p, w)]));
+//!         }
+//!         Ok(plan)
+//!     }
+//! }
 //!
 //! let params = ChainParams::new(4, 400, ExchangePolicy::PartialLocal { fraction: 0.3 }, 7)
 //!     .with_cache_capacity(200);
 //! let mut chain = EpochChain::new(params)?;
-//! let planner = planner_by_name("coded", &PlannerOptions::default())?;
+//! let planner = Unicasts;
 //! for _ in 0..3 {
 //!     let drawn = chain.draw(&chain.all_workers(), 0)?;
-//!     let planned = drawn.plan(planner.as_ref(), None)?;
+//!     let planned = drawn.plan(&planner, None)?;
 //!     planned.verify()?;
 //!     chain.commit(&planned);
 //! }
@@ -581,7 +596,3 @@ fn rank(seed: u64, epoch: u32, worker: u32, point: u32) -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
 }
-
-#[cfg(test)]
-#[path = "epoch_chain_tests.rs"]
-mod tests;

@@ -5,7 +5,7 @@
 //! fraction `Q` of its points to a common exchange and gets as many back. `Q = 0` is local
 //! shuffling (each worker keeps its partition and only reorders it, which changes nothing
 //! here), `Q = 1` is a global reshuffle. An epoch under a policy is an ordinary
-//! [`ShuffleInstance`] (caches = the current batches, plus any excess storage; assignment = the
+//! [`crate::ShuffleInstance`] (caches = the current batches, plus any excess storage; assignment = the
 //! exchanged batches), so any [`crate::ShufflePlanner`] can plan it: the exchange itself can be
 //! coded. The epochs of a run under a policy are the [`crate::epoch_chain::EpochChain`]'s.
 

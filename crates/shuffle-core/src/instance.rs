@@ -248,12 +248,12 @@ impl ShuffleInstance {
     }
 
     /// The owner of every point under the new assignment, indexed by point.
-    pub(crate) fn owners(&self) -> &[u32] {
+    pub fn owners(&self) -> &[u32] {
         &self.owner
     }
 
     /// An instance with the same caches and another assignment (validated as usual).
-    pub(crate) fn with_assignment(&self, assignment: Vec<Vec<u32>>) -> Result<Self, InstanceError> {
+    pub fn with_assignment(&self, assignment: Vec<Vec<u32>>) -> Result<Self, InstanceError> {
         ShuffleInstance::from_stored(self.workers(), self.points, self.cache.clone(), assignment)
     }
 

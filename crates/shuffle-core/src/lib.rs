@@ -1,25 +1,19 @@
 #![doc = include_str!("../README.md")]
 
-mod bits;
-pub mod bounds;
-mod carpool;
+// Word-level bitset helpers: public for the planners crate, not a stable API.
+#[doc(hidden)]
+pub mod bits;
 pub mod epoch_chain;
 pub mod exchange_policy;
 mod generator;
 mod instance;
 pub mod limits;
-pub mod no_excess;
-mod packing;
 mod plan;
 mod plan_error;
 mod planner;
-pub mod planners;
 pub mod pliable;
 mod point_set;
-mod requests;
 pub mod rng;
-pub mod scale;
-mod tables;
 pub mod theory;
 mod verify;
 pub mod wire;
@@ -33,7 +27,6 @@ pub use instance::{InstanceError, ShuffleInstance};
 pub use plan::{Part, Plan};
 pub use plan_error::PlanError;
 pub use planner::{Planned, PlannerOptions, ShufflePlanner, Tried, WORK_PER_SECOND, work_units};
-pub use planners::{PlannerEntry, UnknownScheme, builtin_names, builtin_planners, planner_by_name};
 pub use point_set::{PointIter, PointSet};
 pub use rng::{SeededRng, seeded};
 pub use verify::{Peeling, VerifyError, VerifyReport, WorkerShortfall, check_plan, peel, verify};

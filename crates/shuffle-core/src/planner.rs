@@ -1,5 +1,5 @@
 //! [`ShufflePlanner`], the one trait every shuffling scheme implements, and the options the
-//! built-in planners share. The registry of built-in planners lives in [`crate::planners`].
+//! built-in planners share. The built-in planners and their registry live in the `ubershuffle-planners` crate.
 
 use std::time::Duration;
 
@@ -63,7 +63,7 @@ pub trait ShufflePlanner: Send + Sync {
 
     /// Whether the scheme can plan `inst` within its limits and budget, decided at once
     /// without planning: `Err` is the error [`ShufflePlanner::plan`] would return at once.
-    /// A portfolio ([`crate::planners::AutoPlanner`]) skips the schemes that do not fit. The
+    /// A portfolio (`auto` of the planners crate) skips the schemes that do not fit. The
     /// default says yes.
     fn fits(&self, inst: &ShuffleInstance) -> Result<(), PlanError> {
         let _ = inst;
@@ -98,6 +98,13 @@ pub struct Planned {
     pub made_by: String,
     /// Every scheme tried, in order, with its count or why it was skipped.
     pub tried: Vec<Tried>,
+}
+
+impl Planned {
+    /// `plan`, made by `made_by` after trying `tried`.
+    pub fn new(plan: Plan, made_by: impl Into<String>, tried: Vec<Tried>) -> Self {
+        Planned { plan, made_by: made_by.into(), tried }
+    }
 }
 
 /// One scheme a planner tried: its count, or why it did not plan.

@@ -116,8 +116,7 @@ impl WorkerSet {
 
     /// The set whose members are the set bits of `words` (bit `i` of word `k` is worker
     /// `64 k + i`).
-    #[cfg(test)]
-    pub(crate) fn from_words(words: &[u64]) -> Self {
+    pub fn from_words(words: &[u64]) -> Self {
         let mut set = WorkerSet { words: words.to_vec() };
         set.trim();
         set

@@ -10,7 +10,8 @@
 use std::process::ExitCode;
 
 use ubershuffle_codes::{Decoder, Encoder, Packet, Records};
-use ubershuffle_core::{GeneratorParams, PlannerOptions, planner_by_name, rng::seeded_stream, verify};
+use ubershuffle_core::{GeneratorParams, PlannerOptions, rng::seeded_stream, verify};
+use ubershuffle_planners::planner_by_name;
 use ubershuffle_transport::Transport;
 use ubershuffle_transport::mpi::MpiTransport;
 

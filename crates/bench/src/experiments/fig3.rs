@@ -9,9 +9,9 @@
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use ubershuffle_core::bounds::best_lower_bound;
 use ubershuffle_core::theory::theorem1_coded_transmissions;
 use ubershuffle_core::{GeneratorParams, PlannerOptions, ShufflePlanner, rng::seeded_stream, verify};
+use ubershuffle_planners::bounds::best_lower_bound;
 
 use super::Context;
 use crate::report::{Headline, LineChart, Report, Row, Series, markdown_table, median};
@@ -202,7 +202,7 @@ fn summary(sweep: &Sweep, rows: &[Planned]) -> String {
     format!(
         "Medians over {} seed(s) of the packets each scheme sends, n = {WORKERS}; every plan passed \
          `verify`. `ubershuffle-opt` ran with a budget of {:.0} s (work units, so counts do not depend on \
-         the machine's load). The lower bound is the best of `ubershuffle_core::bounds` (the \
+         the machine's load). The lower bound is the best of `ubershuffle_planners::bounds` (the \
          acyclic-subgraph index-coding bound, exact over worker orders). `auto` (the portfolio of \
          `clique-cover`, `ubershuffle-opt` and `cycle-packing`, same budget) sent no more than \
          `ubershuffle-opt` on {} of {} instances, and fewer on {}.\n\n\

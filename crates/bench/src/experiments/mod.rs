@@ -102,7 +102,7 @@ pub(crate) fn planner(
     name: &str,
     options: &ubershuffle_core::PlannerOptions,
 ) -> anyhow::Result<Box<dyn ubershuffle_core::ShufflePlanner>> {
-    Ok(ubershuffle_core::planner_by_name(name, options)?)
+    Ok(ubershuffle_planners::planner_by_name(name, options)?)
 }
 
 /// The experiment called `name`, or an error naming the known ones.

@@ -14,9 +14,10 @@
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use ubershuffle_core::pliable::{PaperSetting, PliableRequest, Randomness, verify_pliable};
+use ubershuffle_core::pliable::{PliableRequest, Randomness, verify_pliable};
 use ubershuffle_core::rng::seeded_stream;
 use ubershuffle_core::{GeneratorParams, PlanError, PlannerOptions, ShufflePlanner, verify};
+use ubershuffle_planners::PaperSetting;
 
 use super::{Context, pliable_training};
 use crate::report::{Headline, LineChart, Report, Row, Series, markdown_table, median};

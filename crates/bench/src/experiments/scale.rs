@@ -16,8 +16,8 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use serde::{Deserialize, Serialize};
 use ubershuffle_core::limits::peak_rss_bytes;
-use ubershuffle_core::scale::measure_scale_point;
 use ubershuffle_core::{GeneratorParams, PlannerOptions};
+use ubershuffle_planners::scale::measure_scale_point;
 
 use super::Context;
 use crate::report::{Headline, LineChart, Report, Row, Series, markdown_table};

@@ -11,8 +11,8 @@ use std::time::Instant;
 
 use serde::Serialize;
 use ubershuffle_codes::{Decoder, Encoder, Records};
-use ubershuffle_core::bounds::best_lower_bound;
 use ubershuffle_core::{GeneratorParams, PlannerOptions, rng::seeded_stream, verify};
+use ubershuffle_planners::bounds::best_lower_bound;
 
 use super::Context;
 use crate::report::{Headline, Report, Row, markdown_table, median};

@@ -13,13 +13,13 @@
 //! and Theorem 3's `(K-1)N/K`, all divided by N. Every plan passes `verify` first.
 
 use serde::Serialize;
-use ubershuffle_core::bounds::theorem2_ordering;
-use ubershuffle_core::no_excess::{
+use ubershuffle_core::rng::{seeded, seeded_stream};
+use ubershuffle_core::{PlannerOptions, ShuffleInstance, ShufflePlanner, verify};
+use ubershuffle_planners::bounds::theorem2_ordering;
+use ubershuffle_planners::no_excess::{
     GreedyOrder, ShuffleMatrix, greedy_packing, pack_cycles, random_no_excess_instance,
     random_permutation_sum,
 };
-use ubershuffle_core::rng::{seeded, seeded_stream};
-use ubershuffle_core::{PlannerOptions, ShuffleInstance, ShufflePlanner, verify};
 
 use super::Context;
 use crate::report::{Headline, LineChart, Report, Row, Series, markdown_table};

@@ -5,14 +5,15 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use serde_json::json;
-use ubershuffle_core::bounds::best_lower_bound;
 use ubershuffle_core::limits::{Limits, instance_bytes};
-use ubershuffle_core::no_excess::{ShuffleMatrix, random_no_excess_instance};
 use ubershuffle_core::theory::theorem1_coded_transmissions;
 use ubershuffle_core::{
     GeneratorParams, Plan, PlannerOptions, ShuffleInstance, ShufflePlanner, Tried, VerifyReport,
-    cache_size_for, planner_by_name, rng::seeded_stream, seeded, verify,
+    cache_size_for, rng::seeded_stream, seeded, verify,
 };
+use ubershuffle_planners::bounds::best_lower_bound;
+use ubershuffle_planners::no_excess::{ShuffleMatrix, random_no_excess_instance};
+use ubershuffle_planners::planner_by_name;
 use ubershuffle_plugin_host::PluginLibrary;
 
 use crate::cli::{InstanceSource, PlanArgs};

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 use ubershuffle_core::ShuffleInstance;
-use ubershuffle_core::no_excess::ShuffleMatrix;
+use ubershuffle_planners::no_excess::ShuffleMatrix;
 
 /// `shuffle_matrix` (its text form), `achievable_bound` (eq. (43)), `ignored_worker` and
 /// `worst_case` (Theorem 3, `(K-1) N/K`; null when `K` does not divide `N`); nothing when the

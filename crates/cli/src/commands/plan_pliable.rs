@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use serde_json::json;
-use ubershuffle_core::bounds::best_lower_bound;
 use ubershuffle_core::pliable::{PliableRequest, Randomness, verify_pliable};
 use ubershuffle_core::rng::seeded_stream;
 use ubershuffle_core::{GeneratorParams, ShuffleInstance, ShufflePlanner, cache_size_for, seeded};
+use ubershuffle_planners::bounds::best_lower_bound;
 use ubershuffle_runtime::write_atomically;
 
 use super::plan::{check_generated, load_instance};

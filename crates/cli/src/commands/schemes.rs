@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use serde_json::json;
-use ubershuffle_core::builtin_planners;
+use ubershuffle_planners::builtin_planners;
 use ubershuffle_plugin_host::PluginLibrary;
 
 use crate::cli::SchemesArgs;

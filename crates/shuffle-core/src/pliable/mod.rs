@@ -9,36 +9,23 @@
 //! packets that deliver the batches, so that points go where they are cached or where one
 //! packet can serve many workers. [`verify_pliable`] checks the constraint, full batches and
 //! decoding; [`RandomnessStats`] and [`OwnerFrequencies`] measure how random the chosen
-//! assignments are. [`PaperSetting`] is the paper's own model (every batch new to its worker).
+//! assignments are. `ubershuffle_planners::PaperSetting` is the paper's own model (every batch new to its worker).
 //!
-//! The planners are `pliable-greedy` ([`crate::planners::PliableGreedyPlanner`]) and
-//! `pliable-hierarchical` ([`crate::planners::PliableHierarchicalPlanner`]); both are in the
-//! registry, and [`crate::ShufflePlanner::as_pliable`] reaches their pliable side. Given a fixed
+//! The planners are `pliable-greedy` and `pliable-hierarchical` of the `ubershuffle-planners`
+//! crate; both are in its registry, and [`crate::ShufflePlanner::as_pliable`] reaches their
+//! pliable side. Given a fixed
 //! instance through [`crate::ShufflePlanner::plan`] they plan it as a request with one
 //! candidate per point.
 //!
-//! ```
-//! use ubershuffle_core::pliable::{PliableRequest, Randomness, verify_pliable};
-//! use ubershuffle_core::{GeneratorParams, PlannerOptions, ShufflePlanner, planner_by_name, seeded};
-//!
-//! let inst = GeneratorParams { workers: 10, points: 2000, alpha: 0.3, seed: 1 }.check()?.generate();
-//! let request = PliableRequest::new(inst.clone(), Randomness::Candidates(3), &mut seeded(1))?;
-//! let greedy = planner_by_name("pliable-greedy", &PlannerOptions::default())?;
-//! let planned = greedy.as_pliable().unwrap().plan_pliable(&request, &mut seeded(2))?;
-//! assert!(verify_pliable(&request, &planned)?.is_valid());
-//! let fixed = planner_by_name("auto", &PlannerOptions::default())?.plan(&inst, &mut seeded(2))?;
-//! assert!(2 * planned.plan.len() < fixed.len());
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! `ubershuffle_planners::planners::PliableGreedyPlanner`'s documentation shows a request
+//! planned and verified.
 
-mod assign;
-mod paper;
+mod menu;
 mod randomness;
 mod request;
 mod verify;
 
-pub(crate) use assign::{Assigner, Menu};
-pub use paper::PaperSetting;
+pub use menu::{CacherBits, Candidates, Menu};
 pub use randomness::{OwnerFrequencies, ParseRandomnessError, Randomness, RandomnessStats};
 pub use request::{MAX_LAYER_ENTRIES, PliableError, PliableRequest};
 pub use verify::{PliableReport, RandomnessJson, verify_choice, verify_pliable};

@@ -1,7 +1,7 @@
 //! [`PliableRequest`]: one epoch of pliable shuffling, where the master chooses the new
 //! assignment within a randomness constraint; and [`PliableError`].
 
-use super::assign::{CacherBits, Menu};
+use super::menu::{CacherBits, Menu};
 use super::randomness::Randomness;
 use crate::rng::{SeededRng, shuffle};
 use crate::{InstanceError, ShuffleInstance, VerifyError};
@@ -276,12 +276,12 @@ impl PliableRequest {
     }
 
     /// The workers caching point `p`, as a bitset.
-    pub(crate) fn cacher_row(&self, p: u32) -> &[u64] {
+    pub fn cacher_row(&self, p: u32) -> &[u64] {
         self.cachers.row(p)
     }
 
     /// What the planners choose from.
-    pub(crate) fn menu(&self) -> Menu<'_> {
+    pub fn menu(&self) -> Menu<'_> {
         let layers = match self.randomness {
             Randomness::All => Vec::new(),
             Randomness::Candidates(_) => {

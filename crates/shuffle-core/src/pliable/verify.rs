@@ -73,16 +73,20 @@ impl PliableReport {
 /// point of its batch it did not hold. Constraint violations are errors naming the first
 /// offending worker or point; decoding is the report's [`PliableReport::decoding`].
 ///
+/// The fully random assignment, sent by unicasts, always passes (`ubershuffle-planners` has
+/// the schemes that choose better):
+///
 /// ```
-/// use ubershuffle_core::pliable::{PliableRequest, Randomness, verify_pliable};
-/// use ubershuffle_core::{GeneratorParams, PlannerOptions, planner_by_name, seeded};
+/// use ubershuffle_core::pliable::{PliablePlan, PliableRequest, Randomness, verify_pliable};
+/// use ubershuffle_core::{GeneratorParams, Part, Plan, seeded};
 /// let inst = GeneratorParams { workers: 6, points: 600, alpha: 0.4, seed: 1 }.check()?.generate();
-/// let request = PliableRequest::new(inst, Randomness::Candidates(3), &mut seeded(2))?;
-/// let greedy = planner_by_name("pliable-greedy", &PlannerOptions::default())?;
-/// let planned = greedy.as_pliable().unwrap().plan_pliable(&request, &mut seeded(3))?;
-/// let report = verify_pliable(&request, &planned)?;
+/// let request = PliableRequest::new(inst.clone(), Randomness::Candidates(3), &mut seeded(2))?;
+/// let mut plan = Plan::new();
+/// for w in 0..inst.workers() {
+///     inst.needs(w).into_iter().for_each(|p| plan.push(&[Part::new(p, w)]));
+/// }
+/// let report = verify_pliable(&request, &PliablePlan::new(inst, plan, "unicasts"))?;
 /// assert!(report.is_valid());
-/// assert!(planned.plan.len() < report.fully_random_uncoded_transmissions);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn verify_pliable(

@@ -11,8 +11,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use ubershuffle_core::limits::{Limits, instance_bytes};
-use ubershuffle_core::{PlannerOptions, ShufflePlanner, planner_by_name};
+use ubershuffle_core::{PlannerOptions, ShufflePlanner};
 use ubershuffle_learners::StragglerModel;
+use ubershuffle_planners::planner_by_name;
 use ubershuffle_plugin_host::PluginLibrary;
 use ubershuffle_runtime::cluster_job::ClusterJob;
 use ubershuffle_runtime::in_process::{InProcessRun, run_in_process};

@@ -5,7 +5,8 @@
 
 use super::BuiltinPlanner;
 use crate::bits;
-use crate::pliable::{Assigner, Menu, PliablePlan, PliablePlanner, PliableRequest, Randomness};
+use crate::pliable::{Menu, PliablePlan, PliablePlanner, PliableRequest, Randomness};
+use crate::pliable_assigner::Assigner;
 use crate::rng::{SeededRng, shuffle};
 use crate::{
     Part, Plan, PlanError, PlannerOptions, ShuffleInstance, ShufflePlanner, WORK_PER_SECOND, work_units,
@@ -215,7 +216,8 @@ fn round(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pliable::{PaperSetting, verify_pliable};
+    use crate::PaperSetting;
+    use crate::pliable::verify_pliable;
     use crate::{GeneratorParams, seeded, verify};
 
     fn planner() -> PliableHierarchicalPlanner {

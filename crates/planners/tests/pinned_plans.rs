@@ -5,8 +5,8 @@
 
 #![allow(clippy::unwrap_used)] // a test that unwraps fails loudly, which is what it should do
 
-use ubershuffle_core::planners::{UberShuffleOptPlanner, UberShufflePlanner};
 use ubershuffle_core::{GeneratorParams, Plan, ShuffleInstance, ShufflePlanner, seeded, verify};
+use ubershuffle_planners::planners::{UberShuffleOptPlanner, UberShufflePlanner};
 
 fn instance(workers: usize, points: usize, alpha: f64, seed: u64) -> ShuffleInstance {
     GeneratorParams { workers, points, alpha, seed }.check().unwrap().generate()

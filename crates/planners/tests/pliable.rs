@@ -9,11 +9,12 @@
 #![allow(clippy::unwrap_used)] // a test that unwraps fails loudly, which is what it should do
 
 use proptest::prelude::*;
-use ubershuffle_core::pliable::{PaperSetting, PliableRequest, Randomness, verify_pliable};
+use ubershuffle_core::pliable::{PliableRequest, Randomness, verify_pliable};
 use ubershuffle_core::{
-    GeneratorParams, PlanError, PlannerOptions, ShuffleInstance, ShufflePlanner, arbitrary_instance,
-    builtin_planners, planner_by_name, seeded,
+    GeneratorParams, PlanError, PlannerOptions, ShuffleInstance, ShufflePlanner, arbitrary_instance, seeded,
 };
+use ubershuffle_planners::PaperSetting;
+use ubershuffle_planners::{builtin_planners, planner_by_name};
 
 /// Every registered planner with a pliable side.
 fn pliable_planners() -> Vec<Box<dyn ShufflePlanner>> {

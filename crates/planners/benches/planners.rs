@@ -9,12 +9,10 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use ubershuffle_core::bounds::best_lower_bound;
-use ubershuffle_core::planners::{BuiltinPlanner, UberShuffleOptPlanner};
-use ubershuffle_core::{
-    GeneratorParams, PlannerOptions, ShuffleInstance, ShufflePlanner, builtin_planners, planner_by_name,
-    seeded, verify,
-};
+use ubershuffle_core::{GeneratorParams, PlannerOptions, ShuffleInstance, ShufflePlanner, seeded, verify};
+use ubershuffle_planners::bounds::best_lower_bound;
+use ubershuffle_planners::planners::{BuiltinPlanner, UberShuffleOptPlanner};
+use ubershuffle_planners::{builtin_planners, planner_by_name};
 
 fn instance(workers: usize, points: usize, alpha: f64) -> ShuffleInstance {
     GeneratorParams { workers, points, alpha, seed: 1 }.check().expect("valid parameters").generate()
@@ -81,8 +79,9 @@ fn plan_time_no_excess(c: &mut Criterion) {
     for workers in [8, 20] {
         let mut group = c.benchmark_group(format!("plan no excess n={workers} q=1e6"));
         group.sample_size(10);
-        let inst = ubershuffle_core::no_excess::random_no_excess_instance(workers, 1_000_000, &mut seeded(1))
-            .expect("valid parameters");
+        let inst =
+            ubershuffle_planners::no_excess::random_no_excess_instance(workers, 1_000_000, &mut seeded(1))
+                .expect("valid parameters");
         for name in ["uncoded", "coded", "worst-case", "cycle-packing"] {
             let planner = planner_by_name(name, &PlannerOptions::default()).expect("built in");
             group.bench_function(name, |b| {

@@ -153,7 +153,7 @@ impl ShufflePlanner for AutoPlanner {
             made_by = format!("{member}{POLISHED}");
             tried.push(Tried::sent(&made_by, plan.len()));
         }
-        Ok(Planned { plan, made_by, tried })
+        Ok(Planned::new(plan, made_by, tried))
     }
 }
 

@@ -77,13 +77,13 @@ impl CyclePacking {
 /// documentation). Deterministic.
 ///
 /// ```
-/// use ubershuffle_core::no_excess::{ShuffleMatrix, pack_cycles};
+/// use ubershuffle_planners::no_excess::{ShuffleMatrix, pack_cycles};
 /// // Two disjoint 3-cycles among six workers: eq. (43) sends 5, two cycles of 2 XORs send 4.
 /// let s: ShuffleMatrix = "0,1,0,0,0,0;0,0,1,0,0,0;1,0,0,0,0,0;0,0,0,0,1,0;0,0,0,0,0,1;0,0,0,1,0,0".parse()?;
 /// let packing = pack_cycles(&s);
 /// assert_eq!((packing.transmissions(), s.achievable_transmissions()), (4, 5));
 /// assert!(packing.proven_optimal);
-/// # Ok::<(), ubershuffle_core::no_excess::ShuffleMatrixError>(())
+/// # Ok::<(), ubershuffle_planners::no_excess::ShuffleMatrixError>(())
 /// ```
 pub fn pack_cycles(s: &ShuffleMatrix) -> CyclePacking {
     let mut packing = PartialPacking::of(s);

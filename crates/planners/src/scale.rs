@@ -76,7 +76,8 @@ pub enum ScaleError {
 /// every plan. A scheme that refuses the instance (past its reach) gets a row with its reason.
 ///
 /// ```
-/// use ubershuffle_core::{GeneratorParams, PlannerOptions, scale::measure_scale_point};
+/// use ubershuffle_core::{GeneratorParams, PlannerOptions};
+/// use ubershuffle_planners::scale::measure_scale_point;
 /// let params = GeneratorParams { workers: 40, points: 4000, alpha: 0.3, seed: 1 }.check()?;
 /// let rows = measure_scale_point(&params, &["uncoded", "clique-cover"], &PlannerOptions::default())?;
 /// assert_eq!(rows[0].transmissions, Some(rows[0].uncoded));

@@ -6,13 +6,14 @@ use super::{AutoPlanner, BuiltinPlanner};
 use crate::bits;
 use crate::bounds::max_need_bound;
 use crate::packing::{PacketSink, PackingParams, pack_requests_into};
-use crate::pliable::{Assigner, PliablePlan, PliablePlanner, PliableRequest};
+use crate::pliable::{PliablePlan, PliablePlanner, PliableRequest};
+use crate::pliable_assigner::Assigner;
 use crate::requests::{Offers, Requests};
 use crate::{
     Part, Plan, PlanError, Planned, PlannerOptions, SeededRng, ShuffleInstance, ShufflePlanner, work_units,
 };
 
-/// Our pliable planner ([`crate::pliable`]).
+/// Our pliable planner ([`ubershuffle_core::pliable`]).
 ///
 /// 1. *Free*: every point that a candidate with room caches goes to such a candidate (the
 ///    points with the fewest of them first, each to the one with the most room): it costs
@@ -25,7 +26,7 @@ use crate::{
 ///    receiver fixed per point this is `clique-cover`; with `r` the packer finds a receiver
 ///    that fits the packet for most points, so packets grow.
 /// 3. *Completion*: a point whose candidates all filled up is placed along an augmenting path
-///    (see [`crate::pliable`]'s assigner) and sent by unicast.
+///    (see the crate's pliable assigner) and sent by unicast.
 /// 4. *Recoding*: `auto` plans the chosen assignment as a fixed instance; the plan with fewer
 ///    transmissions is kept. So the planner never sends more than the best fixed-assignment
 ///    planner on the assignment it chose, and with one candidate per point (fully random
@@ -34,6 +35,21 @@ use crate::{
 /// Reach: that of `clique-cover` over `r` times as many requests (and `auto`'s, which skips
 /// what does not fit); an instance whose cheapest packing would not fit `--time-budget` is
 /// refused at once. Deterministic under the seed.
+///
+/// ```
+/// use ubershuffle_core::pliable::{PliableRequest, Randomness, verify_pliable};
+/// use ubershuffle_core::{GeneratorParams, PlannerOptions, ShufflePlanner, seeded};
+/// use ubershuffle_planners::planner_by_name;
+///
+/// let inst = GeneratorParams { workers: 10, points: 2000, alpha: 0.3, seed: 1 }.check()?.generate();
+/// let request = PliableRequest::new(inst.clone(), Randomness::Candidates(3), &mut seeded(1))?;
+/// let greedy = planner_by_name("pliable-greedy", &PlannerOptions::default())?;
+/// let planned = greedy.as_pliable().unwrap().plan_pliable(&request, &mut seeded(2))?;
+/// assert!(verify_pliable(&request, &planned)?.is_valid());
+/// let fixed = planner_by_name("auto", &PlannerOptions::default())?.plan(&inst, &mut seeded(2))?;
+/// assert!(2 * planned.plan.len() < fixed.len());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct PliableGreedyPlanner {
     budget: u64,
     inner: AutoPlanner,

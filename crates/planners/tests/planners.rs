@@ -4,11 +4,11 @@
 #![allow(clippy::unwrap_used)] // a test that unwraps fails loudly, which is what it should do
 
 use proptest::prelude::*;
-use ubershuffle_core::bounds::{all_lower_bounds, best_lower_bound, max_need_bound};
 use ubershuffle_core::{
-    GeneratorParams, PlanError, PlannerOptions, ShuffleInstance, arbitrary_instance, builtin_planners,
-    planner_by_name, seeded, verify,
+    GeneratorParams, PlanError, PlannerOptions, ShuffleInstance, arbitrary_instance, seeded, verify,
 };
+use ubershuffle_planners::bounds::{all_lower_bounds, best_lower_bound, max_need_bound};
+use ubershuffle_planners::{builtin_planners, planner_by_name};
 
 fn count(scheme: &str, inst: &ShuffleInstance) -> usize {
     let planner = planner_by_name(scheme, &PlannerOptions::default()).unwrap();
@@ -158,9 +158,9 @@ fn a_carpool_search_past_its_reach_is_refused_at_once() {
 #[test]
 fn unknown_schemes_are_named_with_the_known_ones() {
     let err = planner_by_name("clique", &PlannerOptions::default()).err().unwrap();
-    assert_eq!(err.known, ubershuffle_core::builtin_names());
+    assert_eq!(err.known, ubershuffle_planners::builtin_names());
     assert!(err.to_string().contains("unknown scheme 'clique'"), "{err}");
-    assert!(ubershuffle_core::builtin_names().contains(&"auto"));
+    assert!(ubershuffle_planners::builtin_names().contains(&"auto"));
 }
 
 proptest! {
@@ -194,8 +194,8 @@ proptest! {
 
 #[test]
 fn without_excess_storage_the_acyclic_bound_is_attia_tandon_theorem_2() {
-    use ubershuffle_core::bounds::{acyclic_subgraph_bound, attia_tandon_bound};
-    use ubershuffle_core::no_excess::random_no_excess_instance;
+    use ubershuffle_planners::bounds::{acyclic_subgraph_bound, attia_tandon_bound};
+    use ubershuffle_planners::no_excess::random_no_excess_instance;
     for seed in 0..40 {
         let workers = 2 + (seed as usize % 9);
         let inst = random_no_excess_instance(workers, workers * 7, &mut seeded(seed)).unwrap();

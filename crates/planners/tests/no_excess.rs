@@ -5,16 +5,15 @@
 
 #![allow(clippy::unwrap_used)] // a test that unwraps fails loudly, which is what it should do
 
-use ubershuffle_core::bounds::{THEOREM2_KIND, best_lower_bound, max_need_bound, theorem2_ordering};
 use ubershuffle_core::epoch_chain::{ChainParams, EpochChain};
 use ubershuffle_core::exchange_policy::ExchangePolicy;
-use ubershuffle_core::no_excess::{
+use ubershuffle_core::rng::{seeded, uniform_below};
+use ubershuffle_core::{GeneratorParams, PlanError, PlannerOptions, ShuffleInstance, seeded as rng, verify};
+use ubershuffle_planners::bounds::{THEOREM2_KIND, best_lower_bound, max_need_bound, theorem2_ordering};
+use ubershuffle_planners::no_excess::{
     ShuffleMatrix, pack_cycles, random_no_excess_instance, random_permutation_sum,
 };
-use ubershuffle_core::rng::{seeded, uniform_below};
-use ubershuffle_core::{
-    GeneratorParams, PlanError, PlannerOptions, ShuffleInstance, planner_by_name, seeded as rng, verify,
-};
+use ubershuffle_planners::planner_by_name;
 
 /// Plans with `scheme`, checks the plan decodes at every worker, returns its length.
 fn planned(scheme: &str, inst: &ShuffleInstance) -> usize {
@@ -212,5 +211,5 @@ fn many_workers_are_typed_errors_not_slow_or_huge() {
     // The acyclic-subgraph bound (greedy order) applies at any size and beats max-need.
     let best = best_lower_bound(&huge);
     assert_eq!(best.kind, "acyclic-subgraph-greedy");
-    assert!(best.value >= ubershuffle_core::bounds::max_need_bound(&huge).value);
+    assert!(best.value >= ubershuffle_planners::bounds::max_need_bound(&huge).value);
 }

@@ -1,5 +1,14 @@
-use super::*;
-use crate::{PlannerOptions, planner_by_name};
+//! The epoch chain (`ubershuffle_core::epoch_chain`) stepped with the real planners: caches
+//! carry over, a lost worker's batch is dealt to the others, a saved state resumes the chain,
+//! pliable schemes choose within their candidates.
+
+#![allow(clippy::unwrap_used)]
+
+use ubershuffle_core::PlannerOptions;
+use ubershuffle_core::epoch_chain::{ChainError, ChainParams, EpochChain, PlannedEpoch, next_cache};
+use ubershuffle_core::exchange_policy::ExchangePolicy;
+use ubershuffle_core::pliable::Randomness;
+use ubershuffle_planners::planner_by_name;
 
 fn chain(policy: ExchangePolicy, capacity: Option<usize>) -> EpochChain {
     let params = ChainParams::new(5, 500, policy, 3);

@@ -39,11 +39,11 @@ impl ShuffleMatrix {
     /// `sum_{i<j} max(S[i][j], S[j][i]) - max_k sum_{j != k} Ω[k][j]`.
     ///
     /// ```
-    /// use ubershuffle_core::no_excess::ShuffleMatrix;
+    /// use ubershuffle_planners::no_excess::ShuffleMatrix;
     /// let s: ShuffleMatrix = "2,1,2;2,1,2;1,3,1".parse()?;
     /// assert_eq!(s.pairwise_transmissions(), 4); // Example 1: four order-2 symbols
     /// assert_eq!(s.achievable_transmissions(), 6); // ... and 3 leftovers in 2 symbols
-    /// # Ok::<(), ubershuffle_core::no_excess::ShuffleMatrixError>(())
+    /// # Ok::<(), ubershuffle_planners::no_excess::ShuffleMatrixError>(())
     /// ```
     pub fn achievable_transmissions(&self) -> usize {
         let k = self.workers();

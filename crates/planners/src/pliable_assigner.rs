@@ -1,5 +1,5 @@
-//! The machinery both pliable planners share: what each point may be given to ([`Menu`]), and
-//! the assignment under construction with the packets that deliver it ([`Assigner`]).
+//! The assignment under construction and the packets that deliver it ([`Assigner`]), which both
+//! pliable planners share.
 //!
 //! The assigner keeps every worker's batch within its size, places points for free (to a
 //! candidate that caches them), in packets, or by unicast, and completes the assignment at the
@@ -9,116 +9,12 @@
 //! always is. A moved point leaves its packet (the packet stays decodable for the others: each
 //! of them cached the moved point) and travels by unicast unless its new owner caches it.
 
-use crate::bits;
-use crate::rng::{SeededRng, shuffle, uniform_below};
-use crate::{Part, Plan, ShuffleInstance};
+use ubershuffle_core::pliable::Menu;
+use ubershuffle_core::rng::{SeededRng, shuffle, uniform_below};
+use ubershuffle_core::{Part, Plan, bits};
 
 /// Marks a point without an owner (or a packet).
 const NONE: u32 = u32::MAX;
-
-/// For every point, the workers caching it, as a bitset of `words` words.
-#[derive(Clone, Debug)]
-pub(crate) struct CacherBits {
-    words: usize,
-    rows: Vec<u64>,
-}
-
-impl CacherBits {
-    /// The cachers of every point of `inst`: one pass over every cache.
-    pub(crate) fn of(inst: &ShuffleInstance) -> Self {
-        let words = bits::words_for(inst.workers()).max(1);
-        let mut rows = vec![0u64; inst.points() * words];
-        for w in 0..inst.workers() {
-            for p in inst.cache(w) {
-                bits::set(&mut rows[p as usize * words..(p as usize + 1) * words], w);
-            }
-        }
-        CacherBits { words, rows }
-    }
-
-    /// Whether worker `w` caches point `p`.
-    #[inline]
-    pub(crate) fn caches(&self, w: usize, p: u32) -> bool {
-        bits::get(self.row(p), w)
-    }
-
-    /// The workers caching point `p`.
-    #[inline]
-    pub(crate) fn row(&self, p: u32) -> &[u64] {
-        let start = p as usize * self.words;
-        &self.rows[start..start + self.words]
-    }
-}
-
-/// What the assignment may be: batch sizes, who caches what, each point's candidates, and
-/// whether a batch may hold points its worker caches.
-pub(crate) struct Menu<'a> {
-    /// Workers `n`.
-    pub workers: usize,
-    /// Every worker's batch size.
-    pub sizes: Vec<usize>,
-    /// The cachers of every point.
-    pub cachers: &'a CacherBits,
-    /// Each layer names one candidate per point; empty: every worker is a candidate.
-    pub layers: Vec<&'a [u32]>,
-    /// Batches must hold only points their workers do not cache (the paper's model).
-    pub fresh: bool,
-    /// Every point's previous owner, when known: free placements avoid it when they can.
-    pub previous: Option<&'a [u32]>,
-}
-
-/// The candidates of one point, possibly with repeats.
-pub(crate) enum Candidates<'m> {
-    /// Every worker.
-    All(std::ops::Range<usize>),
-    /// One per layer.
-    Layers { layers: &'m [&'m [u32]], point: usize, next: usize },
-}
-
-impl Iterator for Candidates<'_> {
-    type Item = usize;
-
-    #[inline]
-    fn next(&mut self) -> Option<usize> {
-        match self {
-            Candidates::All(range) => range.next(),
-            Candidates::Layers { layers, point, next } => {
-                let layer = layers.get(*next)?;
-                *next += 1;
-                Some(layer[*point] as usize)
-            }
-        }
-    }
-}
-
-impl Menu<'_> {
-    /// Points `q`.
-    pub(crate) fn points(&self) -> usize {
-        self.cachers.rows.len() / self.cachers.words
-    }
-
-    /// The candidates of point `p` (repeats possible).
-    pub(crate) fn candidates(&self, p: u32) -> Candidates<'_> {
-        if self.layers.is_empty() {
-            Candidates::All(0..self.workers)
-        } else {
-            Candidates::Layers { layers: &self.layers, point: p as usize, next: 0 }
-        }
-    }
-
-    /// The most distinct candidates a point has.
-    pub(crate) fn candidates_per_point(&self) -> usize {
-        if self.layers.is_empty() { self.workers } else { self.layers.len().min(self.workers) }
-    }
-
-    /// Whether worker `w` may take point `p`: a candidate, and new to it if batches must be.
-    #[inline]
-    pub(crate) fn allows(&self, p: u32, w: usize) -> bool {
-        let candidate = self.layers.is_empty() && w < self.workers
-            || self.layers.iter().any(|layer| layer[p as usize] as usize == w);
-        candidate && !(self.fresh && self.cachers.caches(w, p))
-    }
-}
 
 /// An assignment under construction and the packets that deliver it.
 pub(crate) struct Assigner<'m> {
@@ -382,7 +278,9 @@ impl<'m> Assigner<'m> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{GeneratorParams, rng::seeded, verify};
+    use ubershuffle_core::ShuffleInstance;
+    use ubershuffle_core::pliable::CacherBits;
+    use ubershuffle_core::{GeneratorParams, rng::seeded, verify};
 
     fn menu_of<'a>(inst: &'a ShuffleInstance, cachers: &'a CacherBits, layers: Vec<&'a [u32]>) -> Menu<'a> {
         Menu {

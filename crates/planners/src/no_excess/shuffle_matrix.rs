@@ -85,7 +85,7 @@ pub enum ShuffleMatrixError {
 /// whose `K` does not divide `N`, where each worker keeps its batch size.
 ///
 /// ```
-/// use ubershuffle_core::no_excess::ShuffleMatrix;
+/// use ubershuffle_planners::no_excess::ShuffleMatrix;
 /// let s: ShuffleMatrix = "2,1,2;2,1,2;1,3,1".parse()?;
 /// assert_eq!((s.workers(), s.points(), s.uncoded_transmissions()), (3, 15, 11));
 /// assert_eq!(s.achievable_transmissions(), 6); // Attia-Tandon Example 1

@@ -9,18 +9,18 @@
 //! index coding); the data-shuffling constraints are that every message goes to exactly one
 //! worker, batches are balanced, and every message a worker gets is new to it.
 
-use super::assign::{Assigner, CacherBits, Menu};
-use super::randomness::Randomness;
-use super::request::{PliableError, PliableRequest};
 use crate::ShuffleInstance;
+use crate::pliable_assigner::Assigner;
 use crate::rng::{partial_shuffle, seeded_stream};
+use ubershuffle_core::pliable::{CacherBits, Menu};
+use ubershuffle_core::pliable::{PliableError, PliableRequest, Randomness};
 
 /// The paper's setting: `messages` messages (`m`), `workers` workers (`n`), each caching
 /// `cache` messages (`s`) drawn uniformly at random, every message to go to one worker that
 /// does not cache it, balanced batches of `m/n`.
 ///
 /// ```
-/// use ubershuffle_core::pliable::PaperSetting;
+/// use ubershuffle_planners::PaperSetting;
 /// let setting = PaperSetting { messages: 200, workers: 20, cache: 50, seed: 1 };
 /// assert_eq!(setting.average_cachers(), 5.0);
 /// let request = setting.request()?;

@@ -16,10 +16,10 @@ pub const THEOREM2_LOCAL_KIND: &str = "attia-tandon-thm2-local";
 /// the ordering and the weight it points forward, which no scheme can beat.
 ///
 /// ```
-/// use ubershuffle_core::{bounds::theorem2_ordering, no_excess::ShuffleMatrix};
+/// use ubershuffle_planners::{bounds::theorem2_ordering, no_excess::ShuffleMatrix};
 /// let s: ShuffleMatrix = "2,1,2;2,1,2;1,3,1".parse()?;
 /// assert_eq!(theorem2_ordering(&s).forward, 6); // Example 1: the scheme's 6 is optimal
-/// # Ok::<(), ubershuffle_core::no_excess::ShuffleMatrixError>(())
+/// # Ok::<(), ubershuffle_planners::no_excess::ShuffleMatrixError>(())
 /// ```
 pub fn theorem2_ordering(s: &ShuffleMatrix) -> WorkerOrdering {
     let k = s.workers();
