@@ -199,7 +199,7 @@ fn lower_bound<'py>(
     guarded(py, || {
         let points = points.map(|p| planning::count("points", p)).transpose()?;
         let inst = planning::instance_from(&caches, &assignment, points)?;
-        let bound = ubershuffle_core::bounds::best_lower_bound(&inst);
+        let bound = ubershuffle_planners::bounds::best_lower_bound(&inst);
         Ok((bound.value, bound.kind.to_string(), inst.uncoded_transmissions()))
     })
 }

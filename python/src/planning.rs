@@ -4,18 +4,19 @@
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use ubershuffle_core::bounds::{LowerBound, best_lower_bound};
 use ubershuffle_core::epoch_chain::{ChainParams, EpochChain};
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_core::limits::{Limits, instance_bytes};
-use ubershuffle_core::no_excess::random_no_excess_instance;
 use ubershuffle_core::pliable::{PliableRequest, Randomness, verify_pliable};
 use ubershuffle_core::rng::seeded_stream;
 use ubershuffle_core::theory::theorem1_coded_transmissions;
 use ubershuffle_core::{
-    GeneratorParams, Part, Plan, PlannerOptions, ShuffleInstance, ShufflePlanner, Tried, builtin_planners,
-    cache_size_for, planner_by_name, seeded, verify,
+    GeneratorParams, Part, Plan, PlannerOptions, ShuffleInstance, ShufflePlanner, Tried, cache_size_for,
+    seeded, verify,
 };
+use ubershuffle_planners::bounds::{LowerBound, best_lower_bound};
+use ubershuffle_planners::no_excess::random_no_excess_instance;
+use ubershuffle_planners::{builtin_planners, planner_by_name};
 use ubershuffle_plugin_host::PluginLibrary;
 
 use crate::errors::{Failure, Outcome, bad, bad_error};

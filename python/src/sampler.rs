@@ -15,7 +15,8 @@ use ubershuffle_core::epoch_chain::{ChainParams, ChainState, EpochChain, Planned
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_core::pliable::Randomness;
 use ubershuffle_core::rng::{seeded_stream, shuffle};
-use ubershuffle_core::{PlannerOptions, ShufflePlanner, planner_by_name};
+use ubershuffle_core::{PlannerOptions, ShufflePlanner};
+use ubershuffle_planners::planner_by_name;
 
 use crate::errors::{Failure, Outcome, bad, bad_error, catch, guarded};
 use crate::planning;
@@ -243,7 +244,7 @@ impl SamplerCore {
         *made = config.pliable.then(|| Made {
             transmissions: planned.plan.len(),
             uncoded: planned.instance.uncoded_transmissions(),
-            lower_bound: ubershuffle_core::bounds::best_lower_bound(&planned.instance).value,
+            lower_bound: ubershuffle_planners::bounds::best_lower_bound(&planned.instance).value,
             made_by: planned.made_by.clone(),
             points_moved: moved(&chain.state().batches, &planned),
             points_exchanged: planned.points_exchanged,
@@ -566,7 +567,7 @@ impl SamplerCore {
                 let m = Made {
                     transmissions: planned.plan.len(),
                     uncoded: planned.instance.uncoded_transmissions(),
-                    lower_bound: ubershuffle_core::bounds::best_lower_bound(&planned.instance).value,
+                    lower_bound: ubershuffle_planners::bounds::best_lower_bound(&planned.instance).value,
                     made_by: planned.made_by.clone(),
                     points_moved: moved(&old, &planned),
                     points_exchanged: planned.points_exchanged,
