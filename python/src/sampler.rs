@@ -683,6 +683,9 @@ impl SamplerCore {
         let epoch: u64 = get("epoch")?.extract()?;
         let position: usize = get("position")?.extract()?;
         let saved_world: usize = get("world_size")?.extract()?;
+        if saved_world == 0 || saved_world > config.points {
+            return Err(bad(format!("the sampler state is corrupt (world_size {saved_world})")).into());
+        }
         let segment_start: u64 = get("segment_start")?.extract()?;
         let shuffle_within: bool = get("shuffle")?.extract()?;
         let drop_last: bool = get("drop_last")?.extract()?;
@@ -693,6 +696,10 @@ impl SamplerCore {
                 true => None,
                 false => Some(chain_state_from(&get("before")?)?),
             };
+            if let Some(b) = &before {
+                b.check_shape(saved_world, config.points)
+                    .map_err(|e| bad(format!("the sampler state is corrupt: {e}")))?;
+            }
             let after = get("chain")?;
             match (after.is_none(), before) {
                 (false, before) => {
@@ -716,7 +723,10 @@ impl SamplerCore {
             let lists = lists_from_bytes(get("lists")?.extract::<&[u8]>()?)?;
             let real: Vec<usize> = get("real")?.extract()?;
             let out_of_range = lists.iter().flatten().any(|&p| p as usize >= config.points);
-            if out_of_range || real.len() != lists.len() || real.iter().zip(&lists).any(|(r, l)| *r > l.len())
+            if out_of_range
+                || lists.len() != saved_world
+                || real.len() != lists.len()
+                || real.iter().zip(&lists).any(|(r, l)| *r > l.len())
             {
                 return Err(bad("the sampler state is corrupt (remainder lengths)").into());
             }

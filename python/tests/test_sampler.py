@@ -408,3 +408,21 @@ def test_elastic_resume_property(old, new, extra, epoch, frac, drop_last, policy
     for m in ms:
         m.set_epoch(epoch + 1)
     check_epoch(ms, q, drop_last)
+
+
+def test_corrupt_states_raise_value_errors():
+    s = CodedShuffleSampler(40, num_replicas=4, rank=0, seed=1)
+    s.set_epoch(2)
+    good = s.state_dict()
+    broken = [
+        {**good, "before": {**good["before"], "batches": good["before"]["batches"][:-3]}},
+        {**good, "before": {**good["before"], "batches": b"\xff" * 40}},
+        {**good, "world_size": 0},
+        {**good, "version": 99},
+        {**good, "kind": "remainder", "lists": b"", "real": [1]},
+    ]
+    for state in broken:
+        fresh = CodedShuffleSampler(40, num_replicas=4, rank=0)
+        with pytest.raises((ValueError, TypeError)) as info:
+            fresh.load_state_dict(state)
+        assert "\n" not in str(info.value)
