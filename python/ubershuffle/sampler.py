@@ -74,6 +74,13 @@ class CodedShuffleSampler:
     receive, and :meth:`plan_summary` how many coded transmissions deliver the epoch: the
     counts of the command line's epoch ``e`` for the same seed, ranks and settings.
 
+    Arguments: ``dataset`` is anything with ``len()`` (or an int, the number of samples);
+    ``num_replicas``, ``rank``, ``shuffle``, ``seed`` and ``drop_last`` are DistributedSampler's;
+    ``policy`` and ``fraction`` choose the exchange, ``alpha`` the cache ratio (``None``: each
+    rank caches its batch only), ``scheme`` the coded delivery :meth:`plan_summary` plans (a
+    pliable scheme also chooses the assignment, among ``candidates`` per index),
+    ``time_budget`` its search budget in seconds and ``plugin`` a scheme plugin library.
+
     Within a rank the order is shuffled by the project's ChaCha8 stream of ``(seed, epoch,
     rank)``; ``shuffle=False`` keeps the assignment and serves it in increasing order.
 
