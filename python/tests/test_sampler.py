@@ -426,3 +426,19 @@ def test_corrupt_states_raise_value_errors():
         with pytest.raises((ValueError, TypeError)) as info:
             fresh.load_state_dict(state)
         assert "\n" not in str(info.value)
+
+
+def test_pickle_and_deepcopy_keep_the_sampler():
+    import copy
+
+    s = CodedShuffleSampler(list(range(90)), num_replicas=3, rank=1, seed=4, alpha=0.5, drop_last=True)
+    s.set_epoch(2)
+    it = iter(s)
+    first = [next(it) for _ in range(5)]
+    for twin in (copy.deepcopy(s), pickle.loads(pickle.dumps(s))):
+        assert twin.epoch == 2 and len(twin) == len(s) and twin.dataset == s.dataset
+        assert first + list(twin) == s.indices().tolist()
+        twin.set_epoch(3)
+        s2 = CodedShuffleSampler(90, num_replicas=3, rank=1, seed=4, alpha=0.5, drop_last=True)
+        s2.set_epoch(3)
+        assert twin.indices().tolist() == s2.indices().tolist()

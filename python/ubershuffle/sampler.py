@@ -133,7 +133,7 @@ class CodedShuffleSampler:
         self.shuffle = bool(shuffle)
         self.seed = _seed(seed)
         self.drop_last = bool(drop_last)
-        self._core = _native.SamplerCore(
+        self._args = (
             int(size),
             self.num_replicas,
             self.seed,
@@ -145,8 +145,22 @@ class CodedShuffleSampler:
             _float("time_budget", time_budget),
             _path(plugin),
         )
+        self._core = _native.SamplerCore(*self._args)
         self._pending = 0
         self._iter: _EpochIterator | None = None
+
+    def __getstate__(self) -> dict:
+        """Pickling and ``copy.deepcopy`` keep the arguments and :meth:`state_dict`."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_core", "_iter")}
+        state["_sampler_state"] = self.state_dict()
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        sampler_state = state.pop("_sampler_state")
+        self.__dict__.update(state)
+        self._core = _native.SamplerCore(*self._args)
+        self._iter = None
+        self.load_state_dict(sampler_state)
 
     @property
     def epoch(self) -> int:
