@@ -13,6 +13,11 @@ use crate::commands::run::specs::{Bandwidth, KillSpec, StragglerSpec};
 #[derive(Debug, Parser)]
 #[command(name = "ubershuffle", version, about, propagate_version = true)]
 pub struct Cli {
+    /// Show the libraries' events on stderr: -v workers lost, readmitted and refused and each
+    /// epoch's counts; -vv also every epoch phase's duration. RUST_LOG (e.g.
+    /// `RUST_LOG=ubershuffle_runtime=debug`) overrides it.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

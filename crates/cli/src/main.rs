@@ -25,6 +25,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    output::show_events(cli.verbose);
     match commands::run(cli) {
         Ok(code) => code,
         Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,

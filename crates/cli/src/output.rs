@@ -63,3 +63,25 @@ pub fn usage_error(e: clap::Error) -> ExitCode {
     }
     ExitCode::FAILURE
 }
+
+/// Shows the libraries' `tracing` events on stderr: none by default, `info` with `-v`, `debug`
+/// with `-vv`; `RUST_LOG`, when set, decides instead.
+pub fn show_events(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let level = match verbose {
+        0 => "off",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|spec| EnvFilter::try_new(spec).ok())
+        .unwrap_or_else(|| EnvFilter::new(level));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    // A second subscriber (there is none) would be the only reason this fails: nothing to do.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .try_init();
+}

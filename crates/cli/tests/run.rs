@@ -215,6 +215,23 @@ fn fault_injection_drops_a_worker_and_the_run_goes_on() {
 }
 
 #[test]
+fn verbose_shows_the_libraries_events_and_quiet_runs_show_none() {
+    let args = with(&["--workers", "4", "--epochs", "3", "--kill-worker", "2@2", "--timeout", "1"]);
+    let stderr = |extra: &[&str]| {
+        let mut all = extra.to_vec();
+        all.extend_from_slice(&args);
+        String::from_utf8_lossy(&ubershuffle(&all).stderr).to_string()
+    };
+    let verbose = stderr(&["-v"]);
+    assert!(verbose.contains("worker lost") && verbose.contains("worker=2"), "{verbose}");
+    assert_eq!(verbose.matches("epoch done").count(), 3, "{verbose}");
+    assert!(!verbose.contains("epoch phase"), "phases are -vv: {verbose}");
+    assert!(stderr(&["-vv"]).contains("epoch phase"));
+    let quiet = stderr(&[]);
+    assert!(!quiet.contains("worker lost") && !quiet.contains("epoch done"), "{quiet}");
+}
+
+#[test]
 fn bad_flags_are_one_line_errors_and_write_nothing() {
     let dir = temp_dir("bad");
     let out = dir.to_str().unwrap();

@@ -123,121 +123,170 @@ pub fn run_worker<T: Transport>(mut t: T, options: &WorkerOptions) -> Result<Wor
     result
 }
 
-/// [`run_worker`]'s loop.
+/// [`run_worker`]'s loop: what the worker knows between messages.
+struct WorkerLoop<'o> {
+    options: &'o WorkerOptions,
+    worker: usize,
+    /// How long the worker waits for the master before it gives up on it.
+    patience: Duration,
+    joined: Option<Joined>,
+    epochs: usize,
+    /// A message that interrupted an epoch, handled next.
+    next: Option<MasterMessage>,
+    /// The model of the next epoch, when the master broadcast it.
+    model: Option<Vec<u8>>,
+    /// The last sign of the master (or the end of this worker's own work), from which the
+    /// patience runs, on the transport's clock.
+    heard: Instant,
+}
+
 fn work<T: Transport>(t: &mut T, options: &WorkerOptions) -> Result<WorkerSummary, RuntimeError> {
-    let worker = t.rank().saturating_sub(1);
-    let patience = t.timeout().saturating_mul(2);
-    let mut joined: Option<Joined> = None;
-    let mut epochs = 0;
-    let mut next: Option<MasterMessage> = None;
-    // The model of the next epoch, when the master broadcast it.
-    let mut model: Option<Vec<u8>> = None;
-    // The last sign of the master (or the end of this worker's own work), from which the
-    // patience runs, on the transport's clock.
-    let mut heard = t.now();
+    let mut state = WorkerLoop {
+        options,
+        worker: t.rank().saturating_sub(1),
+        patience: t.timeout().saturating_mul(2),
+        joined: None,
+        epochs: 0,
+        next: None,
+        model: None,
+        heard: t.now(),
+    };
     loop {
-        let message = match next.take() {
-            Some(m) => m,
-            None => {
-                let left = heard
-                    .checked_add(patience)
-                    .map_or(patience, |end| end.saturating_duration_since(t.now()));
-                match recv_master(t, j_width(&joined), left) {
-                    Ok(m) => {
-                        heard = t.now();
-                        m
-                    }
-                    Err(RuntimeError::Transport(e)) if e.is_timeout() && e.peer() == Some(0) => {
-                        let waited = t.now().saturating_duration_since(heard);
-                        return Err(RuntimeError::MasterSilent { waited });
-                    }
-                    Err(e) => return Err(e),
-                }
+        let message = state.next_message(t)?;
+        if let Some(summary) = state.handle(t, message)? {
+            return Ok(summary);
+        }
+    }
+}
+
+impl WorkerLoop<'_> {
+    fn summary(&self, exit: WorkerExit) -> WorkerSummary {
+        WorkerSummary { worker: self.worker, epochs: self.epochs, exit }
+    }
+
+    /// The interrupting message, or the master's next one within the patience left.
+    fn next_message<T: Transport>(&mut self, t: &mut T) -> Result<MasterMessage, RuntimeError> {
+        if let Some(m) = self.next.take() {
+            return Ok(m);
+        }
+        let patience = self.patience;
+        let left =
+            self.heard.checked_add(patience).map_or(patience, |end| end.saturating_duration_since(t.now()));
+        match recv_master(t, j_width(&self.joined), left) {
+            Ok(m) => {
+                self.heard = t.now();
+                Ok(m)
             }
-        };
+            Err(RuntimeError::Transport(e)) if e.is_timeout() && e.peer() == Some(0) => {
+                Err(RuntimeError::MasterSilent { waited: t.now().saturating_duration_since(self.heard) })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Handles one message; `Some` when the run is over for this worker.
+    fn handle<T: Transport>(
+        &mut self,
+        t: &mut T,
+        message: MasterMessage,
+    ) -> Result<Option<WorkerSummary>, RuntimeError> {
         match message {
             MasterMessage::Job(job) => {
                 check_job(&job)?;
                 let learner = job.learner.build()?;
                 let store = RecordStore::new(job.points as usize, job.record_width as usize)?;
                 let group = (0..t.size()).collect();
-                joined = Some(Joined { job, learner, store, finished: None, group });
+                self.joined = Some(Joined { job, learner, store, finished: None, group });
             }
             MasterMessage::Records { ids, bytes } => {
-                let j = joined.as_mut().ok_or_else(|| not_joined("records"))?;
+                let j = self.joined.as_mut().ok_or_else(|| not_joined("records"))?;
                 let width = j.job.record_width as usize;
                 for (id, record) in ids.iter().zip(bytes.chunks_exact(width)) {
                     j.store.insert(*id, record)?;
                 }
             }
-            MasterMessage::Order(order) => {
-                if options.exit_at_epoch == Some(order.epoch) {
-                    return Ok(WorkerSummary { worker, epochs, exit: WorkerExit::InjectedFailure });
-                }
-                let j = joined.as_mut().ok_or_else(|| not_joined("an epoch order"))?;
-                let prices = options.prices;
-                match run_epoch(t, j, &order, model.take().as_deref(), &mut heard, prices) {
-                    Ok(EpochEnd::Done) => {
-                        epochs += 1;
-                        heard = t.now();
-                    }
-                    Ok(EpochEnd::Interrupted(m)) => next = Some(m),
-                    Err(Failure::Transport(e)) if e.peer() == Some(0) && !e.is_timeout() => {
-                        // The master may have finished while this worker straggled: its stop
-                        // is then waiting in the mailbox, before the news that it is gone.
-                        return match t
-                            .recv(0, TAG_MASTER)
-                            .map_err(RuntimeError::from)
-                            .and_then(|bytes| MasterMessage::from_bytes(&bytes, j_width(&joined)))
-                        {
-                            Ok(MasterMessage::Stop) => {
-                                Ok(WorkerSummary { worker, epochs, exit: WorkerExit::Stopped })
-                            }
-                            _ => Err(e.into()),
-                        };
-                    }
-                    Err(Failure::Transport(_)) => {} // the master restarts the epoch; wait for it
-                    Err(Failure::Own(e)) => {
-                        let report = UpdateReport {
-                            epoch: order.epoch,
-                            attempt: order.attempt,
-                            outcome: UpdateOutcome::Failed(e.to_string().replace('\n', " ")),
-                        };
-                        let _ = t.send(0, TAG_UPDATE, &report.to_bytes());
-                        return Err(e);
-                    }
-                }
-            }
+            MasterMessage::Order(order) => return self.on_order(t, &order),
             MasterMessage::Data(_) => {} // a late packet of an abandoned attempt
-            MasterMessage::Stop => return Ok(WorkerSummary { worker, epochs, exit: WorkerExit::Stopped }),
+            MasterMessage::Stop => return Ok(Some(self.summary(WorkerExit::Stopped))),
             MasterMessage::Sync => t.send(0, TAG_RECEIVED, &EpochAck { epoch: 0, attempt: 0 }.to_bytes())?,
-            MasterMessage::Members(workers) => {
-                let j = joined.as_mut().ok_or_else(|| not_joined("a broadcast group"))?;
-                let group = broadcast_group(&workers, t.rank(), t.size())?;
-                // Workers taken back in while the run goes on linked to this one when they
-                // joined: take those links before the group's first broadcast. One that did
-                // not come makes that broadcast fail naming it, and the master goes on
-                // without it.
-                let added: Vec<usize> = group.iter().copied().filter(|r| !j.group.contains(r)).collect();
-                if !added.is_empty() {
-                    let _ = t.await_links(&added);
-                }
-                j.group = group;
+            MasterMessage::Members(workers) => self.on_members(t, &workers)?,
+            MasterMessage::ModelFollows { epoch, attempt } => self.on_model_follows(t, epoch, attempt)?,
+        }
+        Ok(None)
+    }
+
+    /// Runs the ordered epoch: received -> decoded -> trained, then the update goes out.
+    fn on_order<T: Transport>(
+        &mut self,
+        t: &mut T,
+        order: &EpochOrder,
+    ) -> Result<Option<WorkerSummary>, RuntimeError> {
+        if self.options.exit_at_epoch == Some(order.epoch) {
+            return Ok(Some(self.summary(WorkerExit::InjectedFailure)));
+        }
+        let j = self.joined.as_mut().ok_or_else(|| not_joined("an epoch order"))?;
+        let model = self.model.take();
+        match run_epoch(t, j, order, model.as_deref(), &mut self.heard, self.options.prices) {
+            Ok(EpochEnd::Done) => {
+                self.epochs += 1;
+                self.heard = t.now();
             }
-            MasterMessage::ModelFollows { epoch, attempt } => {
-                let group = joined.as_ref().map_or_else(|| (0..t.size()).collect(), |j| j.group.clone());
-                let mut buf = Vec::new();
-                match t.broadcast_among(0, &group, broadcast_name(epoch, attempt, 0), &mut buf) {
-                    Ok(()) => {
-                        heard = t.now();
-                        model = Some(buf);
-                    }
-                    Err(e) if e.peer() == Some(0) && !e.is_timeout() => return Err(e.into()),
-                    // Another worker was lost: the master restarts the epoch.
-                    Err(_) => model = None,
-                }
+            Ok(EpochEnd::Interrupted(m)) => self.next = Some(m),
+            Err(Failure::Transport(e)) if e.peer() == Some(0) && !e.is_timeout() => {
+                // The master may have finished while this worker straggled: its stop is then
+                // waiting in the mailbox, before the news that it is gone.
+                let width = j.job.record_width as usize;
+                let last = t.recv(0, TAG_MASTER).map_err(RuntimeError::from);
+                return match last.and_then(|bytes| MasterMessage::from_bytes(&bytes, width)) {
+                    Ok(MasterMessage::Stop) => Ok(Some(self.summary(WorkerExit::Stopped))),
+                    _ => Err(e.into()),
+                };
+            }
+            Err(Failure::Transport(_)) => {} // the master restarts the epoch; wait for it
+            Err(Failure::Own(e)) => {
+                let failed = UpdateOutcome::Failed(e.to_string().replace('\n', " "));
+                let report = UpdateReport { epoch: order.epoch, attempt: order.attempt, outcome: failed };
+                let _ = t.send(0, TAG_UPDATE, &report.to_bytes());
+                return Err(e);
             }
         }
+        Ok(None)
+    }
+
+    /// Takes the broadcast group the master announced after a loss or a rejoin.
+    fn on_members<T: Transport>(&mut self, t: &mut T, workers: &[u32]) -> Result<(), RuntimeError> {
+        let j = self.joined.as_mut().ok_or_else(|| not_joined("a broadcast group"))?;
+        let group = broadcast_group(workers, t.rank(), t.size())?;
+        // Workers taken back in while the run goes on linked to this one when they joined:
+        // take those links before the group's first broadcast. One that did not come makes that
+        // broadcast fail naming it, and the master goes on without it.
+        let added: Vec<usize> = group.iter().copied().filter(|r| !j.group.contains(r)).collect();
+        if !added.is_empty() {
+            let _ = t.await_links(&added);
+        }
+        j.group = group;
+        Ok(())
+    }
+
+    /// Takes part in the model's broadcast before the order.
+    fn on_model_follows<T: Transport>(
+        &mut self,
+        t: &mut T,
+        epoch: u32,
+        attempt: u32,
+    ) -> Result<(), RuntimeError> {
+        let group = self.joined.as_ref().map_or_else(|| (0..t.size()).collect(), |j| j.group.clone());
+        let mut buf = Vec::new();
+        match t.broadcast_among(0, &group, broadcast_name(epoch, attempt, 0), &mut buf) {
+            Ok(()) => {
+                self.heard = t.now();
+                self.model = Some(buf);
+            }
+            Err(e) if e.peer() == Some(0) && !e.is_timeout() => return Err(e.into()),
+            // Another worker was lost: the master restarts the epoch.
+            Err(_) => self.model = None,
+        }
+        Ok(())
     }
 }
 
@@ -298,6 +347,23 @@ impl<E: Into<RuntimeError>> From<E> for Failure {
     }
 }
 
+/// The payloads this worker needs from one attempt's packets, kept until every packet has
+/// arrived and decoded then, so that the master's transmit time is moving bytes and
+/// `decode_seconds` is decoding (the received phase).
+struct Received {
+    /// `(index in the order's plan, payload)`.
+    needed: Vec<(u32, Vec<u8>)>,
+    /// Every payload byte that arrived, needed or not.
+    bytes: u64,
+}
+
+/// What the trained phase sends: the update's bytes and the work that made it.
+struct Trained {
+    update: Vec<u8>,
+}
+
+/// One epoch attempt at a worker, phase by phase: received -> decoded -> trained, then the
+/// update goes out.
 fn run_epoch<T: Transport>(
     t: &mut T,
     j: &mut Joined,
@@ -306,94 +372,138 @@ fn run_epoch<T: Transport>(
     heard: &mut Instant,
     prices: Option<Prices>,
 ) -> Result<EpochEnd, Failure> {
-    let width = j.job.record_width as usize;
-    let worker = j.job.worker;
-    // Between the order and the first broadcast only what receiving needs: every rank takes
-    // part in each pseudo-broadcast's ring, so work here holds up the whole cluster. Restoring
-    // the cache and scheduling the decoder wait until the packets are in (see `prepare`).
-    let local: HashMap<u32, usize> = order.seqs.iter().enumerate().map(|(k, &s)| (s, k)).collect();
-    let mut received_bytes = 0u64;
-    // The payloads this worker needs, kept until every packet has arrived and decoded then, so
-    // that the master's transmit time is moving bytes and `decode_seconds` is decoding.
-    let mut needed: Vec<(u32, Vec<u8>)> = Vec::with_capacity(order.seqs.len());
-    // Keeps the payloads of `packets` this worker needs and charges their copies.
-    let mut keep = |t: &mut T, packets: &mut dyn Iterator<Item = (u32, &[u8])>| {
-        let mut copied = 0;
-        for (seq, payload) in packets {
-            received_bytes += payload.len() as u64;
-            if let Some(&k) = local.get(&seq) {
-                needed.push((k as u32, payload.to_vec()));
-                copied += payload.len() as u64;
-            }
-        }
-        if let Some(prices) = &prices {
-            t.charge(prices.cost(&Work { copied_bytes: copied, ..Work::default() }));
-        }
-    };
-    let received: Result<Option<MasterMessage>, Failure> = (|| {
-        for k in 0..order.broadcasts {
-            let mut buf = Vec::new();
-            let name = broadcast_name(order.epoch, order.attempt, k + 1);
-            t.broadcast_among(0, &j.group, name, &mut buf)?;
-            *heard = t.now();
-            let chunk = DataChunkRef::from_bytes(&buf, width)?;
-            check_current(chunk.epoch, chunk.attempt, order)?;
-            keep(t, &mut chunk.packets());
-        }
-        let mut unicasts = 0;
-        while unicasts < order.unicasts {
-            let bytes = t.recv(0, TAG_MASTER)?;
-            *heard = t.now();
-            match MasterMessage::from_bytes(&bytes, width)? {
-                MasterMessage::Data(chunk)
-                    if (chunk.epoch, chunk.attempt) == (order.epoch, order.attempt) =>
-                {
-                    keep(t, &mut chunk.packets());
-                    unicasts += 1;
-                }
-                MasterMessage::Data(_) => {}
-                // The master abandoned this attempt (a worker was lost): what it sends next.
-                interrupt @ (MasterMessage::Order(_)
-                | MasterMessage::Stop
-                | MasterMessage::Sync
-                | MasterMessage::Members(_)
-                | MasterMessage::ModelFollows { .. }) => return Ok(Some(interrupt)),
-                _ => return Err(RuntimeError::from(ProtocolError::UnexpectedDuringEpoch).into()),
-            }
-        }
-        Ok(None)
-    })();
-    match received {
-        Ok(None) => {}
+    let received = match receive(t, j, order, heard, prices)? {
+        Ok(received) => received,
         // The store is untouched so far: the next order finds the cache where it was.
-        Ok(Some(interrupt)) => return Ok(EpochEnd::Interrupted(interrupt)),
-        Err(e) => return Err(e),
-    }
+        Err(interrupt) => return Ok(EpochEnd::Interrupted(interrupt)),
+    };
     t.send(0, TAG_RECEIVED, &EpochAck { epoch: order.epoch, attempt: order.attempt }.to_bytes())?;
     // Decoding and training are timed on the transport's clock: on an emulated cluster, what a
     // node of its own would spend (its thread's CPU time, or the cost model's price), however
     // many emulated nodes share this machine's cores.
     let mut watch = Stopwatch::start(t, prices);
+    let received_bytes = received.bytes;
+    decode(t, j, order, received, &mut watch)?;
+    let trained = train(t, j, order, broadcast_model, &mut watch)?;
+    if order.hold_seconds != 0.0 {
+        // A value from the peer: checked, never trusted to convert.
+        let hold = Duration::try_from_secs_f64(order.hold_seconds)
+            .map_err(|_| RuntimeError::from(ProtocolError::HoldTime { seconds: order.hold_seconds }))?;
+        t.pass(hold);
+    }
+    let report = UpdateReport {
+        epoch: order.epoch,
+        attempt: order.attempt,
+        outcome: UpdateOutcome::Done {
+            update: trained.update,
+            decode_seconds: watch.timer.spent(Phase::Decode).as_secs_f64(),
+            train_seconds: watch.timer.spent(Phase::Train).as_secs_f64(),
+            received_bytes,
+        },
+    };
+    t.send(0, TAG_UPDATE, &report.to_bytes())?;
+    Ok(EpochEnd::Done)
+}
+
+/// The received phase: the order's broadcasts, then its point-to-point chunks. Between the
+/// order and the first broadcast only what receiving needs: every rank takes part in each
+/// pseudo-broadcast's ring, so work here holds up the whole cluster. `Err` inside: a newer
+/// order (or a stop) came first.
+fn receive<T: Transport>(
+    t: &mut T,
+    j: &Joined,
+    order: &EpochOrder,
+    heard: &mut Instant,
+    prices: Option<Prices>,
+) -> Result<Result<Received, MasterMessage>, Failure> {
+    let width = j.job.record_width as usize;
+    let mut keeper = Keeper::new(order, prices);
+    for k in 0..order.broadcasts {
+        let mut buf = Vec::new();
+        t.broadcast_among(0, &j.group, broadcast_name(order.epoch, order.attempt, k + 1), &mut buf)?;
+        *heard = t.now();
+        let chunk = DataChunkRef::from_bytes(&buf, width)?;
+        check_current(chunk.epoch, chunk.attempt, order)?;
+        keeper.keep(t, &mut chunk.packets());
+    }
+    let mut unicasts = 0;
+    while unicasts < order.unicasts {
+        let bytes = t.recv(0, TAG_MASTER)?;
+        *heard = t.now();
+        match MasterMessage::from_bytes(&bytes, width)? {
+            MasterMessage::Data(chunk) if (chunk.epoch, chunk.attempt) == (order.epoch, order.attempt) => {
+                keeper.keep(t, &mut chunk.packets());
+                unicasts += 1;
+            }
+            MasterMessage::Data(_) => {}
+            // The master abandoned this attempt (a worker was lost): what it sends next.
+            interrupt @ (MasterMessage::Order(_)
+            | MasterMessage::Stop
+            | MasterMessage::Sync
+            | MasterMessage::Members(_)
+            | MasterMessage::ModelFollows { .. }) => return Ok(Err(interrupt)),
+            _ => return Err(RuntimeError::from(ProtocolError::UnexpectedDuringEpoch).into()),
+        }
+    }
+    Ok(Ok(keeper.received))
+}
+
+/// Keeps the payloads of the packets a worker needs and charges their copies.
+struct Keeper {
+    /// Index in the order's plan of each sequence number the worker needs.
+    local: HashMap<u32, usize>,
+    prices: Option<Prices>,
+    received: Received,
+}
+
+impl Keeper {
+    fn new(order: &EpochOrder, prices: Option<Prices>) -> Keeper {
+        let local = order.seqs.iter().enumerate().map(|(k, &s)| (s, k)).collect();
+        let received = Received { needed: Vec::with_capacity(order.seqs.len()), bytes: 0 };
+        Keeper { local, prices, received }
+    }
+
+    fn keep<T: Transport>(&mut self, t: &mut T, packets: &mut dyn Iterator<Item = (u32, &[u8])>) {
+        let mut copied = 0;
+        for (seq, payload) in packets {
+            self.received.bytes += payload.len() as u64;
+            if let Some(&k) = self.local.get(&seq) {
+                self.received.needed.push((k as u32, payload.to_vec()));
+                copied += payload.len() as u64;
+            }
+        }
+        if let Some(prices) = &self.prices {
+            t.charge(prices.cost(&Work { copied_bytes: copied, ..Work::default() }));
+        }
+    }
+}
+
+/// The decoded phase: peels the packets into the new records, checks them against the
+/// master's checksum, and keeps the next cache (the store holds both until the next order).
+fn decode<T: Transport>(
+    t: &mut T,
+    j: &mut Joined,
+    order: &EpochOrder,
+    received: Received,
+    watch: &mut Stopwatch,
+) -> Result<(), Failure> {
+    let (width, worker) = (j.job.record_width as usize, j.job.worker);
     let (old_cache, mut decoder) = prepare(j, order)?;
     let mut xored = 0;
-    for (k, payload) in &needed {
+    for (k, payload) in &received.needed {
         let transmission = order.plan.transmission(*k as usize);
         xored += (transmission.len() * width) as u64;
         decoder.receive(*k, transmission, payload)?;
     }
-    drop(needed);
+    drop(received);
     let decoded = decoder.finish()?;
     let checksum = records_checksum(decoded.new_records());
     if checksum != order.checksum {
-        return Err(RuntimeError::from(ProtocolError::Checksum {
-            worker,
-            decoded: checksum,
-            expected: order.checksum,
-        })
-        .into());
+        let mismatch = ProtocolError::Checksum { worker, decoded: checksum, expected: order.checksum };
+        return Err(RuntimeError::from(mismatch).into());
     }
-    let kept =
-        next_cache(&old_cache, &order.batch, j.job.cache_capacity as usize, j.job.seed, order.epoch, worker);
+    let capacity = j.job.cache_capacity as usize;
+    let kept = next_cache(&old_cache, &order.batch, capacity, j.job.seed, order.epoch, worker);
     j.store = decoded.into_store();
     let work = Work {
         xored_bytes: xored,
@@ -406,7 +516,17 @@ fn run_epoch<T: Transport>(
     };
     j.finished = Some(Finished { epoch: order.epoch, before: old_cache, after: kept });
     watch.lap(t, Phase::Decode, work);
+    Ok(())
+}
 
+/// The trained phase: the local update on the new batch from the epoch's model.
+fn train<T: Transport>(
+    t: &mut T,
+    j: &Joined,
+    order: &EpochOrder,
+    broadcast_model: Option<&[u8]>,
+    watch: &mut Stopwatch,
+) -> Result<Trained, Failure> {
     // An empty model in the order: the master broadcast it before the order.
     let model_bytes = match (&order.model, broadcast_model) {
         (m, _) if !m.is_empty() => m.as_slice(),
@@ -419,33 +539,15 @@ fn run_epoch<T: Transport>(
         .iter()
         .map(|&p| j.store.get(p).ok_or(ubershuffle_codes::CodecError::UnknownPoint { point: p }))
         .collect::<Result<_, _>>()?;
-    let step = LocalStep { epoch: order.epoch as usize, worker: worker as usize, seed: j.job.seed };
-    let update = j.learner.local_update(&model, &batch, step)?;
-    let update_bytes = update.to_bytes();
+    let step = LocalStep { epoch: order.epoch as usize, worker: j.job.worker as usize, seed: j.job.seed };
+    let update = j.learner.local_update(&model, &batch, step)?.to_bytes();
     let work = Work {
         coordinates: j.job.learner.update_work(batch.len()),
-        copied_bytes: (model_bytes.len() + update_bytes.len()) as u64,
+        copied_bytes: (model_bytes.len() + update.len()) as u64,
         ..Work::default()
     };
     watch.lap(t, Phase::Train, work);
-    if order.hold_seconds != 0.0 {
-        // A value from the peer: checked, never trusted to convert.
-        let hold = Duration::try_from_secs_f64(order.hold_seconds)
-            .map_err(|_| RuntimeError::from(ProtocolError::HoldTime { seconds: order.hold_seconds }))?;
-        t.pass(hold);
-    }
-    let report = UpdateReport {
-        epoch: order.epoch,
-        attempt: order.attempt,
-        outcome: UpdateOutcome::Done {
-            update: update_bytes,
-            decode_seconds: watch.timer.spent(Phase::Decode).as_secs_f64(),
-            train_seconds: watch.timer.spent(Phase::Train).as_secs_f64(),
-            received_bytes,
-        },
-    };
-    t.send(0, TAG_UPDATE, &report.to_bytes())?;
-    Ok(EpochEnd::Done)
+    Ok(Trained { update })
 }
 
 /// The decoder of `order`'s epoch over the cache the master assumes at its start (and that

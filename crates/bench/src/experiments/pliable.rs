@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use ubershuffle_core::pliable::{PliableRequest, Randomness, verify_pliable};
 use ubershuffle_core::rng::seeded_stream;
-use ubershuffle_core::{GeneratorParams, PlanError, PlannerOptions, ShufflePlanner, verify};
+use ubershuffle_core::{GeneratorParams, PlanError, PlannerOptions, ShuffleInstance, ShufflePlanner, verify};
 use ubershuffle_planners::PaperSetting;
 
 use super::{Context, pliable_training};
@@ -179,9 +179,6 @@ fn measure(sweep: &Sweep, progress: &dyn Fn()) -> anyhow::Result<Vec<Planned>> {
         for &seed in sweep.seeds {
             let params = GeneratorParams { workers, points, alpha, seed }.check()?;
             let (inst, previous) = params.generate_with_previous(&mut ubershuffle_core::seeded(seed));
-            let one =
-                PliableRequest::new(inst.clone(), Randomness::FULLY_RANDOM, &mut seeded_stream(seed, 2))?
-                    .with_previous_batches(&previous)?;
             let base = Planned {
                 workers,
                 points,
@@ -201,71 +198,92 @@ fn measure(sweep: &Sweep, progress: &dyn Fn()) -> anyhow::Result<Vec<Planned>> {
                 cached_fraction: f64::NAN,
                 plan_seconds: 0.0,
             };
-            for (name, planner) in FIXED.iter().zip(&fixed) {
-                let started = Instant::now();
-                let outcome = planner.plan_explained(&inst, &mut seeded_stream(seed, 1));
-                let plan_seconds = started.elapsed().as_secs_f64();
-                let row = match outcome {
-                    Ok(planned) => {
-                        verify(&inst, &planned.plan)?.ensure_valid()?;
-                        // The fully random assignment's randomness, measured as for the others.
-                        let report = verify_pliable(
-                            &one,
-                            &ubershuffle_core::pliable::PliablePlan::new(
-                                inst.clone(),
-                                planned.plan.clone(),
-                                "",
-                            ),
-                        )?;
-                        Planned {
-                            scheme: name,
-                            transmissions: Some(planned.plan.len()),
-                            made_by: planned.made_by,
-                            owner_entropy_bits: report.chosen.owner_entropy_bits.unwrap_or(f64::NAN),
-                            stay_fraction: report.chosen.stay_fraction.unwrap_or(f64::NAN),
-                            cached_fraction: report.chosen.cached_fraction,
-                            plan_seconds,
-                            ..base.clone()
-                        }
-                    }
-                    Err(e @ (PlanError::OverBudget { .. } | PlanError::TooManyWorkers { .. })) => {
-                        Planned { scheme: name, made_by: format!("refused: {}", refusal(&e)), ..base.clone() }
-                    }
-                    Err(e) => return Err(e.into()),
-                };
-                rows.push(row);
-            }
+            rows.extend(measure_fixed(&fixed, &inst, &previous, &base)?);
             progress();
             for &candidates in sweep.levels[k] {
-                let randomness = level(candidates);
-                let request = PliableRequest::new(inst.clone(), randomness, &mut seeded_stream(seed, 2))?
-                    .with_previous_batches(&previous)?;
-                for (name, planner) in PLIABLE.iter().zip(&pliable) {
-                    let pliable =
-                        planner.as_pliable().ok_or_else(|| anyhow::anyhow!("{name} is not pliable"))?;
-                    let started = Instant::now();
-                    let planned = pliable.plan_pliable(&request, &mut seeded_stream(seed, 1))?;
-                    let plan_seconds = started.elapsed().as_secs_f64();
-                    let report = verify_pliable(&request, &planned)?;
-                    report.ensure_valid()?;
-                    rows.push(Planned {
-                        scheme: name,
-                        candidates: randomness.to_string(),
-                        candidates_per_point: randomness.candidates(workers),
-                        transmissions: Some(planned.plan.len()),
-                        uncoded_chosen: report.uncoded_transmissions,
-                        made_by: planned.made_by,
-                        guaranteed_min_entropy_bits: report.guaranteed_min_entropy_bits,
-                        owner_entropy_bits: report.chosen.owner_entropy_bits.unwrap_or(f64::NAN),
-                        stay_fraction: report.chosen.stay_fraction.unwrap_or(f64::NAN),
-                        cached_fraction: report.chosen.cached_fraction,
-                        plan_seconds,
-                        ..base.clone()
-                    });
-                }
+                rows.extend(measure_pliable(&pliable, &inst, &previous, level(candidates), &base)?);
             }
             progress();
         }
+    }
+    Ok(rows)
+}
+
+/// The fixed-assignment schemes on the fully random assignment (a refusal past a scheme's
+/// reach is a row saying so), its randomness measured as for the pliable ones.
+fn measure_fixed(
+    fixed: &[Box<dyn ShufflePlanner>],
+    inst: &ShuffleInstance,
+    previous: &[Vec<u32>],
+    base: &Planned,
+) -> anyhow::Result<Vec<Planned>> {
+    let seed = base.seed;
+    let one = PliableRequest::new(inst.clone(), Randomness::FULLY_RANDOM, &mut seeded_stream(seed, 2))?
+        .with_previous_batches(previous)?;
+    let mut rows = Vec::new();
+    for (name, planner) in FIXED.iter().zip(fixed) {
+        let started = Instant::now();
+        let outcome = planner.plan_explained(inst, &mut seeded_stream(seed, 1));
+        let plan_seconds = started.elapsed().as_secs_f64();
+        rows.push(match outcome {
+            Ok(planned) => {
+                verify(inst, &planned.plan)?.ensure_valid()?;
+                let chosen =
+                    ubershuffle_core::pliable::PliablePlan::new(inst.clone(), planned.plan.clone(), "");
+                let report = verify_pliable(&one, &chosen)?;
+                Planned {
+                    scheme: name,
+                    transmissions: Some(planned.plan.len()),
+                    made_by: planned.made_by,
+                    owner_entropy_bits: report.chosen.owner_entropy_bits.unwrap_or(f64::NAN),
+                    stay_fraction: report.chosen.stay_fraction.unwrap_or(f64::NAN),
+                    cached_fraction: report.chosen.cached_fraction,
+                    plan_seconds,
+                    ..base.clone()
+                }
+            }
+            Err(e @ (PlanError::OverBudget { .. } | PlanError::TooManyWorkers { .. })) => {
+                Planned { scheme: name, made_by: format!("refused: {}", refusal(&e)), ..base.clone() }
+            }
+            Err(e) => return Err(e.into()),
+        });
+    }
+    Ok(rows)
+}
+
+/// The pliable schemes choosing within `randomness`, each plan verified against its request.
+fn measure_pliable(
+    pliable: &[Box<dyn ShufflePlanner>],
+    inst: &ShuffleInstance,
+    previous: &[Vec<u32>],
+    randomness: Randomness,
+    base: &Planned,
+) -> anyhow::Result<Vec<Planned>> {
+    let (seed, workers) = (base.seed, base.workers);
+    let request = PliableRequest::new(inst.clone(), randomness, &mut seeded_stream(seed, 2))?
+        .with_previous_batches(previous)?;
+    let mut rows = Vec::new();
+    for (name, planner) in PLIABLE.iter().zip(pliable) {
+        let pliable = planner.as_pliable().ok_or_else(|| anyhow::anyhow!("{name} is not pliable"))?;
+        let started = Instant::now();
+        let planned = pliable.plan_pliable(&request, &mut seeded_stream(seed, 1))?;
+        let plan_seconds = started.elapsed().as_secs_f64();
+        let report = verify_pliable(&request, &planned)?;
+        report.ensure_valid()?;
+        rows.push(Planned {
+            scheme: name,
+            candidates: randomness.to_string(),
+            candidates_per_point: randomness.candidates(workers),
+            transmissions: Some(planned.plan.len()),
+            uncoded_chosen: report.uncoded_transmissions,
+            made_by: planned.made_by,
+            guaranteed_min_entropy_bits: report.guaranteed_min_entropy_bits,
+            owner_entropy_bits: report.chosen.owner_entropy_bits.unwrap_or(f64::NAN),
+            stay_fraction: report.chosen.stay_fraction.unwrap_or(f64::NAN),
+            cached_fraction: report.chosen.cached_fraction,
+            plan_seconds,
+            ..base.clone()
+        });
     }
     Ok(rows)
 }

@@ -16,7 +16,7 @@ pub fn run(args: &InstanceArgs) -> anyhow::Result<ExitCode> {
     let checked = params.check()?;
     let limits = ubershuffle_core::limits::Limits::from_env()?;
     let cache = ubershuffle_core::cache_size_for(args.alpha, args.points);
-    super::plan::check_generated(&limits, args.workers, args.points, cache)?;
+    super::instance_source::check_generated(&limits, args.workers, args.points, cache)?;
     let inst = checked.generate();
     let json = inst.to_json();
     match &args.out {

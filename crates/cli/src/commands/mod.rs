@@ -2,6 +2,7 @@
 
 mod gradient_coding;
 mod instance;
+mod instance_source;
 mod master;
 mod msr;
 mod plan;

@@ -5,18 +5,16 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use serde_json::json;
-use ubershuffle_core::limits::{Limits, instance_bytes};
 use ubershuffle_core::theory::theorem1_coded_transmissions;
 use ubershuffle_core::{
-    GeneratorParams, Plan, PlannerOptions, ShuffleInstance, ShufflePlanner, Tried, VerifyReport,
-    cache_size_for, rng::seeded_stream, seeded, verify,
+    Plan, PlannerOptions, ShuffleInstance, ShufflePlanner, Tried, VerifyReport, rng::seeded_stream, verify,
 };
 use ubershuffle_planners::bounds::best_lower_bound;
-use ubershuffle_planners::no_excess::{ShuffleMatrix, random_no_excess_instance};
 use ubershuffle_planners::planner_by_name;
 use ubershuffle_plugin_host::PluginLibrary;
 
-use crate::cli::{InstanceSource, PlanArgs};
+use crate::cli::PlanArgs;
+use crate::commands::instance_source::load_instance;
 use crate::commands::{plan_no_excess, plan_pliable, plan_policy};
 use ubershuffle_runtime::write_atomically;
 
@@ -28,44 +26,6 @@ const PLANNER_STREAM: u64 = 1;
 
 /// The scheme `plan` uses when `--scheme` is not given (and no plugin is).
 const DEFAULT_SCHEME: &str = "coded";
-
-/// Refuses to generate an instance of `workers` caches of `cache` points over `points` points
-/// when it would pass the memory cap ([`Limits`]).
-pub fn check_generated(limits: &Limits, workers: usize, points: usize, cache: usize) -> anyhow::Result<()> {
-    let what = format!("an instance of {workers} workers and {points} points");
-    Ok(limits.check_memory(&what, instance_bytes(workers, points, cache))?)
-}
-
-/// Loads or generates the instance the flags describe. Files are read up to the input cap and
-/// sizes checked against the memory cap before anything is generated ([`Limits`]).
-pub fn load_instance(source: &InstanceSource) -> anyhow::Result<ShuffleInstance> {
-    let limits = Limits::from_env()?;
-    if let Some(path) = &source.instance {
-        let text = limits.read_text(path)?;
-        return ShuffleInstance::from_json(&text)
-            .with_context(|| format!("instance file {}", path.display()));
-    }
-    if let Some(text) = &source.shuffle_matrix {
-        let s = ShuffleMatrix::parse(text).context("invalid --shuffle-matrix")?;
-        let batch = s.points() / s.workers().max(1);
-        check_generated(&limits, s.workers(), s.points(), batch).context("--shuffle-matrix")?;
-        return Ok(s.to_instance());
-    }
-    match (source.workers, source.points, source.alpha) {
-        (Some(workers), Some(points), Some(alpha)) => {
-            let params = GeneratorParams { workers, points, alpha, seed: source.seed }.check()?;
-            check_generated(&limits, workers, points, cache_size_for(alpha, points))?;
-            Ok(params.generate())
-        }
-        (Some(workers), Some(points), None) => {
-            check_generated(&limits, workers, points, points.div_ceil(workers.max(1)))?;
-            Ok(random_no_excess_instance(workers, points, &mut seeded(source.seed))?)
-        }
-        _ => bail!(
-            "give an instance: --instance FILE, --shuffle-matrix S, or --workers N --points Q [--alpha A] [--seed S]"
-        ),
-    }
-}
 
 /// The scheme the flags name: a built-in, or a scheme of the `--plugin` library (whose plans
 /// the plugin host verifies before handing them over).

@@ -6,13 +6,13 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use serde_json::json;
-use ubershuffle_core::pliable::{PliableRequest, Randomness, verify_pliable};
+use ubershuffle_core::pliable::{PliablePlan, PliableReport, PliableRequest, Randomness, verify_pliable};
 use ubershuffle_core::rng::seeded_stream;
 use ubershuffle_core::{GeneratorParams, ShuffleInstance, ShufflePlanner, cache_size_for, seeded};
-use ubershuffle_planners::bounds::best_lower_bound;
+use ubershuffle_planners::bounds::{LowerBound, best_lower_bound};
 use ubershuffle_runtime::write_atomically;
 
-use super::plan::{check_generated, load_instance};
+use super::instance_source::{check_generated, load_instance};
 use crate::cli::{InstanceSource, PlanArgs};
 use crate::output::{print_json, print_table};
 use ubershuffle_core::limits::Limits;
@@ -88,66 +88,70 @@ pub fn run(args: &PlanArgs, planner: &dyn ShufflePlanner, plan_stream: u64) -> a
             "verify_seconds": verify_seconds,
         }))?;
     } else {
-        let bits = |h: Option<f64>| h.map_or("-".to_string(), |h| format!("{h:.3} bits"));
-        let share = |f: Option<f64>| f.map_or("-".to_string(), |f| format!("{:.1} %", 100.0 * f));
-        let (chosen, random) = (report.chosen, report.fully_random);
-        print_table(&[
-            ("scheme", planner.name().to_string()),
-            ("made by", planned.made_by.clone()),
-            ("workers", inst.workers().to_string()),
-            ("points", inst.points().to_string()),
-            ("candidates per point", randomness_label(randomness, inst.workers())),
-            ("transmissions", transmissions.to_string()),
-            (
-                "uncoded",
-                format!(
-                    "{} for the chosen assignment, {} for the fully random one",
-                    report.uncoded_transmissions, report.fully_random_uncoded_transmissions
-                ),
-            ),
-            ("lower bound", format!("{} ({}, for the chosen assignment)", bound.value, bound.kind)),
-            (
-                "verified",
-                if report.is_valid() {
-                    "yes: within the candidates, full batches, every worker decodes".into()
-                } else {
-                    "NO".into()
-                },
-            ),
-            (
-                "owner entropy",
-                format!(
-                    "{} chosen, {} fully random (H(next | previous owner); uniform {:.3} bits; guaranteed min-entropy {:.3} bits)",
-                    bits(chosen.owner_entropy_bits),
-                    bits(random.owner_entropy_bits),
-                    chosen.uniform_entropy_bits,
-                    report.guaranteed_min_entropy_bits
-                ),
-            ),
-            (
-                "points that stay",
-                format!(
-                    "{} chosen, {} fully random",
-                    share(chosen.stay_fraction),
-                    share(random.stay_fraction)
-                ),
-            ),
-            (
-                "points given to a cacher",
-                format!(
-                    "{} chosen, {} fully random",
-                    share(Some(chosen.cached_fraction)),
-                    share(Some(random.cached_fraction))
-                ),
-            ),
-            ("plan time", format!("{plan_seconds:.3} s")),
-            ("verify time", format!("{verify_seconds:.3} s")),
-        ])?;
+        print_table(&table(
+            planner.name(),
+            &planned,
+            &report,
+            randomness,
+            bound,
+            [plan_seconds, verify_seconds],
+        ))?;
     }
     if let Err(e) = report.ensure_valid() {
         bail!("scheme {} produced a plan that does not decode: {e}", planner.name());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The human-readable table of a pliable plan.
+fn table(
+    scheme: &str,
+    planned: &PliablePlan,
+    report: &PliableReport,
+    randomness: Randomness,
+    bound: LowerBound,
+    [plan_seconds, verify_seconds]: [f64; 2],
+) -> Vec<(&'static str, String)> {
+    let inst = &planned.instance;
+    let bits = |h: Option<f64>| h.map_or("-".to_string(), |h| format!("{h:.3} bits"));
+    let share = |f: Option<f64>| f.map_or("-".to_string(), |f| format!("{:.1} %", 100.0 * f));
+    let (chosen, random) = (&report.chosen, &report.fully_random);
+    let (uncoded, random_uncoded) = (report.uncoded_transmissions, report.fully_random_uncoded_transmissions);
+    let verified = if report.is_valid() {
+        "yes: within the candidates, full batches, every worker decodes".into()
+    } else {
+        "NO".into()
+    };
+    let entropy = format!(
+        "{} chosen, {} fully random (H(next | previous owner); uniform {:.3} bits; guaranteed min-entropy {:.3} bits)",
+        bits(chosen.owner_entropy_bits),
+        bits(random.owner_entropy_bits),
+        chosen.uniform_entropy_bits,
+        report.guaranteed_min_entropy_bits
+    );
+    let cached = (share(Some(chosen.cached_fraction)), share(Some(random.cached_fraction)));
+    vec![
+        ("scheme", scheme.to_string()),
+        ("made by", planned.made_by.clone()),
+        ("workers", inst.workers().to_string()),
+        ("points", inst.points().to_string()),
+        ("candidates per point", randomness_label(randomness, inst.workers())),
+        ("transmissions", planned.plan.len().to_string()),
+        (
+            "uncoded",
+            format!("{uncoded} for the chosen assignment, {random_uncoded} for the fully random one"),
+        ),
+        ("lower bound", format!("{} ({}, for the chosen assignment)", bound.value, bound.kind)),
+        ("verified", verified),
+        ("owner entropy", entropy),
+        (
+            "points that stay",
+            format!("{} chosen, {} fully random", share(chosen.stay_fraction), share(random.stay_fraction)),
+        ),
+        ("points given to a cacher", format!("{} chosen, {} fully random", cached.0, cached.1)),
+        ("plan time", format!("{plan_seconds:.3} s")),
+        ("verify time", format!("{verify_seconds:.3} s")),
+    ]
 }
 
 /// `3 (each point's next owner is one of 3 uniformly random workers)`.

@@ -24,7 +24,7 @@ pub fn start(source: &InstanceSource, args: &PolicyArgs) -> anyhow::Result<Optio
     let limits = ubershuffle_core::limits::Limits::from_env()?;
     let cache =
         source.alpha.map_or(points.div_ceil(workers.max(1)), |a| ubershuffle_core::cache_size_for(a, points));
-    super::plan::check_generated(&limits, workers, points, cache)?;
+    super::instance_source::check_generated(&limits, workers, points, cache)?;
     let params = ChainParams::new(workers, points, policy, source.seed);
     let params = match source.alpha {
         Some(alpha) => params.with_alpha(alpha)?,

@@ -20,6 +20,7 @@ use crate::protocol::{
 };
 use crate::routing::{Routes, route};
 use crate::{EpochMetrics, RuntimeError};
+use ubershuffle_core::epoch_chain::PlannedEpoch;
 
 /// How an attempt at an epoch ended.
 pub(super) enum Attempt {
@@ -72,6 +73,7 @@ impl<T: Transport> Master<'_, T> {
                     metrics.rejoined_workers = self.members.take_rejoined_before_epoch();
                     metrics.attempts = attempt as usize + 1;
                     write_phases(&watch, &mut metrics);
+                    log_epoch(&metrics);
                     return Ok(*metrics);
                 }
                 Attempt::LostWorker(w) => {
@@ -91,65 +93,30 @@ impl<T: Transport> Master<'_, T> {
         }
     }
 
+    /// One attempt at the epoch over the live workers: planned -> routed -> sent -> collected
+    /// -> aggregated, each phase timed by `watch`.
     fn attempt(
         &mut self,
         attempt: u32,
         outcome: &IterationOutcome,
         watch: &mut Stopwatch,
     ) -> Result<Attempt, RuntimeError> {
-        let points = self.data.train.len();
         let live = self.members.live();
         if live.is_empty() {
             let lost: Vec<String> = (0..self.config.workers).map(|w| w.to_string()).collect();
             return Err(self.members.no_workers_left(lost.join(", ")));
         }
-        let drawn = self.state.chain.draw(&live, attempt)?;
-        let epoch = drawn.epoch;
-        let mut m = EpochMetrics { epoch, workers: live.len(), ..Default::default() };
-        // A pliable planner chooses the assignment too (the policy's is its first candidate).
-        let chosen = drawn.plan(self.planner, self.config.candidates)?;
-        m.uncoded_transmissions = chosen.instance.uncoded_transmissions();
-        m.transmissions = chosen.plan.len();
-        let cached: usize = (0..live.len()).map(|k| chosen.instance.cache(k).len()).sum();
-        let work = Work {
-            requests: m.uncoded_transmissions as u64,
-            drawn_points: (points + cached) as u64,
-            ..Work::default()
-        };
-        watch.lap(&mut self.t, Phase::Plan, work);
-
-        chosen.verify()?;
-        let pairs: u64 = chosen.plan.iter().map(|parts| (parts.len() * parts.len()) as u64).sum();
-        let work = Work { verified_pairs: pairs + m.uncoded_transmissions as u64, ..Work::default() };
-        watch.lap(&mut self.t, Phase::Verify, work);
-        let owners = chosen.owners();
-        let stats = chosen.randomness(&owners);
-        m.owner_entropy_bits = stats.owner_entropy_bits.unwrap_or(0.0);
-        m.stay_fraction = stats.stay_fraction.unwrap_or(0.0);
-        m.cached_fraction = stats.cached_fraction;
-        m.owner_chi_square_per_df = record_owners(&mut self.owner_counts, &owners, &live);
+        let (chosen, mut m) = self.planned(&live, attempt, watch)?;
         let (inst, plan) = (&chosen.instance, &chosen.plan);
-
-        let routes = route(inst, plan)?;
-        m.broadcast_packets = routes.broadcast.len();
-        m.unicast_packets = routes.unicast.iter().map(Vec::len).sum();
-        let parts: u64 = plan.iter().map(|p| p.len() as u64).sum();
-        let work = Work { peeled_parts: parts * live.len() as u64, ..Work::default() };
-        watch.lap(&mut self.t, Phase::Route, work);
-
-        // Each worker's check on what it decodes: like verifying, a check, not shuffle work.
-        let checksums: Vec<u32> = (0..live.len())
-            .map(|k| {
-                records_checksum(
-                    inst.needs(k).into_iter().filter_map(|p| self.data.train.get(p).map(|r| (p, r))),
-                )
-            })
-            .collect();
-        let checksummed = (m.uncoded_transmissions * self.data.train.width()) as u64;
-        watch.lap(&mut self.t, Phase::Verify, Work { checksummed_bytes: checksummed, ..Work::default() });
-
-        let header =
-            EpochHeader { epoch: epoch as u32, attempt, inst, plan, routes: &routes, checksums: &checksums };
+        let (routes, checksums) = self.routed(&chosen, &mut m, watch)?;
+        let header = EpochHeader {
+            epoch: m.epoch as u32,
+            attempt,
+            inst,
+            plan,
+            routes: &routes,
+            checksums: &checksums,
+        };
         if let Err(e) = self.distribute(&header, &live, outcome, &mut m, watch) {
             return match &e {
                 RuntimeError::Transport(t) => match lost_worker(t) {
@@ -166,29 +133,103 @@ impl<T: Transport> Master<'_, T> {
         let mut waiting: Vec<usize> = live.clone();
         self.await_acks(&header, &mut waiting, &mut m)?;
         watch.lap_idle(&self.t, Phase::Transmit);
-
         let updates = self.collect_updates(&header, &mut waiting, &mut m, watch)?;
         m.stragglers = waiting.len();
         m.updates = updates.len();
-        let model = self.learner.aggregate(&Model::new(self.state.model.clone()), &updates)?;
+        self.aggregated(&chosen, &live, &updates, &mut m, watch)?;
+        Ok(Attempt::Done(Box::new(m)))
+    }
+
+    /// The planned phase: draws the epoch from the chain over the live workers, plans it (a
+    /// pliable planner chooses the assignment too: the policy's is its first candidate),
+    /// verifies it and measures how random the assignment is. The epoch's metrics start here.
+    fn planned(
+        &mut self,
+        live: &[usize],
+        attempt: u32,
+        watch: &mut Stopwatch,
+    ) -> Result<(PlannedEpoch, EpochMetrics), RuntimeError> {
+        let points = self.data.train.len();
+        let chosen = self.state.chain.draw(live, attempt)?.plan(self.planner, self.config.candidates)?;
+        let mut m = EpochMetrics { epoch: chosen.epoch, workers: live.len(), ..Default::default() };
+        m.uncoded_transmissions = chosen.instance.uncoded_transmissions();
+        m.transmissions = chosen.plan.len();
+        let cached: usize = (0..live.len()).map(|k| chosen.instance.cache(k).len()).sum();
+        let work = Work {
+            requests: m.uncoded_transmissions as u64,
+            drawn_points: (points + cached) as u64,
+            ..Work::default()
+        };
+        watch.lap(&mut self.t, Phase::Plan, work);
+        chosen.verify()?;
+        let pairs: u64 = chosen.plan.iter().map(|parts| (parts.len() * parts.len()) as u64).sum();
+        let work = Work { verified_pairs: pairs + m.uncoded_transmissions as u64, ..Work::default() };
+        watch.lap(&mut self.t, Phase::Verify, work);
+        let owners = chosen.owners();
+        let stats = chosen.randomness(&owners);
+        m.owner_entropy_bits = stats.owner_entropy_bits.unwrap_or(0.0);
+        m.stay_fraction = stats.stay_fraction.unwrap_or(0.0);
+        m.cached_fraction = stats.cached_fraction;
+        m.owner_chi_square_per_df = record_owners(&mut self.owner_counts, &owners, live);
+        Ok((chosen, m))
+    }
+
+    /// The routed phase: which packets go by broadcast and which point to point, and each
+    /// worker's checksum of its new records (its check on what it decodes).
+    fn routed(
+        &mut self,
+        chosen: &PlannedEpoch,
+        m: &mut EpochMetrics,
+        watch: &mut Stopwatch,
+    ) -> Result<(Routes, Vec<u32>), RuntimeError> {
+        let (inst, plan) = (&chosen.instance, &chosen.plan);
+        let routes = route(inst, plan)?;
+        m.broadcast_packets = routes.broadcast.len();
+        m.unicast_packets = routes.unicast.iter().map(Vec::len).sum();
+        let parts: u64 = plan.iter().map(|p| p.len() as u64).sum();
+        let work = Work { peeled_parts: parts * inst.workers() as u64, ..Work::default() };
+        watch.lap(&mut self.t, Phase::Route, work);
+        // Like verifying, a check, not shuffle work.
+        let train = &self.data.train;
+        let checksums: Vec<u32> = (0..inst.workers())
+            .map(|k| records_checksum(inst.needs(k).into_iter().filter_map(|p| train.get(p).map(|r| (p, r)))))
+            .collect();
+        let checksummed = (m.uncoded_transmissions * train.width()) as u64;
+        watch.lap(&mut self.t, Phase::Verify, Work { checksummed_bytes: checksummed, ..Work::default() });
+        Ok((routes, checksums))
+    }
+
+    /// The aggregated phase: the new model from the updates, its held-out loss, and the chain
+    /// moved on (each live worker's new batch and cache; a worker lost meanwhile forgets its
+    /// cache).
+    fn aggregated(
+        &mut self,
+        chosen: &PlannedEpoch,
+        live: &[usize],
+        updates: &[ubershuffle_learners::Update],
+        m: &mut EpochMetrics,
+        watch: &mut Stopwatch,
+    ) -> Result<(), RuntimeError> {
+        let model = self.learner.aggregate(&Model::new(self.state.model.clone()), updates)?;
         m.loss = self.loss(&model)?;
         self.state.model = model.params;
-        self.state.chain.commit(&chosen);
-        for &w in &live {
+        self.state.chain.commit(chosen);
+        for &w in live {
             if !self.members.is_alive(w) {
                 self.state.chain.forget(w);
             }
         }
+        let inst = &chosen.instance;
         let held_out = ubershuffle_learners::data::record_views(&self.data.held_out);
         let kept: usize = (0..live.len()).map(|k| inst.cache(k).len() + inst.assignment(k).len()).sum();
         let work = Work {
-            coordinates: aggregate_work(&updates),
+            coordinates: aggregate_work(updates),
             loss_coordinates: self.config.learner.loss_work(&held_out),
             kept_points: kept as u64,
             ..Work::default()
         };
         watch.lap(&mut self.t, Phase::Aggregate, work);
-        Ok(Attempt::Done(Box::new(m)))
+        Ok(())
     }
 
     /// Sends the model, the orders, the broadcasts and the point-to-point packets of one
@@ -203,7 +244,6 @@ impl<T: Transport> Master<'_, T> {
     ) -> Result<(), RuntimeError> {
         let width = self.data.train.width();
         let per_chunk = (self.config.chunk_bytes / width).max(1);
-        let broadcasts = h.routes.broadcast.len().div_ceil(per_chunk);
         let model = Model::new(self.state.model.clone()).to_bytes();
         // The survivors of a loss learn their new broadcast group before its first broadcast.
         if let Some(group) = self.members.group_to_announce() {
@@ -227,6 +267,40 @@ impl<T: Transport> Master<'_, T> {
             let work = Work { copied_bytes: 2 * m.model_bytes, ..Work::default() };
             watch.lap(&mut self.t, Phase::ModelBroadcast, work);
         }
+        self.send_orders(h, live, outcome, &model, model_by_broadcast, m, watch)?;
+        let data = self.data;
+        let encoder = Encoder::new(h.plan, &data.train)?;
+        for (k, seqs) in h.routes.broadcast.chunks(per_chunk).enumerate() {
+            let mut buf = self.encode(&encoder, h, seqs, false, m, watch);
+            let name = broadcast_name(h.epoch, h.attempt, k as u32 + 1);
+            self.t.broadcast_among(0, &group, name, &mut buf)?;
+            watch.lap_idle(&self.t, Phase::Transmit);
+        }
+        for (k, &w) in live.iter().enumerate() {
+            for seqs in h.routes.unicast[k].chunks(per_chunk) {
+                let bytes = self.encode(&encoder, h, seqs, true, m, watch);
+                self.t.send(w + 1, TAG_MASTER, &bytes)?;
+                watch.lap_idle(&self.t, Phase::Transmit);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends every live worker its order: its batch, the plan's transmissions it needs, how
+    /// many data messages follow, its checksum, and the model unless it was broadcast.
+    #[allow(clippy::too_many_arguments)]
+    fn send_orders(
+        &mut self,
+        h: &EpochHeader<'_>,
+        live: &[usize],
+        outcome: &IterationOutcome,
+        model: &[u8],
+        model_by_broadcast: bool,
+        m: &mut EpochMetrics,
+        watch: &mut Stopwatch,
+    ) -> Result<(), RuntimeError> {
+        let per_chunk = (self.config.chunk_bytes / self.data.train.width()).max(1);
+        let broadcasts = h.routes.broadcast.len().div_ceil(per_chunk);
         for (k, &w) in live.iter().enumerate() {
             let seqs = &h.routes.needs[k];
             let mut sub_plan = Plan::with_capacity(seqs.len(), 0);
@@ -237,7 +311,7 @@ impl<T: Transport> Master<'_, T> {
             let order = MasterMessage::Order(EpochOrder {
                 epoch: h.epoch,
                 attempt: h.attempt,
-                model: if model_by_broadcast { Vec::new() } else { model.clone() },
+                model: if model_by_broadcast { Vec::new() } else { model.to_vec() },
                 batch: h.inst.assignment(k).to_vec(),
                 plan: sub_plan,
                 seqs: seqs.clone(),
@@ -256,21 +330,6 @@ impl<T: Transport> Master<'_, T> {
             self.t.send(w + 1, TAG_MASTER, &bytes)?;
             m.control_bytes += bytes.len() as u64;
             watch.lap_idle(&self.t, Phase::Transmit);
-        }
-        let data = self.data;
-        let encoder = Encoder::new(h.plan, &data.train)?;
-        for (k, seqs) in h.routes.broadcast.chunks(per_chunk).enumerate() {
-            let mut buf = self.encode(&encoder, h, seqs, false, m, watch);
-            let name = broadcast_name(h.epoch, h.attempt, k as u32 + 1);
-            self.t.broadcast_among(0, &group, name, &mut buf)?;
-            watch.lap_idle(&self.t, Phase::Transmit);
-        }
-        for (k, &w) in live.iter().enumerate() {
-            for seqs in h.routes.unicast[k].chunks(per_chunk) {
-                let bytes = self.encode(&encoder, h, seqs, true, m, watch);
-                self.t.send(w + 1, TAG_MASTER, &bytes)?;
-                watch.lap_idle(&self.t, Phase::Transmit);
-            }
         }
         Ok(())
     }
@@ -319,4 +378,23 @@ fn write_phases(watch: &Stopwatch, m: &mut EpochMetrics) {
     m.waiting_seconds = seconds(Phase::Waiting);
     m.aggregate_seconds = seconds(Phase::Aggregate);
     m.epoch_seconds = watch.timer.total().as_secs_f64();
+}
+
+/// The epoch's event: its counts and its phases' durations (seconds of the rank's clock).
+fn log_epoch(m: &EpochMetrics) {
+    tracing::info!(
+        epoch = m.epoch,
+        workers = m.workers,
+        attempts = m.attempts,
+        transmissions = m.transmissions,
+        uncoded = m.uncoded_transmissions,
+        updates = m.updates,
+        stragglers = m.stragglers,
+        loss = m.loss,
+        epoch_s = m.epoch_seconds,
+        "epoch done"
+    );
+    for (phase, seconds) in m.phases() {
+        tracing::debug!(epoch = m.epoch, phase, seconds, "epoch phase");
+    }
 }

@@ -74,8 +74,10 @@ impl Membership {
 
     /// Takes worker `w` out of the run.
     pub(crate) fn lose(&mut self, w: usize) {
-        if let Some(a) = self.alive.get_mut(w) {
+        if let Some(a) = self.alive.get_mut(w).filter(|a| **a) {
             *a = false;
+            let cause = self.last_loss.as_ref().map_or("", |(c, _)| c.as_str());
+            tracing::warn!(worker = w, cause, "worker lost");
         }
     }
 
@@ -85,6 +87,7 @@ impl Membership {
         if let Some(a) = self.alive.get_mut(w) {
             *a = true;
             self.rejoined_before_epoch.push(w);
+            tracing::info!(worker = w, "worker readmitted");
         }
     }
 

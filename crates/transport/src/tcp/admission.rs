@@ -16,9 +16,17 @@ use std::time::{Duration, Instant};
 
 use super::auth::{self, Context, Nonce, Role};
 use super::handshake::{self, MAX_UNAUTHENTICATED_PAYLOAD};
-use super::setup::Refusal;
 use crate::TransportError;
 use crate::frame::{Frame, FrameHeader, FrameKind, HEADER_LEN, write_frame};
+
+/// A connection the master or a worker turned away during setup.
+#[derive(Clone, Debug)]
+pub struct Refusal {
+    /// Where it came from.
+    pub from: SocketAddr,
+    /// Why, in one line.
+    pub reason: String,
+}
 
 /// A peer that proved it knows the token.
 #[derive(Debug)]

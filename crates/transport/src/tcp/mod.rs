@@ -52,8 +52,9 @@ use crate::mailbox::{Delivery, Mailbox};
 use crate::transport::{check_peers, check_send, links_accessors, point_to_point_via_links};
 use crate::{COLLECTIVE_HEADER_BYTES, Tag, Transport, TransportError};
 
+pub use admission::Refusal;
 pub use join::connect_worker;
-pub use setup::{MAX_PENDING_HANDSHAKES, MasterListener, Refusal};
+pub use setup::{MAX_PENDING_HANDSHAKES, MasterListener};
 
 /// How a TCP cluster is set up and behaves.
 #[derive(Clone, Debug)]

@@ -5,7 +5,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::admission::{Admission, Event};
+use super::admission::{Admission, Event, Refusal};
 use super::auth::{self, Context};
 use super::handshake::{self, Welcome};
 use super::joiner::Joiner;
@@ -20,15 +20,6 @@ const POLL: Duration = Duration::from_millis(20);
 pub(crate) const IDLE_POLL: Duration = Duration::from_millis(2);
 /// Handshakes the master keeps pending at once; a newer connection drops the oldest.
 pub const MAX_PENDING_HANDSHAKES: usize = 64;
-
-/// A connection the master or a worker turned away during setup.
-#[derive(Clone, Debug)]
-pub struct Refusal {
-    /// Where it came from.
-    pub from: SocketAddr,
-    /// Why, in one line.
-    pub reason: String,
-}
 
 fn io_error(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> TransportError {
     let context = context.into();
@@ -147,6 +138,12 @@ struct Join<'a, 'l> {
 }
 
 impl Join<'_, '_> {
+    /// Turns a connection away: an event for the logs, then the caller's callback.
+    fn refuse(&mut self, refusal: Refusal) {
+        tracing::warn!(from = %refusal.from, reason = %refusal.reason, "connection refused");
+        (self.on_refused)(&refusal);
+    }
+
     /// Accepts and advances handshakes once; joined workers beyond `workers` are turned away.
     fn poll_admission(&mut self) -> Result<bool, TransportError> {
         let mut events = Vec::new();
@@ -164,7 +161,7 @@ impl Join<'_, '_> {
                         reason.as_bytes(),
                         "",
                     );
-                    (self.on_refused)(&Refusal { from: a.from, reason: reason.into() });
+                    self.refuse(Refusal { from: a.from, reason: reason.into() });
                 }
                 Event::Refused(r) => (self.on_refused)(&r),
             }
@@ -191,7 +188,7 @@ impl Join<'_, '_> {
                     )
                 }
             };
-            (self.on_refused)(&Refusal { from: j.admitted.from, reason });
+            self.refuse(Refusal { from: j.admitted.from, reason });
         }
     }
 
@@ -337,7 +334,7 @@ impl Join<'_, '_> {
                 reason.as_bytes(),
                 "",
             );
-            (self.on_refused)(&Refusal { from: j.admitted.from, reason: reason.into() });
+            self.refuse(Refusal { from: j.admitted.from, reason: reason.into() });
         }
         streams.resize_with(size, || None);
         Ok(Some((streams, addrs)))

@@ -252,6 +252,14 @@ fn list(items: &[usize]) -> String {
 
 /// The per-epoch table and the totals.
 fn print_summary(echo: &Value, report: &RunReport) -> anyhow::Result<()> {
+    print_line(&epoch_table(&report.epochs))?;
+    print_line("")?;
+    print_table(&totals(echo, report))
+}
+
+/// One row per epoch, right-aligned but the last column (the loss and any lost or rejoined
+/// workers).
+fn epoch_table(epochs: &[EpochMetrics]) -> String {
     let header = [
         "epoch",
         "transmissions",
@@ -266,7 +274,7 @@ fn print_summary(echo: &Value, report: &RunReport) -> anyhow::Result<()> {
         "loss",
     ];
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
-    for m in &report.epochs {
+    for m in epochs {
         let mut loss = number(m.loss);
         if !m.rejoined_workers.is_empty() {
             loss += &format!("  (rejoined worker {})", list(&m.rejoined_workers));
@@ -290,20 +298,18 @@ fn print_summary(echo: &Value, report: &RunReport) -> anyhow::Result<()> {
     }
     let widths: Vec<usize> =
         (0..header.len()).map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0)).collect();
-    let lines: Vec<String> = rows
-        .iter()
-        .map(|r| {
-            let cells: Vec<String> = r
-                .iter()
-                .zip(&widths)
-                .enumerate()
-                .map(|(c, (cell, &w))| if c + 1 == r.len() { cell.clone() } else { format!("{cell:>w$}") })
-                .collect();
-            cells.join("  ")
-        })
-        .collect();
-    print_line(&lines.join("\n"))?;
-    print_line("")?;
+    let line = |r: &Vec<String>| {
+        let last = r.len() - 1;
+        let cells = r.iter().zip(&widths).enumerate();
+        cells
+            .map(|(c, (cell, &w))| if c == last { cell.clone() } else { format!("{cell:>w$}") })
+            .collect::<Vec<_>>()
+    };
+    rows.iter().map(|r| line(r).join("  ")).collect::<Vec<_>>().join("\n")
+}
+
+/// The run's totals as (label, value) rows.
+fn totals(echo: &Value, report: &RunReport) -> Vec<(&'static str, String)> {
     let e = &report.epochs;
     let text = |k: &str| echo[k].as_str().map_or_else(|| echo[k].to_string(), str::to_string);
     let transmissions: usize = e.iter().map(|m| m.transmissions).sum();
@@ -325,55 +331,40 @@ fn print_summary(echo: &Value, report: &RunReport) -> anyhow::Result<()> {
     } else {
         format!("; epochs {} sent every packet point to point (no coding gain)", list(&without_gain))
     };
-    print_table(&[
+    let (workers, cache, transport) = (text("workers"), text("cache-capacity"), text("transport"));
+    let last_loss = e.last().map_or_else(|| "-".into(), |m| number(m.loss));
+    let sent = format!(
+        "{broadcasts} broadcast + {unicasts} point-to-point packets{}{fallback}",
+        share(broadcasts + unicasts)
+    );
+    vec![
         ("scheme", format!("{} ({} policy)", text("scheme"), text("policy"))),
         ("learner", format!("{} on {} training points", text("learner"), text("training-points"))),
-        (
-            "cluster",
-            format!(
-                "{} workers, cache {} points each, {} transport",
-                text("workers"),
-                text("cache-capacity"),
-                text("transport")
-            ),
-        ),
+        ("cluster", format!("{workers} workers, cache {cache} points each, {transport} transport")),
         ("epochs", e.len().to_string()),
         ("mean shuffle", format!("{:.4} s", mean(e, EpochMetrics::shuffle_seconds))),
         ("mean epoch", format!("{:.4} s", mean(e, |m| m.epoch_seconds))),
         ("planned transmissions", format!("{transmissions}{}", share(transmissions))),
-        (
-            "sent on the wire",
-            format!(
-                "{broadcasts} broadcast + {unicasts} point-to-point packets{}{fallback}",
-                share(broadcasts + unicasts)
-            ),
-        ),
+        ("sent on the wire", sent),
         ("payload bytes", format!("{broadcast_bytes} broadcast, {unicast_bytes} point to point")),
-        (
-            "loss",
-            format!(
-                "{} -> {}",
-                number(report.initial_loss),
-                e.last().map_or_else(|| "-".into(), |m| number(m.loss))
-            ),
-        ),
-        (
-            "randomness",
-            format!(
-                "H(next | previous owner) {:.3} bits (uniform: {:.3}), {:.1} % of points stay, chi-square/df over epochs {}",
-                mean(e, |m| m.owner_entropy_bits),
-                (e.first().map_or(1, |m| m.workers).max(1) as f64).log2(),
-                100.0 * mean(e, |m| m.stay_fraction),
-                e.last()
-                    .and_then(|m| m.owner_chi_square_per_df)
-                    .map_or_else(|| "-".into(), |c| format!("{c:.2}"))
-            ),
-        ),
+        ("loss", format!("{} -> {last_loss}", number(report.initial_loss))),
+        ("randomness", randomness(e)),
         (
             "lost workers",
             if report.lost_workers.is_empty() { "none".into() } else { list(&report.lost_workers) },
         ),
-    ])
+    ]
+}
+
+/// The randomness statistics of the run's assignments, in a line.
+fn randomness(e: &[EpochMetrics]) -> String {
+    format!(
+        "H(next | previous owner) {:.3} bits (uniform: {:.3}), {:.1} % of points stay, chi-square/df over epochs {}",
+        mean(e, |m| m.owner_entropy_bits),
+        (e.first().map_or(1, |m| m.workers).max(1) as f64).log2(),
+        100.0 * mean(e, |m| m.stay_fraction),
+        e.last().and_then(|m| m.owner_chi_square_per_df).map_or_else(|| "-".into(), |c| format!("{c:.2}"))
+    )
 }
 
 #[cfg(test)]
