@@ -46,6 +46,24 @@ def test_known_cli_output_without_the_binary():
     assert r.verified and r.made_by == "coded"
 
 
+# `ubershuffle plan --policy partial-local --fraction 0.3 --scheme coded -n 6 -q 1200 --epochs 3
+# --seed 7 --json`'s per_epoch, recorded (the epoch chain of core's EpochChain).
+KNOWN_EPOCHS = [
+    (1, 360, 304, 168, 304),
+    (2, 360, 292, 170, 292),
+    (3, 360, 298, 171, 298),
+]
+
+
+def test_known_cli_epochs_without_the_binary():
+    got = us.plan_epochs(
+        6, 1200, policy="partial-local", fraction=0.3, alpha=None, scheme="coded", epochs=3, seed=7
+    )
+    keys = ["epoch", "points_exchanged", "points_moved", "transmissions", "uncoded_transmissions"]
+    assert [tuple(e[k] for k in keys) for e in got] == KNOWN_EPOCHS
+    assert all(e["verified"] for e in got)
+
+
 def test_schemes_match_the_cli(cli):
     assert us.schemes() == cli("schemes", "--json")
 
