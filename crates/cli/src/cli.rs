@@ -492,7 +492,7 @@ pub struct RunSettings {
     /// Epochs to run.
     #[arg(long, value_name = "E", default_value_t = 5, help_heading = "Cluster")]
     pub epochs: usize,
-    /// Storage ratio: each worker caches floor(alpha q) points [default: 2/n, at most 1].
+    /// Storage ratio: each worker caches floor(alpha q) points [default: 2/n, at most 1/2].
     #[arg(long, short = 'a', value_name = "A", help_heading = "Cluster")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub alpha: Option<f64>,
@@ -526,7 +526,7 @@ pub struct RunSettings {
     #[arg(long, value_name = "S", default_value_t = 0, help_heading = "Cluster")]
     pub seed: u64,
     /// Largest payload of one data message, in bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20, help_heading = "Cluster")]
+    #[arg(long, value_name = "BYTES", default_value_t = ubershuffle_runtime::RunConfig::DEFAULT_CHUNK_BYTES, help_heading = "Cluster")]
     pub chunk_bytes: usize,
     /// Seconds any single wait may take before a peer counts as stalled.
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0, help_heading = "Cluster")]

@@ -45,7 +45,7 @@ fn an_in_process_run_trains_and_reports_every_epoch() {
     assert_eq!(v["config"]["scheme"], "coded");
     assert_eq!(v["config"]["workers"], 3);
     assert_eq!(v["config"]["transport"], "inproc");
-    assert_eq!(v["config"]["cache-capacity"], 400);
+    assert_eq!(v["config"]["cache-capacity"], 300); // alpha 2/n at most 1/2 of q = 600
     assert_eq!(v["complete"], true);
     let epochs = v["epochs"].as_array().unwrap();
     assert_eq!(epochs.len(), 3);

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 /// up to `epoch_seconds`. Decode and train are the part of the master's wait for updates during
 /// which the worker whose update came last was decoding and training (on that worker's clock).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct EpochMetrics {
     /// The epoch, from 1.
     pub epoch: usize,

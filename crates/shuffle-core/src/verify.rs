@@ -121,6 +121,7 @@ impl WorkerShortfall {
 
 /// What peeling found at every worker.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct VerifyReport {
     /// Transmissions in the plan.
     pub transmissions: usize,

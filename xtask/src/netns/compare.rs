@@ -254,15 +254,11 @@ mod tests {
     fn epochs_must_carry_the_same_plans() {
         let job =
             EpochJob { scheme: "coded".into(), epochs: 2, points: 10, features: 1, alpha: 0.5, seed: 0 };
-        let epoch = |k: usize, transmit: f64, packets: usize| EpochMetrics {
-            epoch: k,
-            transmissions: packets,
-            broadcast_packets: packets,
-            payload_bytes: 100,
-            plan_seconds: 0.5,
-            transmit_seconds: transmit,
-            epoch_seconds: 4.0,
-            ..Default::default()
+        let epoch = |k: usize, transmit: f64, packets: usize| {
+            let mut m = EpochMetrics::default();
+            (m.epoch, m.transmissions, m.broadcast_packets, m.payload_bytes) = (k, packets, packets, 100);
+            (m.plan_seconds, m.transmit_seconds, m.epoch_seconds) = (0.5, transmit, 4.0);
+            m
         };
         let measured = [epoch(1, 2.0, 5), epoch(2, 3.0, 5)];
         let model = [epoch(1, 1.0, 5), epoch(2, 2.0, 5)];

@@ -15,6 +15,7 @@ use crate::ShuffleInstance;
 
 /// A lower bound on the transmissions of every scheme for one instance, and which bound it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LowerBound {
     /// The bound, in point-sized transmissions.
     pub value: usize,

@@ -39,6 +39,7 @@ pub struct RunData {
 
 /// What a finished run measured.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct RunReport {
     /// Every epoch, in order (those before a resume come from the checkpoint).
     pub epochs: Vec<EpochMetrics>,

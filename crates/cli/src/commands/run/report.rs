@@ -337,7 +337,7 @@ fn totals(echo: &Value, report: &RunReport) -> Vec<(&'static str, String)> {
         "{broadcasts} broadcast + {unicasts} point-to-point packets{}{fallback}",
         share(broadcasts + unicasts)
     );
-    vec![
+    let mut rows = vec![
         ("scheme", format!("{} ({} policy)", text("scheme"), text("policy"))),
         ("learner", format!("{} on {} training points", text("learner"), text("training-points"))),
         ("cluster", format!("{workers} workers, cache {cache} points each, {transport} transport")),
@@ -353,7 +353,11 @@ fn totals(echo: &Value, report: &RunReport) -> Vec<(&'static str, String)> {
             "lost workers",
             if report.lost_workers.is_empty() { "none".into() } else { list(&report.lost_workers) },
         ),
-    ]
+    ];
+    if let Some(chosen) = echo["chosen"].as_str() {
+        rows.push(("chosen", chosen.to_string()));
+    }
+    rows
 }
 
 /// The randomness statistics of the run's assignments, in a line.
@@ -373,15 +377,13 @@ mod tests {
 
     #[test]
     fn a_coded_plan_sent_point_to_point_shows_as_lost_gain() {
-        let coded = EpochMetrics {
-            transmissions: 40,
-            uncoded_transmissions: 100,
-            broadcast_packets: 35,
-            unicast_packets: 5,
-            ..Default::default()
-        };
-        let fell_back = EpochMetrics { broadcast_packets: 0, unicast_packets: 100, ..coded.clone() };
-        let uncoded = EpochMetrics { transmissions: 100, unicast_packets: 100, ..fell_back.clone() };
+        let mut coded = EpochMetrics::default();
+        (coded.transmissions, coded.uncoded_transmissions) = (40, 100);
+        (coded.broadcast_packets, coded.unicast_packets) = (35, 5);
+        let mut fell_back = coded.clone();
+        (fell_back.broadcast_packets, fell_back.unicast_packets) = (0, 100);
+        let mut uncoded = fell_back.clone();
+        uncoded.transmissions = 100;
         assert!(!lost_the_gain(&coded) && lost_the_gain(&fell_back) && !lost_the_gain(&uncoded));
         let doc = document(&Value::Null, &Value::Null, &[coded, fell_back], None);
         assert_eq!(doc["totals"]["epochs_without_coding_gain"], 1);

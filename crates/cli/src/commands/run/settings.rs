@@ -154,7 +154,8 @@ impl RunSettings {
         at_least_one("--epochs", s.epochs)?;
         let (data, learner) = resolve_learner(&mut s)?;
         let points = data.training_points();
-        let alpha = *s.alpha.get_or_insert((2.0 / workers as f64).min(1.0));
+        let alpha_given = s.alpha.is_some();
+        let alpha = *s.alpha.get_or_insert(default_alpha(workers));
         if !(alpha > 0.0 && alpha <= 1.0) {
             bail!("--alpha must lie in (0, 1], got {alpha}");
         }
@@ -185,7 +186,18 @@ impl RunSettings {
         (config.deadline, config.checkpoint, config.resume) = (deadline, checkpoint, s.resume);
         config.candidates = s.candidates;
         let config = config.check(points).map_err(|e| explain(e, alpha))?;
-        let (echo, identity) = echo(&s, &data, config.cache_capacity)?;
+        let (mut echo, identity) = echo(&s, &data, config.cache_capacity)?;
+        let chosen = (!alpha_given).then(|| {
+            format!(
+                "--alpha not given: alpha = {alpha} (2/n, at most 1/2), each worker caches {} of the {points} points",
+                config.cache_capacity
+            )
+        });
+        // Defaults the run chose that change what it measures: in the summary table and as
+        // `config.chosen` in the JSON.
+        if let Some(note) = chosen {
+            echo["chosen"] = note.into();
+        }
         Ok(Resolved {
             echo,
             identity,
@@ -206,6 +218,13 @@ impl RunSettings {
             json: s.json,
         })
     }
+}
+
+/// The storage ratio when `--alpha` is not given: twice the batch (2/n, the UberShuffle
+/// paper's smallest setting), at most half the data, so that every run has something to
+/// shuffle (at 2/n with 2 workers, each would cache everything and send nothing).
+fn default_alpha(workers: usize) -> f64 {
+    (2.0 / workers as f64).min(0.5)
 }
 
 /// The epoch loop's check, said in terms of the flags.
@@ -358,6 +377,16 @@ mod tests {
         let Command::Run(run) = &mut cli.command else { unreachable!() };
         run.settings.given = crate::given_ids(&matches);
         run.settings.clone()
+    }
+
+    #[test]
+    fn a_default_run_shuffles_something_and_says_what_it_chose() {
+        let two = settings(&["--workers", "2"]).resolve(None).unwrap();
+        assert_eq!(two.config.cache_capacity, 2000, "half of the 4000 points, not all of them");
+        assert!(two.echo["chosen"].as_str().is_some_and(|n| n.contains("alpha = 0.5")), "{}", two.echo);
+        let eight = settings(&["--workers", "8"]).resolve(None).unwrap();
+        assert_eq!(eight.config.cache_capacity, 1000);
+        assert!(settings(&["--alpha", "0.3"]).resolve(None).unwrap().echo.get("chosen").is_none());
     }
 
     #[test]
