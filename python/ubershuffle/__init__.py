@@ -1,0 +1,46 @@
+"""Coded data shuffling for distributed learning, from Python.
+
+``ubershuffle`` plans and verifies the coded shuffles of the Rust project ``ubershuffle-rs``
+(the same instances, seeds and schemes as the ``ubershuffle`` command line, so the counts are
+the same), and offers :class:`CodedShuffleSampler`, a drop-in for
+``torch.utils.data.DistributedSampler`` whose epochs follow the project's epoch chain.
+
+Planning::
+
+    >>> import ubershuffle
+    >>> r = ubershuffle.plan(8, 4000, 0.4, "coded", seed=1)
+    >>> r.verified, r.transmissions < r.uncoded_transmissions
+    (True, True)
+
+Importing this package never imports torch.
+"""
+
+from __future__ import annotations
+
+from ._native import _panic_for_test  # noqa: F401  (used by the tests)
+from .planning import (
+    LowerBound,
+    PlanResult,
+    Verification,
+    lower_bound,
+    plan,
+    plan_epochs,
+    plan_instance,
+    schemes,
+    verify,
+)
+from .sampler import CodedShuffleSampler
+
+__all__ = [
+    "CodedShuffleSampler",
+    "LowerBound",
+    "PlanResult",
+    "Verification",
+    "lower_bound",
+    "plan",
+    "plan_epochs",
+    "plan_instance",
+    "schemes",
+    "verify",
+]
+__version__ = "0.1.0"
