@@ -539,14 +539,38 @@ fn summary(
         Some((r, ratio)) => format!(
             "At n = {}, the fewest candidates with which `pliable-greedy` sends at most half of `auto`: **{r}** \
              ({ratio:.2}x fewer). With one candidate `pliable-greedy` is `auto` on the same assignment (the same \
-             count, by construction); with all, every worker keeps points it caches and nothing moves.\n\n",
-            SETTINGS[0].0
+             count, by construction); {}\n\n",
+            SETTINGS[0].0,
+            all_candidates_note(rows)
         ),
         None => format!("At n = {}, no level measured halves `auto`'s count.\n\n", SETTINGS[0].0),
     };
     text += &training.summary;
     text += &paper_summary(paper);
     text
+}
+
+/// What the plans with every candidate allowed send, counted from their rows (a few points may
+/// have no cacher among the workers with room, so "nothing" is not assumed).
+fn all_candidates_note(rows: &[Planned]) -> String {
+    let counts: Vec<usize> =
+        rows.iter().filter(|r| r.candidates == "all").filter_map(|r| r.transmissions).collect();
+    let (most, silent) =
+        (counts.iter().copied().max().unwrap_or(0), counts.iter().filter(|&&c| c == 0).count());
+    if counts.is_empty() {
+        "no plan ran with all candidates.".into()
+    } else if most == 0 {
+        format!(
+            "with all, every worker keeps points it caches and nothing is sent (all {} plans).",
+            counts.len()
+        )
+    } else {
+        format!(
+            "with all, workers are given points they cache: {silent} of {} plans send nothing, the others at most \
+             {most} transmission(s).",
+            counts.len()
+        )
+    }
 }
 
 fn paper_summary(paper: &[PaperPlanned]) -> String {

@@ -474,10 +474,16 @@ fn checks(rows: &[EpochRow]) -> String {
             (phases - r.epoch_s).abs()
         })
         .fold(0.0, f64::max);
+    let below = rows.iter().filter(|r| r.transmit_s < r.link_model_s).count();
+    let transmit = if below == 0 {
+        "transmit is at least its link model in every row".to_string()
+    } else {
+        format!("transmit is below its link model in {below} row(s), which the time model forbids")
+    };
     format!(
-        "Checks over all {} rows: transmit is at least its link model in every row (the smallest \
-         ratio is {lowest:.4}); the ten phases (plan, verify, route, model, encode, transmit, decode, train, \
-         waiting, aggregate) add up to the epoch within {worst:.1e} s.",
+        "Checks over all {} rows: {transmit} (the smallest ratio is {lowest:.4}); the ten phases (plan, verify, \
+         route, model, encode, transmit, decode, train, waiting, aggregate) add up to the epoch within \
+         {worst:.1e} s.",
         rows.len()
     )
 }

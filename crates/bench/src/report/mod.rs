@@ -3,8 +3,10 @@
 //! Markdown and SVG charts (`plotters`), writes them ([`write`](mod@write)) and compares a fresh run with
 //! the committed results ([`check`]).
 
+pub mod cell_expr;
 pub mod chart;
 pub mod check;
+pub mod citation;
 pub mod headline;
 pub mod machine;
 pub mod sections;
