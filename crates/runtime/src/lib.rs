@@ -6,7 +6,7 @@ pub mod cache_policy;
 mod checkpoint;
 pub mod cluster_job;
 mod config;
-mod cost_model;
+pub mod cost_model;
 mod error;
 pub mod in_process;
 mod learner_spec;

@@ -55,7 +55,7 @@ impl Row for LossRow {}
 /// Runs the figure.
 pub fn run(ctx: &Context) -> anyhow::Result<Report> {
     let (points, epochs, seed) = (table1::POINTS, table1::epochs(ctx.quick).0, table1::SEED);
-    let model = crate::cost_model::committed()?;
+    let model = crate::calibration::committed()?;
     let setups = setups(points, seed)?;
     let bar = ctx.progress((setups.len() * CURVES.len()) as u64, NAME);
     let mut rows = Vec::new();

@@ -159,7 +159,7 @@ const FULL_EPOCHS: usize = 9;
 /// Runs the experiment.
 pub fn run(ctx: &Context) -> anyhow::Result<Report> {
     let epochs = if ctx.quick { QUICK_EPOCHS } else { FULL_EPOCHS };
-    let model: CostModel = crate::cost_model::committed()?;
+    let model: CostModel = crate::calibration::committed()?;
     let setup = setup()?;
     let loads = [("alone", 0), ("again", 0), ("hogs", HOGS)];
     let bar = ctx.progress((SCHEMES.len() * 2 * loads.len()) as u64, NAME);
@@ -287,7 +287,7 @@ mod tests {
     /// (beside hogs on 2 cores, wall time would double); charged times identical.
     #[test]
     fn two_hogs_leave_emulated_times_nearly_or_exactly_alone() -> anyhow::Result<()> {
-        let model = crate::cost_model::committed()?;
+        let model = crate::calibration::committed()?;
         let setup = epoch_runs::matrix_completion(2000, 400, 50, 4, 0.25, 3)?;
         let run = |compute, hogs| -> anyhow::Result<Vec<(&'static str, f64)>> {
             Ok(medians(&run_with_load(&setup, "coded", 2, compute, hogs)?))

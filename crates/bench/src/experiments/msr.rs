@@ -492,8 +492,10 @@ mod tests {
         let loads = [load(2, "1/2", "1/2", 1.0), load(5, "2/3", "1/3", 2.0), load(7, "1/2", "1/3", 1.5)];
         let found = headline(&loads);
         assert_eq!(found.len(), 1);
-        assert_eq!(found[0].ours, "up to 2.00x");
-        assert!(found[0].rows.contains("wait=5"), "{}", found[0].rows);
+        // mu q is whole at q = 2 (1.00x) and not at q = 5 or 7.
+        assert_eq!(found[0].ours, "up to 2.00x (1.00x where mu q is whole)");
+        assert!(found[0].rows.contains("wait=5") && found[0].rows.contains("whole: wait=2"), "{}", found[0].rows);
+        assert!(found[0].what.contains("reconstructed"), "{}", found[0].what);
         assert!(headline(&[]).is_empty());
     }
 

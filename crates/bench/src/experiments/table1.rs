@@ -224,7 +224,7 @@ fn run_cell(
 /// Runs the table.
 pub fn run(ctx: &Context) -> anyhow::Result<Report> {
     let (at_1g, elsewhere, at_scale) = epochs(ctx.quick);
-    let model = crate::cost_model::committed()?;
+    let model = crate::calibration::committed()?;
     let setups = setups(POINTS, SEED)?;
     let scale = scale_setup(SEED)?;
     let bar = ctx.progress((setups.len() * RATES.len() * SCHEMES.len() + SCHEMES.len()) as u64, NAME);

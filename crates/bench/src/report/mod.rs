@@ -78,6 +78,10 @@ pub struct Report {
     /// Flags the regenerating command needs besides the experiment's name and `--quick`
     /// (e.g. `--plugin PATH`).
     pub rerun_flags: Vec<String>,
+    /// In a sample of a full run (`--check --sample`): the committed files of the experiment it
+    /// does not re-run (`headline.csv` for its headline rows); anything else committed must be
+    /// produced again.
+    pub sample_leaves_out: Vec<String>,
 }
 
 impl Report {
