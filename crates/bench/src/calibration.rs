@@ -1,6 +1,8 @@
-//! The experiments' side of the cost model (`ubershuffle_runtime::cost_model`): where the
-//! committed model lives, the learners it prices (Table 1's), and `cargo xtask calibrate`
-//! (measure and write) and `cargo xtask calibrate --check` (measure again and compare).
+//! The experiments' side of the cost model (`ubershuffle_runtime::cost_model`): the learners it
+//! prices (Table 1's), and `cargo xtask calibrate` (measure and write) and `cargo xtask
+//! calibrate --check` (measure again and compare). Where the committed model lives is
+//! `results/cost-model.toml` (`epoch_runs::COST_MODEL_FILE`), beside the charged runs that read it; this module depends on
+//! the experiments, not the other way round.
 
 use std::path::PathBuf;
 
@@ -8,21 +10,8 @@ use anyhow::Context as _;
 use ubershuffle_runtime::CostModel;
 use ubershuffle_runtime::cost_model::{self, BAND, LearnerSample, PriceCheck, SIZES};
 
-use crate::experiments::epoch_runs;
+use crate::experiments::epoch_runs::{self, committed, committed_path};
 use crate::report::machine::{machine_description, today};
-
-/// Where the committed cost model lives, from the workspace root.
-pub const COST_MODEL_FILE: &str = "results/cost-model.toml";
-
-/// The committed cost model's path.
-pub fn committed_path() -> PathBuf {
-    crate::experiments::workspace_root().join(COST_MODEL_FILE)
-}
-
-/// The committed cost model.
-pub fn committed() -> anyhow::Result<CostModel> {
-    Ok(cost_model::load(&committed_path())?)
-}
 
 /// Table 1's learners on data of its shape, as the calibration prices them.
 fn learners() -> anyhow::Result<Vec<LearnerSample>> {

@@ -179,6 +179,34 @@ impl Compute<'_> {
             Compute::ThreadCpu => ComputeTime::ThreadCpu.name(),
         }
     }
+
+    /// The mode and, when charged, every price of its model (runs under different prices are
+    /// different runs).
+    fn key(&self) -> String {
+        match self {
+            Compute::Charged(model) => {
+                let prices: Vec<String> = ubershuffle_runtime::cost_model::prices(model)
+                    .iter()
+                    .map(|(n, c)| format!("{n}={c}"))
+                    .collect();
+                format!("{}[{}]", self.name(), prices.join(","))
+            }
+            Compute::ThreadCpu => self.name().to_string(),
+        }
+    }
+}
+
+/// Where the committed cost model lives, from the workspace root.
+pub const COST_MODEL_FILE: &str = "results/cost-model.toml";
+
+/// The committed cost model's path.
+pub fn committed_path() -> std::path::PathBuf {
+    super::workspace_root().join(COST_MODEL_FILE)
+}
+
+/// The committed cost model, which the charged runs price their computing with.
+pub fn committed() -> anyhow::Result<CostModel> {
+    Ok(ubershuffle_runtime::cost_model::load(&committed_path())?)
 }
 
 /// How one run goes.
@@ -212,7 +240,7 @@ fn run_key(setup: &Setup, spec: &RunSpec<'_>) -> String {
         spec.epochs,
         spec.gbit,
         spec.seed,
-        spec.compute.name(),
+        spec.compute.key(),
     )
 }
 

@@ -47,6 +47,10 @@ struct LossRow {
     shuffle_s: f64,
     epoch_s: f64,
     payload_bytes: u64,
+    /// `time_s` of the same run with every compute price of the cost model halved.
+    time_s_half_compute: f64,
+    /// `time_s` with every compute price doubled.
+    time_s_double_compute: f64,
 }
 
 /// Every column is checked: the runs are charged by the committed cost model.
@@ -55,7 +59,8 @@ impl Row for LossRow {}
 /// Runs the figure.
 pub fn run(ctx: &Context) -> anyhow::Result<Report> {
     let (points, epochs, seed) = (table1::POINTS, table1::epochs(ctx.quick).0, table1::SEED);
-    let model = crate::calibration::committed()?;
+    let model = epoch_runs::committed()?;
+    let band = table1::BAND.map(|f| ubershuffle_runtime::cost_model::scaled(&model, "all", f));
     let setups = setups(points, seed)?;
     let bar = ctx.progress((setups.len() * CURVES.len()) as u64, NAME);
     let mut rows = Vec::new();
@@ -63,9 +68,11 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
         for &(label, scheme, shuffles) in &CURVES {
             let policy = if shuffles { ExchangePolicy::Global } else { ExchangePolicy::Local };
             let spec =
-                RunSpec { scheme, policy, epochs, gbit: Some(GBIT), seed, compute: Compute::Charged(&model) };
-            let report = epoch_runs::run(setup, &spec)?;
-            let row = |epoch, time_s, loss, shuffle_s, epoch_s, payload_bytes| LossRow {
+                |m| RunSpec { scheme, policy, epochs, gbit: Some(GBIT), seed, compute: Compute::Charged(m) };
+            let report = epoch_runs::run(setup, &spec(&model))?;
+            let [half, double] = [&band[0], &band[1]].map(|m| epoch_runs::run(setup, &spec(m)));
+            let clocks = [&half?, &double?].map(|r| elapsed(&r.epochs));
+            let row = |epoch: usize, time_s, loss, shuffle_s, epoch_s, payload_bytes| LossRow {
                 setup: setup.key,
                 scheme: label,
                 epoch,
@@ -74,11 +81,20 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
                 shuffle_s,
                 epoch_s,
                 payload_bytes,
+                time_s_half_compute: if epoch == 0 {
+                    0.0
+                } else {
+                    clocks[0].get(epoch - 1).copied().unwrap_or(f64::NAN)
+                },
+                time_s_double_compute: if epoch == 0 {
+                    0.0
+                } else {
+                    clocks[1].get(epoch - 1).copied().unwrap_or(f64::NAN)
+                },
             };
             rows.push(row(0, 0.0, report.initial_loss, 0.0, 0.0, 0));
-            let mut time = 0.0;
-            for e in &report.epochs {
-                time += e.epoch_seconds;
+            let times = elapsed(&report.epochs);
+            for (e, time) in report.epochs.iter().zip(times) {
                 rows.push(row(e.epoch, time, e.loss, e.shuffle_seconds(), e.epoch_seconds, e.payload_bytes));
             }
             bar.inc(1);
@@ -93,6 +109,17 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
         report = report.figure(suffix, figure(setup, &rows));
     }
     Ok(report)
+}
+
+/// The emulated time at the end of each epoch since the start.
+fn elapsed(epochs: &[ubershuffle_runtime::EpochMetrics]) -> Vec<f64> {
+    epochs
+        .iter()
+        .scan(0.0, |time, e| {
+            *time += e.epoch_seconds;
+            Some(*time)
+        })
+        .collect()
 }
 
 /// The rows of one curve, in epoch order.
@@ -134,16 +161,47 @@ fn target(rows: &[LossRow], setup: &str) -> f64 {
 
 /// The first time a curve's loss is at most `target`.
 fn time_to(rows: &[LossRow], setup: &str, label: &str, target: f64) -> Option<f64> {
-    curve(rows, setup, label).iter().find(|r| r.loss <= target).map(|r| r.time_s)
+    time_to_by(rows, setup, label, target, |r| r.time_s)
+}
+
+/// The first time a curve's loss is at most `target`, by the clock `time` (the run's, or the
+/// same run's with compute prices halved or doubled).
+fn time_to_by(
+    rows: &[LossRow],
+    setup: &str,
+    label: &str,
+    target: f64,
+    time: fn(&LossRow) -> f64,
+) -> Option<f64> {
+    curve(rows, setup, label).iter().find(|r| r.loss <= target).map(|r| time(r))
+}
+
+/// A curve's time to the target relative to uncoded's, in percent, by the clock `time`.
+fn versus_uncoded_by(rows: &[LossRow], setup: &str, label: &str, time: fn(&LossRow) -> f64) -> Option<f64> {
+    let goal = target(rows, setup);
+    match (time_to_by(rows, setup, label, goal, time), time_to_by(rows, setup, "uncoded", goal, time)) {
+        (Some(t), Some(b)) if b > 0.0 => Some(100.0 * (t - b) / b),
+        _ => None,
+    }
 }
 
 /// A curve's time to the target relative to uncoded's, as "+x.x %".
 fn versus_uncoded(rows: &[LossRow], setup: &str, label: &str) -> Option<String> {
-    let goal = target(rows, setup);
-    match (time_to(rows, setup, label, goal), time_to(rows, setup, "uncoded", goal)) {
-        (Some(t), Some(b)) if b > 0.0 => Some(format!("{:+.1} %", 100.0 * (t - b) / b)),
-        _ => None,
-    }
+    versus_uncoded_by(rows, setup, label, |r| r.time_s).map(|p| format!("{p:+.1} %"))
+}
+
+/// A curve's time to the target relative to uncoded's over the band of compute prices (the
+/// committed ones, halved and doubled): "a to b %".
+fn band_versus_uncoded(rows: &[LossRow], setup: &str, label: &str) -> Option<String> {
+    let clocks: [fn(&LossRow) -> f64; 3] =
+        [|r| r.time_s, |r| r.time_s_half_compute, |r| r.time_s_double_compute];
+    let all: Option<Vec<f64>> = clocks.iter().map(|&c| versus_uncoded_by(rows, setup, label, c)).collect();
+    let all = all?;
+    let (lo, hi) = (
+        all.iter().copied().fold(f64::INFINITY, f64::min),
+        all.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+    );
+    Some(format!("{lo:+.1} to {hi:+.1} %"))
 }
 
 fn section(setup: &Setup, rows: &[LossRow], epochs: usize) -> String {
@@ -213,17 +271,26 @@ fn headlines(setups: &[Setup], rows: &[LossRow]) -> Vec<Headline> {
         .filter(|s| s.key == "lr")
         .map(|s| {
             let vs = |label| versus_uncoded(rows, s.key, label).unwrap_or_else(|| "not reached".into());
+            let band =
+                |label| band_versus_uncoded(rows, s.key, label).unwrap_or_else(|| "not reached".into());
             Headline {
                 what: format!(
                     "Fig. 4 {} {}, time to the target loss vs uncoded, 1 Gbit/s",
                     s.row,
                     s.key.to_uppercase()
                 ),
-                ours: format!("coded {}, UberShuffle {}", vs("coded"), vs("ubershuffle")),
+                ours: format!(
+                    "coded {}, UberShuffle {}; compute prices x0.5 to x2: coded {}, UberShuffle {}",
+                    vs("coded"),
+                    vs("ubershuffle"),
+                    band("coded"),
+                    band("ubershuffle")
+                ),
                 paper: "both coded schemes clearly faster".into(),
                 table: format!("{NAME}.csv"),
                 rows: format!(
-                    "setup={}, time_s at the first loss within {:.0} % of the final",
+                    "setup={}, time_s at the first loss within {:.0} % of the final; the band: time_s_half_compute \
+                     and time_s_double_compute",
                     s.key,
                     100.0 * (TARGET_FACTOR - 1.0)
                 ),

@@ -494,7 +494,11 @@ mod tests {
         assert_eq!(found.len(), 1);
         // mu q is whole at q = 2 (1.00x) and not at q = 5 or 7.
         assert_eq!(found[0].ours, "up to 2.00x (1.00x where mu q is whole)");
-        assert!(found[0].rows.contains("wait=5") && found[0].rows.contains("whole: wait=2"), "{}", found[0].rows);
+        assert!(
+            found[0].rows.contains("wait=5") && found[0].rows.contains("whole: wait=2"),
+            "{}",
+            found[0].rows
+        );
         assert!(found[0].what.contains("reconstructed"), "{}", found[0].what);
         assert!(headline(&[]).is_empty());
     }
