@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use ubershuffle_core::pliable::{PaperSetting, PliableRequest, Randomness, verify_pliable};
 use ubershuffle_core::rng::seeded_stream;
-use ubershuffle_core::{GeneratorParams, PlanError, PlannerOptions, ShufflePlanner, verify};
+use ubershuffle_core::{GeneratorParams, PlanError, PlannerOptions, ShuffleInstance, ShufflePlanner, verify};
 
 use super::{Context, pliable_training};
 use crate::report::{Headline, LineChart, Report, Row, Series, markdown_table, median};
@@ -190,6 +190,45 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
     Ok(report.figure("paper", paper_chart(&paper)))
 }
 
+/// One fixed-assignment planner's row on `inst` (the fully random assignment, `one`'s), or its
+/// refusal past its reach.
+fn fixed_row(
+    name: &'static str,
+    planner: &dyn ShufflePlanner,
+    inst: &ShuffleInstance,
+    one: &PliableRequest,
+    seed: u64,
+    base: &Planned,
+) -> anyhow::Result<Planned> {
+    let started = Instant::now();
+    let outcome = planner.plan_explained(inst, &mut seeded_stream(seed, 1));
+    let plan_seconds = started.elapsed().as_secs_f64();
+    Ok(match outcome {
+        Ok(planned) => {
+            verify(inst, &planned.plan)?.ensure_valid()?;
+            // The fully random assignment's randomness, measured as for the others.
+            let report = verify_pliable(
+                one,
+                &ubershuffle_core::pliable::PliablePlan::new(inst.clone(), planned.plan.clone(), ""),
+            )?;
+            Planned {
+                scheme: name,
+                transmissions: Some(planned.plan.len()),
+                made_by: planned.made_by,
+                owner_entropy_bits: report.chosen.owner_entropy_bits.unwrap_or(f64::NAN),
+                stay_fraction: report.chosen.stay_fraction.unwrap_or(f64::NAN),
+                cached_fraction: report.chosen.cached_fraction,
+                plan_seconds,
+                ..base.clone()
+            }
+        }
+        Err(e @ (PlanError::OverBudget { .. } | PlanError::TooManyWorkers { .. })) => {
+            Planned { scheme: name, made_by: format!("refused: {}", refusal(&e)), ..base.clone() }
+        }
+        Err(e) => return Err(e.into()),
+    })
+}
+
 fn level(candidates: usize) -> Randomness {
     if candidates == ALL { Randomness::All } else { Randomness::Candidates(candidates) }
 }
@@ -228,38 +267,7 @@ fn measure(sweep: &Sweep, progress: &dyn Fn()) -> anyhow::Result<Vec<Planned>> {
                 plan_seconds: 0.0,
             };
             for (name, planner) in FIXED.iter().zip(&fixed) {
-                let started = Instant::now();
-                let outcome = planner.plan_explained(&inst, &mut seeded_stream(seed, 1));
-                let plan_seconds = started.elapsed().as_secs_f64();
-                let row = match outcome {
-                    Ok(planned) => {
-                        verify(&inst, &planned.plan)?.ensure_valid()?;
-                        // The fully random assignment's randomness, measured as for the others.
-                        let report = verify_pliable(
-                            &one,
-                            &ubershuffle_core::pliable::PliablePlan::new(
-                                inst.clone(),
-                                planned.plan.clone(),
-                                "",
-                            ),
-                        )?;
-                        Planned {
-                            scheme: name,
-                            transmissions: Some(planned.plan.len()),
-                            made_by: planned.made_by,
-                            owner_entropy_bits: report.chosen.owner_entropy_bits.unwrap_or(f64::NAN),
-                            stay_fraction: report.chosen.stay_fraction.unwrap_or(f64::NAN),
-                            cached_fraction: report.chosen.cached_fraction,
-                            plan_seconds,
-                            ..base.clone()
-                        }
-                    }
-                    Err(e @ (PlanError::OverBudget { .. } | PlanError::TooManyWorkers { .. })) => {
-                        Planned { scheme: name, made_by: format!("refused: {}", refusal(&e)), ..base.clone() }
-                    }
-                    Err(e) => return Err(e.into()),
-                };
-                rows.push(row);
+                rows.push(fixed_row(name, planner.as_ref(), &inst, &one, seed, &base)?);
             }
             progress();
             for &candidates in sweep.levels[k] {
@@ -562,7 +570,16 @@ fn summary(
             )
         );
     }
-    text += &match goal {
+    text += &goal_note(rows, goal);
+    text += &training.summary;
+    text += &paper_summary(paper);
+    text
+}
+
+/// The fewest candidates that halve `auto`'s count at the first setting, and what the two ends
+/// send, counted from the rows.
+fn goal_note(rows: &[Planned], goal: Option<(Randomness, f64)>) -> String {
+    match goal {
         Some((r, ratio)) => format!(
             "At n = {}, the fewest candidates with which `pliable-greedy` sends at most half of `auto`: **{r}** \
              ({ratio:.2}x fewer). With one candidate `pliable-greedy` is `auto` on the same assignment (the same \
@@ -571,10 +588,7 @@ fn summary(
             all_candidates_note(rows)
         ),
         None => format!("At n = {}, no level measured halves `auto`'s count.\n\n", SETTINGS[0].0),
-    };
-    text += &training.summary;
-    text += &paper_summary(paper);
-    text
+    }
 }
 
 /// What the plans with every candidate allowed send, counted from their rows (a few points may
