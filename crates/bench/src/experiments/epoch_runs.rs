@@ -120,6 +120,18 @@ pub(crate) fn linear_regression_setup(
     alpha: f64,
     seed: u64,
 ) -> anyhow::Result<Setup> {
+    linear_regression_stepped(points, features, workers, alpha, seed, 0.002)
+}
+
+/// [`linear_regression_setup`] with the local SGD step `step_size`.
+pub(crate) fn linear_regression_stepped(
+    points: usize,
+    features: usize,
+    workers: usize,
+    alpha: f64,
+    seed: u64,
+    step_size: f64,
+) -> anyhow::Result<Setup> {
     let held = points / 10;
     let (all, _) = linear_regression(points + held, features, 0.1, seed)?;
     let (train, held_out) = all.split(held as f64 / (points + held) as f64, seed + 1);
@@ -127,7 +139,7 @@ pub(crate) fn linear_regression_setup(
         row: "(d)",
         key: "lr",
         learner_name: "linear regression (synthetic, parallel SGD)",
-        learner: LearnerSpec::LinearRegression { features, step_size: 0.002, local_passes: 1 },
+        learner: LearnerSpec::LinearRegression { features, step_size, local_passes: 1 },
         data: RunData {
             train: sorted_by(&train.to_records()?, |r| SampleView::new(r, features).ok().map(|v| v.label()))?,
             held_out: held_out.to_records()?,
