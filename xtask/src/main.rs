@@ -35,6 +35,10 @@ enum Task {
         /// with the committed results; fails naming the first difference of each experiment.
         #[arg(long)]
         check: bool,
+        /// With --check (not --quick): re-run a sample of each full run (the rows behind its
+        /// headline figures, or a stated subset) and compare it with results/full/.
+        #[arg(long, requires = "check", conflicts_with = "quick")]
+        sample: bool,
         /// Where to write results (default: results/ or results/full/ of the workspace).
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
@@ -49,7 +53,16 @@ enum Task {
     /// Measure the cost model of the emulated clusters' computing on this machine (XOR, copies,
     /// checksums, planning, verifying, peeling, training; a minute or so) and write it to
     /// results/cost-model.toml, which the experiments' charged mode reads.
-    Calibrate,
+    Calibrate {
+        /// Measure every priced kernel and planner again (alone, on one thread) and print
+        /// charged/measured for each; fail when one is outside 0.67x-1.5x.
+        #[arg(long)]
+        check: bool,
+        /// With --check: multiply the measured prices named NAME (xor_ns_per_byte,
+        /// plan.ubershuffle, all, ...) by FACTOR, to see the check fail.
+        #[arg(long, value_name = "NAME=FACTOR", requires = "check")]
+        inject: Option<String>,
+    },
     /// Build the MPI transport (cargo feature `mpi`; needs libopenmpi-dev, openmpi-bin and
     /// libclang-dev) and run, under `mpirun -np 4`, the coded-packet broadcast check and the
     /// transport conformance suite; then a short epoch loop under `mpirun -np 5`
@@ -68,13 +81,13 @@ enum Task {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().task {
         Task::Ci => ci(),
-        Task::Experiments { names, quick, check, out, list, plugins } => {
+        Task::Experiments { names, quick, check, sample, out, list, plugins } => {
             // Paths the user gives are resolved where the user stands, not in the workspace
             // (where cargo runs the experiments).
             let mut plugins =
                 plugins.iter().map(|p| existing(p, "--plugin")).collect::<anyhow::Result<Vec<_>>>()?;
             let out = out.map(|dir| from_here(&dir)).transpose()?;
-            let wants_plugins = names.is_empty() || names.iter().any(|n| n == "plugins");
+            let wants_plugins = !sample && (names.is_empty() || names.iter().any(|n| n == "plugins"));
             if plugins.is_empty() && wants_plugins && !list {
                 plugins.push(build_example_plugin()?);
             }
@@ -83,7 +96,8 @@ fn main() -> anyhow::Result<()> {
                     .map(String::from)
                     .to_vec();
             args.extend(names);
-            for (flag, on) in [("--quick", quick), ("--check", check), ("--list", list)] {
+            for (flag, on) in [("--quick", quick), ("--check", check), ("--sample", sample), ("--list", list)]
+            {
                 if on {
                     args.push(flag.into());
                 }
@@ -96,17 +110,28 @@ fn main() -> anyhow::Result<()> {
             }
             cargo(&args.iter().map(String::as_str).collect::<Vec<_>>())
         }
-        Task::Calibrate => cargo(&[
-            "run",
-            "--release",
-            "--quiet",
-            "-p",
-            "ubershuffle-bench",
-            "--bin",
-            "experiments",
-            "--",
-            "--calibrate",
-        ]),
+        Task::Calibrate { check, inject } => {
+            let mut args: Vec<String> = [
+                "run",
+                "--release",
+                "--quiet",
+                "-p",
+                "ubershuffle-bench",
+                "--bin",
+                "experiments",
+                "--",
+                "--calibrate",
+            ]
+            .map(String::from)
+            .to_vec();
+            if check {
+                args.push("--check".into());
+            }
+            if let Some(inject) = inject {
+                args.extend(["--inject".into(), inject]);
+            }
+            cargo(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        }
         Task::MpiTest => mpi_test(),
         Task::Cluster(args) => cluster::run(&args, &workspace_root(), &target_dir()),
         Task::Netns(args) => netns::run(&args, &workspace_root(), &target_dir()),

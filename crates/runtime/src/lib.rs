@@ -5,7 +5,7 @@ pub mod broadcast_demo;
 mod checkpoint;
 pub mod cluster_job;
 mod config;
-mod cost_model;
+pub mod cost_model;
 mod error;
 pub mod in_process;
 mod learner_spec;
