@@ -33,6 +33,9 @@ fn show(v: Option<f64>) -> String {
 
 /// Computes and prints the report.
 pub fn run(args: &GradientCodingArgs) -> anyhow::Result<ExitCode> {
+    if args.execute.run {
+        return super::gradient_coding_run::run(args);
+    }
     let (kind, shuffle) = (args.code, args.shuffle);
     if args.runs < 2 {
         bail!("--runs must be at least 2, got {}", args.runs);

@@ -7,7 +7,7 @@
 use ubershuffle_codes::Encoder;
 use ubershuffle_core::{Plan, ShuffleInstance};
 use ubershuffle_learners::straggler::straggler_hold;
-use ubershuffle_learners::{IterationOutcome, Model, UpdateBody};
+use ubershuffle_learners::{IterationOutcome, Model, Received, UpdateBody};
 use ubershuffle_transport::Transport;
 
 use super::Master;
@@ -103,7 +103,7 @@ impl<T: Transport> Master<'_, T> {
             let lost: Vec<String> = (0..self.config.workers).map(|w| w.to_string()).collect();
             return Err(self.members.no_workers_left(lost.join(", ")));
         }
-        let drawn = self.state.chain.draw(&live, attempt)?;
+        let drawn = self.draw(&live, attempt)?;
         let epoch = drawn.epoch;
         let mut m = EpochMetrics { epoch, workers: live.len(), ..Default::default() };
         // A pliable planner chooses the assignment too (the policy's is its first candidate).
@@ -167,10 +167,12 @@ impl<T: Transport> Master<'_, T> {
         self.await_acks(&header, &mut waiting, &mut m)?;
         watch.lap_idle(&self.t, Phase::Transmit);
 
-        let updates = self.collect_updates(&header, &mut waiting, &mut m, watch)?;
+        let (senders, updates) = self.collect_updates(&header, &mut waiting, &mut m, watch)?;
         m.stragglers = waiting.len();
         m.updates = updates.len();
-        let model = self.learner.aggregate(&Model::new(self.state.model.clone()), &updates)?;
+        let received = Received { epoch, workers: &senders, updates: &updates };
+        let model = self.learner.aggregate_received(&Model::new(self.state.model.clone()), &received)?;
+        m.updated_workers = senders;
         m.loss = self.loss(&model)?;
         self.state.model = model.params;
         self.state.chain.commit(&chosen);
