@@ -320,7 +320,7 @@ pub(super) fn section(runs: &[Executed], sizes: Sizes) -> String {
     });
     let header = ["task", "code", "none", "cyclic", "random", "mean decoding error (none / cyclic / random)"];
     format!(
-        "\n### Executed gradient-coded descent ({N} worker threads, s = {S})\n\n{}\n{}\n{}\n\n{}\n",
+        "\n### Executed gradient-coded descent ({N} workers on the runtime, s = {S})\n\n{}\n{}\n{}\n\n{}\n",
         setup(sizes),
         markdown_table(&header, table),
         comparison(runs, &pairs),
@@ -331,15 +331,17 @@ pub(super) fn section(runs: &[Executed], sizes: Sizes) -> String {
 fn setup(sizes: Sizes) -> String {
     let [(t1, _, step1), (t2, _, step2)] = TASKS;
     format!(
-        "Real runs: {N} worker threads compute real partial gradients of their role's partitions, the master waits \
-         for every worker the straggler model marks on time (a result sent after the {} ms deadline is \
-         counted as unexpectedly late, not dropped) and decodes their roles. The straggler model is the (n, m) \
-         heterogeneous model with m = {SLOW_COUNT} slow workers at a placement drawn from the seed (p_ss = {}, p_as = \
-         {}); a late worker's result is held past the deadline (emulated slowness: this machine has no slow nodes) \
-         and dropped by the master. Linear regression on the diabetes data ({}, least squares, step {step1}) and \
-         logistic regression on iris ({}, virginica or not, step {step2}), {:.0} % of each for training. Excess loss = \
-         training loss minus that of plain full-gradient descent after the same number of steps, averaged over the \
-         last {TAIL} of {} iterations and over {} seeds (placements):\n",
+        "Real runs on the master/worker runtime (the learner `CodedDescent`, the epoch loop every learner runs; here \
+         an emulated cluster of {N} worker threads, 1 Gbit/s links, computing charged by a cost model, so that deadlines \
+         are judged on emulated clocks): each worker computes real partial gradients of the role it plays, the master \
+         waits {} ms for the coded gradients once every worker holds its role's data, and decodes the roles it heard \
+         from. The straggler model is the (n, m) heterogeneous model with m = {SLOW_COUNT} slow workers at a placement \
+         drawn from the seed (p_ss = {}, p_as = {}); a late worker holds its result past the deadline (emulated \
+         slowness: this machine has no slow nodes) and the master drops it. Shuffled roles move whole role blocks \
+         between the workers, delivered by the runtime (uncoded scheme). Linear regression on the diabetes data ({}, \
+         least squares, step {step1}) and logistic regression on iris ({}, virginica or not, step {step2}), {:.0} % of \
+         each for training. Excess loss = training loss minus that of plain full-gradient descent after the same \
+         number of steps, averaged over the last {TAIL} of {} iterations and over {} seeds (placements):\n",
         DEADLINE.as_millis(),
         PAPER.p_slow_straggle,
         PAPER.p_active_straggle,
@@ -385,14 +387,14 @@ fn comparison(runs: &[Executed], pairs: &[(&str, &str)]) -> String {
     )
 }
 
-/// How often this machine's on-time workers replied after the deadline (their results are
-/// used: only the model's stragglers are dropped).
+/// How often workers the model kept on time missed the deadline all the same (a machine figure:
+/// none on the emulated cluster).
 fn repetitions(runs: &[Executed], sizes: Sizes) -> String {
     let late: usize = runs.iter().map(|r| r.unexpected_late).sum();
     let worker_iterations = runs.len() * sizes.iterations * N;
     format!(
-        "On-time worker replies sent after the {} ms deadline on this machine (used all the same; only the \
-         straggler model's late workers are dropped): {late} of {worker_iterations}.",
+        "Workers the straggler model kept on time that missed the {} ms deadline all the same (dropped; none on \
+         the emulated cluster, where only the model's late workers miss it): {late} of {worker_iterations}.",
         DEADLINE.as_millis(),
     )
 }
