@@ -28,13 +28,9 @@ impl EpochChain {
         if next.len() != workers {
             return Err(ChainError::State(format!("{} batches given for {workers} workers", next.len())));
         }
-        if let Some(capacity) = self.params.cache_capacity {
-            if let Some(b) = next.iter().find(|b| b.len() > capacity) {
-                return Err(ChainError::State(format!(
-                    "a batch of {} exceeds the cache ({capacity})",
-                    b.len()
-                )));
-            }
+        let capacity = self.params.cache_capacity.unwrap_or(usize::MAX);
+        if let Some(b) = next.iter().find(|b| b.len() > capacity) {
+            return Err(ChainError::State(format!("a batch of {} exceeds the cache ({capacity})", b.len())));
         }
         let epoch = self.state.completed_epochs + 1;
         let stream = (epoch as u64) << 8 | u64::from(attempt);
