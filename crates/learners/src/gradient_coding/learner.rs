@@ -362,3 +362,74 @@ impl Learner for CodedDescent {
 fn malformed(reason: String) -> LearnerError {
     LearnerError::Malformed { what: "update", reason }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::data::record_views;
+    use crate::sample::encode_sample;
+
+    fn samples(q: usize) -> Records {
+        let bytes: Vec<u8> =
+            (0..q).flat_map(|i| encode_sample(&[i as f64, 1.0 - i as f64], (i % 3) as f64)).collect();
+        Records::from_bytes(sample_width(2), bytes).unwrap()
+    }
+
+    #[test]
+    fn role_blocks_are_padded_to_one_size_and_hold_their_partitions_coefficients() {
+        let params =
+            CodedDescentParams::new(2, GlmLoss::LeastSquares, GradientCodeKind::Crc, (4, 2), 0.1, 11)
+                .with_shuffle(RoleShuffle::Cyclic)
+                .with_seed(5);
+        let data = role_data(&params, &samples(11)).unwrap();
+        let learner = params.build().unwrap();
+        // Partitions of 3, 3, 3, 2 samples; each role holds two of them, padded to 6.
+        assert!(data.blocks.iter().all(|b| b.len() == 6) && data.records.len() == 24);
+        for (role, block) in data.blocks.iter().enumerate() {
+            let tags: Vec<(u32, f64)> = block.iter().map(|&p| tag(data.records.get(p).unwrap())).collect();
+            let real: Vec<(u32, f64)> = tags.iter().copied().filter(|t| t.0 != PADDING).collect();
+            let want: usize =
+                learner.code().support(role).iter().map(|&(j, _)| if j == 3 { 2 } else { 3 }).sum();
+            assert_eq!(real.len(), want);
+            assert!(real.iter().all(|&(j, c)| c == learner.code().entry(role, j as usize)));
+        }
+        // Cyclic shuffling: worker w plays role (w + t) mod n, and holds its block.
+        let assignment = learner.assignment(3).unwrap();
+        for (w, batch) in assignment.iter().enumerate() {
+            assert_eq!(batch, &data.blocks[(w + 3) % 4]);
+        }
+    }
+
+    #[test]
+    fn heard_from_every_worker_the_step_is_the_full_gradient_step() {
+        let params = CodedDescentParams::new(2, GlmLoss::Logistic, GradientCodeKind::Frc, (4, 2), 0.5, 10);
+        let train = samples(10);
+        let data = role_data(&params, &train).unwrap();
+        let learner = params.build().unwrap();
+        let model = Model::new(vec![0.1, -0.2, 0.3]);
+        let step = LocalStep { epoch: 1, worker: 0, seed: 0 };
+        let updates: Vec<Update> = data
+            .blocks
+            .iter()
+            .map(|b| {
+                let batch: Vec<&[u8]> = b.iter().map(|&p| data.records.get(p).unwrap()).collect();
+                learner.local_update(&model, &batch, step).unwrap()
+            })
+            .collect();
+        let workers = [0, 1, 2, 3];
+        let next = learner
+            .aggregate_received(&model, &Received { epoch: 1, workers: &workers, updates: &updates })
+            .unwrap();
+        let g = GlmLoss::Logistic.gradient_sum(&model.params, &record_views(&train)).unwrap();
+        for ((n, p), g) in next.params.iter().zip(&model.params).zip(g) {
+            assert!((n - (p - 0.5 * g / 10.0)).abs() < 1e-12);
+        }
+        // Heard from nobody: no step, and the decoding error is n.
+        let none =
+            learner.aggregate_received(&model, &Received { epoch: 1, workers: &[], updates: &[] }).unwrap();
+        assert_eq!(none.params, model.params);
+        assert_eq!(learner.decoding(1, &[]).error, 4.0);
+    }
+}

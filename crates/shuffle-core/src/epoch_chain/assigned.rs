@@ -51,3 +51,30 @@ impl EpochChain {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::epoch_chain::ChainParams;
+    use crate::exchange_policy::ExchangePolicy;
+
+    #[test]
+    fn a_given_assignment_is_drawn_as_given_and_refused_without_every_worker() {
+        let params = ChainParams::new(3, 9, ExchangePolicy::Local, 1).with_cache_capacity(3);
+        let blocks: Vec<Vec<u32>> = vec![vec![0, 1, 2], vec![3, 4, 5], vec![6, 7, 8]];
+        let chain = EpochChain::starting_from(params, blocks.clone()).unwrap();
+        let rotated = vec![blocks[1].clone(), blocks[2].clone(), blocks[0].clone()];
+        let drawn = chain.draw_assigned(&[0, 1, 2], 0, rotated.clone()).unwrap();
+        assert_eq!(drawn.epoch, 1);
+        assert_eq!(drawn.points_moved, 9);
+        for (k, batch) in rotated.iter().enumerate() {
+            assert_eq!(drawn.instance.assignment(k).to_vec(), *batch);
+        }
+        assert!(chain.draw_assigned(&[0, 2], 0, rotated.clone()).is_err());
+        assert!(
+            chain.draw_assigned(&[0, 1, 2], 0, vec![vec![0, 1, 2, 3], vec![4, 5], vec![6, 7, 8]]).is_err()
+        );
+    }
+}
