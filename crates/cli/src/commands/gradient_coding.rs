@@ -33,8 +33,12 @@ fn show(v: Option<f64>) -> String {
 
 /// Computes and prints the report.
 pub fn run(args: &GradientCodingArgs) -> anyhow::Result<ExitCode> {
-    if args.execute.run {
+    let e = &args.execute;
+    if e.run {
         return super::gradient_coding_run::run(args);
+    }
+    if e.transport != crate::cli::TransportKind::Inproc || e.listen.is_some() || e.slow_workers.is_some() {
+        bail!("--transport, --listen and --slow-workers execute the descent: add --run");
     }
     let (kind, shuffle) = (args.code, args.shuffle);
     if args.runs < 2 {

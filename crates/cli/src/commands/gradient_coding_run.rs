@@ -11,7 +11,7 @@ use ubershuffle_core::rng::seeded_stream;
 use ubershuffle_core::{PlannerOptions, ShufflePlanner, planner_by_name};
 use ubershuffle_gradient_codes::RoleShuffle;
 use ubershuffle_learners::gradient_coding::glm::GlmLoss;
-use ubershuffle_learners::gradient_coding::learner::CodedDescentParams;
+use ubershuffle_learners::gradient_coding::learner::{CodedDescent, CodedDescentParams};
 use ubershuffle_learners::straggler::{HeterogeneousParams, HeterogeneousStragglers};
 use ubershuffle_runtime::cluster_job::ClusterJob;
 use ubershuffle_runtime::gradient_coding::{CodedJob, coded_job, decoding_errors};
@@ -39,12 +39,16 @@ struct Prepared {
 
 /// Runs the command.
 pub fn run(args: &GradientCodingArgs) -> anyhow::Result<ExitCode> {
+    if args.execute.transport == TransportKind::Mpi {
+        return run_mpi(args);
+    }
+    let prepared = prepare(args)?;
+    let learner = prepared.job.learner.clone();
     let report = match args.execute.transport {
-        TransportKind::Inproc => prepare(args).and_then(|p| in_process(args, p))?,
-        TransportKind::Tcp => prepare(args).and_then(|p| tcp_master(args, p))?,
-        TransportKind::Mpi => return run_mpi(args),
+        TransportKind::Tcp => tcp_master(args, prepared)?,
+        _ => in_process(args, prepared)?,
     };
-    print_report(args, &prepare(args)?.job, &report)
+    print_report(args, &learner, &report)
 }
 
 /// The job, the scheme and the straggler model of `args` (every rank of an MPI job builds
@@ -142,9 +146,9 @@ fn run_mpi(args: &GradientCodingArgs) -> anyhow::Result<ExitCode> {
         run_worker(t, &WorkerOptions::default()).with_context(|| format!("rank {rank}"))?;
         return Ok(ExitCode::SUCCESS);
     }
-    let result = drive_master(t, prepared);
-    match result {
-        Ok(report) => print_report(args, &prepare(args)?.job, &report),
+    let learner = prepared.job.learner.clone();
+    match drive_master(t, prepared) {
+        Ok(report) => print_report(args, &learner, &report),
         Err(e) => {
             // The workers would wait for orders that never come: end the whole job.
             eprintln!("error: {}", crate::output::one_line(&e));
@@ -162,8 +166,12 @@ fn run_mpi(_: &GradientCodingArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Prints each iteration's held-out loss, decoding error and updates, or one JSON object.
-fn print_report(args: &GradientCodingArgs, job: &CodedJob, report: &RunReport) -> anyhow::Result<ExitCode> {
-    let errors = decoding_errors(&job.learner, &report.epochs);
+fn print_report(
+    args: &GradientCodingArgs,
+    learner: &CodedDescent,
+    report: &RunReport,
+) -> anyhow::Result<ExitCode> {
+    let errors = decoding_errors(learner, &report.epochs);
     let final_loss = report.epochs.last().map_or(report.initial_loss, |m| m.loss);
     if args.json {
         let iterations: Vec<_> = report
@@ -178,7 +186,7 @@ fn print_report(args: &GradientCodingArgs, job: &CodedJob, report: &RunReport) -
             .collect();
         print_json(&json!({
             "task": args.execute.task.name(), "code": args.code.name(), "workers": args.workers,
-            "replication": job.learner.code().replication(), "shuffle": args.shuffle.name(),
+            "replication": learner.code().replication(), "shuffle": args.shuffle.name(),
             "transport": format!("{:?}", args.execute.transport).to_lowercase(),
             "initial_loss": report.initial_loss, "final_loss": final_loss,
             "model": report.model.params, "lost_workers": report.lost_workers, "iterations": iterations,
@@ -201,7 +209,7 @@ fn print_report(args: &GradientCodingArgs, job: &CodedJob, report: &RunReport) -
         "{} on {} workers (s = {}, {shuffled}): held-out loss {:.6} -> {final_loss:.6}",
         args.code.name(),
         args.workers,
-        job.learner.code().replication(),
+        learner.code().replication(),
         report.initial_loss
     ))?;
     Ok(ExitCode::SUCCESS)
