@@ -28,7 +28,7 @@ use super::glm::GlmLoss;
 use crate::epochs::random_assignment;
 use crate::learner::{Received, check_model};
 use crate::sample::sample_width;
-use crate::{Learner, LearnerError, LocalStep, Model, Update, UpdateBody};
+use crate::{Learner, LearnerError, LocalStep, MAX_PARAMETERS, Model, Update, UpdateBody};
 
 /// Bytes before the sample in a role record: the partition (`u32`), 4 zero bytes, the
 /// coefficient (`f64`), little endian.
@@ -210,16 +210,26 @@ impl CodedDescent {
             return Err(LearnerError::InvalidParameter(format!("step size {}", params.step_size)));
         }
         let code = params.matrix()?;
-        if params.samples < params.workers || params.features == 0 {
+        if params.samples < params.workers || params.features == 0 || params.features >= MAX_PARAMETERS {
             return Err(LearnerError::InvalidParameter(format!(
-                "need at least {} samples (one per partition) and a feature, got {} and {}",
+                "need at least {} samples (one per partition) and 1 to 2^27 - 1 features, got {} and {}",
                 params.workers, params.samples, params.features
             )));
         }
         let sizes = params.partition_sizes();
         let lengths =
             (0..params.workers).map(|r| code.support(r).iter().map(|&(j, _)| sizes[j]).sum::<usize>());
-        let block = lengths.max().unwrap_or(0) as u32;
+        let block = lengths.max().unwrap_or(0);
+        // Every record of the role-expanded data must have a u32 id.
+        let block = u32::try_from(block)
+            .ok()
+            .filter(|b| b.checked_mul(params.workers as u32).is_some())
+            .ok_or_else(|| {
+                LearnerError::InvalidParameter(format!(
+                    "{} workers x {block} records per role",
+                    params.workers
+                ))
+            })?;
         Ok(CodedDescent { params, code, block })
     }
 
