@@ -172,7 +172,77 @@ fn mpi_test() -> anyhow::Result<()> {
             bail!("{example} under mpirun failed ({status})");
         }
     }
-    mpi_epoch_loop(&target.join("debug").join("ubershuffle"))
+    let program = target.join("debug").join("ubershuffle");
+    mpi_epoch_loop(&program)?;
+    mpi_gradient_coding(&program)
+}
+
+/// The flags of the gradient-coded descent checked under mpirun: 4 workers, FRC with s = 2,
+/// roles shuffled at random, worker 1 always late, the others never.
+const CODED_RUN: &[&str] = &[
+    "gradient-coding",
+    "--run",
+    "--json",
+    "-n",
+    "4",
+    "-s",
+    "2",
+    "--code",
+    "frc",
+    "--shuffle",
+    "random",
+    "--iterations",
+    "4",
+    "--slow-workers",
+    "1",
+    "--p-slow-straggle",
+    "1",
+    "--p-active-straggle",
+    "0",
+    "--deadline",
+    "0.5",
+    "--seed",
+    "3",
+];
+
+/// The JSON object `program` printed on stdout.
+fn printed_json(stdout: &[u8]) -> anyhow::Result<serde_json::Value> {
+    let stdout = String::from_utf8_lossy(stdout);
+    let line = stdout.lines().find(|l| l.starts_with('{')).context("no JSON printed")?;
+    serde_json::from_str(line).context("the printed JSON")
+}
+
+/// `ubershuffle gradient-coding --run --transport mpi` with 4 workers: the late worker's coded
+/// gradient is dropped every iteration, the other three decode the full gradient, and the
+/// numbers are those of the same run on threads.
+fn mpi_gradient_coding(program: &std::path::Path) -> anyhow::Result<()> {
+    let mut mpirun = mpirun();
+    mpirun.args(["-np", "5"]).arg(program).args(CODED_RUN).args(["--transport", "mpi"]);
+    eprintln!("$ {mpirun:?}");
+    let out = mpirun.stderr(Stdio::inherit()).output().context("cannot run mpirun")?;
+    if !out.status.success() {
+        bail!("gradient-coded descent under mpirun failed ({})", out.status);
+    }
+    let under_mpi = printed_json(&out.stdout)?;
+    let threads = Command::new(program).args(CODED_RUN).current_dir(workspace_root()).output()?;
+    let on_threads = printed_json(&threads.stdout)?;
+    let column = |v: &serde_json::Value, key: &str| -> Vec<serde_json::Value> {
+        v["iterations"].as_array().map(|a| a.iter().map(|i| i[key].clone()).collect()).unwrap_or_default()
+    };
+    let heard = column(&under_mpi, "updated_workers");
+    let dropped = heard.len() == 4 && heard.iter().all(|w| *w == serde_json::json!([0, 2, 3]));
+    let exact = column(&under_mpi, "decoding_error").iter().all(|e| e.as_f64() == Some(0.0));
+    let same =
+        ["held_out_loss", "updated_workers"].iter().all(|k| column(&under_mpi, k) == column(&on_threads, k))
+            && under_mpi["model"] == on_threads["model"];
+    if !dropped || !exact || !same || under_mpi["transport"] != "mpi" {
+        bail!("gradient-coded descent under mpirun gave unexpected results: {under_mpi}");
+    }
+    eprintln!(
+        "gradient coding under mpirun: 4 iterations, the late worker dropped, exact decoding, held-out loss {} -> {} as on threads",
+        under_mpi["initial_loss"], under_mpi["final_loss"]
+    );
+    Ok(())
 }
 
 /// `ubershuffle run --transport mpi` with 4 workers for 3 coded epochs: every epoch must

@@ -7,6 +7,7 @@ pub mod cluster_job;
 mod config;
 pub mod cost_model;
 mod error;
+pub mod gradient_coding;
 pub mod in_process;
 mod learner_spec;
 mod master;

@@ -13,6 +13,7 @@
 
 use serde::Serialize;
 use ubershuffle_core::PlanError;
+use ubershuffle_core::epoch_chain::ChainError;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_runtime::{CostModel, EpochMetrics, RuntimeError};
 
@@ -232,10 +233,14 @@ fn run_cell(
             Ok(Ok(rows))
         }
         Err(e) => match e.downcast_ref::<RuntimeError>() {
-            // A planner past its reach refuses at once: a finding, not a failure.
-            Some(RuntimeError::Plan(
-                p @ (PlanError::TooManyWorkers { .. } | PlanError::OverBudget { .. }),
-            )) => Ok(Err(Refusal { setup: setup.key, scheme, error: p.to_string() })),
+            // A planner past its reach refuses at once: a finding, not a failure (the epoch
+            // chain passes the planner's refusal on).
+            Some(
+                RuntimeError::Plan(p @ (PlanError::TooManyWorkers { .. } | PlanError::OverBudget { .. }))
+                | RuntimeError::Chain(ChainError::Plan(
+                    p @ (PlanError::TooManyWorkers { .. } | PlanError::OverBudget { .. }),
+                )),
+            ) => Ok(Err(Refusal { setup: setup.key, scheme, error: p.to_string() })),
             _ => Err(e),
         },
     }
