@@ -35,6 +35,10 @@ enum Task {
         /// with the committed results; fails naming the first difference of each experiment.
         #[arg(long)]
         check: bool,
+        /// With --check (not --quick): re-run a sample of each full run (the rows behind its
+        /// headline figures, or a stated subset) and compare it with results/full/.
+        #[arg(long, requires = "check", conflicts_with = "quick")]
+        sample: bool,
         /// Where to write results (default: results/ or results/full/ of the workspace).
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
@@ -49,7 +53,16 @@ enum Task {
     /// Measure the cost model of the emulated clusters' computing on this machine (XOR, copies,
     /// checksums, planning, verifying, peeling, training; a minute or so) and write it to
     /// results/cost-model.toml, which the experiments' charged mode reads.
-    Calibrate,
+    Calibrate {
+        /// Measure every priced kernel and planner again (alone, on one thread) and print
+        /// charged/measured for each; fail when one is outside 0.67x-1.5x.
+        #[arg(long)]
+        check: bool,
+        /// With --check: multiply the measured prices named NAME (xor_ns_per_byte,
+        /// plan.ubershuffle, all, ...) by FACTOR, to see the check fail.
+        #[arg(long, value_name = "NAME=FACTOR", requires = "check")]
+        inject: Option<String>,
+    },
     /// Build the MPI transport (cargo feature `mpi`; needs libopenmpi-dev, openmpi-bin and
     /// libclang-dev) and run, under `mpirun -np 4`, the coded-packet broadcast check and the
     /// transport conformance suite; then a short epoch loop under `mpirun -np 5`
@@ -68,13 +81,13 @@ enum Task {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().task {
         Task::Ci => ci(),
-        Task::Experiments { names, quick, check, out, list, plugins } => {
+        Task::Experiments { names, quick, check, sample, out, list, plugins } => {
             // Paths the user gives are resolved where the user stands, not in the workspace
             // (where cargo runs the experiments).
             let mut plugins =
                 plugins.iter().map(|p| existing(p, "--plugin")).collect::<anyhow::Result<Vec<_>>>()?;
             let out = out.map(|dir| from_here(&dir)).transpose()?;
-            let wants_plugins = names.is_empty() || names.iter().any(|n| n == "plugins");
+            let wants_plugins = !sample && (names.is_empty() || names.iter().any(|n| n == "plugins"));
             if plugins.is_empty() && wants_plugins && !list {
                 plugins.push(build_example_plugin()?);
             }
@@ -83,7 +96,8 @@ fn main() -> anyhow::Result<()> {
                     .map(String::from)
                     .to_vec();
             args.extend(names);
-            for (flag, on) in [("--quick", quick), ("--check", check), ("--list", list)] {
+            for (flag, on) in [("--quick", quick), ("--check", check), ("--sample", sample), ("--list", list)]
+            {
                 if on {
                     args.push(flag.into());
                 }
@@ -96,17 +110,28 @@ fn main() -> anyhow::Result<()> {
             }
             cargo(&args.iter().map(String::as_str).collect::<Vec<_>>())
         }
-        Task::Calibrate => cargo(&[
-            "run",
-            "--release",
-            "--quiet",
-            "-p",
-            "ubershuffle-bench",
-            "--bin",
-            "experiments",
-            "--",
-            "--calibrate",
-        ]),
+        Task::Calibrate { check, inject } => {
+            let mut args: Vec<String> = [
+                "run",
+                "--release",
+                "--quiet",
+                "-p",
+                "ubershuffle-bench",
+                "--bin",
+                "experiments",
+                "--",
+                "--calibrate",
+            ]
+            .map(String::from)
+            .to_vec();
+            if check {
+                args.push("--check".into());
+            }
+            if let Some(inject) = inject {
+                args.extend(["--inject".into(), inject]);
+            }
+            cargo(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        }
         Task::MpiTest => mpi_test(),
         Task::Cluster(args) => cluster::run(&args, &workspace_root(), &target_dir()),
         Task::Netns(args) => netns::run(&args, &workspace_root(), &target_dir()),
@@ -147,7 +172,77 @@ fn mpi_test() -> anyhow::Result<()> {
             bail!("{example} under mpirun failed ({status})");
         }
     }
-    mpi_epoch_loop(&target.join("debug").join("ubershuffle"))
+    let program = target.join("debug").join("ubershuffle");
+    mpi_epoch_loop(&program)?;
+    mpi_gradient_coding(&program)
+}
+
+/// The flags of the gradient-coded descent checked under mpirun: 4 workers, FRC with s = 2,
+/// roles shuffled at random, worker 1 always late, the others never.
+const CODED_RUN: &[&str] = &[
+    "gradient-coding",
+    "--run",
+    "--json",
+    "-n",
+    "4",
+    "-s",
+    "2",
+    "--code",
+    "frc",
+    "--shuffle",
+    "random",
+    "--iterations",
+    "4",
+    "--slow-workers",
+    "1",
+    "--p-slow-straggle",
+    "1",
+    "--p-active-straggle",
+    "0",
+    "--deadline",
+    "0.5",
+    "--seed",
+    "3",
+];
+
+/// The JSON object `program` printed on stdout.
+fn printed_json(stdout: &[u8]) -> anyhow::Result<serde_json::Value> {
+    let stdout = String::from_utf8_lossy(stdout);
+    let line = stdout.lines().find(|l| l.starts_with('{')).context("no JSON printed")?;
+    serde_json::from_str(line).context("the printed JSON")
+}
+
+/// `ubershuffle gradient-coding --run --transport mpi` with 4 workers: the late worker's coded
+/// gradient is dropped every iteration, the other three decode the full gradient, and the
+/// numbers are those of the same run on threads.
+fn mpi_gradient_coding(program: &std::path::Path) -> anyhow::Result<()> {
+    let mut mpirun = mpirun();
+    mpirun.args(["-np", "5"]).arg(program).args(CODED_RUN).args(["--transport", "mpi"]);
+    eprintln!("$ {mpirun:?}");
+    let out = mpirun.stderr(Stdio::inherit()).output().context("cannot run mpirun")?;
+    if !out.status.success() {
+        bail!("gradient-coded descent under mpirun failed ({})", out.status);
+    }
+    let under_mpi = printed_json(&out.stdout)?;
+    let threads = Command::new(program).args(CODED_RUN).current_dir(workspace_root()).output()?;
+    let on_threads = printed_json(&threads.stdout)?;
+    let column = |v: &serde_json::Value, key: &str| -> Vec<serde_json::Value> {
+        v["iterations"].as_array().map(|a| a.iter().map(|i| i[key].clone()).collect()).unwrap_or_default()
+    };
+    let heard = column(&under_mpi, "updated_workers");
+    let dropped = heard.len() == 4 && heard.iter().all(|w| *w == serde_json::json!([0, 2, 3]));
+    let exact = column(&under_mpi, "decoding_error").iter().all(|e| e.as_f64() == Some(0.0));
+    let same =
+        ["held_out_loss", "updated_workers"].iter().all(|k| column(&under_mpi, k) == column(&on_threads, k))
+            && under_mpi["model"] == on_threads["model"];
+    if !dropped || !exact || !same || under_mpi["transport"] != "mpi" {
+        bail!("gradient-coded descent under mpirun gave unexpected results: {under_mpi}");
+    }
+    eprintln!(
+        "gradient coding under mpirun: 4 iterations, the late worker dropped, exact decoding, held-out loss {} -> {} as on threads",
+        under_mpi["initial_loss"], under_mpi["final_loss"]
+    );
+    Ok(())
 }
 
 /// `ubershuffle run --transport mpi` with 4 workers for 3 coded epochs: every epoch must

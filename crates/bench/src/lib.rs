@@ -3,7 +3,7 @@
 //! `--check` against committed results). The `experiments` binary, run through
 //! `cargo xtask experiments`, is a thin layer over it.
 
+pub mod calibration;
 pub mod carpool_milp;
-pub mod cost_model;
 pub mod experiments;
 pub mod report;

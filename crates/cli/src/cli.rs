@@ -6,6 +6,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
 use ubershuffle_gradient_codes::{GradientCodeKind, RoleShuffle};
+use ubershuffle_learners::data::shipped::ShippedTask;
 
 use crate::commands::run::specs::{Bandwidth, KillSpec, StragglerSpec};
 
@@ -225,15 +226,74 @@ pub struct GradientCodingArgs {
     /// Monte Carlo: independent runs (each draws its slow workers).
     #[arg(long, value_name = "R", default_value_t = 4000)]
     pub runs: usize,
-    /// Monte Carlo: iterations per run (default 2n).
+    /// Monte Carlo: iterations per run (default 2n). With --run: gradient steps (default 100).
     #[arg(long, value_name = "T")]
     pub iterations: Option<usize>,
-    /// Seed of the Monte Carlo runs (and of crc-exact's coefficients).
+    /// Seed of the Monte Carlo runs (and of crc-exact's coefficients); with --run, of the
+    /// partitioning, the roles, the slow workers and the straggler draws.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Print one JSON object on stdout instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// Executing the descent (--run) instead of computing the expected error.
+    #[command(flatten)]
+    pub execute: CodedRunArgs,
+}
+
+/// Flags of `ubershuffle gradient-coding --run`: gradient-coded descent executed on the
+/// master/worker runtime.
+#[derive(Debug, Args)]
+pub struct CodedRunArgs {
+    /// Execute gradient-coded descent on the master/worker runtime (threads, `ubershuffle worker`
+    /// processes over TCP, or MPI ranks) instead of computing the expected error. Workers the
+    /// straggler model makes late hold their coded gradient past --deadline and are dropped.
+    #[arg(long)]
+    pub run: bool,
+    /// --run: the shipped data: diabetes-regression (least squares) or iris-virginica or
+    /// diabetes-above-median (logistic).
+    #[arg(long, value_parser = parse_task, default_value = "diabetes-regression")]
+    pub task: ShippedTask,
+    /// --run: step size on the mean gradient (default 0.3 for least squares, 4 for logistic).
+    #[arg(long, value_name = "ETA")]
+    pub step_size: Option<f64>,
+    /// --run: the master's deadline per iteration, in seconds, once every worker holds its
+    /// data.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.05)]
+    pub deadline: f64,
+    /// --run: exactly these workers are slow (comma-separated, from 0) instead of each with
+    /// probability --p-slow.
+    #[arg(long, value_name = "W,...", value_delimiter = ',')]
+    pub slow_workers: Option<Vec<usize>>,
+    /// --run: the fraction of the data held out (the loss printed is measured on it).
+    #[arg(long, value_name = "F", default_value_t = 0.2)]
+    pub held_out: f64,
+    /// --run: the shuffling scheme that moves the role blocks when roles are shuffled.
+    #[arg(long, value_name = "NAME", default_value = "uncoded")]
+    pub scheme: String,
+    /// --run: where the master and the workers run.
+    #[arg(long, value_enum, default_value_t = TransportKind::Inproc)]
+    pub transport: TransportKind,
+    /// --run, tcp: the address to listen on (port 0 picks a free one; printed on stderr).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// --run, tcp: the shared secret every worker must present.
+    #[arg(long, value_name = "T")]
+    pub token: Option<String>,
+    /// --run: seconds any single wait may take before the peer is declared stalled.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    pub timeout: f64,
+    /// --run, tcp: seconds to wait for the workers to join.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    pub join_timeout: f64,
+}
+
+/// A shipped task by name.
+fn parse_task(name: &str) -> Result<ShippedTask, String> {
+    ShippedTask::ALL.into_iter().find(|t| t.name() == name).ok_or_else(|| {
+        let known: Vec<&str> = ShippedTask::ALL.iter().map(|t| t.name()).collect();
+        format!("unknown task '{name}' (known: {})", known.join(", "))
+    })
 }
 
 /// Flags of `ubershuffle master`.

@@ -14,6 +14,17 @@ pub struct LocalStep {
     pub seed: u64,
 }
 
+/// The updates the master aggregates in one epoch, with who sent them.
+#[derive(Clone, Copy, Debug)]
+pub struct Received<'a> {
+    /// The epoch, from 1.
+    pub epoch: usize,
+    /// The worker (from 0) of each update, increasing.
+    pub workers: &'a [usize],
+    /// The updates, `updates[k]` from `workers[k]`.
+    pub updates: &'a [Update],
+}
+
 /// A distributed learner, in the shape of the epoch loop: the master holds a [`Model`] and
 /// sends it (as bytes) to the workers; each worker trains on the records it holds this epoch
 /// (the data shuffle changes them every epoch) and returns an [`Update`] (as bytes); the master
@@ -41,6 +52,23 @@ pub trait Learner: Send + Sync {
 
     /// The master's next model from the updates that arrived (possibly none).
     fn aggregate(&self, model: &Model, updates: &[Update]) -> Result<Model, LearnerError>;
+
+    /// The master's next model when it matters which workers' updates arrived, and in which
+    /// epoch (a gradient code decodes the roles of the workers it heard from). By default
+    /// [`Learner::aggregate`] of the updates alone.
+    fn aggregate_received(&self, model: &Model, received: &Received<'_>) -> Result<Model, LearnerError> {
+        self.aggregate(model, received.updates)
+    }
+
+    /// The batches (point ids, sorted) every worker must hold in `epoch` (from 1), when the
+    /// learner dictates them instead of the run's exchange policy (a gradient code's roles:
+    /// which partitions, with which coefficients, each worker computes on). `None` by default:
+    /// the policy draws them. The runtime delivers a dictated assignment like any other, by the
+    /// run's shuffling scheme.
+    fn assignment(&self, epoch: usize) -> Option<Vec<Vec<u32>>> {
+        let _ = epoch;
+        None
+    }
 
     /// The loss of `model` on `points` (held-out data), in the learner's own units.
     fn loss(&self, model: &Model, points: &[&[u8]]) -> Result<f64, LearnerError>;

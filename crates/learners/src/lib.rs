@@ -13,7 +13,7 @@ pub mod sample;
 pub mod straggler;
 
 pub use error::LearnerError;
-pub use learner::{Learner, LocalStep, MAX_PARAMETERS};
+pub use learner::{Learner, LocalStep, MAX_PARAMETERS, Received};
 pub use matrix_completion::{MatrixCompletionParams, MatrixCompletionSgd};
 pub use matrix_completion_rows::MatrixCompletionRowsSgd;
 pub use model::{Model, Update, UpdateBody};

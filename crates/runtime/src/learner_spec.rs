@@ -2,12 +2,16 @@
 //! run in other processes.
 
 use ubershuffle_core::wire::{ByteReader, push_f64, push_u32};
+use ubershuffle_learners::gradient_coding::learner::CodedDescentParams;
 use ubershuffle_learners::sample::RatingRowView;
 use ubershuffle_learners::{
     Learner, LearnerError, LinearRegressionPsgd, MatrixCompletionParams, MatrixCompletionRowsSgd,
 };
 
 use crate::{ProtocolError, RuntimeError};
+
+#[path = "learner_spec_gc.rs"]
+mod gradient_coding;
 
 /// A learner and its hyper-parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -32,6 +36,9 @@ pub enum LearnerSpec {
         /// Entry slots per record.
         slots: usize,
     },
+    /// Gradient-coded full-gradient descent under stragglers: a worker's batch is the role it
+    /// plays (see [`ubershuffle_learners::gradient_coding::learner`]).
+    GradientCoding(CodedDescentParams),
 }
 
 impl LearnerSpec {
@@ -45,17 +52,19 @@ impl LearnerSpec {
             LearnerSpec::MatrixCompletionRows { params, slots } => {
                 Box::new(MatrixCompletionRowsSgd::new(params, slots)?)
             }
+            LearnerSpec::GradientCoding(params) => Box::new(params.build()?),
         })
     }
 
-    /// The learner's kind, as a cost model names it: `linear-regression` or
-    /// `matrix-completion`.
+    /// The learner's kind, as a cost model names it: `linear-regression`,
+    /// `matrix-completion` or `gradient-coding`.
     pub fn kind(&self) -> &'static str {
         match self {
             LearnerSpec::LinearRegression { .. } => "linear-regression",
             LearnerSpec::MatrixCompletion(_) | LearnerSpec::MatrixCompletionRows { .. } => {
                 "matrix-completion"
             }
+            LearnerSpec::GradientCoding(_) => "gradient-coding",
         }
     }
 
@@ -66,6 +75,7 @@ impl LearnerSpec {
             LearnerSpec::LinearRegression { features, .. } => features as u64 + 1,
             LearnerSpec::MatrixCompletion(p) => 4 * p.rank as u64,
             LearnerSpec::MatrixCompletionRows { params, slots } => 4 * (params.rank * slots) as u64,
+            LearnerSpec::GradientCoding(p) => p.features as u64 + 1,
         }
     }
 
@@ -86,6 +96,7 @@ impl LearnerSpec {
     pub fn loss_work(&self, records: &[&[u8]]) -> u64 {
         match *self {
             LearnerSpec::LinearRegression { features, .. } => records.len() as u64 * (features as u64 + 1),
+            LearnerSpec::GradientCoding(p) => records.len() as u64 * (p.features as u64 + 1),
             LearnerSpec::MatrixCompletion(p) => records.len() as u64 * (p.rank as u64 + 1),
             LearnerSpec::MatrixCompletionRows { params, slots } => {
                 let ratings: u64 =
@@ -113,6 +124,10 @@ impl LearnerSpec {
                 write_matrix_params(out, &params);
                 push_u32(out, slots as u32);
             }
+            LearnerSpec::GradientCoding(p) => {
+                out.push(4);
+                gradient_coding::write(out, &p);
+            }
         }
     }
 
@@ -129,6 +144,7 @@ impl LearnerSpec {
                 params: read_matrix_params(r)?,
                 slots: r.u32()? as usize,
             }),
+            4 => Ok(LearnerSpec::GradientCoding(gradient_coding::read(r)?)),
             other => Err(ProtocolError::UnknownKind { what: "learner", kind: other }.into()),
         }
     }
@@ -165,6 +181,18 @@ mod tests {
             LearnerSpec::LinearRegression { features: 5, step_size: 0.01, local_passes: 2 },
             LearnerSpec::MatrixCompletion(params),
             LearnerSpec::MatrixCompletionRows { params, slots: 12 },
+            LearnerSpec::GradientCoding(
+                CodedDescentParams::new(
+                    4,
+                    ubershuffle_learners::gradient_coding::glm::GlmLoss::Logistic,
+                    ubershuffle_gradient_codes::GradientCodeKind::CrcExact,
+                    (6, 3),
+                    0.5,
+                    60,
+                )
+                .with_shuffle(ubershuffle_gradient_codes::RoleShuffle::Random)
+                .with_seed(9),
+            ),
         ] {
             let mut bytes = Vec::new();
             spec.write(&mut bytes);

@@ -76,6 +76,9 @@ pub struct EpochMetrics {
     pub updates: usize,
     /// Live workers whose update missed the deadline.
     pub stragglers: usize,
+    /// The workers (0-based, increasing) whose updates were aggregated.
+    #[serde(default)]
+    pub updated_workers: Vec<usize>,
     /// Workers lost during the epoch (0-based); the first epoch of a run also lists those lost
     /// while receiving their starting caches.
     pub lost_workers: Vec<usize>,

@@ -43,6 +43,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod assigned;
+
 use serde::{Deserialize, Serialize};
 
 use crate::exchange_policy::ExchangePolicy;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use ubershuffle_bench::cost_model;
+use ubershuffle_bench::calibration;
 use ubershuffle_bench::experiments::{EXPERIMENTS, RunOptions, run_all, scale};
 
 /// Regenerate the papers' experiments as CSV, SVG and a Markdown summary.
@@ -23,6 +23,11 @@ struct Args {
     /// difference of each experiment.
     #[arg(long)]
     check: bool,
+    /// With --check (not --quick): re-run, for each experiment with committed full results, a
+    /// sample of its full run (the rows behind its headline figures, or a stated subset) and
+    /// compare it with the committed rows of results/full/.
+    #[arg(long, requires = "check", conflicts_with = "quick")]
+    sample: bool,
     /// Where to write results (default: results/, or results/full/ for a full run).
     #[arg(long, value_name = "DIR", conflicts_with = "check")]
     out: Option<PathBuf>,
@@ -34,16 +39,45 @@ struct Args {
     plugins: Vec<PathBuf>,
     /// Measure the cost model of the emulated clusters' computing on this machine and write it
     /// to results/cost-model.toml (instead of running experiments).
-    #[arg(long, conflicts_with_all = ["check", "list"])]
+    /// (With --check: measure every price again and compare; fails when one is outside 0.67x-1.5x.)
+    #[arg(long, conflicts_with_all = ["list", "quick", "sample"])]
     calibrate: bool,
+    /// With --calibrate --check: multiply the measured prices named NAME (a price such as
+    /// xor_ns_per_byte, a table such as plan.ubershuffle, or all) by FACTOR, to see the check fail.
+    #[arg(long, value_name = "NAME=FACTOR", requires = "calibrate")]
+    inject: Option<String>,
 }
 
-/// Calibrates the cost model and writes it beside the results.
-fn calibrate() -> anyhow::Result<PathBuf> {
-    let model = cost_model::calibrate(&|step| eprintln!("calibrating: {step}"))?;
-    let path = cost_model::committed_path();
-    ubershuffle_runtime::write_atomically(&path, cost_model::to_toml(&model).as_bytes())?;
-    Ok(path)
+/// `--calibrate`: measures the cost model and writes it; with `--check`, measures every price
+/// again and compares it with the committed model instead (failing outside the band).
+fn calibrate(args: &Args) -> anyhow::Result<()> {
+    let progress = |step: &str| eprintln!("calibrating: {step}");
+    if !args.check {
+        let path = calibration::calibrate(&progress)?;
+        eprintln!("wrote {}", path.display());
+        return Ok(());
+    }
+    let inject = args.inject.as_deref().map(parse_inject).transpose()?;
+    let (checks, table) = calibration::check(inject, &progress)?;
+    println!("{table}");
+    let outside: Vec<&str> = checks.iter().filter(|c| !c.within_band()).map(|c| c.name.as_str()).collect();
+    anyhow::ensure!(
+        outside.is_empty(),
+        "{} of {} prices outside the band: {} (calibrate again with `cargo xtask calibrate` and regenerate the charged results)",
+        outside.len(),
+        checks.len(),
+        outside.join(", ")
+    );
+    Ok(())
+}
+
+/// `NAME=FACTOR` of `--inject`.
+fn parse_inject(text: &str) -> anyhow::Result<(&str, f64)> {
+    let (name, factor) = text.split_once('=').ok_or_else(|| anyhow::anyhow!("--inject takes NAME=FACTOR"))?;
+    let factor: f64 =
+        factor.parse().map_err(|_| anyhow::anyhow!("--inject {text}: FACTOR is not a number"))?;
+    anyhow::ensure!(factor.is_finite() && factor > 0.0, "--inject {text}: FACTOR must be positive");
+    Ok((name, factor))
 }
 
 fn after_help() -> String {
@@ -85,11 +119,8 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if args.calibrate {
-        return match calibrate() {
-            Ok(path) => {
-                eprintln!("wrote {}", path.display());
-                ExitCode::SUCCESS
-            }
+        return match calibrate(&args) {
+            Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: {}", format!("{e:#}").replace('\n', " "));
                 ExitCode::FAILURE
@@ -100,6 +131,7 @@ fn main() -> ExitCode {
         names: args.names,
         quick: args.quick,
         check: args.check,
+        sample: args.sample,
         out: args.out,
         plugins: args.plugins,
     };

@@ -120,6 +120,18 @@ pub(crate) fn linear_regression_setup(
     alpha: f64,
     seed: u64,
 ) -> anyhow::Result<Setup> {
+    linear_regression_stepped(points, features, workers, alpha, seed, 0.002)
+}
+
+/// [`linear_regression_setup`] with the local SGD step `step_size`.
+pub(crate) fn linear_regression_stepped(
+    points: usize,
+    features: usize,
+    workers: usize,
+    alpha: f64,
+    seed: u64,
+    step_size: f64,
+) -> anyhow::Result<Setup> {
     let held = points / 10;
     let (all, _) = linear_regression(points + held, features, 0.1, seed)?;
     let (train, held_out) = all.split(held as f64 / (points + held) as f64, seed + 1);
@@ -127,7 +139,7 @@ pub(crate) fn linear_regression_setup(
         row: "(d)",
         key: "lr",
         learner_name: "linear regression (synthetic, parallel SGD)",
-        learner: LearnerSpec::LinearRegression { features, step_size: 0.002, local_passes: 1 },
+        learner: LearnerSpec::LinearRegression { features, step_size, local_passes: 1 },
         data: RunData {
             train: sorted_by(&train.to_records()?, |r| SampleView::new(r, features).ok().map(|v| v.label()))?,
             held_out: held_out.to_records()?,
@@ -179,6 +191,34 @@ impl Compute<'_> {
             Compute::ThreadCpu => ComputeTime::ThreadCpu.name(),
         }
     }
+
+    /// The mode and, when charged, every price of its model (runs under different prices are
+    /// different runs).
+    fn key(&self) -> String {
+        match self {
+            Compute::Charged(model) => {
+                let prices: Vec<String> = ubershuffle_runtime::cost_model::prices(model)
+                    .iter()
+                    .map(|(n, c)| format!("{n}={c}"))
+                    .collect();
+                format!("{}[{}]", self.name(), prices.join(","))
+            }
+            Compute::ThreadCpu => self.name().to_string(),
+        }
+    }
+}
+
+/// Where the committed cost model lives, from the workspace root.
+pub const COST_MODEL_FILE: &str = "results/cost-model.toml";
+
+/// The committed cost model's path.
+pub fn committed_path() -> std::path::PathBuf {
+    super::workspace_root().join(COST_MODEL_FILE)
+}
+
+/// The committed cost model, which the charged runs price their computing with.
+pub fn committed() -> anyhow::Result<CostModel> {
+    Ok(ubershuffle_runtime::cost_model::load(&committed_path())?)
 }
 
 /// How one run goes.
@@ -212,7 +252,7 @@ fn run_key(setup: &Setup, spec: &RunSpec<'_>) -> String {
         spec.epochs,
         spec.gbit,
         spec.seed,
-        spec.compute.name(),
+        spec.compute.key(),
     )
 }
 

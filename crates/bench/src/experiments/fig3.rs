@@ -51,19 +51,37 @@ impl Row for Planned {
     const MACHINE_COLUMNS: &'static [&'static str] = &["plan_seconds"];
 }
 
+/// What `--check --sample` re-runs of the full run.
+pub const SAMPLE: &str = "the rows behind the headline: q = 1e6 at alpha = 0.55 and q = 1e5 at alpha = 0.325, seeds \
+                          1-3, uncoded, coded, ubershuffle and ubershuffle-opt (auto left out: it adds a minute)";
+
 /// The sweep of a run.
 struct Sweep {
     points: &'static [usize],
     seeds: &'static [u64],
     budget: Duration,
+    /// The (q, alpha) planned (empty: every q with every alpha).
+    only: &'static [(usize, f64)],
+    schemes: &'static [&'static str],
 }
 
 /// Runs the sweep.
 pub fn run(ctx: &Context) -> anyhow::Result<Report> {
     let sweep = if ctx.quick {
-        Sweep { points: &[10_000, 100_000], seeds: &[1], budget: QUICK_OPT_BUDGET }
+        Sweep {
+            points: &[10_000, 100_000],
+            seeds: &[1],
+            budget: QUICK_OPT_BUDGET,
+            only: &[],
+            schemes: &SCHEMES,
+        }
+    } else if ctx.sample {
+        let only = &[(100_000, 0.325), (1_000_000, 0.55)];
+        let points = &[100_000, 1_000_000];
+        Sweep { points, seeds: &[1, 2, 3], budget: FULL_OPT_BUDGET, only, schemes: &SCHEMES[..4] }
     } else {
-        Sweep { points: &[10_000, 100_000, 1_000_000], seeds: &[1, 2, 3], budget: FULL_OPT_BUDGET }
+        let points = &[10_000, 100_000, 1_000_000];
+        Sweep { points, seeds: &[1, 2, 3], budget: FULL_OPT_BUDGET, only: &[], schemes: &SCHEMES }
     };
     let rows = measure(ctx, &sweep)?;
     let mut report = Report::new(
@@ -87,12 +105,12 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
 fn measure(ctx: &Context, sweep: &Sweep) -> anyhow::Result<Vec<Planned>> {
     let options = PlannerOptions::default().with_time_budget(sweep.budget);
     let planners: Vec<Box<dyn ShufflePlanner>> =
-        SCHEMES.iter().map(|name| super::planner(name, &options)).collect::<anyhow::Result<_>>()?;
-    let steps = sweep.points.len() * ALPHAS.len() * sweep.seeds.len() * SCHEMES.len();
+        sweep.schemes.iter().map(|name| super::planner(name, &options)).collect::<anyhow::Result<_>>()?;
+    let steps = sweep.points.len() * ALPHAS.len() * sweep.seeds.len() * sweep.schemes.len();
     let bar = ctx.progress(steps as u64, NAME);
     let mut rows = Vec::new();
     for &q in sweep.points {
-        for alpha in ALPHAS {
+        for alpha in ALPHAS.into_iter().filter(|&a| sweep.only.is_empty() || sweep.only.contains(&(q, a))) {
             for &seed in sweep.seeds {
                 let inst = GeneratorParams { workers: WORKERS, points: q, alpha, seed }.check()?.generate();
                 let bound = best_lower_bound(&inst);

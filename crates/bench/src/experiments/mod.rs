@@ -32,7 +32,9 @@ use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::report::Report;
-use crate::report::write::{Destination, Heading, RunKind, check_readme, check_report, write_report};
+use crate::report::write::{
+    CheckMode, Destination, Heading, RunKind, check_readme, check_report, write_report,
+};
 
 /// What an experiment runs with.
 #[derive(Clone, Debug)]
@@ -41,6 +43,9 @@ pub struct Context {
     pub quick: bool,
     /// Plugin libraries to compare (`--plugin PATH`; the `plugins` experiment needs one).
     pub plugins: Vec<PathBuf>,
+    /// Run the full run's settings, restricted to the experiment's [`Experiment::sample`] (the
+    /// rows behind its headline figures, or a stated subset), for `--check --sample`.
+    pub sample: bool,
 }
 
 impl Context {
@@ -72,29 +77,58 @@ pub struct Experiment {
     pub about: &'static str,
     /// Runs it.
     pub run: fn(&Context) -> anyhow::Result<Report>,
+    /// What `--check --sample` re-runs of its full run (`None`: it has no machine-independent
+    /// full results, so the quick run's check covers it).
+    pub sample: Option<&'static str>,
 }
 
 /// Every experiment, in the order `cargo xtask experiments` runs them and README lists them.
 pub static EXPERIMENTS: &[Experiment] = &[
-    Experiment { name: theorem1::NAME, about: theorem1::ABOUT, run: theorem1::run },
-    Experiment { name: fig3::NAME, about: fig3::ABOUT, run: fig3::run },
-    Experiment { name: scale::NAME, about: scale::ABOUT, run: scale::run },
-    Experiment { name: carpool_optimum::NAME, about: carpool_optimum::ABOUT, run: carpool_optimum::run },
-    Experiment { name: plugins::NAME, about: plugins::ABOUT, run: plugins::run },
-    Experiment { name: gradient_coding::NAME, about: gradient_coding::ABOUT, run: gradient_coding::run },
-    Experiment { name: worst_case::NAME, about: worst_case::ABOUT, run: worst_case::run },
-    Experiment { name: partial_local::NAME, about: partial_local::ABOUT, run: partial_local::run },
-    Experiment { name: msr::NAME, about: msr::ABOUT, run: msr::run },
-    Experiment { name: broadcast::NAME, about: broadcast::ABOUT, run: broadcast::run },
-    Experiment { name: table1::NAME, about: table1::ABOUT, run: table1::run },
-    Experiment { name: fig4::NAME, about: fig4::ABOUT, run: fig4::run },
-    Experiment { name: pliable::NAME, about: pliable::ABOUT, run: pliable::run },
+    Experiment {
+        name: theorem1::NAME,
+        about: theorem1::ABOUT,
+        run: theorem1::run,
+        sample: Some(theorem1::SAMPLE),
+    },
+    Experiment { name: fig3::NAME, about: fig3::ABOUT, run: fig3::run, sample: Some(fig3::SAMPLE) },
+    Experiment { name: scale::NAME, about: scale::ABOUT, run: scale::run, sample: Some(scale::SAMPLE) },
+    Experiment {
+        name: carpool_optimum::NAME,
+        about: carpool_optimum::ABOUT,
+        run: carpool_optimum::run,
+        sample: Some(carpool_optimum::SAMPLE),
+    },
+    Experiment { name: plugins::NAME, about: plugins::ABOUT, run: plugins::run, sample: None },
+    Experiment {
+        name: gradient_coding::NAME,
+        about: gradient_coding::ABOUT,
+        run: gradient_coding::run,
+        sample: None,
+    },
+    Experiment { name: worst_case::NAME, about: worst_case::ABOUT, run: worst_case::run, sample: None },
+    Experiment {
+        name: partial_local::NAME,
+        about: partial_local::ABOUT,
+        run: partial_local::run,
+        sample: None,
+    },
+    Experiment { name: msr::NAME, about: msr::ABOUT, run: msr::run, sample: None },
+    Experiment { name: broadcast::NAME, about: broadcast::ABOUT, run: broadcast::run, sample: None },
+    Experiment { name: table1::NAME, about: table1::ABOUT, run: table1::run, sample: None },
+    Experiment { name: fig4::NAME, about: fig4::ABOUT, run: fig4::run, sample: None },
+    Experiment {
+        name: pliable::NAME,
+        about: pliable::ABOUT,
+        run: pliable::run,
+        sample: Some(pliable::SAMPLE),
+    },
     Experiment {
         name: host_independence::NAME,
         about: host_independence::ABOUT,
         run: host_independence::run,
+        sample: None,
     },
-    Experiment { name: speed::NAME, about: speed::ABOUT, run: speed::run },
+    Experiment { name: speed::NAME, about: speed::ABOUT, run: speed::run, sample: None },
 ];
 
 /// The built-in planner `name` with `options` (an error naming the known ones otherwise).
@@ -126,6 +160,9 @@ pub struct RunOptions {
     pub out: Option<PathBuf>,
     /// Plugin libraries for the `plugins` experiment.
     pub plugins: Vec<PathBuf>,
+    /// With `check` (and not `quick`): re-run each experiment's [`Experiment::sample`] of its
+    /// full run and compare it with the committed rows of `results/full/` it names.
+    pub sample: bool,
 }
 
 /// The workspace root (where README.md and results/ are).
@@ -137,11 +174,7 @@ pub fn workspace_root() -> PathBuf {
 /// Runs the chosen experiments; returns the number that failed (or, with `check`, that differ
 /// from the committed results). Each failure or difference is printed as one `error:` line.
 pub fn run_all(options: &RunOptions) -> anyhow::Result<usize> {
-    let chosen: Vec<&Experiment> = if options.names.is_empty() {
-        EXPERIMENTS.iter().collect()
-    } else {
-        options.names.iter().map(|n| experiment_by_name(n)).collect::<anyhow::Result<_>>()?
-    };
+    let chosen = choose(options)?;
     let run = if options.quick { RunKind::Quick } else { RunKind::Full };
     let root = workspace_root();
     let committed = root.join(run.results_dir());
@@ -153,13 +186,18 @@ pub fn run_all(options: &RunOptions) -> anyhow::Result<usize> {
         }
         (None, false) => Destination { dir: committed.clone(), run, publish_to: Some(root.clone()) },
     };
-    let ctx = Context { quick: options.quick, plugins: options.plugins.clone() };
+    let ctx = Context { quick: options.quick, plugins: options.plugins.clone(), sample: options.sample };
+    let how = if options.sample { CheckMode::Sample } else { CheckMode::Exact };
     let order: Vec<&str> = EXPERIMENTS.iter().map(|e| e.name).collect();
     let mut failed = 0;
     for experiment in chosen {
         eprintln!("experiment {}: {}", experiment.name, experiment.about);
         let heading = Heading { name: experiment.name, about: experiment.about, order: &order };
-        let outcome = run_one(experiment, &ctx, &heading, &dest, &root, options.check);
+        if options.sample {
+            eprintln!("  sample of the full run: {}", experiment.sample.unwrap_or("-"));
+        }
+        let check = options.check.then_some(how);
+        let outcome = run_one(experiment, &ctx, &heading, &dest, &root, check);
         match outcome {
             Ok(differences) if differences.is_empty() => {}
             Ok(differences) => {
@@ -192,13 +230,31 @@ fn run_one(
     heading: &Heading<'_>,
     dest: &Destination,
     root: &Path,
-    check: bool,
+    check: Option<CheckMode>,
 ) -> anyhow::Result<Vec<String>> {
     let started = Instant::now();
     let report = (experiment.run)(ctx).with_context(|| format!("experiment {}", experiment.name))?;
     let seconds = started.elapsed().as_secs_f64();
     write_report(&report, heading, dest, seconds).with_context(|| format!("writing {}", experiment.name))?;
-    Ok(if check { check_report(&report, experiment.name, dest.run, root) } else { Vec::new() })
+    Ok(check.map_or_else(Vec::new, |how| check_report(&report, experiment.name, dest.run, root, how)))
+}
+
+/// The experiments `options` name (all when none; with `sample`, all that have a sample).
+fn choose(options: &RunOptions) -> anyhow::Result<Vec<&'static Experiment>> {
+    if options.sample && (!options.check || options.quick) {
+        anyhow::bail!(
+            "--sample re-runs part of the full runs to compare them: it needs --check and not --quick"
+        );
+    }
+    if options.names.is_empty() {
+        return Ok(EXPERIMENTS.iter().filter(|e| !options.sample || e.sample.is_some()).collect());
+    }
+    let chosen: Vec<&Experiment> =
+        options.names.iter().map(|n| experiment_by_name(n)).collect::<anyhow::Result<_>>()?;
+    if let Some(e) = chosen.iter().find(|e| options.sample && e.sample.is_none()) {
+        anyhow::bail!("experiment {} has no sample of a full run (its quick run is checked whole)", e.name);
+    }
+    Ok(chosen)
 }
 
 fn same_dir(a: &Path, b: &Path) -> bool {

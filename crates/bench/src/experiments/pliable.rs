@@ -94,18 +94,31 @@ struct Sweep {
     levels: [&'static [usize]; 2],
     seeds: &'static [u64],
     paper_seeds: &'static [u64],
+    /// How many of [`SETTINGS`] it plans (the first ones).
+    settings: usize,
 }
 
 const ALL: usize = usize::MAX;
 
 /// The quick sweep.
-const QUICK: Sweep = Sweep { levels: [&[1, 2, 3, 4, ALL], &[1, 2, 4, ALL]], seeds: &[1], paper_seeds: &[1] };
+const QUICK: Sweep =
+    Sweep { levels: [&[1, 2, 3, 4, ALL], &[1, 2, 4, ALL]], seeds: &[1], paper_seeds: &[1], settings: 2 };
 /// The full sweep.
 const FULL: Sweep = Sweep {
     levels: [&[1, 2, 3, 4, 5, 6, 8, 12, ALL], &[1, 2, 3, 4, 6, 8, 16, 32, ALL]],
     seeds: &[1, 2, 3],
     paper_seeds: &[1, 2, 3, 4, 5],
+    settings: 2,
 };
+
+/// What `--check --sample` re-runs of the full run.
+pub const SAMPLE: &str = "the counts behind the headline (n = 20: the fixed schemes and 1 and 4 candidates, seeds \
+                          1-3) and the whole paper setting (seeds 1-5); the training runs (pliable-training.csv, \
+                          and so the headline rows, which quote them) are left out: they take minutes";
+
+/// The sample's sweep.
+const SAMPLED: Sweep =
+    Sweep { levels: [&[1, 4], &[]], seeds: &[1, 2, 3], paper_seeds: &[1, 2, 3, 4, 5], settings: 1 };
 
 impl Sweep {
     /// What the sweep measures, in words (for the quick note).
@@ -129,8 +142,22 @@ impl Sweep {
     }
 }
 
+/// The sample of the full run (`--check --sample`): its count and paper tables only.
+fn run_sample() -> anyhow::Result<Report> {
+    let rows = measure(&SAMPLED, &|| {})?;
+    let paper = paper_rows(SAMPLED.paper_seeds)?;
+    let mut report = Report::new(format!("A sample of the full run: {SAMPLE}."))
+        .table(format!("{NAME}.csv"), &rows)?
+        .table(format!("{NAME}-paper.csv"), &paper)?;
+    report.sample_leaves_out = vec![format!("{NAME}-training.csv"), "headline.csv".into()];
+    Ok(report)
+}
+
 /// Runs the experiment.
 pub fn run(ctx: &Context) -> anyhow::Result<Report> {
+    if ctx.sample && !ctx.quick {
+        return run_sample();
+    }
     let sweep = if ctx.quick { &QUICK } else { &FULL };
     let steps = SETTINGS.len() * sweep.seeds.len() * 2 + pliable_training::RUNS;
     let bar = ctx.progress(steps as u64, NAME);
@@ -164,6 +191,45 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
     Ok(report.figure("paper", paper_chart(&paper)))
 }
 
+/// One fixed-assignment planner's row on `inst` (the fully random assignment, `one`'s), or its
+/// refusal past its reach.
+fn fixed_row(
+    name: &'static str,
+    planner: &dyn ShufflePlanner,
+    inst: &ShuffleInstance,
+    one: &PliableRequest,
+    seed: u64,
+    base: &Planned,
+) -> anyhow::Result<Planned> {
+    let started = Instant::now();
+    let outcome = planner.plan_explained(inst, &mut seeded_stream(seed, 1));
+    let plan_seconds = started.elapsed().as_secs_f64();
+    Ok(match outcome {
+        Ok(planned) => {
+            verify(inst, &planned.plan)?.ensure_valid()?;
+            // The fully random assignment's randomness, measured as for the others.
+            let report = verify_pliable(
+                one,
+                &ubershuffle_core::pliable::PliablePlan::new(inst.clone(), planned.plan.clone(), ""),
+            )?;
+            Planned {
+                scheme: name,
+                transmissions: Some(planned.plan.len()),
+                made_by: planned.made_by,
+                owner_entropy_bits: report.chosen.owner_entropy_bits.unwrap_or(f64::NAN),
+                stay_fraction: report.chosen.stay_fraction.unwrap_or(f64::NAN),
+                cached_fraction: report.chosen.cached_fraction,
+                plan_seconds,
+                ..base.clone()
+            }
+        }
+        Err(e @ (PlanError::OverBudget { .. } | PlanError::TooManyWorkers { .. })) => {
+            Planned { scheme: name, made_by: format!("refused: {}", refusal(&e)), ..base.clone() }
+        }
+        Err(e) => return Err(e.into()),
+    })
+}
+
 fn level(candidates: usize) -> Randomness {
     if candidates == ALL { Randomness::All } else { Randomness::Candidates(candidates) }
 }
@@ -175,10 +241,13 @@ fn measure(sweep: &Sweep, progress: &dyn Fn()) -> anyhow::Result<Vec<Planned>> {
     let pliable: Vec<Box<dyn ShufflePlanner>> =
         PLIABLE.iter().map(|s| super::planner(s, &options)).collect::<anyhow::Result<_>>()?;
     let mut rows = Vec::new();
-    for (k, &(workers, points, alpha)) in SETTINGS.iter().enumerate() {
+    for (k, &(workers, points, alpha)) in SETTINGS.iter().enumerate().take(sweep.settings) {
         for &seed in sweep.seeds {
             let params = GeneratorParams { workers, points, alpha, seed }.check()?;
             let (inst, previous) = params.generate_with_previous(&mut ubershuffle_core::seeded(seed));
+            let one =
+                PliableRequest::new(inst.clone(), Randomness::FULLY_RANDOM, &mut seeded_stream(seed, 2))?
+                    .with_previous_batches(&previous)?;
             let base = Planned {
                 workers,
                 points,
@@ -198,92 +267,40 @@ fn measure(sweep: &Sweep, progress: &dyn Fn()) -> anyhow::Result<Vec<Planned>> {
                 cached_fraction: f64::NAN,
                 plan_seconds: 0.0,
             };
-            rows.extend(measure_fixed(&fixed, &inst, &previous, &base)?);
+            for (name, planner) in FIXED.iter().zip(&fixed) {
+                rows.push(fixed_row(name, planner.as_ref(), &inst, &one, seed, &base)?);
+            }
             progress();
             for &candidates in sweep.levels[k] {
-                rows.extend(measure_pliable(&pliable, &inst, &previous, level(candidates), &base)?);
+                let randomness = level(candidates);
+                let request = PliableRequest::new(inst.clone(), randomness, &mut seeded_stream(seed, 2))?
+                    .with_previous_batches(&previous)?;
+                for (name, planner) in PLIABLE.iter().zip(&pliable) {
+                    let pliable =
+                        planner.as_pliable().ok_or_else(|| anyhow::anyhow!("{name} is not pliable"))?;
+                    let started = Instant::now();
+                    let planned = pliable.plan_pliable(&request, &mut seeded_stream(seed, 1))?;
+                    let plan_seconds = started.elapsed().as_secs_f64();
+                    let report = verify_pliable(&request, &planned)?;
+                    report.ensure_valid()?;
+                    rows.push(Planned {
+                        scheme: name,
+                        candidates: randomness.to_string(),
+                        candidates_per_point: randomness.candidates(workers),
+                        transmissions: Some(planned.plan.len()),
+                        uncoded_chosen: report.uncoded_transmissions,
+                        made_by: planned.made_by,
+                        guaranteed_min_entropy_bits: report.guaranteed_min_entropy_bits,
+                        owner_entropy_bits: report.chosen.owner_entropy_bits.unwrap_or(f64::NAN),
+                        stay_fraction: report.chosen.stay_fraction.unwrap_or(f64::NAN),
+                        cached_fraction: report.chosen.cached_fraction,
+                        plan_seconds,
+                        ..base.clone()
+                    });
+                }
             }
             progress();
         }
-    }
-    Ok(rows)
-}
-
-/// The fixed-assignment schemes on the fully random assignment (a refusal past a scheme's
-/// reach is a row saying so), its randomness measured as for the pliable ones.
-fn measure_fixed(
-    fixed: &[Box<dyn ShufflePlanner>],
-    inst: &ShuffleInstance,
-    previous: &[Vec<u32>],
-    base: &Planned,
-) -> anyhow::Result<Vec<Planned>> {
-    let seed = base.seed;
-    let one = PliableRequest::new(inst.clone(), Randomness::FULLY_RANDOM, &mut seeded_stream(seed, 2))?
-        .with_previous_batches(previous)?;
-    let mut rows = Vec::new();
-    for (name, planner) in FIXED.iter().zip(fixed) {
-        let started = Instant::now();
-        let outcome = planner.plan_explained(inst, &mut seeded_stream(seed, 1));
-        let plan_seconds = started.elapsed().as_secs_f64();
-        rows.push(match outcome {
-            Ok(planned) => {
-                verify(inst, &planned.plan)?.ensure_valid()?;
-                let chosen =
-                    ubershuffle_core::pliable::PliablePlan::new(inst.clone(), planned.plan.clone(), "");
-                let report = verify_pliable(&one, &chosen)?;
-                Planned {
-                    scheme: name,
-                    transmissions: Some(planned.plan.len()),
-                    made_by: planned.made_by,
-                    owner_entropy_bits: report.chosen.owner_entropy_bits.unwrap_or(f64::NAN),
-                    stay_fraction: report.chosen.stay_fraction.unwrap_or(f64::NAN),
-                    cached_fraction: report.chosen.cached_fraction,
-                    plan_seconds,
-                    ..base.clone()
-                }
-            }
-            Err(e @ (PlanError::OverBudget { .. } | PlanError::TooManyWorkers { .. })) => {
-                Planned { scheme: name, made_by: format!("refused: {}", refusal(&e)), ..base.clone() }
-            }
-            Err(e) => return Err(e.into()),
-        });
-    }
-    Ok(rows)
-}
-
-/// The pliable schemes choosing within `randomness`, each plan verified against its request.
-fn measure_pliable(
-    pliable: &[Box<dyn ShufflePlanner>],
-    inst: &ShuffleInstance,
-    previous: &[Vec<u32>],
-    randomness: Randomness,
-    base: &Planned,
-) -> anyhow::Result<Vec<Planned>> {
-    let (seed, workers) = (base.seed, base.workers);
-    let request = PliableRequest::new(inst.clone(), randomness, &mut seeded_stream(seed, 2))?
-        .with_previous_batches(previous)?;
-    let mut rows = Vec::new();
-    for (name, planner) in PLIABLE.iter().zip(pliable) {
-        let pliable = planner.as_pliable().ok_or_else(|| anyhow::anyhow!("{name} is not pliable"))?;
-        let started = Instant::now();
-        let planned = pliable.plan_pliable(&request, &mut seeded_stream(seed, 1))?;
-        let plan_seconds = started.elapsed().as_secs_f64();
-        let report = verify_pliable(&request, &planned)?;
-        report.ensure_valid()?;
-        rows.push(Planned {
-            scheme: name,
-            candidates: randomness.to_string(),
-            candidates_per_point: randomness.candidates(workers),
-            transmissions: Some(planned.plan.len()),
-            uncoded_chosen: report.uncoded_transmissions,
-            made_by: planned.made_by,
-            guaranteed_min_entropy_bits: report.guaranteed_min_entropy_bits,
-            owner_entropy_bits: report.chosen.owner_entropy_bits.unwrap_or(f64::NAN),
-            stay_fraction: report.chosen.stay_fraction.unwrap_or(f64::NAN),
-            cached_fraction: report.chosen.cached_fraction,
-            plan_seconds,
-            ..base.clone()
-        });
     }
     Ok(rows)
 }
@@ -554,18 +571,48 @@ fn summary(
             )
         );
     }
-    text += &match goal {
-        Some((r, ratio)) => format!(
-            "At n = {}, the fewest candidates with which `pliable-greedy` sends at most half of `auto`: **{r}** \
-             ({ratio:.2}x fewer). With one candidate `pliable-greedy` is `auto` on the same assignment (the same \
-             count, by construction); with all, every worker keeps points it caches and nothing moves.\n\n",
-            SETTINGS[0].0
-        ),
-        None => format!("At n = {}, no level measured halves `auto`'s count.\n\n", SETTINGS[0].0),
-    };
+    text += &goal_note(rows, goal);
     text += &training.summary;
     text += &paper_summary(paper);
     text
+}
+
+/// The fewest candidates that halve `auto`'s count at the first setting, and what the two ends
+/// send, counted from the rows.
+fn goal_note(rows: &[Planned], goal: Option<(Randomness, f64)>) -> String {
+    match goal {
+        Some((r, ratio)) => format!(
+            "At n = {}, the fewest candidates with which `pliable-greedy` sends at most half of `auto`: **{r}** \
+             ({ratio:.2}x fewer). With one candidate `pliable-greedy` is `auto` on the same assignment (the same \
+             count, by construction); {}\n\n",
+            SETTINGS[0].0,
+            all_candidates_note(rows)
+        ),
+        None => format!("At n = {}, no level measured halves `auto`'s count.\n\n", SETTINGS[0].0),
+    }
+}
+
+/// What the plans with every candidate allowed send, counted from their rows (a few points may
+/// have no cacher among the workers with room, so "nothing" is not assumed).
+fn all_candidates_note(rows: &[Planned]) -> String {
+    let counts: Vec<usize> =
+        rows.iter().filter(|r| r.candidates == "all").filter_map(|r| r.transmissions).collect();
+    let (most, silent) =
+        (counts.iter().copied().max().unwrap_or(0), counts.iter().filter(|&&c| c == 0).count());
+    if counts.is_empty() {
+        "no plan ran with all candidates.".into()
+    } else if most == 0 {
+        format!(
+            "with all, every worker keeps points it caches and nothing is sent (all {} plans).",
+            counts.len()
+        )
+    } else {
+        format!(
+            "with all, workers are given points they cache: {silent} of {} plans send nothing, the others at most \
+             {most} transmission(s).",
+            counts.len()
+        )
+    }
 }
 
 fn paper_summary(paper: &[PaperPlanned]) -> String {

@@ -80,18 +80,12 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
             budget: FULL_BUDGET,
         }
     };
-    let steps = sweep.workers.len() * sweep.points.len() * ALPHAS.len() * SCHEMES.len();
-    let bar = ctx.progress(steps as u64, NAME);
+    let cells = cells(ctx, &sweep);
+    let bar = ctx.progress(cells.len() as u64, NAME);
     let mut rows = Vec::new();
-    for &q in sweep.points {
-        for alpha in ALPHAS {
-            for &n in sweep.workers {
-                for scheme in SCHEMES {
-                    rows.push(in_child(n, q, alpha, scheme, sweep.budget)?);
-                    bar.inc(1);
-                }
-            }
-        }
+    for (n, q, alpha, scheme) in cells {
+        rows.push(in_child(n, q, alpha, scheme, sweep.budget)?);
+        bar.inc(1);
     }
     bar.finish_and_clear();
     let q = sweep.points.last().copied().unwrap_or(0);
@@ -106,6 +100,30 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
         report = report.figure(suffix, ratio_chart(&rows, q, *alpha));
     }
     Ok(report.figure("time", time_chart(&rows, q, 0.3)))
+}
+
+/// What `--check --sample` re-runs of the full run.
+pub const SAMPLE: &str = "the rows behind the headline: clique-cover at (n, q, alpha) = (100, 1e6, 0.3), \
+                          (1000, 1e6, 0.1) and (200, 1e5, 0.3)";
+
+/// The headline's points: (n, q, alpha), clique-cover at each.
+const HEADLINE_POINTS: [(usize, usize, f64); 3] =
+    [(100, 1_000_000, 0.3), (1000, 1_000_000, 0.1), (200, 100_000, 0.3)];
+
+/// The (n, q, alpha, scheme) a run measures, in order.
+fn cells(ctx: &Context, sweep: &Sweep) -> Vec<(usize, usize, f64, &'static str)> {
+    if ctx.sample && !ctx.quick {
+        return HEADLINE_POINTS.iter().map(|&(n, q, alpha)| (n, q, alpha, "clique-cover")).collect();
+    }
+    let mut cells = Vec::new();
+    for &q in sweep.points {
+        for alpha in ALPHAS {
+            for &n in sweep.workers {
+                cells.extend(SCHEMES.map(|scheme| (n, q, alpha, scheme)));
+            }
+        }
+    }
+    cells
 }
 
 /// Runs one scheme on one point in a child process of this program and reads its row.
@@ -263,7 +281,7 @@ fn summary(sweep: &Sweep, rows: &[ScalePoint]) -> String {
 
 fn headlines(rows: &[ScalePoint]) -> Vec<Headline> {
     let mut out = Vec::new();
-    for (n, q, alpha) in [(100, 1_000_000, 0.3), (1000, 1_000_000, 0.1), (200, 100_000, 0.3)] {
+    for (n, q, alpha) in HEADLINE_POINTS {
         let Some(c) = at(rows, q, alpha).find(|r| r.workers == n && r.scheme == "clique-cover") else {
             continue;
         };

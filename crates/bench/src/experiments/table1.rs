@@ -13,6 +13,7 @@
 
 use serde::Serialize;
 use ubershuffle_core::PlanError;
+use ubershuffle_core::epoch_chain::ChainError;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_runtime::{CostModel, EpochMetrics, RuntimeError};
 
@@ -137,7 +138,18 @@ struct EpochRow {
     shuffle_s: f64,
     epoch_s: f64,
     loss: f64,
+    /// `shuffle_s` with every compute price of the cost model halved (the same run otherwise).
+    shuffle_s_half_compute: f64,
+    /// `shuffle_s` with every compute price doubled.
+    shuffle_s_double_compute: f64,
+    /// `epoch_s` with every compute price halved.
+    epoch_s_half_compute: f64,
+    /// `epoch_s` with every compute price doubled.
+    epoch_s_double_compute: f64,
 }
+
+/// The factors of the sensitivity band: every compute price halved, and doubled.
+pub(crate) const BAND: [f64; 2] = [0.5, 2.0];
 
 /// Every column is checked: the runs are charged by the committed cost model.
 impl Row for EpochRow {}
@@ -182,6 +194,10 @@ fn epoch_row(setup: &Setup, gbit: f64, scheme: &'static str, e: &EpochMetrics) -
         shuffle_s: e.shuffle_seconds(),
         epoch_s: e.epoch_seconds,
         loss: e.loss,
+        shuffle_s_half_compute: f64::NAN,
+        shuffle_s_double_compute: f64::NAN,
+        epoch_s_half_compute: f64::NAN,
+        epoch_s_double_compute: f64::NAN,
     }
 }
 
@@ -210,21 +226,62 @@ fn run_cell(
         compute: Compute::Charged(model),
     };
     match epoch_runs::run(setup, &spec) {
-        Ok(report) => Ok(Ok(report.epochs.iter().map(|e| epoch_row(setup, gbit, scheme, e)).collect())),
+        Ok(report) => {
+            let mut rows: Vec<EpochRow> =
+                report.epochs.iter().map(|e| epoch_row(setup, gbit, scheme, e)).collect();
+            with_band(setup, &spec, model, &mut rows)?;
+            Ok(Ok(rows))
+        }
         Err(e) => match e.downcast_ref::<RuntimeError>() {
-            // A planner past its reach refuses at once: a finding, not a failure.
-            Some(RuntimeError::Plan(
-                p @ (PlanError::TooManyWorkers { .. } | PlanError::OverBudget { .. }),
-            )) => Ok(Err(Refusal { setup: setup.key, scheme, error: p.to_string() })),
+            // A planner past its reach refuses at once: a finding, not a failure (the epoch
+            // chain passes the planner's refusal on).
+            Some(
+                RuntimeError::Plan(p @ (PlanError::TooManyWorkers { .. } | PlanError::OverBudget { .. }))
+                | RuntimeError::Chain(ChainError::Plan(
+                    p @ (PlanError::TooManyWorkers { .. } | PlanError::OverBudget { .. }),
+                )),
+            ) => Ok(Err(Refusal { setup: setup.key, scheme, error: p.to_string() })),
             _ => Err(e),
         },
     }
 }
 
+/// Runs `spec` again with every compute price of `model` halved and doubled ([`BAND`]) and
+/// fills those columns of `rows`, epoch by epoch.
+fn with_band(
+    setup: &Setup,
+    spec: &RunSpec<'_>,
+    model: &CostModel,
+    rows: &mut [EpochRow],
+) -> anyhow::Result<()> {
+    for factor in BAND {
+        let scaled = ubershuffle_runtime::cost_model::scaled(model, "all", factor);
+        let again = RunSpec {
+            scheme: spec.scheme,
+            policy: spec.policy,
+            epochs: spec.epochs,
+            gbit: spec.gbit,
+            seed: spec.seed,
+            compute: Compute::Charged(&scaled),
+        };
+        let report = epoch_runs::run(setup, &again)?;
+        anyhow::ensure!(report.epochs.len() == rows.len(), "the run with prices x{factor} has other epochs");
+        for (row, e) in rows.iter_mut().zip(&report.epochs) {
+            let (shuffle, epoch) = if factor < 1.0 {
+                (&mut row.shuffle_s_half_compute, &mut row.epoch_s_half_compute)
+            } else {
+                (&mut row.shuffle_s_double_compute, &mut row.epoch_s_double_compute)
+            };
+            (*shuffle, *epoch) = (e.shuffle_seconds(), e.epoch_seconds);
+        }
+    }
+    Ok(())
+}
+
 /// Runs the table.
 pub fn run(ctx: &Context) -> anyhow::Result<Report> {
     let (at_1g, elsewhere, at_scale) = epochs(ctx.quick);
-    let model = crate::cost_model::committed()?;
+    let model = epoch_runs::committed()?;
     let setups = setups(POINTS, SEED)?;
     let scale = scale_setup(SEED)?;
     let bar = ctx.progress((setups.len() * RATES.len() * SCHEMES.len() + SCHEMES.len()) as u64, NAME);
@@ -266,6 +323,8 @@ struct Cell {
     decode: f64,
     train: f64,
     epoch: f64,
+    /// Shuffle and epoch with compute prices halved and doubled.
+    band: [(f64, f64); 2],
     transmissions: f64,
     broadcasts: f64,
     unicasts: f64,
@@ -290,6 +349,10 @@ fn cell(rows: &[EpochRow], setup: &str, gbit: f64, scheme: &str) -> Option<Cell>
         decode: m(|r| r.decode_s),
         train: m(|r| r.train_s),
         epoch: m(|r| r.epoch_s),
+        band: [
+            (m(|r| r.shuffle_s_half_compute), m(|r| r.epoch_s_half_compute)),
+            (m(|r| r.shuffle_s_double_compute), m(|r| r.epoch_s_double_compute)),
+        ],
         transmissions: m(|r| r.transmissions as f64),
         broadcasts: m(|r| r.broadcast_packets as f64),
         unicasts: m(|r| r.unicast_packets as f64),
@@ -474,10 +537,16 @@ fn checks(rows: &[EpochRow]) -> String {
             (phases - r.epoch_s).abs()
         })
         .fold(0.0, f64::max);
+    let below = rows.iter().filter(|r| r.transmit_s < r.link_model_s).count();
+    let transmit = if below == 0 {
+        "transmit is at least its link model in every row".to_string()
+    } else {
+        format!("transmit is below its link model in {below} row(s), which the time model forbids")
+    };
     format!(
-        "Checks over all {} rows: transmit is at least its link model in every row (the smallest \
-         ratio is {lowest:.4}); the ten phases (plan, verify, route, model, encode, transmit, decode, train, \
-         waiting, aggregate) add up to the epoch within {worst:.1e} s.",
+        "Checks over all {} rows: {transmit} (the smallest ratio is {lowest:.4}); the ten phases (plan, verify, \
+         route, model, encode, transmit, decode, train, waiting, aggregate) add up to the epoch within \
+         {worst:.1e} s.",
         rows.len()
     )
 }
@@ -618,16 +687,48 @@ fn headlines(setups: &[Setup], rows: &[EpochRow]) -> Vec<Headline> {
                     s.key.to_uppercase()
                 ),
                 ours: format!(
-                    "coded {}, UberShuffle {} (epoch {})",
+                    "coded {}, UberShuffle {} (epoch {}); {}",
                     pct(cs.shuffle, un.shuffle),
                     pct(us.shuffle, un.shuffle),
-                    pct(us.epoch, un.epoch)
+                    pct(us.epoch, un.epoch),
+                    band_note(&un, &cs, &us)
                 ),
                 paper,
                 table: format!("{NAME}.csv"),
-                rows: format!("setup={}, gbit=1, median of shuffle_s (epoch_s) over epochs", s.key),
+                rows: format!(
+                    "setup={}, gbit=1, median of shuffle_s (epoch_s) over epochs; the band: the columns ending \
+                     _half_compute and _double_compute",
+                    s.key
+                ),
                 machine: false,
             })
         })
         .collect()
+}
+
+/// What holds with every compute price halved and doubled: each coded scheme's shuffle share
+/// of uncoded's over the band, and whether it stays below uncoded across it.
+fn band_note(un: &Cell, cs: &Cell, us: &Cell) -> String {
+    let shares = |c: &Cell| -> Vec<f64> {
+        std::iter::once((c.shuffle, un.shuffle))
+            .chain((0..2).map(|k| (c.band[k].0, un.band[k].0)))
+            .map(|(a, b)| a / b)
+            .collect()
+    };
+    let range = |v: &[f64]| {
+        let (lo, hi) = (
+            v.iter().copied().fold(f64::INFINITY, f64::min),
+            v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        );
+        (format!("{:.0}-{:.0} %", 100.0 * lo, 100.0 * hi), hi < 1.0)
+    };
+    let ((c_range, c_holds), (u_range, u_holds)) = (range(&shares(cs)), range(&shares(us)));
+    let holds: Vec<&str> =
+        [("UberShuffle", u_holds), ("coded", c_holds)].iter().filter(|(_, h)| *h).map(|(n, _)| *n).collect();
+    let verdict = if holds.is_empty() {
+        "neither stays below uncoded across it".to_string()
+    } else {
+        format!("below uncoded across it: {}", holds.join(", "))
+    };
+    format!("compute prices x0.5 to x2: coded {c_range}, UberShuffle {u_range}; {verdict}")
 }

@@ -34,6 +34,9 @@ struct Measured {
 
 impl Row for Measured {}
 
+/// What `--check --sample` re-runs of the full run: all of it (a few seconds).
+pub const SAMPLE: &str = "the whole full run";
+
 /// Runs the sweep.
 pub fn run(ctx: &Context) -> anyhow::Result<Report> {
     let points: &[usize] =

@@ -53,6 +53,54 @@ pub fn first_difference(
     None
 }
 
+/// Checks a sample of a full run: the same columns, and every fresh row among the committed rows
+/// (on the checked columns). `None` when all are there, otherwise the first fresh row missing,
+/// named with the committed row closest to it and the columns where they differ.
+pub fn first_missing_row(
+    fresh: &Table,
+    committed_header: &[String],
+    committed_rows: &[Vec<String>],
+) -> Option<String> {
+    let file = &fresh.file;
+    if committed_header != fresh.header.as_slice() {
+        return Some(format!(
+            "{file}: the columns changed: committed [{}], this run [{}]",
+            committed_header.join(", "),
+            fresh.header.join(", ")
+        ));
+    }
+    let checked: Vec<usize> =
+        (0..fresh.header.len()).filter(|&c| !fresh.machine_columns.contains(&fresh.header[c])).collect();
+    let differing = |old: &[String], new: &[String]| -> Vec<usize> {
+        let cell = |row: &[String], c: usize| row.get(c).map_or("", String::as_str).to_string();
+        checked.iter().copied().filter(|&c| !same_cell(&cell(old, c), &cell(new, c))).collect()
+    };
+    for new in &fresh.rows {
+        let closest =
+            committed_rows.iter().map(|old| (differing(old, new), old)).min_by_key(|(d, _)| d.len());
+        match closest {
+            Some((columns, _)) if columns.is_empty() => {}
+            Some((columns, old)) => {
+                let cells: Vec<String> = columns
+                    .iter()
+                    .map(|&c| {
+                        let (was, now) =
+                            (old.get(c).map_or("", String::as_str), new.get(c).map_or("", String::as_str));
+                        format!("{} committed {was:?}, this run {now:?}", fresh.header[c])
+                    })
+                    .collect();
+                return Some(format!(
+                    "{file}: the row ({}) is not committed; the closest committed row differs in {}",
+                    row_key(fresh, new, &checked),
+                    cells.join("; ")
+                ));
+            }
+            None => return Some(format!("{file}: no committed rows")),
+        }
+    }
+    None
+}
+
 /// The first few checked cells of a row, as `column=value` pairs.
 fn row_key(table: &Table, row: &[String], checked: &[usize]) -> String {
     checked
@@ -110,5 +158,18 @@ mod tests {
         let mut renamed = fresh.clone();
         renamed.header[1] = "packets".into();
         assert!(first_difference(&renamed, &committed.header, &committed.rows).unwrap().contains("columns"));
+    }
+
+    #[test]
+    fn a_sample_must_be_among_the_committed_rows() {
+        let committed = table(&[["coded", "10", "1"], ["uncoded", "20", "1"], ["opt", "5", "1"]]);
+        let sample = table(&[["uncoded", "20", "7"], ["coded", "10", "3"]]);
+        assert_eq!(first_missing_row(&sample, &committed.header, &committed.rows), None);
+        let changed = table(&[["uncoded", "21", "7"]]);
+        let d = first_missing_row(&changed, &committed.header, &committed.rows).unwrap();
+        assert!(d.contains("scheme=uncoded") && d.contains("count committed \"20\", this run \"21\""), "{d}");
+        let mut renamed = sample.clone();
+        renamed.header[1] = "packets".into();
+        assert!(first_missing_row(&renamed, &committed.header, &committed.rows).unwrap().contains("columns"));
     }
 }

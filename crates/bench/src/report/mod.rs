@@ -3,8 +3,10 @@
 //! Markdown and SVG charts (`plotters`), writes them ([`write`](mod@write)) and compares a fresh run with
 //! the committed results ([`check`]).
 
+pub mod cell_expr;
 pub mod chart;
 pub mod check;
+pub mod citation;
 pub mod headline;
 pub mod machine;
 pub mod sections;
@@ -76,6 +78,10 @@ pub struct Report {
     /// Flags the regenerating command needs besides the experiment's name and `--quick`
     /// (e.g. `--plugin PATH`).
     pub rerun_flags: Vec<String>,
+    /// In a sample of a full run (`--check --sample`): the committed files of the experiment it
+    /// does not re-run (`headline.csv` for its headline rows); anything else committed must be
+    /// produced again.
+    pub sample_leaves_out: Vec<String>,
 }
 
 impl Report {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use ubershuffle_runtime::write_atomically;
 
-use super::check::first_difference;
+use super::check::{first_difference, first_missing_row};
 use super::headline::{self, HeadlineRecord};
 use super::machine::{machine_description, today};
 use super::sections::update_section;
@@ -171,10 +171,21 @@ fn publish_headlines(
     Ok(())
 }
 
+/// How a fresh run is compared with the committed results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckMode {
+    /// The same rows in the same order (`--check`).
+    Exact,
+    /// A sample of a full run (`--check --sample`): every fresh row must be a committed row, every
+    /// committed file of the experiment must be produced again (unless the report leaves it
+    /// out), and every committed headline row of the experiment too.
+    Sample,
+}
+
 /// Compares `report` with the committed results of `run` under `root`: every table's checked
 /// columns, and the report's machine-independent headline figures. Returns the differences,
 /// one line each (empty when all agree).
-pub fn check_report(report: &Report, name: &str, run: RunKind, root: &Path) -> Vec<String> {
+pub fn check_report(report: &Report, name: &str, run: RunKind, root: &Path, how: CheckMode) -> Vec<String> {
     let dir = root.join(run.results_dir());
     let mut differences = Vec::new();
     for table in &report.tables {
@@ -186,15 +197,58 @@ pub fn check_report(report: &Report, name: &str, run: RunKind, root: &Path) -> V
                 continue;
             }
         };
-        match parse_csv(&table.file, &committed) {
-            Ok((header, rows)) => differences.extend(first_difference(table, &header, &rows)),
-            Err(e) => differences.push(e.to_string()),
+        match (parse_csv(&table.file, &committed), how) {
+            (Ok((header, rows)), CheckMode::Exact) => {
+                differences.extend(first_difference(table, &header, &rows))
+            }
+            (Ok((header, rows)), CheckMode::Sample) => {
+                differences.extend(first_missing_row(table, &header, &rows))
+            }
+            (Err(e), _) => differences.push(e.to_string()),
         }
     }
+    if how == CheckMode::Sample {
+        differences.extend(files_not_produced(report, name, &dir));
+    }
+    differences.extend(headline_differences(report, name, run, root, how));
+    differences
+}
+
+/// The committed CSVs of experiment `name` in `dir` (`NAME.csv`, `NAME-*.csv`) that `report`
+/// neither produced nor says it leaves out.
+fn files_not_produced(report: &Report, name: &str, dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return vec![format!("{}: not readable", dir.display())];
+    };
+    let mut files: Vec<String> = entries
+        .filter_map(|e| e.ok().and_then(|e| e.file_name().into_string().ok()))
+        .filter(|f| {
+            f.ends_with(".csv") && (*f == format!("{name}.csv") || f.starts_with(&format!("{name}-")))
+        })
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .filter(|f| !report.tables.iter().any(|t| t.file == *f) && !report.sample_leaves_out.contains(f))
+        .map(|f| format!("{f}: committed, but this run no longer produces it"))
+        .collect()
+}
+
+/// The report's machine-independent headline figures against `results/headline.csv`; in a
+/// sample, also the committed headline rows of the experiment that the run no longer produces.
+fn headline_differences(
+    report: &Report,
+    name: &str,
+    run: RunKind,
+    root: &Path,
+    how: CheckMode,
+) -> Vec<String> {
     let text = std::fs::read_to_string(root.join("results").join("headline.csv")).unwrap_or_default();
     let committed = headline::parse_records(&text).unwrap_or_default();
     let command = rerun_command(name, run, &report.rerun_flags);
-    for fresh in records(report, name, run, &command).into_iter().filter(|r| !r.machine) {
+    let fresh = records(report, name, run, &command);
+    let mut differences = Vec::new();
+    for fresh in fresh.iter().filter(|r| !r.machine) {
         let same =
             committed.iter().find(|c| c.experiment == name && c.run == run.name() && c.what == fresh.what);
         match same {
@@ -205,6 +259,15 @@ pub fn check_report(report: &Report, name: &str, run: RunKind, root: &Path) -> V
             )),
             None => differences.push(format!("headline.csv: {name} \"{}\" is not committed", fresh.what)),
         }
+    }
+    let checks_all =
+        how == CheckMode::Sample && !report.sample_leaves_out.iter().any(|f| f == "headline.csv");
+    let gone = committed.iter().filter(|c| c.experiment == name && c.run == run.name() && !c.machine);
+    for c in gone.filter(|c| checks_all && !fresh.iter().any(|f| f.what == c.what)) {
+        differences.push(format!(
+            "headline.csv: {name} \"{}\" is committed, but this run no longer produces it",
+            c.what
+        ));
     }
     differences
 }

@@ -6,7 +6,10 @@ use std::process::ExitCode;
 use anyhow::bail;
 use serde_json::{Value, json};
 use ubershuffle_core::rng::seeded_stream;
-use ubershuffle_learners::gradient_coding::expected::{MonteCarloOptions, ThreeWays, expected_error_report};
+use ubershuffle_gradient_codes::EncodingMatrix;
+use ubershuffle_learners::gradient_coding::expected::{
+    ExpectedErrorReport, MonteCarloOptions, ThreeWays, expected_error_report,
+};
 use ubershuffle_learners::straggler::HeterogeneousParams;
 
 use crate::cli::GradientCodingArgs;
@@ -33,6 +36,13 @@ fn show(v: Option<f64>) -> String {
 
 /// Computes and prints the report.
 pub fn run(args: &GradientCodingArgs) -> anyhow::Result<ExitCode> {
+    let e = &args.execute;
+    if e.run {
+        return super::gradient_coding_run::run(args);
+    }
+    if e.transport != crate::cli::TransportKind::Inproc || e.listen.is_some() || e.slow_workers.is_some() {
+        bail!("--transport, --listen and --slow-workers execute the descent: add --run");
+    }
     let (kind, shuffle) = (args.code, args.shuffle);
     if args.runs < 2 {
         bail!("--runs must be at least 2, got {}", args.runs);
@@ -73,6 +83,19 @@ pub fn run(args: &GradientCodingArgs) -> anyhow::Result<ExitCode> {
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
+    print_text(args, &code, &report, iterations)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The report as tables: the drawn placement's expected error three ways, then by the number
+/// of slow workers.
+fn print_text(
+    args: &GradientCodingArgs,
+    code: &EncodingMatrix,
+    report: &ExpectedErrorReport,
+    iterations: usize,
+) -> anyhow::Result<()> {
+    let (kind, shuffle) = (args.code, args.shuffle);
     let (lo, hi) = report.drawn.monte_carlo.interval(Z95);
     print_table(&[
         ("code", format!("{} (n = {}, s = {})", kind.name(), args.workers, code.replication())),
@@ -110,5 +133,5 @@ pub fn run(args: &GradientCodingArgs) -> anyhow::Result<ExitCode> {
             t.monte_carlo.mean
         ))?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

@@ -1,6 +1,7 @@
 //! One module per subcommand; [`run()`] dispatches.
 
 mod gradient_coding;
+mod gradient_coding_run;
 mod instance;
 mod instance_source;
 mod master;

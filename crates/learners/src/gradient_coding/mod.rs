@@ -1,8 +1,8 @@
 //! Gradient-coded gradient descent under stragglers (Tandon, Lei, Dimakis and Karampatziakis;
 //! Johri, Yardi and Bodas, "Approximate gradient coding for heterogeneous nodes").
 //!
-//! The training data is split into `n` partitions held in memory all workers can read (the
-//! paper's shared-memory architecture). Each iteration worker `w` plays a role `i` of the
+//! The training data is split into `n` partitions; a worker holds the partitions of the role it
+//! plays (see [`learner`]). Each iteration worker `w` plays a role `i` of the
 //! encoding matrix `B` ([`ubershuffle_gradient_codes`]) and sends `sum_j B[i][j] g_j`; the master waits
 //! for the workers the straggler model marks on time, decodes their roles with the least-squares
 //! combination and steps (the late ones' results are dropped).
@@ -12,9 +12,9 @@
 //! - [`glm`]: the losses (least squares, logistic) and their partial gradients over records,
 //! - [`expected`]: the expected decoding error three ways (the paper's Theorems 1-2, exact
 //!   enumeration, Monte Carlo), averaged over the class draw or for exactly `m` slow workers,
-//! - [`run`]: the executed run, one thread per worker.
+//! - [`learner`]: the executed descent, a [`crate::Learner`] of the master/worker runtime
+//!   (`ubershuffle_runtime`), which runs it over threads, TCP processes or MPI ranks.
 
 pub mod expected;
 pub mod glm;
-/// The executed run on threads.
-pub mod run;
+pub mod learner;

@@ -113,8 +113,9 @@ impl<T: Transport> Master<'_, T> {
         lost
     }
 
-    /// Collects the updates of `waiting` until the deadline (on the transport's clock); on
-    /// return `waiting` holds the stragglers. The wait is a lap of [`Phase::Waiting`], of which
+    /// Collects the updates of `waiting` until the deadline (on the transport's clock): the
+    /// workers heard from (increasing) and their updates; on return `waiting` holds the
+    /// stragglers. The wait is a lap of [`Phase::Waiting`], of which
     /// the worker whose update came last lends its decoding and training time to
     /// [`Phase::Decode`] and [`Phase::Train`] (up to the whole wait), so that the master's
     /// phases show what its wait was spent on.
@@ -124,7 +125,7 @@ impl<T: Transport> Master<'_, T> {
         waiting: &mut Vec<usize>,
         m: &mut EpochMetrics,
         watch: &mut Stopwatch,
-    ) -> Result<Vec<Update>, RuntimeError> {
+    ) -> Result<(Vec<usize>, Vec<Update>), RuntimeError> {
         let started = self.t.now();
         let until = self.config.deadline.map(|d| started + d);
         let mut updates = Vec::new();
@@ -178,6 +179,6 @@ impl<T: Transport> Master<'_, T> {
         watch.timer.reassign(Phase::Waiting, Phase::Train, last.1.min(wait - decode));
         // Aggregate in worker order, not arrival order, so that sums are the same every run.
         updates.sort_by_key(|(rank, _)| *rank);
-        result.map(|()| updates.into_iter().map(|(_, u)| u).collect())
+        result.map(|()| updates.into_iter().map(|(rank, u)| (rank - 1, u)).unzip())
     }
 }

@@ -7,7 +7,7 @@
 use ubershuffle_codes::Encoder;
 use ubershuffle_core::{Plan, ShuffleInstance};
 use ubershuffle_learners::straggler::straggler_hold;
-use ubershuffle_learners::{IterationOutcome, Model, UpdateBody};
+use ubershuffle_learners::{IterationOutcome, Model, Received, UpdateBody};
 use ubershuffle_transport::Transport;
 
 use super::Master;
@@ -133,10 +133,10 @@ impl<T: Transport> Master<'_, T> {
         let mut waiting: Vec<usize> = live.clone();
         self.await_acks(&header, &mut waiting, &mut m)?;
         watch.lap_idle(&self.t, Phase::Transmit);
-        let updates = self.collect_updates(&header, &mut waiting, &mut m, watch)?;
+        let (senders, updates) = self.collect_updates(&header, &mut waiting, &mut m, watch)?;
         m.stragglers = waiting.len();
         m.updates = updates.len();
-        self.aggregated(&chosen, &live, &updates, &mut m, watch)?;
+        self.aggregated(&chosen, &live, &senders, &updates, &mut m, watch)?;
         Ok(Attempt::Done(Box::new(m)))
     }
 
@@ -150,7 +150,9 @@ impl<T: Transport> Master<'_, T> {
         watch: &mut Stopwatch,
     ) -> Result<(PlannedEpoch, EpochMetrics), RuntimeError> {
         let points = self.data.train.len();
-        let chosen = self.state.chain.draw(live, attempt)?.plan(self.planner, self.config.candidates)?;
+        // The policy's assignment, or the one the learner dictates; a pliable planner chooses
+        // the assignment too (the policy's is its first candidate).
+        let chosen = self.draw(live, attempt)?.plan(self.planner, self.config.candidates)?;
         let mut m = EpochMetrics { epoch: chosen.epoch, workers: live.len(), ..Default::default() };
         m.uncoded_transmissions = chosen.instance.uncoded_transmissions();
         m.transmissions = chosen.plan.len();
@@ -206,11 +208,14 @@ impl<T: Transport> Master<'_, T> {
         &mut self,
         chosen: &PlannedEpoch,
         live: &[usize],
+        senders: &[usize],
         updates: &[ubershuffle_learners::Update],
         m: &mut EpochMetrics,
         watch: &mut Stopwatch,
     ) -> Result<(), RuntimeError> {
-        let model = self.learner.aggregate(&Model::new(self.state.model.clone()), updates)?;
+        let received = Received { epoch: chosen.epoch, workers: senders, updates };
+        let model = self.learner.aggregate_received(&Model::new(self.state.model.clone()), &received)?;
+        m.updated_workers = senders.to_vec();
         m.loss = self.loss(&model)?;
         self.state.model = model.params;
         self.state.chain.commit(chosen);

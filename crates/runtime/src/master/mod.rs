@@ -4,6 +4,7 @@
 //! ([`collect`]). Every epoch's time is split into phases by one [`crate::PhaseTimer`] on the
 //! transport's clock.
 
+mod assigned;
 mod collect;
 mod epoch;
 mod membership;

@@ -1,8 +1,8 @@
 //! `gradient-coding`: approximate gradient coding under heterogeneous stragglers (Johri,
 //! Yardi and Bodas): the expected decoding error of FRC and CRC three ways (Theorems 1-2,
 //! exact enumeration, Monte Carlo) against p_ss and n, what the paper's quoted numbers
-//! correspond to, and executed gradient-coded descent on threads with and without shuffled
-//! worker roles.
+//! correspond to, and executed gradient-coded descent on the master/worker runtime with and
+//! without shuffled worker roles.
 //!
 //! Four parts, one file each, every one measuring into its own table:
 //! [`expected_error`] (`gradient-coding.csv`), [`readings`] (`-readings.csv`), [`placements`]

@@ -187,16 +187,8 @@ impl RunSettings {
         config.candidates = s.candidates;
         let config = config.check(points).map_err(|e| explain(e, alpha))?;
         let (mut echo, identity) = echo(&s, &data, config.cache_capacity)?;
-        let chosen = (!alpha_given).then(|| {
-            format!(
-                "--alpha not given: alpha = {alpha} (2/n, at most 1/2), each worker caches {} of the {points} points",
-                config.cache_capacity
-            )
-        });
-        // Defaults the run chose that change what it measures: in the summary table and as
-        // `config.chosen` in the JSON.
-        if let Some(note) = chosen {
-            echo["chosen"] = note.into();
+        if !alpha_given {
+            echo["chosen"] = alpha_chosen(alpha, config.cache_capacity, points).into();
         }
         Ok(Resolved {
             echo,
@@ -218,6 +210,14 @@ impl RunSettings {
             json: s.json,
         })
     }
+}
+
+/// What a run that chose alpha says it chose (a default that changes what it measures): in the
+/// summary table and as `config.chosen` in the JSON.
+fn alpha_chosen(alpha: f64, cache: usize, points: usize) -> String {
+    format!(
+        "--alpha not given: alpha = {alpha} (2/n, at most 1/2), each worker caches {cache} of the {points} points"
+    )
 }
 
 /// The storage ratio when `--alpha` is not given: twice the batch (2/n, the UberShuffle

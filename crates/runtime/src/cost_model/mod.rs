@@ -10,6 +10,14 @@
 //! planning is priced per planner, and planning, verifying and routing per cluster size, at the
 //! sizes calibrated and by the power law through the nearest two in between and beyond.
 
+mod calibrate;
+mod check;
+mod file;
+
+pub use calibrate::{CalibrationError, LearnerSample, PLANNERS, REPEATS, SIZES, calibrate, ns_per_unit};
+pub use check::{BAND, PriceCheck, compare, prices, scaled};
+pub use file::{CALIBRATE_COMMAND, CostModelFileError, load, to_toml};
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
