@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use ubershuffle_codes::{Decoder, Encoder, Packet, Records};
 use ubershuffle_core::{GeneratorParams, Plan, PlannerOptions, ShuffleInstance, seeded, verify};
-use ubershuffle_planners::{planner_by_name};
+use ubershuffle_planners::planner_by_name;
 
 /// The schemes tried, all built in.
 const SCHEMES: [&str; 3] = ["uncoded", "coded", "ubershuffle"];
