@@ -97,8 +97,8 @@ pub struct UnknownScheme {
 /// The built-in planner called `name`, built with `options`.
 ///
 /// ```
-/// use ubershuffle_core::{PlannerOptions};
-/// use ubershuffle_planners::{planner_by_name};
+/// use ubershuffle_core::PlannerOptions;
+/// use ubershuffle_planners::planner_by_name;
 /// assert_eq!(planner_by_name("coded", &PlannerOptions::default())?.name(), "coded");
 /// let err = planner_by_name("codde", &PlannerOptions::default()).err().unwrap();
 /// assert!(err.to_string().contains("known schemes are uncoded, coded"));
