@@ -15,6 +15,7 @@ mod planner;
 pub mod planners;
 pub mod pliable;
 mod point_set;
+mod receiver_packing;
 mod requests;
 pub mod rng;
 pub mod scale;

@@ -132,8 +132,10 @@ pub(crate) trait PacketSink {
 }
 
 /// The sink of a fixed assignment: nothing more to close.
+#[cfg(test)]
 pub(crate) struct NoSink;
 
+#[cfg(test)]
 impl PacketSink for NoSink {
     fn packed(&mut self, _: &Requests, _: &[usize], _: &mut [u64]) -> usize {
         0
@@ -146,6 +148,7 @@ impl PacketSink for NoSink {
 /// The candidates examined per step start at `params.evals_per_step` and shrink (down to one a
 /// worker) while the work spent so far, projected over the requests left, would overrun the
 /// budget, so the packing ends near its budget at the latest.
+#[cfg(test)]
 pub(crate) fn pack_requests(requests: &Requests, params: &PackingParams, rng: &mut SeededRng) -> Plan {
     pack_requests_into(requests, params, rng, &mut NoSink)
 }
@@ -202,7 +205,7 @@ pub(crate) fn pack_requests_into(
 }
 
 /// Requests by increasing number of cachers, ties in a seeded random order.
-fn seed_order(requests: &Requests, rows: &CacherRows, rng: &mut SeededRng) -> Vec<u32> {
+pub(crate) fn seed_order(requests: &Requests, rows: &CacherRows, rng: &mut SeededRng) -> Vec<u32> {
     let mut order: Vec<u32> = (0..requests.len() as u32).collect();
     shuffle(rng, &mut order);
     let cachers: Vec<u32> = (0..requests.len()).map(|r| bits::count(rows.of(r)) as u32).collect();

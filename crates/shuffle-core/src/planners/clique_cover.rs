@@ -2,7 +2,8 @@
 //! encoding tables, so that it keeps its gain at cluster scale.
 
 use super::BuiltinPlanner;
-use crate::packing::{PackingParams, pack_requests};
+use crate::packing::{MAX_EVALS_PER_STEP, PackingParams};
+use crate::receiver_packing::{MAX_TRIALS, ReceiverPacking, pack_by_receivers};
 use crate::requests::Requests;
 use crate::{Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, ShufflePlanner, work_units};
 
@@ -87,7 +88,12 @@ impl ShufflePlanner for CliqueCoverPlanner {
     fn plan(&self, inst: &ShuffleInstance, rng: &mut SeededRng) -> Result<Plan, PlanError> {
         self.fits(inst)?;
         let requests = Requests::of(inst);
-        Ok(pack_requests(&requests, &PackingParams::within(self.budget, inst), rng))
+        let params = ReceiverPacking {
+            evals_per_step: MAX_EVALS_PER_STEP,
+            trials: MAX_TRIALS,
+            budget: PackingParams::within(self.budget, inst).budget,
+        };
+        Ok(pack_by_receivers(&requests, &params, rng))
     }
 }
 
