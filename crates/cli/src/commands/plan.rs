@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use serde_json::json;
-use ubershuffle_core::bounds::best_lower_bound;
+use ubershuffle_core::bounds::{best_lower_bound, clique_family};
 use ubershuffle_core::exchange_policy::ExchangeRun;
 use ubershuffle_core::limits::{Limits, instance_bytes};
 use ubershuffle_core::no_excess::{ShuffleMatrix, random_no_excess_instance};
@@ -116,6 +116,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let bound = best_lower_bound(&inst);
     let bound_seconds = started.elapsed().as_secs_f64();
+    let family = clique_family(&inst, &bound);
     let theorem1 = theorem1_coded_transmissions(inst.workers(), inst.points(), inst.cache_size());
     let mut extra = plan_no_excess::fields(&inst);
     if let (Some(run), Some(first)) = (exchange.as_mut(), &first_epoch) {
@@ -140,6 +141,8 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
             "uncoded_transmissions": uncoded,
             "lower_bound": bound.value,
             "lower_bound_kind": bound.kind,
+            "clique_family_bound": family.bound,
+            "clique_family_estimate": family.estimate,
             "theorem1_transmissions": theorem1,
             "verified": report.is_valid(),
             "plan_seconds": plan_seconds,
@@ -172,6 +175,8 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
             ("transmissions", format!("{} ({} fewer than uncoded)", plan.len(), ratio(plan.len()))),
             ("uncoded", uncoded.to_string()),
             ("lower bound", format!("{} ({})", bound.value, bound.kind)),
+            ("clique family: bound", family.bound.to_string()),
+            ("clique family: estimate", format!("{} (expected clique counts, not a bound)", family.estimate)),
             ("Theorem 1 (coded, q -> inf)", theorem1.map_or("-".into(), |r| format!("{r:.1}"))),
             (
                 "verified",
