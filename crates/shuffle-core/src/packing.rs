@@ -132,10 +132,8 @@ pub(crate) trait PacketSink {
 }
 
 /// The sink of a fixed assignment: nothing more to close.
-#[cfg(test)]
 pub(crate) struct NoSink;
 
-#[cfg(test)]
 impl PacketSink for NoSink {
     fn packed(&mut self, _: &Requests, _: &[usize], _: &mut [u64]) -> usize {
         0
@@ -148,7 +146,6 @@ impl PacketSink for NoSink {
 /// The candidates examined per step start at `params.evals_per_step` and shrink (down to one a
 /// worker) while the work spent so far, projected over the requests left, would overrun the
 /// budget, so the packing ends near its budget at the latest.
-#[cfg(test)]
 pub(crate) fn pack_requests(requests: &Requests, params: &PackingParams, rng: &mut SeededRng) -> Plan {
     pack_requests_into(requests, params, rng, &mut NoSink)
 }

@@ -331,6 +331,30 @@ mod tests {
         }
     }
 
+    /// The comparison behind [`MAX_TRIALS`]: transmissions / uncoded and packet sizes for 1 to
+    /// 64 trials, with an unbounded budget
+    /// (`cargo test --release -p ubershuffle-core --lib trials_comparison -- --ignored --nocapture`).
+    #[test]
+    #[ignore = "a measurement (n = 200, q = 1e5), not a check"]
+    fn trials_comparison() {
+        let inst = GeneratorParams { workers: 200, points: 100_000, alpha: 0.3, seed: 1 }
+            .check()
+            .unwrap()
+            .generate();
+        let requests = Requests::of(&inst);
+        for trials in [1, 4, 16, 64] {
+            let params = ReceiverPacking { evals_per_step: 128, trials, budget: u64::MAX };
+            let plan = pack_by_receivers(&requests, &params, &mut seeded(1));
+            assert!(verify(&inst, &plan).unwrap().is_valid());
+            let mut sizes = [0usize; 16];
+            for packet in plan.iter() {
+                sizes[packet.len().min(15)] += 1;
+            }
+            let ratio = plan.len() as f64 / inst.uncoded_transmissions() as f64;
+            println!("{trials} trials: {ratio:.4} x uncoded, packets by size {sizes:?}");
+        }
+    }
+
     #[test]
     fn a_budget_of_nothing_still_serves_everything() {
         let inst =

@@ -2,10 +2,16 @@
 //! encoding tables, so that it keeps its gain at cluster scale.
 
 use super::BuiltinPlanner;
-use crate::packing::{MAX_EVALS_PER_STEP, PackingParams};
+use crate::packing::{MAX_EVALS_PER_STEP, PackingParams, pack_requests};
 use crate::receiver_packing::{MAX_TRIALS, ReceiverPacking, pack_by_receivers};
 use crate::requests::Requests;
 use crate::{Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, ShufflePlanner, work_units};
+
+/// Up to this many workers `clique-cover` also runs the request-by-request greedy of
+/// `src/packing.rs` and keeps the smaller plan: with few workers the receiver sets' packets are
+/// no larger and it sometimes sends a packet or two more (Table 1's n = 20 instance: 24601
+/// against 24425).
+const BOTH_UP_TO_WORKERS: usize = 64;
 
 /// Our planner for many workers: a greedy clique cover of the side-information graph.
 ///
@@ -17,23 +23,30 @@ use crate::{Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, Shuffle
 /// same cachers; at `n = 100` workers almost every point's cachers are unique, the tables hold
 /// one point each and send what uncoded sends, while cliques of 5 to 8 requests abound.
 ///
-/// The planner grows one packet at a time (`src/packing.rs` has the details):
+/// The planner grows one packet at a time (`src/receiver_packing.rs` has the details):
 /// 1. *Seed*: the open request whose point has the fewest cachers (ties in a seeded random
-///    order): it fits the fewest packets, so it is served while partners are plentiful.
-/// 2. *Grow*: keep `A`, the workers caching every point chosen so far (the receivers that may
-///    still join), and for each of them the open requests cached by every receiver chosen so
-///    far (bitsets over that worker's requests, narrowed by one AND per step). Add the
-///    candidate whose point is cached by the most of `A` (so the packet can keep growing),
-///    looking at a bounded number of candidates per worker; stop when no candidate is left.
-/// 3. *Merge*: while the budget lasts, small packets are dissolved when each of their requests
-///    can join another packet as it stands.
+///    order): it fits the fewest packets, so it is served while partners are plentiful. Only
+///    its cachers may join its packet.
+/// 2. *Grow by receivers*: a packet is a set of receivers, each with its *options* (its open
+///    requests cached by every other receiver of the packet, a bitset over its range of
+///    requests); a worker may join while its own options and every member's options among
+///    what it caches are non-empty, and the packet takes the worker that keeps the largest
+///    product of option counts. The request each receiver sends is chosen only when no worker
+///    can join (its option cached by the fewest workers), so a later receiver need cache one of
+///    a member's options, not one point chosen early: packets grow about one receiver larger
+///    than when each request is fixed as it joins.
+/// 3. *Trials*: the packet is grown again from other first joiners (up to 64, the best not tried
+///    yet first) while the budget allows, and the largest is kept.
 ///
-/// Bitset indexing makes each step a few words per candidate; the cost is about
-/// `U (n a)^2 / 64` word operations for `U` requests and storage ratio `a`, polynomial in
+/// Up to 64 workers it also runs the request-by-request greedy of `src/packing.rs` (seeded
+/// alike; each candidate request fixed as it joins) on a quarter of the budget, and keeps the
+/// smaller plan.
+///
+/// Bitset indexing makes each step a few words per receiver range; the cost is polynomial in
 /// every parameter. Work is counted in units ([`crate::WORK_PER_SECOND`] to a second of
-/// `--time-budget`); the candidates examined per step shrink when the budget is tight, and an
-/// instance whose cheapest packing would not fit the budget is refused at once with
-/// [`PlanError::OverBudget`]. Deterministic under the seed.
+/// `--time-budget`); the trials, then the workers examined per step, shrink when the budget is
+/// tight, and an instance whose cheapest packing would not fit the budget is refused at once
+/// with [`PlanError::OverBudget`]. Deterministic under the seed.
 ///
 /// Reach: any number of workers (measured up to 1000) and any `q` that fits in memory:
 /// the side information takes `n U / 4` bytes (225 MB at `n = 1000`, `q = 1e6`, `a = 0.1`).
@@ -88,12 +101,27 @@ impl ShufflePlanner for CliqueCoverPlanner {
     fn plan(&self, inst: &ShuffleInstance, rng: &mut SeededRng) -> Result<Plan, PlanError> {
         self.fits(inst)?;
         let requests = Requests::of(inst);
+        let within = PackingParams::within(self.budget, inst);
+        if inst.workers() > BOTH_UP_TO_WORKERS {
+            let params = ReceiverPacking {
+                evals_per_step: MAX_EVALS_PER_STEP,
+                trials: MAX_TRIALS,
+                budget: within.budget,
+            };
+            return Ok(pack_by_receivers(&requests, &params, rng));
+        }
+        // Few workers: the request-by-request greedy on a quarter of the budget too, from a copy
+        // of the generator, and the smaller plan (ties to the receiver sets').
+        let mut greedy_rng = rng.clone();
+        let share = within.budget / 4;
         let params = ReceiverPacking {
             evals_per_step: MAX_EVALS_PER_STEP,
             trials: MAX_TRIALS,
-            budget: PackingParams::within(self.budget, inst).budget,
+            budget: within.budget - share,
         };
-        Ok(pack_by_receivers(&requests, &params, rng))
+        let by_receivers = pack_by_receivers(&requests, &params, rng);
+        let greedy = pack_requests(&requests, &PackingParams { budget: share, ..within }, &mut greedy_rng);
+        Ok(if greedy.len() < by_receivers.len() { greedy } else { by_receivers })
     }
 }
 
