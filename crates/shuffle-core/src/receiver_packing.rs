@@ -37,6 +37,10 @@ const ACCESS_TOUCHES: u64 = 64;
 /// 0.174, 0.167, 0.161 and 0.158 of uncoded).
 pub(crate) const MAX_TRIALS: usize = 64;
 
+/// Workers examined a step below which the packing counts as starved by its budget (at the
+/// scale run's 10 s: n = 1000, q = 1e6 came down to 1, n = 100, q = 1e6, alpha = 0.3 to 16).
+pub(crate) const STARVED_EVALS: usize = 8;
+
 /// Options examined to pick each member's request at the end (the fewest cachers wins).
 const PICK_SCAN: usize = 32;
 
@@ -85,8 +89,13 @@ struct Grower<'a> {
 /// serves each request exactly once, tagged with its receiver, and decodes in one step at every
 /// receiver. The workers examined per step start at `params.evals_per_step` and shrink (down
 /// to one) while the work spent so far, projected over the requests left, would overrun the
-/// budget.
-pub(crate) fn pack_by_receivers(requests: &Requests, params: &ReceiverPacking, rng: &mut SeededRng) -> Plan {
+/// budget. Also returns whether the budget was so tight that some packet examined fewer than
+/// [`STARVED_EVALS`] workers a step.
+pub(crate) fn pack_by_receivers(
+    requests: &Requests,
+    params: &ReceiverPacking,
+    rng: &mut SeededRng,
+) -> (Plan, bool) {
     let rows = requests.cacher_rows();
     let order = seed_order(requests, &rows, rng);
     let mut grower = Grower {
@@ -112,6 +121,7 @@ pub(crate) fn pack_by_receivers(requests: &Requests, params: &ReceiverPacking, r
     // back (evals first) while it would not.
     let (mut evals, mut trials) = (most, params.trials.max(1));
     let mut served = 0usize;
+    let mut starved = false;
     for &seed in &order {
         let seed = seed as usize;
         if !bits::get(&grower.open, seed) {
@@ -126,6 +136,7 @@ pub(crate) fn pack_by_receivers(requests: &Requests, params: &ReceiverPacking, r
                     trials = ((trials as f64 * share) as usize).max(1);
                 } else {
                     evals = ((evals as f64 * share) as usize).max(1);
+                    starved |= evals < STARVED_EVALS;
                 }
             } else if evals < most {
                 evals = (evals * 2).min(most);
@@ -137,7 +148,7 @@ pub(crate) fn pack_by_receivers(requests: &Requests, params: &ReceiverPacking, r
         served += grower.chosen.len();
         plan.push_iter(grower.chosen.iter().map(|&r| Part::new(requests.point(r), requests.receiver(r))));
     }
-    plan
+    (plan, starved)
 }
 
 /// The words of receiver `u`'s range of requests: the first word, how many, and the masks of
@@ -314,7 +325,7 @@ mod tests {
     fn pack(inst: &ShuffleInstance, seed: u64) -> Plan {
         let requests = Requests::of(inst);
         let params = ReceiverPacking { evals_per_step: 128, trials: 4, budget: u64::MAX };
-        pack_by_receivers(&requests, &params, &mut seeded(seed))
+        pack_by_receivers(&requests, &params, &mut seeded(seed)).0
     }
 
     #[test]
@@ -344,7 +355,7 @@ mod tests {
         let requests = Requests::of(&inst);
         for trials in [1, 4, 16, 64] {
             let params = ReceiverPacking { evals_per_step: 128, trials, budget: u64::MAX };
-            let plan = pack_by_receivers(&requests, &params, &mut seeded(1));
+            let (plan, _) = pack_by_receivers(&requests, &params, &mut seeded(1));
             assert!(verify(&inst, &plan).unwrap().is_valid());
             let mut sizes = [0usize; 16];
             for packet in plan.iter() {
@@ -361,8 +372,9 @@ mod tests {
             GeneratorParams { workers: 40, points: 2000, alpha: 0.3, seed: 1 }.check().unwrap().generate();
         let requests = Requests::of(&inst);
         let params = ReceiverPacking { evals_per_step: 128, trials: 4, budget: 0 };
-        let plan = pack_by_receivers(&requests, &params, &mut seeded(1));
+        let (plan, starved) = pack_by_receivers(&requests, &params, &mut seeded(1));
         assert!(verify(&inst, &plan).unwrap().is_valid());
         assert!(plan.len() < inst.uncoded_transmissions());
+        assert!(starved);
     }
 }

@@ -9,8 +9,8 @@ use crate::{Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, Shuffle
 
 /// Up to this many workers `clique-cover` also runs the request-by-request greedy of
 /// `src/packing.rs` and keeps the smaller plan: with few workers the receiver sets' packets are
-/// no larger and it sometimes sends a packet or two more (Table 1's n = 20 instance: 24601
-/// against 24425).
+/// no larger and it sometimes sends a few more (Table 1's n = 20 instance: 24601 against
+/// 24425; n = 10 and 20, q = 1e6 in the full scale run).
 const BOTH_UP_TO_WORKERS: usize = 64;
 
 /// Our planner for many workers: a greedy clique cover of the side-information graph.
@@ -38,9 +38,11 @@ const BOTH_UP_TO_WORKERS: usize = 64;
 /// 3. *Trials*: the packet is grown again from other first joiners (up to 64, the best not tried
 ///    yet first) while the budget allows, and the largest is kept.
 ///
-/// Up to 64 workers it also runs the request-by-request greedy of `src/packing.rs` (seeded
-/// alike; each candidate request fixed as it joins) on a quarter of the budget, and keeps the
-/// smaller plan.
+/// Up to 64 workers, and wherever the budget was so tight that the receiver sets examined
+/// fewer than 8 workers a step (n = 1000, q = 1e6 at 10 s), it also runs the
+/// request-by-request greedy of `src/packing.rs` (each candidate request fixed as it joins,
+/// the packer `clique-cover` had before) with the same budget and seed, and keeps the smaller
+/// plan, so it never sends more than that greedy.
 ///
 /// Bitset indexing makes each step a few words per receiver range; the cost is polynomial in
 /// every parameter. Work is counted in units ([`crate::WORK_PER_SECOND`] to a second of
@@ -102,25 +104,16 @@ impl ShufflePlanner for CliqueCoverPlanner {
         self.fits(inst)?;
         let requests = Requests::of(inst);
         let within = PackingParams::within(self.budget, inst);
-        if inst.workers() > BOTH_UP_TO_WORKERS {
-            let params = ReceiverPacking {
-                evals_per_step: MAX_EVALS_PER_STEP,
-                trials: MAX_TRIALS,
-                budget: within.budget,
-            };
-            return Ok(pack_by_receivers(&requests, &params, rng));
-        }
-        // Few workers: the request-by-request greedy on a quarter of the budget too, from a copy
-        // of the generator, and the smaller plan (ties to the receiver sets').
+        // The request-by-request greedy draws from a copy of the generator, so that it makes
+        // the plan it made alone.
         let mut greedy_rng = rng.clone();
-        let share = within.budget / 4;
-        let params = ReceiverPacking {
-            evals_per_step: MAX_EVALS_PER_STEP,
-            trials: MAX_TRIALS,
-            budget: within.budget - share,
-        };
-        let by_receivers = pack_by_receivers(&requests, &params, rng);
-        let greedy = pack_requests(&requests, &PackingParams { budget: share, ..within }, &mut greedy_rng);
+        let params =
+            ReceiverPacking { evals_per_step: MAX_EVALS_PER_STEP, trials: MAX_TRIALS, budget: within.budget };
+        let (by_receivers, starved) = pack_by_receivers(&requests, &params, rng);
+        if inst.workers() > BOTH_UP_TO_WORKERS && !starved {
+            return Ok(by_receivers);
+        }
+        let greedy = pack_requests(&requests, &within, &mut greedy_rng);
         Ok(if greedy.len() < by_receivers.len() { greedy } else { by_receivers })
     }
 }
