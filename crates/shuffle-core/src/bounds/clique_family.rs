@@ -32,7 +32,7 @@ pub struct CliqueFamily {
     /// A lower bound on the packets of every plan of the clique family.
     pub bound: usize,
     /// An estimate (not a bound) of the fewest packets of the clique family, from expected
-    /// clique counts under random caches.
+    /// clique counts under random caches; never below `bound`.
     pub estimate: usize,
 }
 
