@@ -96,6 +96,8 @@ fn generated_plan_has_every_field() {
         "uncoded_transmissions",
         "lower_bound",
         "lower_bound_kind",
+        "clique_family_bound",
+        "clique_family_estimate",
         "verified",
         "plan_seconds",
         "theorem1_transmissions",
@@ -107,6 +109,7 @@ fn generated_plan_has_every_field() {
     let t = v["transmissions"].as_u64().expect("count");
     assert!(t < v["uncoded_transmissions"].as_u64().expect("count"));
     assert!(t >= v["lower_bound"].as_u64().expect("bound"));
+    assert!(v["clique_family_bound"].as_u64().expect("bound") >= v["lower_bound"].as_u64().expect("bound"));
     // Same seed, same count.
     let again = json(&["plan", "--workers", "20", "--points", "10000", "--alpha", "0.4", "--seed", "3"]);
     assert_eq!(again["transmissions"], v["transmissions"]);

@@ -7,6 +7,7 @@ mod packing;
 pub mod planners;
 mod pliable_assigner;
 mod pliable_paper;
+mod receiver_packing;
 mod requests;
 pub mod scale;
 mod tables;

@@ -202,7 +202,7 @@ pub(crate) fn pack_requests_into(
 }
 
 /// Requests by increasing number of cachers, ties in a seeded random order.
-fn seed_order(requests: &Requests, rows: &CacherRows, rng: &mut SeededRng) -> Vec<u32> {
+pub(crate) fn seed_order(requests: &Requests, rows: &CacherRows, rng: &mut SeededRng) -> Vec<u32> {
     let mut order: Vec<u32> = (0..requests.len() as u32).collect();
     shuffle(rng, &mut order);
     let cachers: Vec<u32> = (0..requests.len()).map(|r| bits::count(rows.of(r)) as u32).collect();

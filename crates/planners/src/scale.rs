@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use crate::bounds::best_lower_bound;
+use crate::bounds::{best_lower_bound, clique_family};
 use crate::{
     CheckedGeneratorParams, PlannerOptions, UnknownScheme, VerifyError, planner_by_name, rng::seeded_stream,
 };
@@ -36,6 +36,12 @@ pub struct ScaleRow {
     pub lower_bound: usize,
     /// Which bound it is.
     pub lower_bound_kind: &'static str,
+    /// A lower bound on every plan of the clique family (XOR packets each receiver decodes
+    /// alone: [`crate::bounds::clique_family`]).
+    pub clique_bound: usize,
+    /// An estimate (not a bound) of the fewest packets of the clique family, from expected
+    /// clique counts.
+    pub clique_estimate: usize,
     /// Seconds to plan (or to refuse).
     pub plan_seconds: f64,
     /// Seconds to verify the plan.
@@ -97,6 +103,7 @@ pub fn measure_scale_point(
     let started = Instant::now();
     let bound = best_lower_bound(&inst);
     let lower_bound_seconds = started.elapsed().as_secs_f64();
+    let family = clique_family(&inst, &bound);
     let p = params.params();
     let mut rows = Vec::with_capacity(planners.len());
     for (scheme, planner) in planners {
@@ -114,6 +121,8 @@ pub fn measure_scale_point(
             uncoded: inst.uncoded_transmissions(),
             lower_bound: bound.value,
             lower_bound_kind: bound.kind,
+            clique_bound: family.bound,
+            clique_estimate: family.estimate,
             plan_seconds,
             verify_seconds: 0.0,
             lower_bound_seconds,
@@ -152,7 +161,10 @@ mod tests {
         assert!(rows[0].transmissions.is_none());
         assert!(rows[0].refused.as_deref().unwrap().contains("at most 128 workers"));
         let clique = rows[1].transmissions.unwrap();
-        assert!(clique < rows[1].uncoded && clique >= rows[1].lower_bound);
+        assert!(clique < rows[1].uncoded && clique >= rows[1].clique_bound);
+        assert!(
+            rows[1].clique_bound >= rows[1].lower_bound && rows[1].clique_estimate >= rows[1].clique_bound
+        );
         assert_eq!(rows[2].made_by, "clique-cover");
         assert!(measure_scale_point(&params, &["nope"], &PlannerOptions::default()).is_err());
     }

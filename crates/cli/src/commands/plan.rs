@@ -9,7 +9,7 @@ use ubershuffle_core::theory::theorem1_coded_transmissions;
 use ubershuffle_core::{
     Plan, PlannerOptions, ShuffleInstance, ShufflePlanner, Tried, VerifyReport, rng::seeded_stream, verify,
 };
-use ubershuffle_planners::bounds::best_lower_bound;
+use ubershuffle_planners::bounds::{best_lower_bound, clique_family};
 use ubershuffle_planners::planner_by_name;
 use ubershuffle_plugin_host::PluginLibrary;
 
@@ -110,6 +110,7 @@ fn print_outcome(
     let started = Instant::now();
     let bound = best_lower_bound(inst);
     let bound_seconds = started.elapsed().as_secs_f64();
+    let family = clique_family(inst, &bound);
     let theorem1 = theorem1_coded_transmissions(inst.workers(), inst.points(), inst.cache_size());
     if args.json {
         let mut out = json!({
@@ -123,6 +124,8 @@ fn print_outcome(
             "uncoded_transmissions": inst.uncoded_transmissions(),
             "lower_bound": bound.value,
             "lower_bound_kind": bound.kind,
+            "clique_family_bound": family.bound,
+            "clique_family_estimate": family.estimate,
             "theorem1_transmissions": theorem1,
             "verified": report.is_valid(),
             "plan_seconds": o.plan_seconds,
@@ -145,7 +148,10 @@ fn print_outcome(
     } else {
         let bound = format!("{} ({})", bound.value, bound.kind);
         let times = [o.plan_seconds, bound_seconds, o.verify_seconds];
-        let rows = table_rows(scheme, o, report.is_valid(), &bound, theorem1, times, &extra);
+        let mut rows = table_rows(scheme, o, report.is_valid(), &bound, theorem1, times, &extra);
+        rows.insert(7, ("clique family: bound".into(), family.bound.to_string()));
+        let estimate = format!("{} (expected clique counts, not a bound)", family.estimate);
+        rows.insert(8, ("clique family: estimate".into(), estimate));
         print_table(&rows.iter().map(|(k, v)| (k.as_str(), v.clone())).collect::<Vec<_>>())?;
     }
     if let Err(e) = report.ensure_valid() {

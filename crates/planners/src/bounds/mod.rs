@@ -1,14 +1,17 @@
 //! Lower bounds on the number of transmissions any scheme needs for an instance, printed beside
-//! every plan's count. Each bound is one file; [`best_lower_bound`] takes the largest that
+//! every plan's count ([`clique_family`] apart: a bound and an estimate for the clique family
+//! only, not in [`BOUNDS`]). Each bound is one file; [`best_lower_bound`] takes the largest that
 //! applies. Adding a bound: write `bounds/<name>.rs` with a function
 //! `fn(&ShuffleInstance) -> Option<LowerBound>` and add it to [`BOUNDS`].
 
 pub(crate) mod acyclic;
 mod attia_tandon;
+mod clique_family;
 mod max_need;
 
 pub use acyclic::{EXACT_MAX_WORKERS, acyclic_subgraph_bound};
 pub use attia_tandon::{THEOREM2_KIND, THEOREM2_LOCAL_KIND, attia_tandon_bound, theorem2_ordering};
+pub use clique_family::{CliqueFamily, clique_family};
 pub use max_need::max_need_bound;
 
 use crate::ShuffleInstance;

@@ -2,9 +2,16 @@
 //! encoding tables, so that it keeps its gain at cluster scale.
 
 use super::BuiltinPlanner;
-use crate::packing::{PackingParams, pack_requests};
+use crate::packing::{MAX_EVALS_PER_STEP, PackingParams, pack_requests};
+use crate::receiver_packing::{MAX_TRIALS, ReceiverPacking, pack_by_receivers};
 use crate::requests::Requests;
 use crate::{Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, ShufflePlanner, work_units};
+
+/// Up to this many workers `clique-cover` also runs the request-by-request greedy of
+/// `src/packing.rs` and keeps the smaller plan: with few workers the receiver sets' packets are
+/// no larger and it sometimes sends a few more (Table 1's n = 20 instance: 24601 against
+/// 24425; n = 10 and 20, q = 1e6 in the full scale run).
+const BOTH_UP_TO_WORKERS: usize = 64;
 
 /// Our planner for many workers: a greedy clique cover of the side-information graph.
 ///
@@ -16,23 +23,32 @@ use crate::{Plan, PlanError, PlannerOptions, SeededRng, ShuffleInstance, Shuffle
 /// same cachers; at `n = 100` workers almost every point's cachers are unique, the tables hold
 /// one point each and send what uncoded sends, while cliques of 5 to 8 requests abound.
 ///
-/// The planner grows one packet at a time (`src/packing.rs` has the details):
+/// The planner grows one packet at a time (`src/receiver_packing.rs` has the details):
 /// 1. *Seed*: the open request whose point has the fewest cachers (ties in a seeded random
-///    order): it fits the fewest packets, so it is served while partners are plentiful.
-/// 2. *Grow*: keep `A`, the workers caching every point chosen so far (the receivers that may
-///    still join), and for each of them the open requests cached by every receiver chosen so
-///    far (bitsets over that worker's requests, narrowed by one AND per step). Add the
-///    candidate whose point is cached by the most of `A` (so the packet can keep growing),
-///    looking at a bounded number of candidates per worker; stop when no candidate is left.
-/// 3. *Merge*: while the budget lasts, small packets are dissolved when each of their requests
-///    can join another packet as it stands.
+///    order): it fits the fewest packets, so it is served while partners are plentiful. Only
+///    its cachers may join its packet.
+/// 2. *Grow by receivers*: a packet is a set of receivers, each with its *options* (its open
+///    requests cached by every other receiver of the packet, a bitset over its range of
+///    requests); a worker may join while its own options and every member's options among
+///    what it caches are non-empty, and the packet takes the worker that keeps the largest
+///    product of option counts. The request each receiver sends is chosen only when no worker
+///    can join (its option cached by the fewest workers), so a later receiver need cache one of
+///    a member's options, not one point chosen early: packets grow about one receiver larger
+///    than when each request is fixed as it joins.
+/// 3. *Trials*: the packet is grown again from other first joiners (up to 64, the best not tried
+///    yet first) while the budget allows, and the largest is kept.
 ///
-/// Bitset indexing makes each step a few words per candidate; the cost is about
-/// `U (n a)^2 / 64` word operations for `U` requests and storage ratio `a`, polynomial in
+/// Up to 64 workers, and wherever the budget was so tight that the receiver sets examined
+/// fewer than 8 workers a step (n = 1000, q = 1e6 at 10 s), it also runs the
+/// request-by-request greedy of `src/packing.rs` (each candidate request fixed as it joins,
+/// the packer `clique-cover` had before) with the same budget and seed, and keeps the smaller
+/// plan, so it never sends more than that greedy.
+///
+/// Bitset indexing makes each step a few words per receiver range; the cost is polynomial in
 /// every parameter. Work is counted in units ([`crate::WORK_PER_SECOND`] to a second of
-/// `--time-budget`); the candidates examined per step shrink when the budget is tight, and an
-/// instance whose cheapest packing would not fit the budget is refused at once with
-/// [`PlanError::OverBudget`]. Deterministic under the seed.
+/// `--time-budget`); the trials, then the workers examined per step, shrink when the budget is
+/// tight, and an instance whose cheapest packing would not fit the budget is refused at once
+/// with [`PlanError::OverBudget`]. Deterministic under the seed.
 ///
 /// Reach: any number of workers (measured up to 1000) and any `q` that fits in memory:
 /// the side information takes `n U / 4` bytes (225 MB at `n = 1000`, `q = 1e6`, `a = 0.1`).
@@ -87,7 +103,18 @@ impl ShufflePlanner for CliqueCoverPlanner {
     fn plan(&self, inst: &ShuffleInstance, rng: &mut SeededRng) -> Result<Plan, PlanError> {
         self.fits(inst)?;
         let requests = Requests::of(inst);
-        Ok(pack_requests(&requests, &PackingParams::within(self.budget, inst), rng))
+        let within = PackingParams::within(self.budget, inst);
+        // The request-by-request greedy draws from a copy of the generator, so that it makes
+        // the plan it made alone.
+        let mut greedy_rng = rng.clone();
+        let params =
+            ReceiverPacking { evals_per_step: MAX_EVALS_PER_STEP, trials: MAX_TRIALS, budget: within.budget };
+        let (by_receivers, starved) = pack_by_receivers(&requests, &params, rng);
+        if inst.workers() > BOTH_UP_TO_WORKERS && !starved {
+            return Ok(by_receivers);
+        }
+        let greedy = pack_requests(&requests, &within, &mut greedy_rng);
+        Ok(if greedy.len() < by_receivers.len() { greedy } else { by_receivers })
     }
 }
 
