@@ -96,6 +96,7 @@ impl Scaling {
 
 /// What computing costs, calibrated on one machine (see the module documentation).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CostModel {
     /// Nanoseconds per byte XORed.
     pub xor_ns_per_byte: f64,
