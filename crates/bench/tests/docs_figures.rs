@@ -13,13 +13,12 @@
 //! The values quoted beside a pointer are not compared: they are for a reader to check
 //! against the row the pointer names.
 
-use std::fs;
-use std::path::{Path, PathBuf};
+mod common;
 
-/// The repository's root.
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use common::{documents, repo_root};
+
+use std::fs;
+use std::path::Path;
 
 /// A pointer to a results CSV found in a document.
 #[derive(Debug, Clone, PartialEq)]
@@ -141,18 +140,6 @@ fn check(root: &Path, pointer: &Pointer) -> Option<String> {
     });
     let wanted: Vec<String> = pointer.filters.iter().map(|(c, v)| format!("{c}={v}")).collect();
     (!found).then(|| format!("{} has no row with {}", pointer.path, wanted.join(", ")))
-}
-
-/// The documents that quote figures: README.md and docs/*.md.
-fn documents(root: &Path) -> Vec<PathBuf> {
-    let mut docs: Vec<PathBuf> = fs::read_dir(root.join("docs"))
-        .expect("docs/ is readable")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "md"))
-        .collect();
-    docs.sort();
-    docs.insert(0, root.join("README.md"));
-    docs
 }
 
 #[test]

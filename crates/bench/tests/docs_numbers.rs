@@ -6,28 +6,15 @@
 //! decimals written. Changing a committed cell or the number in the text fails here (and so in
 //! CI).
 
+mod common;
+
+use common::{documents, repo_root};
+
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ubershuffle_bench::report::cell_expr::CellEvaluator;
 use ubershuffle_bench::report::citation::check_text;
-
-/// The repository's root.
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// README.md and docs/*.md.
-fn documents(root: &Path) -> Vec<PathBuf> {
-    let mut docs: Vec<PathBuf> = fs::read_dir(root.join("docs"))
-        .expect("docs/ is readable")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "md"))
-        .collect();
-    docs.sort();
-    docs.insert(0, root.join("README.md"));
-    docs
-}
 
 #[test]
 fn every_cited_number_in_readme_and_docs_is_its_cells_value() {

@@ -13,6 +13,19 @@ const RELATIVE_TOLERANCE: f64 = 1e-9;
 /// How many leading cells name a row in a difference.
 const KEY_CELLS: usize = 4;
 
+/// The machine-independent columns to compare, or the difference when the columns changed.
+fn checked_columns(fresh: &Table, committed_header: &[String]) -> Result<Vec<usize>, String> {
+    if committed_header != fresh.header.as_slice() {
+        return Err(format!(
+            "{}: the columns changed: committed [{}], this run [{}]",
+            fresh.file,
+            committed_header.join(", "),
+            fresh.header.join(", ")
+        ));
+    }
+    Ok((0..fresh.header.len()).filter(|&c| !fresh.machine_columns.contains(&fresh.header[c])).collect())
+}
+
 /// Compares `fresh` with the committed table (`committed_header`, `committed_rows`); `None`
 /// when every checked cell agrees, otherwise a one-line description of the first difference.
 pub fn first_difference(
@@ -21,15 +34,10 @@ pub fn first_difference(
     committed_rows: &[Vec<String>],
 ) -> Option<String> {
     let file = &fresh.file;
-    if committed_header != fresh.header.as_slice() {
-        return Some(format!(
-            "{file}: the columns changed: committed [{}], this run [{}]",
-            committed_header.join(", "),
-            fresh.header.join(", ")
-        ));
-    }
-    let checked: Vec<usize> =
-        (0..fresh.header.len()).filter(|&c| !fresh.machine_columns.contains(&fresh.header[c])).collect();
+    let checked = match checked_columns(fresh, committed_header) {
+        Ok(checked) => checked,
+        Err(changed) => return Some(changed),
+    };
     for (index, (old, new)) in committed_rows.iter().zip(&fresh.rows).enumerate() {
         for &c in &checked {
             let (was, now) = (old.get(c).map_or("", String::as_str), new.get(c).map_or("", String::as_str));
@@ -62,15 +70,10 @@ pub fn first_missing_row(
     committed_rows: &[Vec<String>],
 ) -> Option<String> {
     let file = &fresh.file;
-    if committed_header != fresh.header.as_slice() {
-        return Some(format!(
-            "{file}: the columns changed: committed [{}], this run [{}]",
-            committed_header.join(", "),
-            fresh.header.join(", ")
-        ));
-    }
-    let checked: Vec<usize> =
-        (0..fresh.header.len()).filter(|&c| !fresh.machine_columns.contains(&fresh.header[c])).collect();
+    let checked = match checked_columns(fresh, committed_header) {
+        Ok(checked) => checked,
+        Err(changed) => return Some(changed),
+    };
     let differing = |old: &[String], new: &[String]| -> Vec<usize> {
         let cell = |row: &[String], c: usize| row.get(c).map_or("", String::as_str).to_string();
         checked.iter().copied().filter(|&c| !same_cell(&cell(old, c), &cell(new, c))).collect()

@@ -1,0 +1,21 @@
+//! What the document tests share: the repository's root and the documents that quote figures.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The repository's root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The documents that quote figures: README.md and docs/*.md.
+pub fn documents(root: &Path) -> Vec<PathBuf> {
+    let mut docs: Vec<PathBuf> = fs::read_dir(root.join("docs"))
+        .expect("docs/ is readable")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    docs.sort();
+    docs.insert(0, root.join("README.md"));
+    docs
+}
