@@ -11,12 +11,11 @@
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
+use ubershuffle_core::ShufflePlanner;
 use ubershuffle_core::epoch_chain::{ChainParams, ChainState, EpochChain, PlannedEpoch};
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_core::pliable::Randomness;
 use ubershuffle_core::rng::{seeded_stream, shuffle};
-use ubershuffle_core::{PlannerOptions, ShufflePlanner};
-use ubershuffle_planners::planner_by_name;
 
 use crate::errors::{Failure, Outcome, bad, bad_error, catch, guarded};
 use crate::planning;
@@ -228,20 +227,21 @@ impl SamplerCore {
 
     /// One step of the chain: draw; a pliable scheme plans to choose the assignment, any other
     /// scheme's assignment is the policy's and is committed without planning the coded delivery
-    /// (the cheap `uncoded` plan stands in: a commit needs a planned epoch); commit.
+    /// (the plan summary plans it when asked); commit.
     fn step(config: &Config, current: &mut Current) -> Outcome<()> {
         let Current::Chain { chain, before, made } = current else {
             return Err(Failure::Internal("a remainder epoch is not a step of a chain".into()));
         };
-        let planner = if config.pliable {
-            Self::planner(config)?
-        } else {
-            planner_by_name("uncoded", &PlannerOptions::default()).map_err(bad_error)?
-        };
         let drawn = chain.draw(&chain.all_workers(), 0).map_err(bad_error)?;
-        let planned =
-            drawn.plan(planner.as_ref(), config.candidates.filter(|_| config.pliable)).map_err(bad_error)?;
-        *made = config.pliable.then(|| Made {
+        if !config.pliable {
+            *made = None;
+            *before = Some(chain.state().clone());
+            chain.commit_drawn(&drawn);
+            return Ok(());
+        }
+        let planner = Self::planner(config)?;
+        let planned = drawn.plan(planner.as_ref(), config.candidates).map_err(bad_error)?;
+        *made = Some(Made {
             transmissions: planned.plan.len(),
             uncoded: planned.instance.uncoded_transmissions(),
             lower_bound: ubershuffle_planners::bounds::best_lower_bound(&planned.instance).value,

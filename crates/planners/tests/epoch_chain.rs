@@ -167,3 +167,15 @@ fn next_cache_keeps_the_batch_and_fills_to_capacity_from_the_old_cache() {
     assert_eq!(next_cache(&[1, 2], &[5], 10, 0, 1, 0), vec![1, 2, 5]);
     assert_eq!(next_cache(&[1, 2], &[5, 6], 2, 0, 1, 0), vec![5, 6]);
 }
+
+#[test]
+fn committing_a_drawn_epoch_is_committing_any_fixed_plan_of_it() {
+    let mut planned = chain(ExchangePolicy::PartialLocal { fraction: 0.4 }, Some(180));
+    let mut drawn = planned.clone();
+    for _ in 0..3 {
+        step(&mut planned, "coded");
+        let epoch = drawn.draw(&drawn.all_workers(), 0).unwrap();
+        drawn.commit_drawn(&epoch);
+        assert_eq!(drawn.state(), planned.state());
+    }
+}

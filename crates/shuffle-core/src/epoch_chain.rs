@@ -332,13 +332,26 @@ impl EpochChain {
     /// Moves on past a planned epoch: every live worker's batch is its assignment and its cache
     /// is refilled by [`next_cache`]; workers not live hold nothing (their batches were dealt).
     pub fn commit(&mut self, planned: &PlannedEpoch) {
-        let (seed, epoch) = (self.params.seed, planned.epoch);
+        self.commit_assignment(planned.epoch, &planned.live, &planned.instance);
+    }
+
+    /// Moves on past a drawn epoch without planning it, the workers getting the drawn
+    /// assignment: what [`EpochChain::commit`] does after any fixed-assignment scheme's plan
+    /// (only a pliable scheme changes the assignment), for callers that need the assignments
+    /// and not the packets (the Python sampler).
+    pub fn commit_drawn(&mut self, drawn: &DrawnEpoch) {
+        self.commit_assignment(drawn.epoch, &drawn.live, &drawn.instance);
+    }
+
+    /// Epoch `epoch` over `live` done with `instance`'s caches and assignment.
+    fn commit_assignment(&mut self, epoch: usize, live: &[usize], instance: &ShuffleInstance) {
+        let seed = self.params.seed;
         let mut batches = vec![Vec::new(); self.params.workers];
         let mut caches = vec![Vec::new(); self.params.workers];
-        for (k, &w) in planned.live.iter().enumerate() {
-            let batch = planned.instance.assignment(k).to_vec();
+        for (k, &w) in live.iter().enumerate() {
+            let batch = instance.assignment(k).to_vec();
             let capacity = self.params.cache_capacity.unwrap_or(batch.len());
-            let cache = planned.instance.cache(k).to_vec();
+            let cache = instance.cache(k).to_vec();
             caches[w] = next_cache(&cache, &batch, capacity, seed, epoch as u32, w as u32);
             batches[w] = batch;
         }
