@@ -8,7 +8,9 @@ use serde::Serialize;
 use ubershuffle_gradient_codes::{GradientCodeKind, RoleShuffle};
 use ubershuffle_learners::data::shipped::ShippedTask;
 
-use crate::commands::run::specs::{Bandwidth, KillSpec, StragglerSpec};
+use crate::commands::run::specs::{Bandwidth, KillSpec};
+use ubershuffle_runtime::spec::StragglerSpec;
+use ubershuffle_runtime::spec::defaults as D;
 
 /// Plan, verify, run and compare coded data shuffling schemes for distributed learning.
 #[derive(Debug, Parser)]
@@ -506,10 +508,10 @@ pub struct RunSettings {
     #[arg(long, value_enum, default_value_t = LearnerKind::Linreg, help_heading = "Learner")]
     pub learner: LearnerKind,
     /// linreg: training points q, the data shuffled (plus q/4 held-out points for the loss).
-    #[arg(long, short = 'q', value_name = "Q", default_value_t = 4000, help_heading = "Learner")]
+    #[arg(long, short = 'q', value_name = "Q", default_value_t = D::POINTS, help_heading = "Learner")]
     pub points: usize,
     /// linreg: input features.
-    #[arg(long, value_name = "D", default_value_t = 10, help_heading = "Learner")]
+    #[arg(long, value_name = "D", default_value_t = D::FEATURES, help_heading = "Learner")]
     pub features: usize,
     /// Standard deviation of the Gaussian noise on labels (linreg) or entries (matcomp)
     /// [default: 0.1 (linreg), 0.05 (matcomp)].
@@ -521,25 +523,25 @@ pub struct RunSettings {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step_size: Option<f64>,
     /// linreg: passes over the local batch per epoch.
-    #[arg(long, value_name = "P", default_value_t = 1, help_heading = "Learner")]
+    #[arg(long, value_name = "P", default_value_t = D::LOCAL_PASSES, help_heading = "Learner")]
     pub local_passes: usize,
     /// matcomp: matrix rows (users).
-    #[arg(long, value_name = "R", default_value_t = 300, help_heading = "Learner")]
+    #[arg(long, value_name = "R", default_value_t = D::ROWS, help_heading = "Learner")]
     pub rows: usize,
     /// matcomp: matrix columns (items).
-    #[arg(long, value_name = "C", default_value_t = 200, help_heading = "Learner")]
+    #[arg(long, value_name = "C", default_value_t = D::COLS, help_heading = "Learner")]
     pub cols: usize,
     /// matcomp: rank of the matrix and of the factors.
-    #[arg(long, value_name = "K", default_value_t = 3, help_heading = "Learner")]
+    #[arg(long, value_name = "K", default_value_t = D::RANK, help_heading = "Learner")]
     pub rank: usize,
     /// matcomp: observed entries per row (10 % of all are held out for the loss).
-    #[arg(long, value_name = "M", default_value_t = 40, help_heading = "Learner")]
+    #[arg(long, value_name = "M", default_value_t = D::RATINGS_PER_ROW, help_heading = "Learner")]
     pub ratings_per_row: usize,
     /// matcomp: l2 penalty lambda.
-    #[arg(long, value_name = "LAMBDA", default_value_t = 0.001, help_heading = "Learner")]
+    #[arg(long, value_name = "LAMBDA", default_value_t = D::REGULARIZATION, help_heading = "Learner")]
     pub regularization: f64,
     /// matcomp: initial factor entries are N(0, s^2).
-    #[arg(long, value_name = "S", default_value_t = 0.3, help_heading = "Learner")]
+    #[arg(long, value_name = "S", default_value_t = D::INIT_SCALE, help_heading = "Learner")]
     pub init_scale: f64,
 
     /// How master and workers talk.
@@ -550,7 +552,7 @@ pub struct RunSettings {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workers: Option<usize>,
     /// Epochs to run.
-    #[arg(long, value_name = "E", default_value_t = 5, help_heading = "Cluster")]
+    #[arg(long, value_name = "E", default_value_t = D::EPOCHS, help_heading = "Cluster")]
     pub epochs: usize,
     /// Storage ratio: each worker caches floor(alpha q) points [default: 2/n, at most 1/2].
     #[arg(long, short = 'a', value_name = "A", help_heading = "Cluster")]

@@ -9,13 +9,15 @@ use serde::{Deserialize, Serialize};
 use ubershuffle_core::epoch_chain::ChainState;
 use ubershuffle_core::limits::Limits;
 
+use crate::spec::RunFingerprint;
 use crate::{EpochMetrics, RuntimeError};
 
 /// Everything the master needs to go on after the chain's completed epochs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Checkpoint {
-    /// Describes the run's configuration; a resume with another configuration is refused.
-    pub fingerprint: String,
+    /// What decides the run's numbers; a resume with another fingerprint is refused
+    /// ([`ResumePoint::check`](crate::spec::ResumePoint::check)).
+    pub fingerprint: RunFingerprint,
     /// The model's parameters.
     pub model: Vec<f64>,
     /// Epochs completed, every worker's batch and cache (empty for a lost worker).

@@ -44,10 +44,9 @@ pub struct RunConfig {
     pub deadline: Option<Duration>,
     /// Largest payload of one data message (broadcast or point to point), in bytes.
     pub chunk_bytes: usize,
-    /// Write a checkpoint here after every epoch.
+    /// Write a checkpoint here after every epoch (a run resumes from one with
+    /// [`Master::resuming`](crate::Master::resuming)).
     pub checkpoint: Option<PathBuf>,
-    /// Continue from the checkpoint instead of starting afresh.
-    pub resume: bool,
     /// For a pliable planner, which chooses each epoch's assignment as well as its code: the
     /// randomness constraint (`None`: [`Randomness::DEFAULT`]). The policy's assignment is
     /// then the fully random one, every point's first candidate. Refused with other planners.
@@ -72,7 +71,6 @@ impl RunConfig {
             deadline: None,
             chunk_bytes: Self::DEFAULT_CHUNK_BYTES,
             checkpoint: None,
-            resume: false,
             candidates: None,
         }
     }
@@ -107,10 +105,9 @@ impl RunConfig {
         self
     }
 
-    /// Writes a checkpoint to `path` after every epoch; with `resume`, continues from it.
-    pub fn with_checkpoint(mut self, path: impl Into<PathBuf>, resume: bool) -> Self {
+    /// Writes a checkpoint to `path` after every epoch.
+    pub fn with_checkpoint(mut self, path: impl Into<PathBuf>) -> Self {
         self.checkpoint = Some(path.into());
-        self.resume = resume;
         self
     }
 
@@ -118,21 +115,6 @@ impl RunConfig {
     pub fn with_candidates(mut self, candidates: Randomness) -> Self {
         self.candidates = Some(candidates);
         self
-    }
-
-    /// A one-line description of the parts of the configuration a checkpoint must agree with.
-    pub fn fingerprint(&self, planner: &str, points: usize) -> String {
-        format!(
-            "workers={} points={} cache={} seed={} policy={}:{} learner={:?} planner={}",
-            self.workers,
-            points,
-            self.cache_capacity,
-            self.seed,
-            self.policy.name(),
-            self.policy.fraction(),
-            self.learner,
-            planner
-        ) + &self.candidates.map_or(String::new(), |c| format!(" candidates={c}"))
     }
 
     /// Checks the configuration against the size of its data (`points` training records):
@@ -151,9 +133,6 @@ impl RunConfig {
         }
         if self.chunk_bytes == 0 {
             return Err(ConfigError::ZeroChunk);
-        }
-        if self.resume && self.checkpoint.is_none() {
-            return Err(ConfigError::ResumeWithoutCheckpoint);
         }
         Ok(CheckedRunConfig { config: self, points })
     }
@@ -224,9 +203,6 @@ pub enum ConfigError {
     /// Zero-byte data messages.
     #[error("data messages need a positive size")]
     ZeroChunk,
-    /// Resuming without a checkpoint.
-    #[error("resuming needs a checkpoint file")]
-    ResumeWithoutCheckpoint,
     /// The data have another size than the configuration was checked for.
     #[error("the configuration was checked for {checked} points, the data have {actual}")]
     DataSize {

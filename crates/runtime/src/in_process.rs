@@ -7,6 +7,7 @@ use ubershuffle_transport::in_process::{ComputeTime, InProcessConfig, cluster};
 
 use ubershuffle_learners::StragglerModel;
 
+use crate::spec::ResumePoint;
 use crate::{
     CheckedRunConfig, ConfigError, CostModel, EpochMetrics, Master, RunData, RunReport, RuntimeError,
     WorkerOptions, WorkerSummary, run_worker,
@@ -31,6 +32,8 @@ pub struct InProcessRun<'a> {
     /// On an emulated cluster, charge computing by this cost model instead of thread CPU time
     /// (every run then gives identical times).
     pub cost_model: Option<CostModel>,
+    /// Continue this matched checkpoint ([`Master::resuming`]) instead of starting afresh.
+    pub resume: Option<ResumePoint>,
 }
 
 impl<'a> InProcessRun<'a> {
@@ -50,7 +53,14 @@ impl<'a> InProcessRun<'a> {
             transport: InProcessConfig::default(),
             faults: Vec::new(),
             cost_model: None,
+            resume: None,
         }
+    }
+
+    /// Continues the run of `point` ([`Master::resuming`]) when given.
+    pub fn with_resume(mut self, point: Option<ResumePoint>) -> Self {
+        self.resume = point;
+        self
     }
 
     /// Runs over `transport` (timeouts, broadcast method, link shaping).
@@ -119,6 +129,10 @@ pub fn run_in_process_from(
         })
         .and_then(|m| match start {
             Some(batches) => m.with_start(batches),
+            None => Ok(m),
+        })
+        .and_then(|m| match run.resume {
+            Some(point) => m.resuming(point),
             None => Ok(m),
         })
         .and_then(|m| m.run(on_epoch));

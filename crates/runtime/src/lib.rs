@@ -18,6 +18,7 @@ mod phases;
 #[doc(hidden)]
 pub mod protocol;
 mod routing;
+pub mod spec;
 mod worker;
 
 pub use checkpoint::{Checkpoint, write_atomically};
@@ -28,4 +29,5 @@ pub use learner_spec::LearnerSpec;
 pub use master::{Master, RunData, RunReport};
 pub use metrics::{EpochMetrics, metrics_csv};
 pub use phases::{Phase, PhaseTimer};
+pub use spec::{PreparedRun, RunFingerprint, RunSpec};
 pub use worker::{WorkerExit, WorkerOptions, WorkerSummary, run_worker};

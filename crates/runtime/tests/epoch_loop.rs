@@ -13,8 +13,10 @@ use ubershuffle_learners::data::synthetic::linear_regression;
 use ubershuffle_learners::straggler::{IidStragglers, NoStragglers};
 use ubershuffle_planners::planner_by_name;
 use ubershuffle_runtime::in_process::{InProcessRun, run_in_process};
+use ubershuffle_runtime::spec::ResumePoint;
 use ubershuffle_runtime::{
-    EpochMetrics, LearnerSpec, RunConfig, RunData, RunReport, RuntimeError, WorkerExit, WorkerSummary,
+    Checkpoint, EpochMetrics, LearnerSpec, RunConfig, RunData, RunFingerprint, RunReport, RuntimeError,
+    WorkerExit, WorkerSummary,
 };
 use ubershuffle_transport::in_process::InProcessConfig;
 
@@ -49,12 +51,34 @@ fn try_run(
     faults: Vec<(usize, u32)>,
     on_epoch: &mut dyn FnMut(&EpochMetrics),
 ) -> Result<(RunReport, Vec<Result<WorkerSummary, String>>), RuntimeError> {
+    try_run_resuming(config, scheme, stragglers, faults, on_epoch, false)
+}
+
+/// [`try_run`], continuing from the config's checkpoint when `resume` (matched to the run
+/// as a front end does: [`ResumePoint::check`]).
+fn try_run_resuming(
+    config: &RunConfig,
+    scheme: &str,
+    stragglers: &mut dyn StragglerModel,
+    faults: Vec<(usize, u32)>,
+    on_epoch: &mut dyn FnMut(&EpochMetrics),
+    resume: bool,
+) -> Result<(RunReport, Vec<Result<WorkerSummary, String>>), RuntimeError> {
     let data = data();
     let config = config.clone().check(data.train.len())?;
     let planner = planner_by_name(scheme, &PlannerOptions::default()).unwrap();
+    let point = match config.checkpoint.as_ref().filter(|_| resume) {
+        Some(path) => {
+            let fingerprint = RunFingerprint::of(&config, planner.name(), &data);
+            let parameters = config.learner.build()?.parameter_count();
+            Some(ResumePoint::check(Checkpoint::load(path)?, path, &fingerprint, &config, parameters)?)
+        }
+        None => None,
+    };
     let run = InProcessRun::new(&config, planner.as_ref(), stragglers, &data)
         .with_transport(transport())
-        .with_faults(faults);
+        .with_faults(faults)
+        .with_resume(point);
     run_in_process(run, on_epoch)
 }
 
@@ -72,6 +96,11 @@ fn run_with(
         assert_eq!(summary.exit == WorkerExit::InjectedFailure, injected, "worker {w}: {summary:?}");
     }
     report
+}
+
+/// A resumed run from the config's checkpoint that must succeed.
+fn resume_with(config: &RunConfig, scheme: &str, stragglers: &mut dyn StragglerModel) -> RunReport {
+    try_run_resuming(config, scheme, stragglers, vec![], &mut |_| {}, true).unwrap().0
 }
 
 fn losses(report: &RunReport) -> Vec<f64> {
@@ -160,11 +189,11 @@ fn a_killed_worker_is_reported_and_the_survivors_keep_the_coding_gain() {
 #[test]
 fn a_resume_takes_lost_workers_back_and_codes_over_all_of_them() {
     let path = temp_checkpoint("readmit.json");
-    let first = config(2).with_checkpoint(path.clone(), false);
+    let first = config(2).with_checkpoint(path.clone());
     let lost = run_with(&first, "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![(1, 2)]);
     assert_eq!(lost.lost_workers, vec![1]);
-    let rest = config(4).with_checkpoint(path, true);
-    let resumed = run_with(&rest, "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![]);
+    let rest = config(4).with_checkpoint(path);
+    let resumed = resume_with(&rest, "coded", &mut NoStragglers::new(WORKERS).unwrap());
     for e in &resumed.epochs[2..] {
         assert_eq!((e.workers, e.updates, e.attempts), (WORKERS, WORKERS, 1), "{e:?}");
         assert!(e.broadcast_packets > 0, "{e:?}");
@@ -176,14 +205,14 @@ fn losing_every_worker_leaves_a_resumable_checkpoint() {
     let path = temp_checkpoint("total-loss.json");
     let every_worker = (0..WORKERS).map(|w| (w, 3)).collect();
     let mut none = NoStragglers::new(WORKERS).unwrap();
-    let doomed = config(4).with_checkpoint(path.clone(), false);
+    let doomed = config(4).with_checkpoint(path.clone());
     let err = try_run(&doomed, "coded", &mut none, every_worker, &mut |_| {}).unwrap_err();
     assert!(err.to_string().contains("no worker is left"), "{err}");
     let saved = ubershuffle_runtime::Checkpoint::load(&path).unwrap();
     assert_eq!(saved.chain.completed_epochs, 2);
     assert!(saved.metrics.iter().all(|m| m.updates == WORKERS));
-    let rest = config(4).with_checkpoint(path, true);
-    let resumed = run_with(&rest, "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![]);
+    let rest = config(4).with_checkpoint(path);
+    let resumed = resume_with(&rest, "coded", &mut NoStragglers::new(WORKERS).unwrap());
     assert_eq!(resumed.epochs.iter().map(|e| e.updates).collect::<Vec<_>>(), vec![WORKERS; 4]);
 }
 
@@ -207,20 +236,27 @@ fn temp_checkpoint(name: &str) -> PathBuf {
 fn a_resumed_run_continues_exactly_where_it_stopped() {
     let whole = run_with(&config(4), "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![]);
     let path = temp_checkpoint("resume.json");
-    let first = config(2).with_checkpoint(path.clone(), false);
+    let first = config(2).with_checkpoint(path.clone());
     let first_half = run_with(&first, "coded", &mut NoStragglers::new(WORKERS).unwrap(), vec![]);
     assert_eq!(first_half.epochs.len(), 2);
-    let rest = config(4).with_checkpoint(path.clone(), true);
+    let rest = config(4).with_checkpoint(path.clone());
     let mut seen: Vec<EpochMetrics> = Vec::new();
     let mut none = NoStragglers::new(WORKERS).unwrap();
-    let (resumed, _) = try_run(&rest, "coded", &mut none, vec![], &mut |m| seen.push(m.clone())).unwrap();
+    let (resumed, _) =
+        try_run_resuming(&rest, "coded", &mut none, vec![], &mut |m| seen.push(m.clone()), true).unwrap();
     assert_eq!(seen.iter().map(|m| m.epoch).collect::<Vec<_>>(), vec![3, 4]);
     assert_eq!(losses(&resumed), losses(&whole));
     // A checkpoint of another run is refused.
-    let other = config(4).with_checkpoint(path, true).with_seed(12);
+    let other = config(4).with_checkpoint(path.clone()).with_seed(12);
     let mut none = NoStragglers::new(WORKERS).unwrap();
-    let err = try_run(&other, "coded", &mut none, vec![], &mut |_| {}).unwrap_err().to_string();
-    assert!(err.contains("belongs to another run"), "{err}");
+    let err =
+        try_run_resuming(&other, "coded", &mut none, vec![], &mut |_| {}, true).unwrap_err().to_string();
+    assert!(err.contains("belongs to another run (seed: 11 there, 12 here)"), "{err}");
+    // So is one with more epochs done than asked for.
+    let mut none = NoStragglers::new(WORKERS).unwrap();
+    let err =
+        try_run_resuming(&config(1).with_checkpoint(path), "coded", &mut none, vec![], &mut |_| {}, true);
+    assert!(err.unwrap_err().to_string().contains("4 epochs are done already"));
 }
 
 #[test]

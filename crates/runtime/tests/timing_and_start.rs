@@ -45,7 +45,7 @@ impl Run<'_> {
             .with_policy(self.policy)
             .with_chunk_bytes(self.chunk_bytes);
         if let Some(path) = self.checkpoint {
-            config = config.with_checkpoint(path, false);
+            config = config.with_checkpoint(path);
         }
         let config = config.check(POINTS)?;
         let transport =

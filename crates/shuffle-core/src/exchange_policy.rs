@@ -51,14 +51,17 @@ pub enum ExchangePolicy {
     Global,
 }
 
-/// Which policy, without its fraction: what a command line or a configuration names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Which policy, without its fraction: what a command line or a configuration names
+/// (`local`, `partial-local`, `global` in serde's forms too).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum PolicyKind {
     /// [`ExchangePolicy::Local`].
     Local,
     /// [`ExchangePolicy::PartialLocal`].
     PartialLocal,
-    /// [`ExchangePolicy::Global`].
+    /// [`ExchangePolicy::Global`]: the default.
+    #[default]
     Global,
 }
 

@@ -22,6 +22,7 @@ use crate::assignment::owner_frequencies;
 use crate::cluster_job::ClusterJob;
 use crate::cost_model::Prices;
 use crate::protocol::{MasterMessage, TAG_MASTER};
+use crate::spec::{ResumePoint, RunFingerprint};
 use crate::{CheckedRunConfig, Checkpoint, ConfigError, EpochMetrics, RuntimeError};
 use membership::Membership;
 
@@ -54,7 +55,7 @@ pub struct RunReport {
 
 /// Where a run stands: what a checkpoint keeps but membership.
 struct RunState {
-    fingerprint: String,
+    fingerprint: RunFingerprint,
     chain: EpochChain,
     model: Vec<f64>,
     metrics: Vec<EpochMetrics>,
@@ -95,8 +96,8 @@ pub struct Master<'a, T: Transport> {
 }
 
 impl<'a, T: Transport> Master<'a, T> {
-    /// A master over transport `t` (rank 0 of `config.workers + 1` ranks). With
-    /// `config.resume`, the state comes from the checkpoint, which must be of this run.
+    /// A master over transport `t` (rank 0 of `config.workers + 1` ranks), starting afresh
+    /// ([`Master::resuming`] continues a checkpointed run).
     pub fn new(
         t: T,
         config: &'a CheckedRunConfig,
@@ -125,12 +126,9 @@ impl<'a, T: Transport> Master<'a, T> {
                 return Err(ConfigError::RecordWidth { which, width, expected }.into());
             }
         }
-        let (state, alive) = setup::initial_state(config, planner.name(), learner.as_ref())?;
-        // Replay the straggler model up to the resume point, so its state is what it was.
-        let mut straggler_rng = seeded_stream(config.seed, STREAM_STRAGGLERS);
-        for _ in 0..state.chain.completed_epochs() {
-            stragglers.next_iteration(&mut straggler_rng);
-        }
+        let fingerprint = RunFingerprint::of(config, planner.name(), data);
+        let state = setup::fresh_state(config, fingerprint, learner.as_ref())?;
+        let straggler_rng = seeded_stream(config.seed, STREAM_STRAGGLERS);
         Ok(Master {
             t,
             config,
@@ -139,12 +137,33 @@ impl<'a, T: Transport> Master<'a, T> {
             straggler_rng,
             data,
             learner,
-            members: Membership::of(alive),
+            members: Membership::of(vec![true; config.workers]),
             state,
             prices: None,
             owner_counts: owner_frequencies(points, config.workers),
             newcomer_job: None,
         })
+    }
+
+    /// Continues the run of `point` (a checkpoint matched to this run by
+    /// [`ResumePoint::check`], which a [`RunSpec`](crate::RunSpec) front end gets from
+    /// [`CheckedSpec::prepare`](crate::spec::CheckedSpec::prepare)): its model, chain and
+    /// metrics, every worker live again. The straggler model is replayed up to the resume
+    /// point, so its state is what it was.
+    pub fn resuming(mut self, point: ResumePoint) -> Result<Self, RuntimeError> {
+        if point.checkpoint().fingerprint != self.state.fingerprint {
+            let diff = self.state.fingerprint.difference(&point.checkpoint().fingerprint).unwrap_or_default();
+            let path = self.config.checkpoint.as_ref().map_or_else(String::new, |p| p.display().to_string());
+            return Err(RuntimeError::Checkpoint {
+                path,
+                reason: format!("it belongs to another run ({diff})"),
+            });
+        }
+        self.state = setup::resumed_state(self.config, point)?;
+        for _ in 0..self.state.chain.completed_epochs() {
+            self.stragglers.next_iteration(&mut self.straggler_rng);
+        }
+        Ok(self)
     }
 
     /// Admits workers that join while the run goes on (over TCP: a lost worker's process

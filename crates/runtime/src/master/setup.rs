@@ -1,5 +1,5 @@
 //! Setting up and resuming a run: the starting state (fresh, from a given partition, or from a
-//! checkpoint), and the workers' jobs and starting caches.
+//! matched checkpoint), and the workers' jobs and starting caches.
 
 use ubershuffle_codes::Records;
 use ubershuffle_core::epoch_chain::{ChainError, EpochChain};
@@ -9,38 +9,30 @@ use ubershuffle_transport::Transport;
 use super::membership::lost_worker;
 use super::{Master, RunState};
 use crate::protocol::{JobSpec, MasterMessage, TAG_RECEIVED};
+use crate::spec::{ResumePoint, RunFingerprint};
 use crate::{CheckedRunConfig, Checkpoint, ConfigError, RuntimeError};
 
-/// The state a run starts from and every worker's liveness: the checkpoint's when resuming
-/// (which must be of this run; its lost workers are taken back, [`EpochChain::readmit`]),
-/// else a fresh chain.
-pub(super) fn initial_state(
+/// A fresh run's state: the starting model and a fresh chain.
+pub(super) fn fresh_state(
     config: &CheckedRunConfig,
-    planner: &str,
+    fingerprint: RunFingerprint,
     learner: &dyn Learner,
-) -> Result<(RunState, Vec<bool>), RuntimeError> {
-    let (points, params) = (config.points(), config.chain_params());
-    let fingerprint = config.fingerprint(planner, points);
-    let Some(path) = config.checkpoint.as_ref().filter(|_| config.resume) else {
-        let model = learner.initial_model(config.seed).params;
-        let chain = EpochChain::new(params)?;
-        let state = RunState { fingerprint, chain, model, metrics: Vec::new() };
-        return Ok((state, vec![true; config.workers]));
-    };
-    let fail = |reason: String| RuntimeError::Checkpoint { path: path.display().to_string(), reason };
-    let saved = Checkpoint::load(path)?;
-    if saved.fingerprint != fingerprint {
-        return Err(fail(format!(
-            "it belongs to another run ({}; this run: {fingerprint})",
-            saved.fingerprint
-        )));
-    }
-    saved.check_shape(config.workers, points, learner.parameter_count()).map_err(fail)?;
-    let Checkpoint { fingerprint, model, chain, alive, metrics } = saved;
-    let mut chain = EpochChain::with_state(params, chain).map_err(|e| fail(e.to_string()))?;
+) -> Result<RunState, RuntimeError> {
+    let model = learner.initial_model(config.seed).params;
+    let chain = EpochChain::new(config.chain_params())?;
+    Ok(RunState { fingerprint, chain, model, metrics: Vec::new() })
+}
+
+/// The state of a matched checkpoint, its lost workers taken back ([`EpochChain::readmit`]).
+pub(super) fn resumed_state(config: &CheckedRunConfig, point: ResumePoint) -> Result<RunState, RuntimeError> {
+    let Checkpoint { fingerprint, model, chain, alive, metrics } = point.into_checkpoint();
+    let mut chain = EpochChain::with_state(config.chain_params(), chain).map_err(|e| {
+        let path = config.checkpoint.as_ref().map_or_else(String::new, |p| p.display().to_string());
+        RuntimeError::Checkpoint { path, reason: e.to_string() }
+    })?;
     let returning: Vec<usize> = (0..alive.len()).filter(|&w| !alive[w]).collect();
     chain.readmit(&returning);
-    Ok((RunState { fingerprint, chain, model, metrics }, vec![true; config.workers]))
+    Ok(RunState { fingerprint, chain, model, metrics })
 }
 
 /// The records `ids` of `records`, back to back.

@@ -102,6 +102,23 @@ impl Serialize for Randomness {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for Randomness {
+    /// As [`Serialize`] writes it (a number or `"all"`), or a bare number.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Form {
+            Number(usize),
+            Text(String),
+        }
+        match Form::deserialize(deserializer)? {
+            Form::Number(r) => r.to_string().parse(),
+            Form::Text(text) => text.parse(),
+        }
+        .map_err(serde::de::Error::custom)
+    }
+}
+
 /// A `--candidates` value that is neither a positive number nor `all`.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("candidates must be a positive number of workers or 'all', got '{0}'")]

@@ -9,22 +9,17 @@ pub(crate) mod specs;
 
 use std::process::ExitCode;
 
-use anyhow::{Context, bail};
-use ubershuffle_core::limits::{Limits, instance_bytes};
-use ubershuffle_core::{PlannerOptions, ShufflePlanner};
-use ubershuffle_learners::StragglerModel;
-use ubershuffle_planners::planner_by_name;
-use ubershuffle_plugin_host::PluginLibrary;
+use anyhow::bail;
 use ubershuffle_runtime::cluster_job::ClusterJob;
 use ubershuffle_runtime::in_process::{InProcessRun, run_in_process};
-use ubershuffle_runtime::{Master, RunData, RunReport};
+use ubershuffle_runtime::{Master, PreparedRun, RunReport};
 use ubershuffle_transport::Transport;
 use ubershuffle_transport::in_process::InProcessConfig;
 use ubershuffle_transport::tcp::{MasterListener, TcpConfig};
 
 use crate::cli::{RunArgs, TransportKind};
 use report::Recorder;
-use settings::{Resolved, SchemeChoice};
+use settings::Resolved;
 
 /// Runs the command.
 pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
@@ -53,40 +48,22 @@ fn run_mpi(_: &crate::cli::RunSettings) -> anyhow::Result<ExitCode> {
     )
 }
 
-/// What the master's side of a run holds.
+/// What the master's side of a run holds: the runtime's parts, and what this command shows
+/// and writes.
 struct Prepared {
-    data: RunData,
-    planner: Box<dyn ShufflePlanner>,
-    stragglers: Box<dyn StragglerModel>,
+    run: PreparedRun,
     recorder: Recorder,
 }
 
-/// Generates the data, loads the scheme, builds the straggler model, prepares `--out`.
+/// Builds the run's parts once (the runtime's [`ubershuffle_runtime::spec::CheckedSpec::prepare`]: the scheme, the
+/// memory check, the data, the straggler model, a resumed checkpoint matched to the run), then
+/// prepares `--out`.
 fn prepare(r: &Resolved) -> anyhow::Result<Prepared> {
-    let planner: Box<dyn ShufflePlanner> = match &r.scheme {
-        SchemeChoice::Builtin(name) => planner_by_name(name, &PlannerOptions::default())?,
-        SchemeChoice::Plugin(path, name) => Box::new(PluginLibrary::load(path)?.planner(name.as_deref())?),
-    };
-    check_memory(r)?;
-    let earlier = report::prepare_out(r)?;
-    let data = r.data.build(r.config.seed).context("generating the data")?;
-    let stragglers = r.stragglers.build(r.config.workers, r.config.seed)?;
-    Ok(Prepared { data, planner, stragglers, recorder: Recorder::new(r, earlier) })
-}
-
-/// Refuses a run whose data would pass the memory cap ([`Limits`]), before generating it: the
-/// records (generated, split and encoded: about three copies), the workers' caches (in-process,
-/// all of them live in this process) and one epoch's instance.
-fn check_memory(r: &Resolved) -> anyhow::Result<()> {
-    let limits = Limits::from_env()?;
-    let width = r.config.learner.build()?.record_width() as u64;
-    let (q, held) = (r.data.training_points() as u64, r.data.held_out() as u64);
-    let (n, s) = (r.config.workers as u64, r.config.cache_capacity as u64);
-    let records = q.saturating_add(held).saturating_mul(width).saturating_mul(3);
-    let caches = n.saturating_mul(s).saturating_mul(width);
-    let instance = instance_bytes(r.config.workers, r.data.training_points(), r.config.cache_capacity);
-    let what = format!("a run of {q} points of {width} bytes on {n} workers");
-    Ok(limits.check_memory(&what, records.saturating_add(caches).saturating_add(instance))?)
+    let run = r.run.prepare().map_err(settings::prepare_failed)?;
+    report::prepare_out(r)?;
+    let earlier = run.resume.as_ref().map(|p| p.checkpoint().metrics.clone()).unwrap_or_default();
+    let recorder = Recorder::new(r, &run.fingerprint, earlier);
+    Ok(Prepared { run, recorder })
 }
 
 /// Runs the master over `t` (rank 0 of `workers + 1`), recording every epoch.
@@ -97,11 +74,16 @@ fn drive_master<T: Transport>(
     p: Prepared,
     newcomers: Option<ClusterJob>,
 ) -> anyhow::Result<ExitCode> {
-    let Prepared { data, planner, mut stragglers, mut recorder } = p;
-    let report = Master::new(t, &r.config, planner.as_ref(), stragglers.as_mut(), &data)
+    let Prepared { run, mut recorder } = p;
+    let PreparedRun { planner, mut stragglers, data, resume, .. } = run;
+    let report = Master::new(t, &r.run.config, planner.as_ref(), stragglers.as_mut(), &data)
         .map(|m| match newcomers {
             Some(job) => m.admitting(job),
             None => m,
+        })
+        .and_then(|m| match resume {
+            Some(point) => m.resuming(point),
+            None => Ok(m),
         })
         .and_then(|m| m.run(&mut |metrics| recorder.on_epoch(metrics)));
     finish(recorder, report)
@@ -122,14 +104,16 @@ fn finish(
 
 /// Master and workers on threads of this process.
 fn in_process(r: &Resolved) -> anyhow::Result<ExitCode> {
-    let Prepared { data, planner, mut stragglers, mut recorder } = prepare(r)?;
+    let Prepared { run, mut recorder } = prepare(r)?;
+    let PreparedRun { planner, mut stragglers, data, resume, .. } = run;
     let transport = InProcessConfig::default()
         .with_timeout(r.timeout)
         .with_broadcast(r.broadcast)
         .with_shaping(r.shaping);
-    let run = InProcessRun::new(&r.config, planner.as_ref(), stragglers.as_mut(), &data)
+    let run = InProcessRun::new(&r.run.config, planner.as_ref(), stragglers.as_mut(), &data)
         .with_transport(transport)
-        .with_faults(r.kill.into_iter().map(|k| (k.worker, k.epoch)).collect());
+        .with_faults(r.kill.into_iter().map(|k| (k.worker, k.epoch)).collect())
+        .with_resume(resume);
     let result = run_in_process(run, &mut |metrics| recorder.on_epoch(metrics));
     let result = result.map(|(report, workers)| {
         for (w, outcome) in workers.iter().enumerate() {
@@ -155,19 +139,19 @@ fn tcp_master(r: &Resolved) -> anyhow::Result<ExitCode> {
         ..TcpConfig::new(token.clone())
     };
     let listener = MasterListener::bind(addr, config)?;
-    let workers = r.config.workers;
+    let workers = r.run.config.workers;
     eprintln!("listening on {}, waiting for {workers} workers", listener.local_addr()?);
     let mut t = listener.accept_at_least(workers, r.min_workers, |refused| {
         eprintln!("warning: refused a connection from {}: {}", refused.from, refused.reason);
     })?;
     let joined: Vec<usize> = t.connected();
     if joined.len() == workers {
-        eprintln!("all {workers} workers joined; running {} epochs", r.config.epochs);
+        eprintln!("all {workers} workers joined; running {} epochs", r.run.config.epochs);
     } else {
         eprintln!(
             "{} of {workers} workers joined within --join-timeout; running {} epochs with them (--min-workers {}); the others are lost before the first epoch",
             joined.len(),
-            r.config.epochs,
+            r.run.config.epochs,
             r.min_workers
         );
     }

@@ -34,7 +34,7 @@ pub fn run(settings: &RunSettings) -> anyhow::Result<ExitCode> {
     eprintln!(
         "MPI job of {size} ranks: the master and {} workers; running {} epochs",
         size - 1,
-        r.config.epochs
+        r.run.config.epochs
     );
     let result = prepare(&r).and_then(|prepared| drive_master(t, &r, prepared, None));
     if let Err(e) = &result {

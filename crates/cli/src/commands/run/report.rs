@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 use ubershuffle_runtime::write_atomically;
-use ubershuffle_runtime::{Checkpoint, EpochMetrics, RunReport, metrics_csv};
+use ubershuffle_runtime::{EpochMetrics, RunFingerprint, RunReport, metrics_csv};
 
 use super::settings::Resolved;
 use crate::output::{print_json, print_line, print_table};
@@ -23,12 +23,11 @@ const SUMMARY: &str = "summary.json";
 const CHECKPOINT: &str = "checkpoint.json";
 
 /// Prepares `--out DIR`: creates it; refuses a DIR that holds an earlier run unless
-/// `--resume` (continue it) or `--force` (its files are removed first); on `--resume` checks
-/// that its run had the same configuration; returns the epochs already done (empty for a fresh
-/// run).
-pub fn prepare_out(r: &Resolved) -> anyhow::Result<Vec<EpochMetrics>> {
-    let Some(dir) = &r.out else { return Ok(Vec::new()) };
-    if !r.config.resume {
+/// `--resume` (continue it: the runtime matched its checkpoint to this run when preparing) or
+/// `--force` (its files are removed first).
+pub fn prepare_out(r: &Resolved) -> anyhow::Result<()> {
+    let Some(dir) = &r.out else { return Ok(()) };
+    if !r.run.spec.resume {
         let earlier: Vec<&str> =
             [CSV, SUMMARY, CHECKPOINT].into_iter().filter(|f| dir.join(f).exists()).collect();
         match (earlier.is_empty(), r.force) {
@@ -47,41 +46,7 @@ pub fn prepare_out(r: &Resolved) -> anyhow::Result<Vec<EpochMetrics>> {
             }
         }
     }
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let Some(checkpoint) = r.config.checkpoint.as_ref().filter(|_| r.config.resume) else {
-        return Ok(Vec::new());
-    };
-    let summary = dir.join(SUMMARY);
-    if let Ok(text) = std::fs::read_to_string(&summary) {
-        let saved: Value =
-            serde_json::from_str(&text).with_context(|| format!("{} is not JSON", summary.display()))?;
-        if let Some(diff) = first_difference(&saved["identity"], &r.identity) {
-            bail!("--resume: {} belongs to another configuration ({diff})", dir.display());
-        }
-    }
-    let saved = Checkpoint::load(checkpoint)?;
-    if saved.chain.completed_epochs > r.config.epochs {
-        bail!(
-            "--resume: {} epochs are done already, more than --epochs {}",
-            saved.chain.completed_epochs,
-            r.config.epochs
-        );
-    }
-    Ok(saved.metrics)
-}
-
-/// The first key on which two identities differ, as `key: saved there, given here`.
-fn first_difference(saved: &Value, now: &Value) -> Option<String> {
-    let (Some(saved), Some(now)) = (saved.as_object(), now.as_object()) else {
-        return Some("its summary has no configuration".into());
-    };
-    let mut keys: Vec<&String> = saved.keys().chain(now.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    keys.into_iter().find(|k| saved.get(*k) != now.get(*k)).map(|k| {
-        let show = |v: Option<&Value>| v.map_or_else(|| "unset".to_string(), Value::to_string);
-        format!("{k}: {} there, {} here", show(saved.get(k)), show(now.get(k)))
-    })
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))
 }
 
 /// Follows a run epoch by epoch.
@@ -92,15 +57,16 @@ pub struct Recorder {
     epochs: Vec<EpochMetrics>,
     out: Option<PathBuf>,
     echo: Value,
-    identity: Value,
+    fingerprint: Value,
     json: bool,
     failure: Option<anyhow::Error>,
 }
 
 impl Recorder {
-    /// A recorder for `r`, after the `earlier` epochs of a resumed run.
-    pub fn new(r: &Resolved, earlier: Vec<EpochMetrics>) -> Recorder {
-        let bar = ProgressBar::new(r.config.epochs as u64);
+    /// A recorder for `r`, the run of `fingerprint`, after the `earlier` epochs of a resumed
+    /// run.
+    pub fn new(r: &Resolved, fingerprint: &RunFingerprint, earlier: Vec<EpochMetrics>) -> Recorder {
+        let bar = ProgressBar::new(r.run.config.epochs as u64);
         if let Ok(style) = ProgressStyle::with_template("epoch {pos}/{len} [{bar:40}] {msg} ({elapsed})") {
             bar.set_style(style.progress_chars("=> "));
         }
@@ -108,11 +74,11 @@ impl Recorder {
         Recorder {
             lines: bar.is_hidden(),
             bar,
-            total: r.config.epochs,
+            total: r.run.config.epochs,
             epochs: earlier,
             out: r.out.clone(),
             echo: r.echo.clone(),
-            identity: r.identity.clone(),
+            fingerprint: serde_json::to_value(fingerprint).unwrap_or(Value::Null),
             json: r.json,
             failure: None,
         }
@@ -148,7 +114,7 @@ impl Recorder {
             );
         }
         if let (Some(dir), None) = (&self.out, &self.failure) {
-            let doc = document(&self.echo, &self.identity, &self.epochs, None);
+            let doc = document(&self.echo, &self.fingerprint, &self.epochs, None);
             if let Err(e) = write_files(dir, &self.epochs, &doc) {
                 self.failure = Some(e);
             }
@@ -161,7 +127,7 @@ impl Recorder {
         if let Some(e) = self.failure.take() {
             return Err(e);
         }
-        let doc = document(&self.echo, &self.identity, &report.epochs, Some(report));
+        let doc = document(&self.echo, &self.fingerprint, &report.epochs, Some(report));
         if let Some(dir) = &self.out {
             write_files(dir, &report.epochs, &doc)?;
         }
@@ -191,7 +157,7 @@ fn mean(epochs: &[EpochMetrics], f: impl Fn(&EpochMetrics) -> f64) -> f64 {
 
 /// The JSON document of a run (`--json`, `DIR/summary.json`): the configuration, every epoch,
 /// and totals; `end` is the finished run's report (`None` while it runs).
-fn document(echo: &Value, identity: &Value, epochs: &[EpochMetrics], end: Option<&RunReport>) -> Value {
+fn document(echo: &Value, fingerprint: &Value, epochs: &[EpochMetrics], end: Option<&RunReport>) -> Value {
     let rows: Vec<Value> = epochs
         .iter()
         .map(|m| {
@@ -205,7 +171,7 @@ fn document(echo: &Value, identity: &Value, epochs: &[EpochMetrics], end: Option
     let lost: Vec<usize> = epochs.iter().flat_map(|m| m.lost_workers.iter().copied()).collect();
     json!({
         "config": echo,
-        "identity": identity,
+        "fingerprint": fingerprint,
         "complete": end.is_some(),
         "epochs": rows,
         "totals": {

@@ -1,24 +1,13 @@
-//! The small languages of `ubershuffle run`'s flags (`--bandwidth 1gbit`, `--stragglers
-//! iid:0.2`, `--kill-worker 2@3`) and the data sets its learners train on.
+//! The small languages of `ubershuffle run`'s own flags (`--bandwidth 1gbit`, `--kill-worker
+//! 2@3`); the run's settings proper (`--stragglers iid:0.2`, the data) are the runtime's
+//! [`RunSpec`](ubershuffle_runtime::RunSpec).
 
 use std::fmt;
 use std::time::Duration;
 
 use serde::{Serialize, Serializer};
 
-use ubershuffle_codes::Records;
-use ubershuffle_core::rng::seeded_stream;
-use ubershuffle_learners::data::synthetic::{linear_regression, low_rank};
-use ubershuffle_learners::straggler::{
-    HeterogeneousParams, HeterogeneousStragglers, IidStragglers, NoStragglers, TwoStateMarkov,
-};
-use ubershuffle_learners::{LearnerError, StragglerModel};
-use ubershuffle_runtime::RunData;
 use ubershuffle_transport::in_process::LinkShaping;
-
-/// Stream of the run's seed that draws the heterogeneous model's slow workers (the runtime
-/// draws the per-epoch straggling from its own stream).
-const SLOW_WORKERS_STREAM: u64 = 0x736c_6f77;
 
 /// `--bandwidth`: the emulated rate of every in-process link, or none (unshaped).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -68,97 +57,6 @@ pub fn parse_bandwidth(text: &str) -> Result<Option<LinkShaping>, String> {
     Ok(Some(LinkShaping::new(value * scale / 8.0, Duration::ZERO)))
 }
 
-/// `--stragglers`: which workers hold their updates past the deadline, epoch by epoch.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum StragglerSpec {
-    /// Nobody straggles on purpose.
-    None,
-    /// Each worker independently with probability `p` (`iid:P`).
-    Iid(f64),
-    /// Slow and active classes (`heterogeneous:P_SLOW,P_SS,P_AS`, Johri et al.).
-    Heterogeneous(HeterogeneousParams),
-    /// A two-state Markov chain per worker (`markov:P_FALL,P_RECOVER`).
-    Markov {
-        /// Good to bad.
-        p_fall: f64,
-        /// Bad to good.
-        p_recover: f64,
-    },
-}
-
-impl StragglerSpec {
-    /// Parses the flag's value.
-    pub fn parse(text: &str) -> Result<StragglerSpec, String> {
-        let usage = "use none, iid:P, heterogeneous:P_SLOW,P_SS,P_AS or markov:P_FALL,P_RECOVER";
-        let (kind, args) = text.split_once(':').unwrap_or((text, ""));
-        let numbers: Result<Vec<f64>, _> = if args.is_empty() {
-            Ok(Vec::new())
-        } else {
-            args.split(',').map(|a| a.trim().parse()).collect()
-        };
-        let numbers = numbers.map_err(|_| format!("invalid --stragglers '{text}': {usage}"))?;
-        match (kind, numbers.as_slice()) {
-            ("none", []) => Ok(StragglerSpec::None),
-            ("iid", &[p]) => Ok(StragglerSpec::Iid(p)),
-            ("heterogeneous", &[p_slow, p_slow_straggle, p_active_straggle]) => {
-                Ok(StragglerSpec::Heterogeneous(HeterogeneousParams::new(
-                    p_slow,
-                    p_slow_straggle,
-                    p_active_straggle,
-                )))
-            }
-            ("markov", &[p_fall, p_recover]) => Ok(StragglerSpec::Markov { p_fall, p_recover }),
-            _ => Err(format!("invalid --stragglers '{text}': {usage}")),
-        }
-    }
-
-    /// The flag's value for this model (what [`StragglerSpec::parse`] reads back).
-    fn text(&self) -> String {
-        match self {
-            StragglerSpec::None => "none".into(),
-            StragglerSpec::Iid(p) => format!("iid:{p}"),
-            StragglerSpec::Heterogeneous(h) => {
-                format!("heterogeneous:{},{},{}", h.p_slow, h.p_slow_straggle, h.p_active_straggle)
-            }
-            StragglerSpec::Markov { p_fall, p_recover } => format!("markov:{p_fall},{p_recover}"),
-        }
-    }
-
-    /// Whether the model makes anyone straggle.
-    pub fn is_none(&self) -> bool {
-        *self == StragglerSpec::None
-    }
-
-    /// The model for `workers` workers (the heterogeneous model draws its slow workers from
-    /// the run's seed).
-    pub fn build(&self, workers: usize, seed: u64) -> Result<Box<dyn StragglerModel>, LearnerError> {
-        Ok(match *self {
-            StragglerSpec::None => Box::new(NoStragglers::new(workers)?),
-            StragglerSpec::Iid(p) => Box::new(IidStragglers::new(workers, p)?),
-            StragglerSpec::Heterogeneous(params) => Box::new(HeterogeneousStragglers::draw(
-                workers,
-                params,
-                &mut seeded_stream(seed, SLOW_WORKERS_STREAM),
-            )?),
-            StragglerSpec::Markov { p_fall, p_recover } => {
-                Box::new(TwoStateMarkov::new(workers, p_fall, p_recover)?)
-            }
-        })
-    }
-}
-
-impl fmt::Display for StragglerSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text())
-    }
-}
-
-impl Serialize for StragglerSpec {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
 /// `--kill-worker W@E`: worker `W` (0-based) leaves when epoch `E`'s order reaches it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KillSpec {
@@ -206,80 +104,6 @@ impl Serialize for KillSpec {
     }
 }
 
-/// Fraction of the generated ratings held out for the loss (matrix completion).
-const MATCOMP_HELD_OUT: f64 = 0.1;
-
-/// The seeded synthetic data a run trains on.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum DataSpec {
-    /// `points` training samples `y = w* . x + b* + noise` with `features` inputs, plus
-    /// `points / 4` (at least one) held-out samples.
-    LinearRegression {
-        /// Training samples q.
-        points: usize,
-        /// Inputs per sample.
-        features: usize,
-        /// Label noise.
-        noise: f64,
-    },
-    /// A rank-`rank` `rows x cols` matrix observed at `per_row` entries of every row; 10 % of
-    /// the entries are held out.
-    MatrixCompletion {
-        /// Rows.
-        rows: usize,
-        /// Columns.
-        cols: usize,
-        /// Rank.
-        rank: usize,
-        /// Observed entries per row.
-        per_row: usize,
-        /// Entry noise.
-        noise: f64,
-    },
-}
-
-impl DataSpec {
-    /// Held-out records.
-    pub fn held_out(&self) -> usize {
-        match *self {
-            DataSpec::LinearRegression { points, .. } => (points / 4).max(1),
-            DataSpec::MatrixCompletion { rows, per_row, .. } => {
-                let total = rows.saturating_mul(per_row);
-                ((total as f64 * MATCOMP_HELD_OUT).round() as usize).min(total)
-            }
-        }
-    }
-
-    /// Training records: the data points q that are shuffled.
-    pub fn training_points(&self) -> usize {
-        match *self {
-            DataSpec::LinearRegression { points, .. } => points,
-            DataSpec::MatrixCompletion { rows, per_row, .. } => {
-                rows.saturating_mul(per_row) - self.held_out()
-            }
-        }
-    }
-
-    /// Generates the data from `seed` (the held-out split from the next seed).
-    pub fn build(&self, seed: u64) -> Result<RunData, LearnerError> {
-        let split_seed = seed.wrapping_add(1);
-        let (train, held_out): (Records, Records) = match *self {
-            DataSpec::LinearRegression { points, features, noise } => {
-                let held = self.held_out();
-                let (all, _) = linear_regression(points + held, features, noise, seed)?;
-                let (train, held_out) = all.split(held as f64 / (points + held) as f64, split_seed);
-                (train.to_records()?, held_out.to_records()?)
-            }
-            DataSpec::MatrixCompletion { rows, cols, rank, per_row, noise } => {
-                let all = low_rank(rows, cols, rank, per_row, noise, seed)?;
-                let (train, held_out) = all.split(MATCOMP_HELD_OUT, split_seed);
-                (train.to_records()?, held_out.to_records()?)
-            }
-        };
-        Ok(RunData { train, held_out })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -301,22 +125,6 @@ mod tests {
     }
 
     #[test]
-    fn straggler_models_parse_and_check() {
-        assert_eq!(StragglerSpec::parse("none").unwrap(), StragglerSpec::None);
-        assert_eq!(StragglerSpec::parse("iid:0.2").unwrap(), StragglerSpec::Iid(0.2));
-        assert_eq!(
-            StragglerSpec::parse("markov:0.1,0.5").unwrap(),
-            StragglerSpec::Markov { p_fall: 0.1, p_recover: 0.5 }
-        );
-        let h = StragglerSpec::parse("heterogeneous:0.3,0.8,0.01").unwrap();
-        assert_eq!(h.build(8, 1).unwrap().workers(), 8);
-        for bad in ["iid", "iid:x", "iid:0.1,0.2", "markov:0.1", "bursty:0.1", "none:1"] {
-            assert!(StragglerSpec::parse(bad).is_err(), "{bad}");
-        }
-        assert!(StragglerSpec::parse("iid:1.5").unwrap().build(4, 0).is_err());
-    }
-
-    #[test]
     fn kills_name_a_worker_and_an_epoch() {
         assert_eq!(KillSpec::parse("2@3").unwrap(), KillSpec { worker: 2, epoch: 3 });
         assert!(KillSpec::parse("4@1").unwrap().within(4).unwrap_err().contains("only workers 0..3"));
@@ -327,23 +135,8 @@ mod tests {
 
     #[test]
     fn specs_print_as_they_parse() {
-        for text in ["none", "iid:0.2", "heterogeneous:0.3,0.8,0.01", "markov:0.1,0.5"] {
-            assert_eq!(StragglerSpec::parse(text).unwrap().to_string(), text);
-        }
         assert_eq!(Bandwidth::parse("1gbit").unwrap().to_string(), "1gbit");
         assert_eq!(Bandwidth::parse("500mbit").unwrap().to_string(), "500mbit");
         assert_eq!(KillSpec::parse("1@2").unwrap().to_string(), "1@2");
-    }
-
-    #[test]
-    fn data_have_the_announced_sizes() {
-        let lin = DataSpec::LinearRegression { points: 40, features: 3, noise: 0.1 };
-        let data = lin.build(1).unwrap();
-        assert_eq!((data.train.len(), data.held_out.len()), (40, 10));
-        let mc = DataSpec::MatrixCompletion { rows: 10, cols: 8, rank: 2, per_row: 5, noise: 0.0 };
-        let data = mc.build(1).unwrap();
-        assert_eq!((data.train.len(), data.held_out.len()), (mc.training_points(), mc.held_out()));
-        assert_eq!(mc.training_points() + mc.held_out(), 50);
-        assert_eq!(lin.build(1).unwrap().train, lin.build(1).unwrap().train);
     }
 }

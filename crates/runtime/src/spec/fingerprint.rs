@@ -1,0 +1,105 @@
+//! [`RunFingerprint`]: what decides a run's numbers, written into its checkpoint (and a front
+//! end's summary), and [`ResumePoint`]: a checkpoint found to be of this run, the one place a
+//! resume is matched.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{CheckedRunConfig, Checkpoint, RunData, RuntimeError};
+
+/// The key of the data's digest.
+const DATA: &str = "data";
+
+/// The settings that decide a run's numbers (workers, points, cache, seed, policy, learner,
+/// planner, candidates) and a digest of its data, as `key = value` text. Epochs, the chunk
+/// size, timeouts and transports do not change the numbers, so a resumed run may change them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RunFingerprint(BTreeMap<String, String>);
+
+impl RunFingerprint {
+    /// The fingerprint of a run of `config` planned by `planner` over `data`.
+    pub fn of(config: &CheckedRunConfig, planner: &str, data: &RunData) -> RunFingerprint {
+        let digest = |r: &ubershuffle_codes::Records| {
+            format!("{}x{}:{:08x}", r.len(), r.width(), crc32c::crc32c(r.as_bytes()))
+        };
+        let mut keys = BTreeMap::new();
+        let mut put = |k: &str, v: String| keys.insert(k.to_string(), v);
+        put("workers", config.workers.to_string());
+        put("points", config.points().to_string());
+        put("cache", config.cache_capacity.to_string());
+        put("seed", config.seed.to_string());
+        put("policy", format!("{}:{}", config.policy.name(), config.policy.fraction()));
+        put("learner", format!("{:?}", config.learner));
+        put("planner", planner.to_string());
+        put("candidates", config.candidates.map_or_else(|| "none".to_string(), |c| c.to_string()));
+        put(DATA, format!("train {}, held-out {}", digest(&data.train), digest(&data.held_out)));
+        RunFingerprint(keys)
+    }
+
+    /// The first setting on which `saved` (another run's) differs from this one, as
+    /// `key: SAVED there, THIS here`.
+    pub fn difference(&self, saved: &RunFingerprint) -> Option<String> {
+        let mut keys: Vec<&String> = self.0.keys().chain(saved.0.keys()).collect();
+        // The settings first: a changed setting changes the data too, and is the better news.
+        keys.sort_by_key(|k| (k.as_str() == DATA, k.as_str()));
+        keys.dedup();
+        keys.into_iter().find(|k| self.0.get(*k) != saved.0.get(*k)).map(|k| {
+            let show = |v: Option<&String>| v.map_or("unset", |v| v.as_str()).to_string();
+            format!("{k}: {} there, {} here", show(saved.0.get(k)), show(self.0.get(k)))
+        })
+    }
+}
+
+impl fmt::Display for RunFingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        f.write_str(&parts.join(" "))
+    }
+}
+
+/// A checkpoint matched to a run: the same fingerprint, the right shape, no more epochs done
+/// than the run asks for. Made only by [`ResumePoint::check`]; a
+/// [`Master`](crate::Master) resumes from it with [`Master::resuming`](crate::Master::resuming).
+#[derive(Clone, Debug)]
+pub struct ResumePoint {
+    checkpoint: Checkpoint,
+}
+
+impl ResumePoint {
+    /// Matches `checkpoint` (read from `path`, for the errors) to a run of `config` with
+    /// fingerprint `fingerprint` and a model of `parameters` values.
+    pub fn check(
+        checkpoint: Checkpoint,
+        path: &std::path::Path,
+        fingerprint: &RunFingerprint,
+        config: &CheckedRunConfig,
+        parameters: usize,
+    ) -> Result<ResumePoint, RuntimeError> {
+        let fail = |reason: String| RuntimeError::Checkpoint { path: path.display().to_string(), reason };
+        if let Some(diff) = fingerprint.difference(&checkpoint.fingerprint) {
+            return Err(fail(format!("it belongs to another run ({diff})")));
+        }
+        checkpoint.check_shape(config.workers, config.points(), parameters).map_err(fail)?;
+        let done = checkpoint.chain.completed_epochs;
+        if done > config.epochs {
+            return Err(fail(format!(
+                "{done} epochs are done already, more than the {} asked for",
+                config.epochs
+            )));
+        }
+        Ok(ResumePoint { checkpoint })
+    }
+
+    /// The matched checkpoint (its metrics are the completed epochs').
+    pub fn checkpoint(&self) -> &Checkpoint {
+        &self.checkpoint
+    }
+
+    /// The checkpoint itself.
+    pub fn into_checkpoint(self) -> Checkpoint {
+        self.checkpoint
+    }
+}
