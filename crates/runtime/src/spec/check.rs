@@ -2,12 +2,13 @@
 //! and the epoch loop's own check ([`RunConfig::check`]) said in terms of the settings.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ubershuffle_core::epoch_chain::{ChainError, check_scheme};
 use ubershuffle_core::exchange_policy::{ExchangePolicy, PolicyError};
 use ubershuffle_core::pliable::Randomness;
-use ubershuffle_core::{PlannerOptions, cache_size_for};
+use ubershuffle_core::{PlannerOptions, ShufflePlanner, cache_size_for};
 use ubershuffle_learners::MatrixCompletionParams;
 use ubershuffle_planners::planner_by_name;
 
@@ -15,13 +16,33 @@ use super::{DataSpec, LearnerSettings, RunSpec, Setting, SpecError, StragglerSpe
 use crate::{CheckedRunConfig, ConfigError, LearnerSpec, RunConfig};
 
 /// Where the scheme comes from.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone)]
 #[non_exhaustive]
 pub enum SchemeChoice {
-    /// A built-in planner, by name.
-    Builtin(String),
-    /// A plugin library, and the scheme's name if given.
+    /// A built-in planner, built once by the check and used by the run.
+    Builtin(Arc<dyn ShufflePlanner>),
+    /// A plugin library, and the scheme's name if given (loaded by
+    /// [`prepare`](CheckedSpec::prepare)).
     Plugin(PathBuf, Option<String>),
+}
+
+impl SchemeChoice {
+    /// The built-in scheme's name (`None` for a plugin, whose name is known once loaded).
+    pub fn builtin_name(&self) -> Option<&str> {
+        match self {
+            SchemeChoice::Builtin(planner) => Some(planner.name()),
+            SchemeChoice::Plugin(..) => None,
+        }
+    }
+}
+
+impl std::fmt::Debug for SchemeChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SchemeChoice::Builtin(planner) => write!(f, "Builtin({})", planner.name()),
+            SchemeChoice::Plugin(path, name) => write!(f, "Plugin({}, {name:?})", path.display()),
+        }
+    }
 }
 
 /// A [`RunSpec`] that passed [`RunSpec::check`]: the epoch loop's configuration and what the
@@ -192,9 +213,11 @@ fn scheme(s: &mut RunSpec, policy: ExchangePolicy) -> Result<SchemeChoice, SpecE
         return Ok(SchemeChoice::Plugin(path.clone(), s.scheme.clone()));
     }
     let name = s.scheme.get_or_insert_with(|| defaults::SCHEME.into()).clone();
-    let planner = planner_by_name(&name, &PlannerOptions::default()).map_err(|e| {
-        SpecError::new(Setting::Scheme, format!("'{name}': known schemes are {}", e.known.join(", ")))
-    })?;
+    let planner: Arc<dyn ShufflePlanner> = planner_by_name(&name, &PlannerOptions::default())
+        .map_err(|e| {
+            SpecError::new(Setting::Scheme, format!("'{name}': known schemes are {}", e.known.join(", ")))
+        })?
+        .into();
     check_scheme(planner.as_ref(), policy, s.candidates).map_err(|e| match e {
         ChainError::CandidatesNeedPliable { scheme } => SpecError::new(
             Setting::Candidates,
@@ -212,7 +235,7 @@ fn scheme(s: &mut RunSpec, policy: ExchangePolicy) -> Result<SchemeChoice, SpecE
     if planner.as_pliable().is_some() {
         s.candidates.get_or_insert(Randomness::DEFAULT);
     }
-    Ok(SchemeChoice::Builtin(name))
+    Ok(SchemeChoice::Builtin(planner))
 }
 
 /// The policy's refusal, said in terms of the settings.
@@ -272,7 +295,7 @@ mod tests {
             (checked.config.workers, checked.config.epochs, checked.config.cache_capacity),
             (4, 5, 2000)
         );
-        assert_eq!(checked.scheme, SchemeChoice::Builtin("coded".into()));
+        assert_eq!(checked.scheme.builtin_name(), Some("coded"));
         assert!(checked.chosen.is_some_and(|(s, c)| s == Setting::Alpha && c.contains("alpha = 0.5")));
         let two = RunSpec { workers: 2, ..RunSpec::default() }.check()?;
         assert_eq!(two.config.cache_capacity, 2000, "half of the 4000 points, not all of them");

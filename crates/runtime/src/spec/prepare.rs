@@ -1,10 +1,12 @@
 //! [`CheckedSpec::prepare`]: a checked run's parts built once (the planner, the straggler
 //! model, the data, the checkpoint to resume from) with the run's [`RunFingerprint`].
 
+use std::sync::Arc;
+
+use ubershuffle_core::ShufflePlanner;
+use ubershuffle_core::epoch_chain::check_scheme;
 use ubershuffle_core::limits::{LimitError, Limits, instance_bytes};
-use ubershuffle_core::{PlannerOptions, ShufflePlanner};
 use ubershuffle_learners::{LearnerError, StragglerModel};
-use ubershuffle_planners::planner_by_name;
 use ubershuffle_plugin_host::{PluginError, PluginLibrary};
 
 use super::{CheckedSpec, ResumePoint, RunFingerprint, SchemeChoice, Setting, SpecError};
@@ -14,7 +16,7 @@ use crate::{Checkpoint, RunData, RuntimeError};
 #[non_exhaustive]
 pub struct PreparedRun {
     /// The shuffling scheme.
-    pub planner: Box<dyn ShufflePlanner>,
+    pub planner: Arc<dyn ShufflePlanner>,
     /// Who straggles.
     pub stragglers: Box<dyn StragglerModel>,
     /// The training and held-out records.
@@ -51,23 +53,20 @@ pub enum PrepareError {
 }
 
 impl CheckedSpec {
-    /// Builds the run's parts: loads the scheme, checks the memory cap ([`Limits`]) before
-    /// generating the data, builds the straggler model, and with `resume` reads the
-    /// checkpoint once and matches it to this run.
+    /// Builds the run's parts: takes the built-in scheme the check built (or loads the
+    /// plugin's and checks it against the policy and candidates), checks the memory cap
+    /// ([`Limits`]) before generating the data, builds the straggler model, and with `resume`
+    /// reads the checkpoint once and matches it to this run.
     pub fn prepare(&self) -> Result<PreparedRun, PrepareError> {
-        let planner: Box<dyn ShufflePlanner> = match &self.scheme {
-            SchemeChoice::Builtin(name) => planner_by_name(name, &PlannerOptions::default())
-                .map_err(|e| SpecError::new(Setting::Scheme, e.to_string()))?,
+        let planner: Arc<dyn ShufflePlanner> = match &self.scheme {
+            SchemeChoice::Builtin(planner) => Arc::clone(planner),
             SchemeChoice::Plugin(path, name) => {
-                Box::new(PluginLibrary::load(path)?.planner(name.as_deref())?)
+                let planner = Arc::new(PluginLibrary::load(path)?.planner(name.as_deref())?);
+                check_scheme(planner.as_ref(), self.config.policy, self.config.candidates)
+                    .map_err(|e| SpecError::new(Setting::Plugin, e.to_string()))?;
+                planner
             }
         };
-        ubershuffle_core::epoch_chain::check_scheme(
-            planner.as_ref(),
-            self.config.policy,
-            self.config.candidates,
-        )
-        .map_err(|e| SpecError::new(Setting::Plugin, e.to_string()))?;
         self.check_memory()?;
         let data = self.data.build(self.config.seed).map_err(PrepareError::Data)?;
         let stragglers = self.spec.stragglers.build(self.config.workers, self.config.seed)?;
