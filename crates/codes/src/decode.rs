@@ -154,18 +154,30 @@ impl Decoder {
         self.receive(packet.seq, &packet.parts, &packet.payload)
     }
 
-    /// Takes the payload of transmission `seq` whose header names `parts`. Packets this worker
-    /// does not need, and repeats, are ignored; the rest are decoded now or buffered until the
-    /// points they need arrive.
+    /// Takes the payload of transmission `seq` whose header names `parts` (checked against the
+    /// plan's). Packets this worker does not need, and repeats, are ignored; the rest are
+    /// decoded now or buffered until the points they need arrive.
     pub fn receive(&mut self, seq: u32, parts: &[Part], payload: &[u8]) -> Result<(), DecodeError> {
+        if self.entry(seq).is_some_and(|entry| entry.parts != parts) {
+            return Err(DecodeError::HeaderMismatch { seq });
+        }
+        self.receive_indexed(seq, payload)
+    }
+
+    /// Takes every packet of a [`PacketBatch`](crate::PacketBatch) (plan indices and payloads,
+    /// the wire form), as [`Decoder::receive_indexed`] does.
+    pub fn receive_batch(&mut self, batch: &crate::PacketBatch<'_>) -> Result<(), DecodeError> {
+        batch.packets().try_for_each(|(seq, payload)| self.receive_indexed(seq, payload))
+    }
+
+    /// Takes the payload of transmission `seq`, its parts taken from the plan (the wire form
+    /// carries none). Packets this worker does not need, and repeats, are ignored.
+    pub fn receive_indexed(&mut self, seq: u32, payload: &[u8]) -> Result<(), DecodeError> {
         let width = self.store.width();
         if payload.len() != width {
             return Err(DecodeError::WrongWidth { seq, len: payload.len(), width });
         }
         let Some(entry) = self.entry(seq) else { return Ok(()) };
-        if entry.parts != parts {
-            return Err(DecodeError::HeaderMismatch { seq });
-        }
         if entry.done || self.buffered.contains_key(&seq) {
             return Ok(());
         }

@@ -1,11 +1,13 @@
 #![doc = include_str!("../README.md")]
 
+mod batch;
 mod decode;
 mod encode;
 mod packet;
 mod records;
 pub mod xor;
 
+pub use batch::PacketBatch;
 pub use decode::{DecodeError, Decoded, Decoder};
 pub use encode::Encoder;
 pub use packet::Packet;

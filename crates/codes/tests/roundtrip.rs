@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)] // a test that unwraps fails loudly, which is what it should do
 
 use proptest::prelude::*;
-use ubershuffle_codes::{DecodeError, Decoder, Encoder, Packet, Records};
+use ubershuffle_codes::{DecodeError, Decoder, Encoder, PacketBatch, Records};
 use ubershuffle_core::arbitrary_instance;
 use ubershuffle_core::rng::{seeded, shuffle};
 use ubershuffle_core::{
@@ -14,18 +14,19 @@ use ubershuffle_planners::builtin_planners;
 use ubershuffle_planners::planners::UncodedPlanner;
 
 /// Encodes `plan`, delivers every packet to every worker in an order drawn from `order_seed`
-/// (through the binary packet form), and checks every worker's new records.
+/// (each through the wire form, a batch of one), and checks every worker's new records.
 fn round_trip(inst: &ShuffleInstance, plan: &Plan, width: usize, order_seed: u64) {
     let records = Records::random(inst.points(), width, 77).unwrap();
     let encoder = Encoder::new(plan, &records).unwrap();
-    let wire: Vec<Vec<u8>> = encoder.packets().map(|p| p.to_bytes()).collect();
+    let wire: Vec<Vec<u8>> =
+        encoder.packets().map(|p| PacketBatch::of_packets(&[p], width).unwrap()).collect();
     for worker in 0..inst.workers() {
         let store = records.store_of(inst.cache(worker)).unwrap();
         let mut decoder = Decoder::new(worker, plan, store, inst.needs(worker)).unwrap();
         let mut order: Vec<usize> = (0..wire.len()).collect();
         shuffle(&mut seeded(order_seed ^ worker as u64), &mut order);
         for k in order {
-            decoder.receive_packet(&Packet::from_bytes(&wire[k]).unwrap()).unwrap();
+            decoder.receive_batch(&PacketBatch::from_bytes(&wire[k], width).unwrap()).unwrap();
         }
         let decoded = decoder.finish().unwrap();
         let got: Vec<u32> = decoded.new_records().map(|(p, _)| p).collect();

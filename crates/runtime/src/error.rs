@@ -156,16 +156,6 @@ pub enum ProtocolError {
         /// The attempt under way.
         current_attempt: u32,
     },
-    /// A data chunk whose payload does not match its packet count.
-    #[error("a data chunk of {packets} packets has {bytes} payload bytes, expected {expected}")]
-    ChunkSize {
-        /// Packets listed.
-        packets: usize,
-        /// Payload bytes present.
-        bytes: usize,
-        /// Payload bytes expected.
-        expected: usize,
-    },
     /// Records whose bytes do not fit the record width.
     #[error("{records} records in {bytes} bytes do not fit the record width {width}")]
     RecordBytes {

@@ -7,6 +7,7 @@
 //! message of an abandoned attempt is recognised and dropped. Parsing checks every length
 //! first: a malformed message is an error, never a panic.
 
+use ubershuffle_codes::PacketBatch;
 use ubershuffle_core::Plan;
 use ubershuffle_core::wire::{
     ByteReader, decode_plan, encode_plan, push_bytes, push_f64, push_u32, push_u32_list, push_u64,
@@ -197,8 +198,13 @@ impl DataChunk {
     pub fn write(&self, out: &mut Vec<u8>) {
         push_u32(out, self.epoch);
         push_u32(out, self.attempt);
-        push_u32_list(out, &self.seqs);
-        out.extend_from_slice(&self.payloads);
+        let width = self.payloads.len().checked_div(self.seqs.len()).unwrap_or(0);
+        let mut payloads = self.payloads.chunks_exact(width.max(1));
+        PacketBatch::write(out, &self.seqs, width, |_, slot| {
+            if let Some(payload) = payloads.next() {
+                slot.copy_from_slice(payload);
+            }
+        });
     }
 
     /// The byte form.
@@ -211,13 +217,9 @@ impl DataChunk {
     /// Parses the byte form; `width` is the record width (the rest of the bytes must be
     /// exactly one payload per index).
     pub fn read(r: &mut ByteReader<'_>, width: usize) -> Result<Self, RuntimeError> {
-        let chunk = DataChunkRef::read(r, width)?;
-        Ok(DataChunk {
-            epoch: chunk.epoch,
-            attempt: chunk.attempt,
-            seqs: chunk.seqs,
-            payloads: chunk.payloads.to_vec(),
-        })
+        let DataChunkRef { epoch, attempt, batch } = DataChunkRef::read(r, width)?;
+        let (seqs, payloads) = batch.into_parts();
+        Ok(DataChunk { epoch, attempt, seqs, payloads: payloads.to_vec() })
     }
 
     /// Parses a whole buffer (a broadcast).
@@ -234,27 +236,23 @@ impl DataChunk {
 
 /// The byte form of a [`DataChunk`] whose payloads `fill(k, out)` writes straight into the
 /// message (no intermediate copy): as a broadcast buffer, or with `point_to_point` as a
-/// [`MasterMessage::Data`].
+/// [`MasterMessage::Data`]. After the epoch and attempt comes the workspace's one packet form,
+/// a [`PacketBatch`].
 pub fn data_chunk_bytes(
     epoch: u32,
     attempt: u32,
     seqs: &[u32],
     width: usize,
     point_to_point: bool,
-    mut fill: impl FnMut(usize, &mut [u8]),
+    fill: impl FnMut(usize, &mut [u8]),
 ) -> Vec<u8> {
-    let mut out = Vec::with_capacity(13 + 4 * seqs.len() + seqs.len() * width);
+    let mut out = Vec::with_capacity(9 + PacketBatch::header_len(seqs.len()) + seqs.len() * width);
     if point_to_point {
         out.push(DATA);
     }
     push_u32(&mut out, epoch);
     push_u32(&mut out, attempt);
-    push_u32_list(&mut out, seqs);
-    let start = out.len();
-    out.resize(start + seqs.len() * width, 0);
-    for (k, payload) in out[start..].chunks_exact_mut(width.max(1)).enumerate() {
-        fill(k, payload);
-    }
+    PacketBatch::write(&mut out, seqs, width, fill);
     out
 }
 
@@ -266,11 +264,8 @@ pub struct DataChunkRef<'a> {
     pub epoch: u32,
     /// The attempt.
     pub attempt: u32,
-    /// Plan index of each packet.
-    pub seqs: Vec<u32>,
-    /// `seqs.len()` payloads of the record width.
-    pub payloads: &'a [u8],
-    width: usize,
+    /// The packets: plan indices and payloads of the record width.
+    pub batch: PacketBatch<'a>,
 }
 
 impl<'a> DataChunkRef<'a> {
@@ -278,15 +273,8 @@ impl<'a> DataChunkRef<'a> {
     pub fn read(r: &mut ByteReader<'a>, width: usize) -> Result<Self, RuntimeError> {
         let epoch = r.u32()?;
         let attempt = r.u32()?;
-        let seqs = r.u32_list()?;
-        let expected = seqs.len().saturating_mul(width);
-        if r.remaining() != expected {
-            return Err(
-                ProtocolError::ChunkSize { packets: seqs.len(), bytes: r.remaining(), expected }.into()
-            );
-        }
-        let payloads = r.take(expected)?;
-        Ok(DataChunkRef { epoch, attempt, seqs, payloads, width })
+        let batch = PacketBatch::read(r, width)?;
+        Ok(DataChunkRef { epoch, attempt, batch })
     }
 
     /// Parses a whole buffer (a broadcast).
@@ -296,7 +284,7 @@ impl<'a> DataChunkRef<'a> {
 
     /// The packets: plan index and payload.
     pub fn packets(&self) -> impl Iterator<Item = (u32, &'a [u8])> + '_ {
-        self.seqs.iter().copied().zip(self.payloads.chunks_exact(self.width.max(1)))
+        self.batch.packets()
     }
 }
 

@@ -9,7 +9,7 @@
 
 use std::process::ExitCode;
 
-use ubershuffle_codes::{Decoder, Encoder, Packet, Records};
+use ubershuffle_codes::{Decoder, Encoder, PacketBatch, Records};
 use ubershuffle_core::{GeneratorParams, PlannerOptions, rng::seeded_stream, verify};
 use ubershuffle_planners::planner_by_name;
 use ubershuffle_transport::Transport;
@@ -21,28 +21,6 @@ fn arg(n: usize, default: u64) -> Result<u64, String> {
     std::env::args()
         .nth(n)
         .map_or(Ok(default), |a| a.parse().map_err(|_| format!("argument {n}: '{a}' is not a number")))
-}
-
-/// Packets back to back, each preceded by its length (u32 LE).
-fn pack(packets: impl Iterator<Item = Packet>) -> Vec<u8> {
-    let mut out = Vec::new();
-    for p in packets {
-        let bytes = p.to_bytes();
-        out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-        out.extend_from_slice(&bytes);
-    }
-    out
-}
-
-fn unpack(mut bytes: &[u8]) -> Result<Vec<Packet>, String> {
-    let mut packets = Vec::new();
-    while let Some((len, rest)) = bytes.split_first_chunk::<4>() {
-        let len = u32::from_le_bytes(*len) as usize;
-        let body = rest.get(..len).ok_or("truncated packet stream")?;
-        packets.push(Packet::from_bytes(body).map_err(|e| e.to_string())?);
-        bytes = &rest[len..];
-    }
-    if bytes.is_empty() { Ok(packets) } else { Err("trailing bytes in the packet stream".into()) }
 }
 
 fn run(t: &mut MpiTransport) -> Result<String, String> {
@@ -58,7 +36,8 @@ fn run(t: &mut MpiTransport) -> Result<String, String> {
     let mut buf = Vec::new();
     if t.rank() == 0 {
         let encoder = Encoder::new(&plan, &records).map_err(|e| e.to_string())?;
-        buf = pack(encoder.packets());
+        let packets: Vec<_> = encoder.packets().collect();
+        buf = PacketBatch::of_packets(&packets, width).map_err(|e| e.to_string())?;
     }
     t.broadcast(0, &mut buf).map_err(|e| e.to_string())?;
 
@@ -81,13 +60,11 @@ fn run(t: &mut MpiTransport) -> Result<String, String> {
     }
     let worker = t.rank() - 1;
     let outcome = (|| {
-        let packets = unpack(&buf)?;
+        let batch = PacketBatch::from_bytes(&buf, width).map_err(|e| e.to_string())?;
         let store = records.store_of(inst.cache(worker)).map_err(|e| e.to_string())?;
         let mut decoder =
             Decoder::new(worker, &plan, store, inst.needs(worker)).map_err(|e| e.to_string())?;
-        for p in &packets {
-            decoder.receive_packet(p).map_err(|e| e.to_string())?;
-        }
+        decoder.receive_batch(&batch).map_err(|e| e.to_string())?;
         let decoded = decoder.finish().map_err(|e| e.to_string())?;
         let mut count = 0;
         for (point, bytes) in decoded.new_records() {
@@ -99,7 +76,7 @@ fn run(t: &mut MpiTransport) -> Result<String, String> {
         if count != inst.needs(worker).iter().filter(|p| !inst.cache(worker).contains(*p)).count() {
             return Err(format!("worker {worker} decoded {count} points, fewer than it needs"));
         }
-        Ok(format!("ok: decoded {count} new points byte for byte from {} packets", packets.len()))
+        Ok(format!("ok: decoded {count} new points byte for byte from {} packets", batch.len()))
     })();
     let report = outcome.clone().unwrap_or_else(|e| format!("FAILED: {e}"));
     t.send(0, REPORT, report.as_bytes()).map_err(|e| e.to_string())?;

@@ -6,7 +6,7 @@
 use std::error::Error;
 use std::process::ExitCode;
 
-use ubershuffle_codes::{Decoder, Encoder, Packet, Records};
+use ubershuffle_codes::{Decoder, Encoder, PacketBatch, Records};
 use ubershuffle_core::{GeneratorParams, Plan, PlannerOptions, ShuffleInstance, seeded, verify};
 use ubershuffle_planners::planner_by_name;
 
@@ -57,13 +57,15 @@ fn round_trip(
     records: &Records,
 ) -> Result<(usize, usize), Box<dyn Error>> {
     let encoder = Encoder::new(plan, records)?;
-    let wire: Vec<Vec<u8>> = encoder.packets().map(|p| p.to_bytes()).collect();
+    let width = records.width();
+    let wire: Vec<Vec<u8>> =
+        encoder.packets().map(|p| PacketBatch::of_packets(&[p], width)).collect::<Result<_, _>>()?;
     let mut checked = 0;
     for worker in 0..inst.workers() {
         let needs = inst.needs(worker);
         let mut decoder = Decoder::new(worker, plan, records.store_of(inst.cache(worker))?, needs)?;
         for bytes in &wire {
-            decoder.receive_packet(&Packet::from_bytes(bytes)?)?;
+            decoder.receive_batch(&PacketBatch::from_bytes(bytes, width)?)?;
         }
         let decoded = decoder.finish()?;
         let mut got = 0;
