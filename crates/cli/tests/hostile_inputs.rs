@@ -146,7 +146,7 @@ fn losing_every_worker_to_a_slow_link_says_so() {
     // workers hear no whole message from the master for 2 x --timeout and leave, saying why.
     let e = fails(&["run", "--bandwidth", "1mbit", "--timeout", "0.3", "--epochs", "1"]);
     assert!(e.contains("no worker is left"), "{e}");
-    assert!(e.contains("the master sent nothing for 600") && e.contains("too slow for --timeout"), "{e}");
+    assert!(e.contains("the master sent nothing for 600") && e.contains("too slow for the timeout"), "{e}");
 }
 
 /// Numbers at the edges of what the flags take: tiny, huge and malformed.

@@ -11,8 +11,9 @@ use crate::config::ConfigError;
 /// What a loss by timeout may mean, for the message.
 fn no_workers_hint(timed_out: bool) -> &'static str {
     if timed_out {
-        " (a timeout: the workers may be alive but slower than --timeout, e.g. a message that \
-         takes longer than --timeout on an emulated link; raise --timeout or --bandwidth, or lower --chunk-bytes)"
+        " (a timeout: the workers may be alive but slower than the transport's timeout, e.g. a \
+         message that takes longer than the timeout on an emulated link; raise the timeout or the \
+         link rate, or lower the chunk size)"
     } else {
         ""
     }
@@ -76,7 +77,7 @@ pub enum RuntimeError {
     },
     /// A worker heard nothing from the master for too long.
     #[error(
-        "the master sent nothing for {waited:?} (2 x its --timeout): it is frozen or gone, or its link is down or too slow for --timeout"
+        "the master sent nothing for {waited:?} (2 x its timeout): it is frozen or gone, or its link is down or too slow for the timeout"
     )]
     MasterSilent {
         /// How long the worker waited.
