@@ -8,7 +8,7 @@ use serde::Serialize;
 use ubershuffle_gradient_codes::{GradientCodeKind, RoleShuffle};
 use ubershuffle_learners::data::shipped::ShippedTask;
 
-use crate::commands::run::specs::{Bandwidth, KillSpec};
+use crate::flag_values::{Bandwidth, KillSpec};
 use ubershuffle_runtime::spec::StragglerSpec;
 use ubershuffle_runtime::spec::defaults as D;
 

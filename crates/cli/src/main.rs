@@ -6,6 +6,7 @@
 mod cli;
 mod commands;
 mod config_file;
+mod flag_values;
 mod output;
 
 use std::ffi::OsString;

@@ -1,5 +1,6 @@
 //! [`Checkpoint`]: the master's state after a completed epoch, written atomically, so that a
-//! run can resume from the last completed epoch.
+//! run can resume from the last completed epoch; [`ResumePoint`]: a checkpoint found to be of
+//! this run, the one place a resume is matched.
 
 use std::io::Write;
 use std::path::Path;
@@ -9,14 +10,15 @@ use serde::{Deserialize, Serialize};
 use ubershuffle_core::epoch_chain::ChainState;
 use ubershuffle_core::limits::Limits;
 
-use crate::spec::RunFingerprint;
+use crate::config::CheckedRunConfig;
+use crate::fingerprint::RunFingerprint;
 use crate::{EpochMetrics, RuntimeError};
 
 /// Everything the master needs to go on after the chain's completed epochs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Checkpoint {
     /// What decides the run's numbers; a resume with another fingerprint is refused
-    /// ([`ResumePoint::check`](crate::spec::ResumePoint::check)).
+    /// ([`ResumePoint::check`]).
     pub fingerprint: RunFingerprint,
     /// The model's parameters.
     pub model: Vec<f64>,
@@ -65,6 +67,50 @@ impl Checkpoint {
             ));
         }
         Ok(())
+    }
+}
+
+/// A checkpoint matched to a run: the same fingerprint, the right shape, no more epochs done
+/// than the run asks for. Made only by [`ResumePoint::check`]; a
+/// [`Master`](crate::Master) resumes from it with [`Master::resuming`](crate::Master::resuming).
+#[derive(Clone, Debug)]
+pub struct ResumePoint {
+    checkpoint: Checkpoint,
+}
+
+impl ResumePoint {
+    /// Matches `checkpoint` (read from `path`, for the errors) to a run of `config` with
+    /// fingerprint `fingerprint` and a model of `parameters` values.
+    pub fn check(
+        checkpoint: Checkpoint,
+        path: &std::path::Path,
+        fingerprint: &RunFingerprint,
+        config: &CheckedRunConfig,
+        parameters: usize,
+    ) -> Result<ResumePoint, RuntimeError> {
+        let fail = |reason: String| RuntimeError::Checkpoint { path: path.display().to_string(), reason };
+        if let Some(diff) = fingerprint.difference(&checkpoint.fingerprint) {
+            return Err(fail(format!("it belongs to another run ({diff})")));
+        }
+        checkpoint.check_shape(config.workers, config.points(), parameters).map_err(fail)?;
+        let done = checkpoint.chain.completed_epochs;
+        if done > config.epochs {
+            return Err(fail(format!(
+                "{done} epochs are done already, more than the {} asked for",
+                config.epochs
+            )));
+        }
+        Ok(ResumePoint { checkpoint })
+    }
+
+    /// The matched checkpoint (its metrics are the completed epochs').
+    pub fn checkpoint(&self) -> &Checkpoint {
+        &self.checkpoint
+    }
+
+    /// The checkpoint itself.
+    pub fn into_checkpoint(self) -> Checkpoint {
+        self.checkpoint
     }
 }
 

@@ -6,7 +6,7 @@ use ubershuffle_core::{InstanceError, PlanError, VerifyError};
 use ubershuffle_learners::LearnerError;
 use ubershuffle_transport::TransportError;
 
-use crate::config::ConfigError;
+use crate::config_error::ConfigError;
 
 /// What a loss by timeout may mean, for the message.
 fn no_workers_hint(timed_out: bool) -> &'static str {

@@ -7,7 +7,7 @@ use ubershuffle_transport::in_process::{ComputeTime, InProcessConfig, cluster};
 
 use ubershuffle_learners::StragglerModel;
 
-use crate::spec::ResumePoint;
+use crate::checkpoint::ResumePoint;
 use crate::{
     CheckedRunConfig, ConfigError, CostModel, EpochMetrics, Master, RunData, RunReport, RuntimeError,
     WorkerOptions, WorkerSummary, run_worker,

@@ -18,6 +18,7 @@ pub use calibrate::{CalibrationError, LearnerSample, PLANNERS, REPEATS, SIZES, c
 pub use check::{BAND, PriceCheck, compare, prices, scaled};
 pub use file::{CALIBRATE_COMMAND, CostModelFileError, load, to_toml};
 
+pub use crate::config_error::CostModelError;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -122,28 +123,6 @@ pub struct CostModel {
     /// Nanoseconds per point the cache policy looks at ([`Work::kept_points`]).
     #[serde(default)]
     pub keep_ns_per_point: f64,
-}
-
-/// Why a cost model cannot price a run.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum CostModelError {
-    /// No calibration for the planner.
-    #[error(
-        "the cost model has no price for planning with '{planner}' (calibrated: {known}); calibrate it again"
-    )]
-    Planner {
-        /// The planner.
-        planner: String,
-        /// The planners calibrated, comma-separated.
-        known: String,
-    },
-    /// No calibration for the learner.
-    #[error("the cost model has no price for training {learner}; calibrate it again")]
-    Learner {
-        /// The learner kind.
-        learner: String,
-    },
 }
 
 impl CostModel {

@@ -10,7 +10,7 @@ mod epoch;
 mod membership;
 mod setup;
 
-use ubershuffle_codes::Records;
+use crate::run_data::RunData;
 use ubershuffle_core::ShufflePlanner;
 use ubershuffle_core::epoch_chain::{EpochChain, check_scheme};
 use ubershuffle_core::pliable::OwnerFrequencies;
@@ -19,25 +19,17 @@ use ubershuffle_learners::{Learner, Model, StragglerModel};
 use ubershuffle_transport::Transport;
 
 use crate::assignment::owner_frequencies;
+use crate::checkpoint::ResumePoint;
 use crate::cluster_job::ClusterJob;
 use crate::cost_model::Prices;
+use crate::fingerprint::RunFingerprint;
 use crate::protocol::{MasterMessage, TAG_MASTER};
-use crate::spec::{ResumePoint, RunFingerprint};
 use crate::{CheckedRunConfig, Checkpoint, ConfigError, EpochMetrics, RuntimeError};
 use membership::Membership;
 
 /// The stream of the run's seed the straggler model draws from (the epoch chain's streams are
 /// its own: [`ubershuffle_core::epoch_chain`]).
 const STREAM_STRAGGLERS: u64 = 2;
-
-/// The training and held-out records the master holds.
-#[derive(Clone, Debug)]
-pub struct RunData {
-    /// The data set being shuffled: record `i` is data point `i`.
-    pub train: Records,
-    /// Records the loss is measured on.
-    pub held_out: Records,
-}
 
 /// What a finished run measured.
 #[derive(Clone, Debug)]

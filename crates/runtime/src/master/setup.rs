@@ -8,8 +8,9 @@ use ubershuffle_transport::Transport;
 
 use super::membership::lost_worker;
 use super::{Master, RunState};
+use crate::checkpoint::ResumePoint;
+use crate::fingerprint::RunFingerprint;
 use crate::protocol::{JobSpec, MasterMessage, TAG_RECEIVED};
-use crate::spec::{ResumePoint, RunFingerprint};
 use crate::{CheckedRunConfig, Checkpoint, ConfigError, RuntimeError};
 
 /// A fresh run's state: the starting model and a fresh chain.

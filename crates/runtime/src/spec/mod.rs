@@ -7,7 +7,6 @@
 
 mod check;
 mod data;
-mod fingerprint;
 mod prepare;
 mod setting;
 mod stragglers;
@@ -19,9 +18,10 @@ use serde::{Deserialize, Serialize};
 use ubershuffle_core::exchange_policy::PolicyKind;
 use ubershuffle_core::pliable::Randomness;
 
+pub use crate::checkpoint::ResumePoint;
+pub use crate::fingerprint::RunFingerprint;
 pub use check::{CheckedSpec, SchemeChoice};
 pub use data::DataSpec;
-pub use fingerprint::{ResumePoint, RunFingerprint};
 pub use prepare::{PrepareError, PreparedRun};
 pub use setting::{Setting, SpecError};
 pub use stragglers::StragglerSpec;

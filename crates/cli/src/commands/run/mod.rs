@@ -5,7 +5,6 @@
 mod mpi;
 mod report;
 mod settings;
-pub(crate) mod specs;
 
 use std::process::ExitCode;
 

@@ -14,9 +14,9 @@ use ubershuffle_runtime::{RunSpec, RuntimeError};
 use ubershuffle_transport::BroadcastMethod;
 use ubershuffle_transport::in_process::LinkShaping;
 
-use super::specs::KillSpec;
 use crate::cli::{BroadcastKind, LearnerKind, RunSettings, TransportKind};
 use crate::commands::master::seconds;
+use crate::flag_values::KillSpec;
 
 /// Everything a run needs, checked.
 #[derive(Clone, Debug)]

@@ -1,13 +1,13 @@
 //! [`RunFingerprint`]: what decides a run's numbers, written into its checkpoint (and a front
-//! end's summary), and [`ResumePoint`]: a checkpoint found to be of this run, the one place a
-//! resume is matched.
+//! end's summary).
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{CheckedRunConfig, Checkpoint, RunData, RuntimeError};
+use crate::config::CheckedRunConfig;
+use crate::run_data::RunData;
 
 /// The key of the data's digest.
 const DATA: &str = "data";
@@ -57,49 +57,5 @@ impl fmt::Display for RunFingerprint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let parts: Vec<String> = self.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
         f.write_str(&parts.join(" "))
-    }
-}
-
-/// A checkpoint matched to a run: the same fingerprint, the right shape, no more epochs done
-/// than the run asks for. Made only by [`ResumePoint::check`]; a
-/// [`Master`](crate::Master) resumes from it with [`Master::resuming`](crate::Master::resuming).
-#[derive(Clone, Debug)]
-pub struct ResumePoint {
-    checkpoint: Checkpoint,
-}
-
-impl ResumePoint {
-    /// Matches `checkpoint` (read from `path`, for the errors) to a run of `config` with
-    /// fingerprint `fingerprint` and a model of `parameters` values.
-    pub fn check(
-        checkpoint: Checkpoint,
-        path: &std::path::Path,
-        fingerprint: &RunFingerprint,
-        config: &CheckedRunConfig,
-        parameters: usize,
-    ) -> Result<ResumePoint, RuntimeError> {
-        let fail = |reason: String| RuntimeError::Checkpoint { path: path.display().to_string(), reason };
-        if let Some(diff) = fingerprint.difference(&checkpoint.fingerprint) {
-            return Err(fail(format!("it belongs to another run ({diff})")));
-        }
-        checkpoint.check_shape(config.workers, config.points(), parameters).map_err(fail)?;
-        let done = checkpoint.chain.completed_epochs;
-        if done > config.epochs {
-            return Err(fail(format!(
-                "{done} epochs are done already, more than the {} asked for",
-                config.epochs
-            )));
-        }
-        Ok(ResumePoint { checkpoint })
-    }
-
-    /// The matched checkpoint (its metrics are the completed epochs').
-    pub fn checkpoint(&self) -> &Checkpoint {
-        &self.checkpoint
-    }
-
-    /// The checkpoint itself.
-    pub fn into_checkpoint(self) -> Checkpoint {
-        self.checkpoint
     }
 }
