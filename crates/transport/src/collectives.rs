@@ -207,7 +207,9 @@ pub(crate) fn broadcast_among<L: Links + ?Sized>(
                 }
             },
         };
-        return sent.and_then(|()| collect_acks(links, &receivers, id)).map_err(|e| cause_of(links, e, id));
+        return sent
+            .map_err(|e| cause_of(links, e, id, &receivers, &[]))
+            .and_then(|()| collect_acks(links, &receivers, id));
     }
     let received = match method {
         BroadcastMethod::PseudoBroadcast => receive_pseudo(links, root, &receivers, id),
@@ -260,22 +262,38 @@ fn recv_named<L: Links + ?Sized>(
 const OP: &str = "broadcast";
 const ACK_OK: u8 = 0;
 const ACK_FAILED: u8 = 1;
-/// How long the root waits for the report of a rank another receiver blamed.
-const REPORT_GRACE: Duration = Duration::from_millis(200);
 
 /// The root's error, traced back to its cause. A receiver that failed reports whom it blames
 /// and may then leave, so the rank a failed send, a closed link or a report names can be a
 /// receiver that only gave up (or one that timed out waiting on a ring peer that was itself
 /// waiting). Follow the reports from rank to rank (a rank's report comes before the news that
 /// it is gone) until one that sent none: a departed or stalled rank.
-fn cause_of<L: Links + ?Sized>(links: &mut L, mut e: TransportError, id: u64) -> TransportError {
+///
+/// A report is a worker's word, so the root checks it first: it may only name another
+/// receiver of this broadcast (every piece passes through every receiver, so each one waits
+/// on all the others), never the root, a rank outside the group or the reporter itself; and
+/// the rank it names must not have acknowledged the broadcast (`ok`: it received every piece,
+/// so it sent every piece on). A report that fails a check costs its reporter
+/// ([`TransportError::Protocol`] naming it), not the rank it names.
+fn cause_of<L: Links + ?Sized>(
+    links: &mut L,
+    mut e: TransportError,
+    id: u64,
+    receivers: &[usize],
+    ok: &[usize],
+) -> TransportError {
     let mut followed = Vec::new();
     loop {
         // A gone rank's report, if it sent one, comes before the news that it is gone, which
-        // is on its way; a rank another one reported may still be sending its own report.
+        // is on its way; a rank another one reported has, if alive, its own answer coming.
         let (suspect, wait) = match &e {
             TransportError::PeerGone { peer, .. } => (*peer, links.wait_timeout()),
-            TransportError::PeerFailed { peer, .. } => (*peer, links.wait_timeout().min(REPORT_GRACE)),
+            TransportError::PeerFailed { peer, reported_by, .. } => {
+                if let Some(why) = unlikely_report(*reported_by, *peer, receivers, ok) {
+                    return false_report(*reported_by, *peer, why);
+                }
+                (*peer, links.wait_timeout())
+            }
             _ => return e,
         };
         if followed.contains(&suspect) {
@@ -283,15 +301,38 @@ fn cause_of<L: Links + ?Sized>(links: &mut L, mut e: TransportError, id: u64) ->
         }
         followed.push(suspect);
         match recv_named(links, &[suspect], TAG_ACK, id, wait) {
-            Ok((_, msg)) => match parse_ack(suspect, &msg[NAME..], OP) {
-                Err(report @ TransportError::PeerFailed { .. }) if report.peer() != Some(suspect) => {
+            Ok((_, msg)) => match (parse_ack(suspect, &msg[NAME..], OP), &e) {
+                (Err(report @ TransportError::PeerFailed { .. }), _) if report.peer() != Some(suspect) => {
                     e = report
+                }
+                // The rank named received every piece: the report was false.
+                (Ok(()), TransportError::PeerFailed { reported_by, .. }) => {
+                    return false_report(*reported_by, suspect, "received the broadcast");
                 }
                 _ => return e,
             },
             Err(_) => return e,
         }
     }
+}
+
+/// Why a report by `reporter` naming `named` cannot be true (see [`cause_of`]), if it cannot.
+fn unlikely_report(reporter: usize, named: usize, receivers: &[usize], ok: &[usize]) -> Option<&'static str> {
+    if named == reporter {
+        None // a receiver that blames itself is taken at its word
+    } else if !receivers.contains(&named) {
+        Some("is no receiver of this broadcast")
+    } else if ok.contains(&named) {
+        Some("received the broadcast")
+    } else {
+        None
+    }
+}
+
+/// The error that drops `reporter` for a false report naming `named`, which `why`.
+fn false_report(reporter: usize, named: usize, why: &str) -> TransportError {
+    let detail = format!("reported rank {named} failed, which {why}");
+    TransportError::Protocol { peer: reporter, op: OP, detail }
 }
 
 /// Best effort: tells `to` which rank made this one fail (the report itself may fail too);
@@ -319,17 +360,26 @@ fn parse_ack(from: usize, msg: &[u8], op: &'static str) -> Result<(), TransportE
 
 /// The root's wait for acknowledgements. It waits twice the timeout for each one, so that a
 /// receiver that timed out on a stalled peer has reported that peer before the root gives up.
+/// A failure (a report, or a receiver that is gone or silent) is traced to its cause
+/// ([`cause_of`]) with the receivers that acknowledged so far.
 fn collect_acks<L: Links + ?Sized>(
     links: &mut L,
     receivers: &[usize],
     id: u64,
 ) -> Result<(), TransportError> {
     let mut waiting = receivers.to_vec();
+    let mut ok = Vec::with_capacity(receivers.len());
     let timeout = links.wait_timeout() * 2;
     while !waiting.is_empty() {
-        let (from, msg) = recv_named(links, &waiting, TAG_ACK, id, timeout)?;
-        waiting.retain(|&r| r != from);
-        parse_ack(from, &msg[NAME..], OP)?;
+        let acked = recv_named(links, &waiting, TAG_ACK, id, timeout)
+            .and_then(|(from, msg)| parse_ack(from, &msg[NAME..], OP).map(|()| from));
+        match acked {
+            Ok(from) => {
+                waiting.retain(|&r| r != from);
+                ok.push(from);
+            }
+            Err(e) => return Err(cause_of(links, e, id, receivers, &ok)),
+        }
     }
     Ok(())
 }

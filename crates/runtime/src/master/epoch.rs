@@ -11,7 +11,7 @@ use ubershuffle_learners::{IterationOutcome, Model, Received, UpdateBody};
 use ubershuffle_transport::Transport;
 
 use super::Master;
-use super::membership::lost_worker;
+use super::membership::blamed_worker;
 use crate::assignment::record_owners;
 use crate::cost_model::Work;
 use crate::phases::{Phase, Stopwatch};
@@ -33,7 +33,9 @@ pub(super) enum Attempt {
 pub(super) struct EpochHeader<'p> {
     pub(super) epoch: u32,
     pub(super) attempt: u32,
-    inst: &'p ShuffleInstance,
+    /// The attempt's workers, in the order of the instance's workers.
+    pub(super) workers: &'p [usize],
+    pub(super) inst: &'p ShuffleInstance,
     plan: &'p Plan,
     routes: &'p Routes,
     /// Each worker's checksum of its new records.
@@ -59,7 +61,14 @@ impl<T: Transport> Master<'_, T> {
         let outcome = self.stragglers.next_iteration(&mut self.straggler_rng);
         let mut lost = self.members.take_lost_before_epoch();
         let mut attempt = 0;
+        // Every restart drops a live worker, so an epoch has at most one attempt per worker
+        // that began it, plus the last; past that the cap ends the run instead of looping.
+        let cap = self.members.live().len() as u32 + 1;
         loop {
+            if attempt >= cap {
+                let epoch = self.state.chain.completed_epochs() + 1;
+                return Err(RuntimeError::TooManyAttempts { epoch, attempts: attempt });
+            }
             match self.attempt(attempt, &outcome, &mut watch)? {
                 Attempt::Done(mut metrics) => {
                     lost.append(&mut metrics.lost_workers);
@@ -112,6 +121,7 @@ impl<T: Transport> Master<'_, T> {
         let header = EpochHeader {
             epoch: m.epoch as u32,
             attempt,
+            workers: &live,
             inst,
             plan,
             routes: &routes,
@@ -119,7 +129,7 @@ impl<T: Transport> Master<'_, T> {
         };
         if let Err(e) = self.distribute(&header, &live, outcome, &mut m, watch) {
             return match &e {
-                RuntimeError::Transport(t) => match lost_worker(t) {
+                RuntimeError::Transport(t) => match blamed_worker(t, &live) {
                     Some(w) => {
                         self.members.note_loss(t, t.is_timeout());
                         watch.lap_idle(&self.t, Phase::Transmit);

@@ -34,6 +34,19 @@ pub(crate) fn lost_worker(e: &TransportError) -> Option<usize> {
     e.peer().filter(|&p| p > 0).map(|p| p - 1)
 }
 
+/// The worker of `live` (0-based) to take out for a transport failure `e`: the worker it
+/// names when that is one of `live`; else, for a failure report naming another rank (the
+/// master, a rank outside the run, one already gone), the worker that reported it.
+pub(crate) fn blamed_worker(e: &TransportError, live: &[usize]) -> Option<usize> {
+    let named = lost_worker(e).filter(|w| live.contains(w));
+    named.or_else(|| match e {
+        TransportError::PeerFailed { reported_by, .. } => {
+            reported_by.checked_sub(1).filter(|w| live.contains(w))
+        }
+        _ => None,
+    })
+}
+
 impl Membership {
     /// The membership of a run whose workers' liveness is `alive` (fresh or resumed).
     pub(crate) fn of(alive: Vec<bool>) -> Membership {
