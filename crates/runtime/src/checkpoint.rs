@@ -1,7 +1,6 @@
 //! [`Checkpoint`]: the master's state after a completed epoch, written atomically, so that a
 //! run can resume from the last completed epoch.
 
-use std::io::Write;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -9,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use ubershuffle_core::epoch_chain::ChainState;
 use ubershuffle_core::limits::Limits;
 
+use crate::files::{Access, write_atomic};
 use crate::{EpochMetrics, RuntimeError};
 
 /// Everything the master needs to go on after the chain's completed epochs.
@@ -28,11 +28,12 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
-    /// Writes the checkpoint through a temporary file and a rename.
+    /// Writes the checkpoint through a temporary file and a rename, readable by its owner only
+    /// ([`crate::files`]).
     pub fn save(&self, path: &Path) -> Result<(), RuntimeError> {
         let fail = |reason: String| RuntimeError::Checkpoint { path: path.display().to_string(), reason };
         let json = serde_json::to_vec(self).map_err(|e| fail(e.to_string()))?;
-        write_atomically(path, &json).map_err(|e| fail(e.to_string()))
+        write_atomic(path, &json, Access::Private).map_err(|e| fail(e.to_string()))
     }
 
     /// Reads a checkpoint of at most the input cap ([`ubershuffle_core::limits`]: 256 MiB, or
@@ -64,29 +65,4 @@ impl Checkpoint {
         }
         Ok(())
     }
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same folder and a rename, so a
-/// failure never leaves a half-written file behind. The error names the path.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    write_through_temporary(path, bytes)
-        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display())))
-}
-
-fn write_through_temporary(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file path"))?;
-    let tmp = dir.join(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }
