@@ -10,6 +10,7 @@ mod error;
 pub mod files;
 pub mod gradient_coding;
 pub mod in_process;
+mod inbox;
 mod learner_spec;
 mod master;
 mod metrics;

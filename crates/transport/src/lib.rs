@@ -13,4 +13,5 @@ mod transport;
 
 pub use collectives::{BroadcastMethod, UnknownBroadcastMethod};
 pub use error::TransportError;
+pub use mailbox::InboxLimits;
 pub use transport::{COLLECTIVE_HEADER_BYTES, MAX_USER_TAG, Tag, Transport};
