@@ -11,7 +11,7 @@ use ubershuffle_learners::{IterationOutcome, Model, Received, UpdateBody};
 use ubershuffle_transport::Transport;
 
 use super::Master;
-use super::membership::blamed_worker;
+use super::membership::blamed_workers;
 use crate::assignment::record_owners;
 use crate::cost_model::Work;
 use crate::phases::{Phase, Stopwatch};
@@ -25,8 +25,9 @@ use ubershuffle_core::epoch_chain::PlannedEpoch;
 /// How an attempt at an epoch ended.
 pub(super) enum Attempt {
     Done(Box<EpochMetrics>),
-    /// A worker was lost while packets were on their way: restart the epoch without it.
-    LostWorker(usize),
+    /// Workers were lost (or dropped for what they sent) while packets were on their way:
+    /// restart the epoch without them.
+    LostWorkers(Vec<usize>),
 }
 
 /// What every message of one attempt refers to.
@@ -85,9 +86,13 @@ impl<T: Transport> Master<'_, T> {
                     log_epoch(&metrics);
                     return Ok(*metrics);
                 }
-                Attempt::LostWorker(w) => {
-                    self.lose(w);
-                    lost.push(w);
+                Attempt::LostWorkers(gone) => {
+                    for w in gone {
+                        self.lose(w);
+                        lost.push(w);
+                        // Best effort: one dropped for what it sent (or stalled) should leave.
+                        let _ = self.send(w, &MasterMessage::Stop);
+                    }
                     // No survivor may still wait in the abandoned attempt's broadcast when the
                     // next one starts (its ring peers would wait for it in vain).
                     lost.append(&mut self.await_quiet());
@@ -129,14 +134,15 @@ impl<T: Transport> Master<'_, T> {
         };
         if let Err(e) = self.distribute(&header, &live, outcome, &mut m, watch) {
             return match &e {
-                RuntimeError::Transport(t) => match blamed_worker(t, &live) {
-                    Some(w) => {
-                        self.members.note_loss(t, t.is_timeout());
-                        watch.lap_idle(&self.t, Phase::Transmit);
-                        Ok(Attempt::LostWorker(w))
+                RuntimeError::Transport(t) => {
+                    let gone = blamed_workers(t, &live);
+                    if gone.is_empty() {
+                        return Err(e);
                     }
-                    None => Err(e),
-                },
+                    self.members.note_loss(t, t.is_timeout());
+                    watch.lap_idle(&self.t, Phase::Transmit);
+                    Ok(Attempt::LostWorkers(gone))
+                }
                 _ => Err(e),
             };
         }

@@ -239,6 +239,10 @@ fn spawn_reader(
 impl Links for TcpTransport {
     links_accessors!();
 
+    fn checks_relays(&self) -> bool {
+        true
+    }
+
     fn send_parts(
         &mut self,
         to: usize,
