@@ -8,7 +8,7 @@ use ubershuffle_codes::Encoder;
 use ubershuffle_core::{Plan, ShuffleInstance};
 use ubershuffle_learners::straggler::straggler_hold;
 use ubershuffle_learners::{IterationOutcome, Model, Received, UpdateBody};
-use ubershuffle_transport::Transport;
+use ubershuffle_transport::{Transport, TransportError};
 
 use super::Master;
 use super::membership::blamed_workers;
@@ -90,8 +90,6 @@ impl<T: Transport> Master<'_, T> {
                     for w in gone {
                         self.lose(w);
                         lost.push(w);
-                        // Best effort: one dropped for what it sent (or stalled) should leave.
-                        let _ = self.send(w, &MasterMessage::Stop);
                     }
                     // No survivor may still wait in the abandoned attempt's broadcast when the
                     // next one starts (its ring peers would wait for it in vain).
@@ -140,6 +138,12 @@ impl<T: Transport> Master<'_, T> {
                         return Err(e);
                     }
                     self.members.note_loss(t, t.is_timeout());
+                    if matches!(t, TransportError::Tampered { .. } | TransportError::Protocol { .. }) {
+                        // Dropped for what was reported or sent, not gone: told to leave.
+                        for &w in &gone {
+                            let _ = self.send(w, &MasterMessage::Stop);
+                        }
+                    }
                     watch.lap_idle(&self.t, Phase::Transmit);
                     Ok(Attempt::LostWorkers(gone))
                 }

@@ -219,7 +219,9 @@ pub fn run(workers: usize, epochs: usize, acts: &[(usize, Act)]) -> RunReport {
                 // with it end as they may.
                 let _ = match act {
                     Act::Honest => run_worker(t, &WorkerOptions::default()),
-                    Act::ExitAtEpoch(e) => run_worker(t, &WorkerOptions::default().with_exit_at_epoch(Some(e))),
+                    Act::ExitAtEpoch(e) => {
+                        run_worker(t, &WorkerOptions::default().with_exit_at_epoch(Some(e)))
+                    }
                     Act::Collectives(m) => {
                         insider::set(m);
                         run_worker(t, &WorkerOptions::default())
