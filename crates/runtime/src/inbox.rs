@@ -68,5 +68,7 @@ mod tests {
         assert!(worker.max_frame >= Model::new(vec![0.0; 100]).to_bytes().len() + COLLECTIVE_HEADER_BYTES);
         assert_eq!(worker.max_unread, BACKLOG * (data.len() + SLACK));
         assert_eq!(at_master(100).max_unread, BACKLOG * (update_bytes(100) + SLACK));
+        // docs/transport.md quotes it: linear regression on 4 features (5 parameters).
+        assert_eq!(at_master(5).max_unread, 262_452);
     }
 }

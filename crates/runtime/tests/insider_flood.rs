@@ -1,6 +1,6 @@
 //! A worker that floods the master with frames no one waits for (issue 27, item 5 (e)): its
 //! link ends once the master holds more of its bytes unread than the job allows (4 updates
-//! plus 64 KiB each: 262 KiB for this job), it is dropped as a lost worker, the run finishes as
+//! plus 64 KiB each: 262 452 bytes for this job), it is dropped as a lost worker, the run finishes as
 //! the reference in which it departs at the same point, and the master's memory stays
 //! bounded. Alone in its binary, so that the process's peak resident memory is this run's.
 
