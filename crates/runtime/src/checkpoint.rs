@@ -2,7 +2,6 @@
 //! run can resume from the last completed epoch; [`ResumePoint`]: a checkpoint found to be of
 //! this run, the one place a resume is matched.
 
-use std::io::Write;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -11,6 +10,7 @@ use ubershuffle_core::epoch_chain::ChainState;
 use ubershuffle_core::limits::Limits;
 
 use crate::config::CheckedRunConfig;
+use crate::files::{Access, write_atomic};
 use crate::fingerprint::RunFingerprint;
 use crate::{EpochMetrics, RuntimeError};
 
@@ -32,11 +32,12 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
-    /// Writes the checkpoint through a temporary file and a rename.
+    /// Writes the checkpoint through a temporary file and a rename, readable by its owner only
+    /// ([`crate::files`]).
     pub fn save(&self, path: &Path) -> Result<(), RuntimeError> {
         let fail = |reason: String| RuntimeError::Checkpoint { path: path.display().to_string(), reason };
         let json = serde_json::to_vec(self).map_err(|e| fail(e.to_string()))?;
-        write_atomically(path, &json).map_err(|e| fail(e.to_string()))
+        write_atomic(path, &json, Access::Private).map_err(|e| fail(e.to_string()))
     }
 
     /// Reads a checkpoint of at most the input cap ([`ubershuffle_core::limits`]: 256 MiB, or
@@ -112,29 +113,4 @@ impl ResumePoint {
     pub fn into_checkpoint(self) -> Checkpoint {
         self.checkpoint
     }
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same folder and a rename, so a
-/// failure never leaves a half-written file behind. The error names the path.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    write_through_temporary(path, bytes)
-        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display())))
-}
-
-fn write_through_temporary(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file path"))?;
-    let tmp = dir.join(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }

@@ -57,6 +57,15 @@ pub enum RuntimeError {
     /// A peer broke the protocol (an unexpected message, a wrong epoch, a bad checksum).
     #[error("protocol error: {0}")]
     Protocol(#[from] ProtocolError),
+    /// An epoch was restarted more often than it had workers (each restart drops one, so
+    /// this is never reached by losses alone).
+    #[error("epoch {epoch} was attempted {attempts} times, more than it had workers")]
+    TooManyAttempts {
+        /// The epoch.
+        epoch: usize,
+        /// Its attempts.
+        attempts: u32,
+    },
     /// A worker reported that it failed.
     #[error("worker {worker} failed: {message}")]
     WorkerFailed {

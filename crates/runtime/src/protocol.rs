@@ -66,6 +66,9 @@ pub struct JobSpec {
     pub cache_capacity: u32,
     /// The run's seed (for the cache policy and local SGD orders).
     pub seed: u64,
+    /// The bytes of coded packets per data message (the largest broadcast a ring peer relays
+    /// follows from it: the worker bounds its inbox by it).
+    pub chunk_bytes: u64,
     /// What to train.
     pub learner: LearnerSpec,
 }
@@ -301,6 +304,7 @@ impl MasterMessage {
                 push_u32(&mut out, job.record_width);
                 push_u32(&mut out, job.cache_capacity);
                 push_u64(&mut out, job.seed);
+                push_u64(&mut out, job.chunk_bytes);
                 job.learner.write(&mut out);
             }
             MasterMessage::Records { ids, bytes } => {
@@ -352,6 +356,7 @@ impl MasterMessage {
                 record_width: r.u32()?,
                 cache_capacity: r.u32()?,
                 seed: r.u64()?,
+                chunk_bytes: r.u64()?,
                 learner: LearnerSpec::read(&mut r)?,
             }),
             RECORDS => {
@@ -494,6 +499,7 @@ mod tests {
             record_width: 32,
             cache_capacity: 50,
             seed: 9,
+            chunk_bytes: 4096,
             learner,
         };
         let chunk = DataChunk { epoch: 3, attempt: 1, seqs: vec![7, 9], payloads: vec![5; 8] };

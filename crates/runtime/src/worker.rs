@@ -194,6 +194,10 @@ impl WorkerLoop<'_> {
             MasterMessage::Job(job) => {
                 check_job(&job)?;
                 let learner = job.learner.build()?;
+                let (params, width) = (learner.parameter_count(), job.record_width as usize);
+                let limits = crate::inbox::at_worker(params, job.chunk_bytes as usize, width);
+                let peers: Vec<usize> = (1..t.size()).filter(|&r| r != t.rank()).collect();
+                t.limit_inbox(&peers, limits);
                 let store = RecordStore::new(job.points as usize, job.record_width as usize)?;
                 let group = (0..t.size()).collect();
                 self.joined = Some(Joined { job, learner, store, finished: None, group });

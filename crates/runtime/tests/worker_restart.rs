@@ -81,6 +81,7 @@ fn a_restarted_epoch_starts_from_the_cache_before_it() {
         record_width: records.width() as u32,
         cache_capacity: CAPACITY as u32,
         seed: SEED,
+        chunk_bytes: 1 << 20,
         learner,
     };
     send(&mut master, &MasterMessage::Job(job));

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use crate::relayed::Digests;
 use crate::{Tag, TransportError};
 
 /// How a transport built on point-to-point links broadcasts.
@@ -91,6 +92,8 @@ pub(crate) const TAG_BARRIER_IN: Tag = 0x7005;
 pub(crate) const TAG_BARRIER_OUT: Tag = 0x7006;
 /// The root's "scatter finished" to the receiver scattered first.
 pub(crate) const TAG_SCATTER_DONE: Tag = 0x7007;
+/// The root's digests of a pseudo-broadcast's pieces ([`Digests`]), to each receiver.
+pub(crate) const TAG_DIGESTS: Tag = 0x7008;
 
 /// Point-to-point links with the transport's own tags allowed: what the collectives need.
 pub(crate) trait Links {
@@ -131,6 +134,11 @@ pub(crate) trait Links {
     fn first_gone(&mut self, among: &[usize]) -> Option<(usize, String)> {
         let _ = among;
         None
+    }
+    /// Whether receivers check the pieces their ring peers relay against the root's digests
+    /// (links between separate hosts; not threads of one process, which trust each other).
+    fn checks_relays(&self) -> bool {
+        false
     }
 }
 
@@ -207,7 +215,10 @@ pub(crate) fn broadcast_among<L: Links + ?Sized>(
                 }
             },
         };
-        return sent.and_then(|()| collect_acks(links, &receivers, id)).map_err(|e| cause_of(links, e, id));
+        let ring = method == BroadcastMethod::PseudoBroadcast;
+        return sent
+            .map_err(|e| cause_of(links, e, id, (&receivers, ring), &[]))
+            .and_then(|()| collect_acks(links, (&receivers, ring), id));
     }
     let received = match method {
         BroadcastMethod::PseudoBroadcast => receive_pseudo(links, root, &receivers, id),
@@ -219,6 +230,11 @@ pub(crate) fn broadcast_among<L: Links + ?Sized>(
         }
     };
     match received {
+        #[cfg(feature = "insider-harness")]
+        Ok(bytes) if forged_report(links, root, &name) => {
+            *buf = bytes;
+            Ok(())
+        }
         Ok(bytes) => {
             links.send_parts(root, TAG_ACK, &[&name, &[ACK_OK]], OP)?;
             *buf = bytes;
@@ -260,22 +276,51 @@ fn recv_named<L: Links + ?Sized>(
 const OP: &str = "broadcast";
 const ACK_OK: u8 = 0;
 const ACK_FAILED: u8 = 1;
-/// How long the root waits for the report of a rank another receiver blamed.
-const REPORT_GRACE: Duration = Duration::from_millis(200);
+/// A receiver's report that its ring predecessor relayed an altered piece.
+const ACK_TAMPERED: u8 = 2;
 
 /// The root's error, traced back to its cause. A receiver that failed reports whom it blames
 /// and may then leave, so the rank a failed send, a closed link or a report names can be a
 /// receiver that only gave up (or one that timed out waiting on a ring peer that was itself
 /// waiting). Follow the reports from rank to rank (a rank's report comes before the news that
 /// it is gone) until one that sent none: a departed or stalled rank.
-fn cause_of<L: Links + ?Sized>(links: &mut L, mut e: TransportError, id: u64) -> TransportError {
+///
+/// A report is a worker's word, so the root checks it first: it may only name another
+/// receiver of this broadcast (every piece passes through every receiver, so each one waits
+/// on all the others), never the root, a rank outside the group or the reporter itself; and
+/// the rank it names must not have acknowledged the broadcast (`ok`: it received every piece,
+/// so it sent every piece on). A report that fails a check costs its reporter
+/// ([`TransportError::Protocol`] naming it), not the rank it names.
+///
+/// A report of an altered piece ([`TransportError::Tampered`]) must name the reporter's ring
+/// predecessor in a pseudo-broadcast (`ring`), the only rank that hands it pieces; then it
+/// stands as it is: the root cannot tell a true report from a false one, so it costs both ranks
+/// (docs/transport.md, "Relayed pieces").
+fn cause_of<L: Links + ?Sized>(
+    links: &mut L,
+    mut e: TransportError,
+    id: u64,
+    (receivers, ring): (&[usize], bool),
+    ok: &[usize],
+) -> TransportError {
     let mut followed = Vec::new();
     loop {
+        if let TransportError::Tampered { sender, receiver } = e {
+            return match receivers.iter().position(|&r| r == receiver) {
+                Some(at) if ring && receivers[(at + receivers.len() - 1) % receivers.len()] == sender => e,
+                _ => false_report(receiver, sender, "hands it no piece"),
+            };
+        }
         // A gone rank's report, if it sent one, comes before the news that it is gone, which
-        // is on its way; a rank another one reported may still be sending its own report.
+        // is on its way; a rank another one reported has, if alive, its own answer coming.
         let (suspect, wait) = match &e {
             TransportError::PeerGone { peer, .. } => (*peer, links.wait_timeout()),
-            TransportError::PeerFailed { peer, .. } => (*peer, links.wait_timeout().min(REPORT_GRACE)),
+            TransportError::PeerFailed { peer, reported_by, .. } => {
+                if let Some(why) = unlikely_report(*reported_by, *peer, receivers, ok) {
+                    return false_report(*reported_by, *peer, why);
+                }
+                (*peer, links.wait_timeout())
+            }
             _ => return e,
         };
         if followed.contains(&suspect) {
@@ -283,9 +328,15 @@ fn cause_of<L: Links + ?Sized>(links: &mut L, mut e: TransportError, id: u64) ->
         }
         followed.push(suspect);
         match recv_named(links, &[suspect], TAG_ACK, id, wait) {
-            Ok((_, msg)) => match parse_ack(suspect, &msg[NAME..], OP) {
-                Err(report @ TransportError::PeerFailed { .. }) if report.peer() != Some(suspect) => {
+            Ok((_, msg)) => match (parse_ack(suspect, &msg[NAME..], OP), &e) {
+                (Err(report @ (TransportError::PeerFailed { .. } | TransportError::Tampered { .. })), _)
+                    if report.peer() != Some(suspect) =>
+                {
                     e = report
+                }
+                // The rank named received every piece: the report was false.
+                (Ok(()), TransportError::PeerFailed { reported_by, .. }) => {
+                    return false_report(*reported_by, suspect, "received the broadcast");
                 }
                 _ => return e,
             },
@@ -294,13 +345,47 @@ fn cause_of<L: Links + ?Sized>(links: &mut L, mut e: TransportError, id: u64) ->
     }
 }
 
+/// Why a report by `reporter` naming `named` cannot be true (see [`cause_of`]), if it cannot.
+fn unlikely_report(reporter: usize, named: usize, receivers: &[usize], ok: &[usize]) -> Option<&'static str> {
+    if named == reporter {
+        None // a receiver that blames itself is taken at its word
+    } else if !receivers.contains(&named) {
+        Some("is no receiver of this broadcast")
+    } else if ok.contains(&named) {
+        Some("received the broadcast")
+    } else {
+        None
+    }
+}
+
+/// The error that drops `reporter` for a false report naming `named`, which `why`.
+fn false_report(reporter: usize, named: usize, why: &str) -> TransportError {
+    let detail = format!("reported rank {named} failed, which {why}");
+    TransportError::Protocol { peer: reporter, op: OP, detail }
+}
+
 /// Best effort: tells `to` which rank made this one fail (the report itself may fail too);
 /// the report starts with `name` (a broadcast's, or nothing).
 fn report_failure<L: Links + ?Sized>(links: &mut L, to: usize, tag: Tag, name: &[u8], e: &TransportError) {
     let culprit = e.peer().unwrap_or(links.rank()) as u32;
+    let kind = if matches!(e, TransportError::Tampered { .. }) { ACK_TAMPERED } else { ACK_FAILED };
     let detail = e.to_string();
-    let parts: [&[u8]; 4] = [name, &[ACK_FAILED], &culprit.to_le_bytes(), detail.as_bytes()];
+    let parts: [&[u8]; 4] = [name, &[kind], &culprit.to_le_bytes(), detail.as_bytes()];
     let _ = links.send_parts(to, tag, &parts, OP);
+}
+
+/// Test only: a rank told to report a failure ([`crate::insider`]) sends that report instead
+/// of its acknowledgement; whether it did.
+#[cfg(feature = "insider-harness")]
+fn forged_report<L: Links + ?Sized>(links: &mut L, root: usize, name: &[u8]) -> bool {
+    use crate::relayed::insider::{Misbehaviour, current};
+    let Misbehaviour::ReportFailed(named) = current() else {
+        return false;
+    };
+    let culprit = (named as u32).to_le_bytes();
+    let parts: [&[u8]; 4] = [name, &[ACK_FAILED], &culprit, b"forged"];
+    let _ = links.send_parts(root, TAG_ACK, &parts, OP);
+    true
 }
 
 /// Reads an acknowledgement: `Ok` or the failure it reports.
@@ -313,23 +398,36 @@ fn parse_ack(from: usize, msg: &[u8], op: &'static str) -> Result<(), TransportE
             op,
             detail: String::from_utf8_lossy(detail).into_owned(),
         }),
+        [ACK_TAMPERED, a, b, c, d, ..] => Err(TransportError::Tampered {
+            sender: u32::from_le_bytes([*a, *b, *c, *d]) as usize,
+            receiver: from,
+        }),
         _ => Err(TransportError::Protocol { peer: from, op, detail: "malformed acknowledgement".into() }),
     }
 }
 
 /// The root's wait for acknowledgements. It waits twice the timeout for each one, so that a
 /// receiver that timed out on a stalled peer has reported that peer before the root gives up.
+/// A failure (a report, or a receiver that is gone or silent) is traced to its cause
+/// ([`cause_of`]) with the receivers that acknowledged so far.
 fn collect_acks<L: Links + ?Sized>(
     links: &mut L,
-    receivers: &[usize],
+    (receivers, ring): (&[usize], bool),
     id: u64,
 ) -> Result<(), TransportError> {
     let mut waiting = receivers.to_vec();
+    let mut ok = Vec::with_capacity(receivers.len());
     let timeout = links.wait_timeout() * 2;
     while !waiting.is_empty() {
-        let (from, msg) = recv_named(links, &waiting, TAG_ACK, id, timeout)?;
-        waiting.retain(|&r| r != from);
-        parse_ack(from, &msg[NAME..], OP)?;
+        let acked = recv_named(links, &waiting, TAG_ACK, id, timeout)
+            .and_then(|(from, msg)| parse_ack(from, &msg[NAME..], OP).map(|()| from));
+        match acked {
+            Ok(from) => {
+                waiting.retain(|&r| r != from);
+                ok.push(from);
+            }
+            Err(e) => return Err(cause_of(links, e, id, (receivers, ring), &ok)),
+        }
     }
     Ok(())
 }
@@ -352,7 +450,12 @@ fn scatter<L: Links + ?Sized>(
     buf: &[u8],
 ) -> Result<(), TransportError> {
     let m = receivers.len();
+    let digests = (links.checks_relays() && m >= 2)
+        .then(|| Digests::of((0..m).map(|j| &buf[piece_range(buf.len(), m, j)])).to_bytes());
     for (j, &r) in receivers.iter().enumerate().rev() {
+        if let Some(digests) = &digests {
+            links.send_parts(r, TAG_DIGESTS, &[&id.to_le_bytes(), digests], OP)?;
+        }
         let head = piece_head(id, buf.len() as u64, j as u32);
         links.send_parts(r, TAG_PIECE, &[&head, &buf[piece_range(buf.len(), m, j)]], OP)?;
     }
@@ -415,6 +518,13 @@ fn receive_pseudo<L: Links + ?Sized>(
     drop(first);
     let next = receivers[(me + 1) % m];
     let prev = receivers[(me + m - 1) % m];
+    let digests = if links.checks_relays() && m >= 2 {
+        let (_, msg) = recv_named(links, &[root], TAG_DIGESTS, id, links.wait_timeout())?;
+        let digests = Digests::from_bytes(&msg[NAME..], m);
+        Some(digests.ok_or_else(|| protocol(root, format!("sent digests not of {m} pieces")))?)
+    } else {
+        None
+    };
     if me == m - 1 && m >= 2 {
         recv_named(links, &[root], TAG_SCATTER_DONE, id, links.wait_timeout())?;
     }
@@ -422,24 +532,38 @@ fn receive_pseudo<L: Links + ?Sized>(
         let send_index = (me + m - (stage - 1)) % m;
         let recv_index = (me + m - stage) % m;
         let head = (send_index as u32).to_le_bytes();
-        links.send_parts(
-            next,
-            TAG_RING,
-            &[&id.to_le_bytes(), &head, &buf[piece_range(len, m, send_index)]],
-            OP,
-        )?;
+        let piece = &buf[piece_range(len, m, send_index)];
+        #[cfg(feature = "insider-harness")]
+        let flipped = flip_relayed(piece);
+        #[cfg(feature = "insider-harness")]
+        let piece = flipped.as_deref().unwrap_or(piece);
+        links.send_parts(next, TAG_RING, &[&id.to_le_bytes(), &head, piece], OP)?;
         let (_, msg) = recv_named(links, &[prev], TAG_RING, id, links.wait_timeout())?;
         let range = piece_range(len, m, recv_index);
         match msg[NAME..].split_first_chunk::<4>() {
             Some((h, piece))
                 if u32::from_le_bytes(*h) as usize == recv_index && piece.len() == range.len() =>
             {
+                if digests.as_ref().is_some_and(|d| !d.matches(recv_index, piece)) {
+                    return Err(TransportError::Tampered { sender: prev, receiver: links.rank() });
+                }
                 buf[range].copy_from_slice(piece);
             }
             _ => return Err(protocol(prev, format!("ring stage {stage}: not piece {recv_index}"))),
         }
     }
     Ok(buf)
+}
+
+/// Test only: the piece a rank told to flip what it relays ([`crate::insider`]) sends instead.
+#[cfg(feature = "insider-harness")]
+fn flip_relayed(piece: &[u8]) -> Option<Vec<u8>> {
+    use crate::relayed::insider::{Misbehaviour, current};
+    (current() == Misbehaviour::FlipRelayed && !piece.is_empty()).then(|| {
+        let mut flipped = piece.to_vec();
+        flipped[0] ^= 0xff;
+        flipped
+    })
 }
 
 /// A barrier coordinated by rank 0: everyone reports in, rank 0 releases everyone (or tells

@@ -40,6 +40,18 @@ pub enum TransportError {
         /// What the reporter saw.
         detail: String,
     },
+    /// A receiver of a pseudo-broadcast got from its ring predecessor `sender` a piece that
+    /// does not match the root's digest: one of the two is lying, and the root cannot tell
+    /// which (see docs/transport.md, "Relayed pieces").
+    #[error(
+        "rank {sender} relayed a broadcast piece that does not match the root's digest (seen by rank {receiver})"
+    )]
+    Tampered {
+        /// The rank that handed the piece over.
+        sender: usize,
+        /// The rank that found it altered.
+        receiver: usize,
+    },
     /// A peer sent a message that breaks the protocol (wrong size, wrong piece).
     #[error("rank {peer} broke the protocol ({op}): {detail}")]
     Protocol {
@@ -121,6 +133,7 @@ impl TransportError {
             | TransportError::PeerGone { peer, .. }
             | TransportError::PeerFailed { peer, .. }
             | TransportError::Protocol { peer, .. } => Some(*peer),
+            TransportError::Tampered { sender, .. } => Some(*sender),
             _ => None,
         }
     }

@@ -8,9 +8,13 @@ pub mod in_process;
 mod mailbox;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+mod relayed;
 pub mod tcp;
 mod transport;
 
 pub use collectives::{BroadcastMethod, UnknownBroadcastMethod};
 pub use error::TransportError;
+pub use mailbox::InboxLimits;
+#[cfg(feature = "insider-harness")]
+pub use relayed::insider;
 pub use transport::{COLLECTIVE_HEADER_BYTES, MAX_USER_TAG, Tag, Transport};

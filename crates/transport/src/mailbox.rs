@@ -7,8 +7,15 @@
 //! [`Mailbox::await_candidates`] waits until every candidate sender has a matching message (or
 //! is gone, or stayed silent for a whole real-time bound), and [`Mailbox::earliest`] picks among
 //! them.
+//!
+//! What a rank holds from a peer and has not read is capped per peer ([`Unread`], set by
+//! [`crate::Transport::limit_inbox`]): a link's reader counts each message in before it
+//! delivers it and the mailbox counts it out when it is received or dropped, so a peer that
+//! floods messages no one waits for passes the cap and its link ends, as a lost peer's would.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
@@ -48,6 +55,81 @@ pub(crate) struct Stamp {
     pub transfer: Duration,
 }
 
+/// Bounds on what a rank takes from a peer before it reads it: the longest frame, and the bytes
+/// of messages delivered and not yet received. The runtime derives both from the job (see
+/// docs/transport.md, "Bounded inboxes").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InboxLimits {
+    /// The longest frame taken from the peer; a longer one ends its link unread.
+    pub max_frame: usize,
+    /// The most bytes held for the peer, delivered and unread; a message past it ends the link.
+    pub max_unread: usize,
+}
+
+impl InboxLimits {
+    /// Limits of frames up to `max_frame` bytes and `max_unread` bytes held unread.
+    pub fn new(max_frame: usize, max_unread: usize) -> InboxLimits {
+        InboxLimits { max_frame, max_unread }
+    }
+}
+
+/// Per peer: the limits and the bytes held unread, shared by the mailbox (which counts out)
+/// and the links' readers (which count in). Unlimited until [`Unread::limit`].
+#[derive(Debug)]
+pub(crate) struct Unread {
+    max_frame: Vec<AtomicUsize>,
+    max_unread: Vec<AtomicUsize>,
+    held: Vec<AtomicUsize>,
+}
+
+impl Unread {
+    /// No limits yet, for `size` ranks.
+    pub(crate) fn new(size: usize) -> Unread {
+        let many = |v: usize| (0..size).map(|_| AtomicUsize::new(v)).collect();
+        Unread { max_frame: many(usize::MAX), max_unread: many(usize::MAX), held: many(0) }
+    }
+
+    /// Applies `limits` to the messages of `peers` from now on.
+    pub(crate) fn limit(&self, peers: &[usize], limits: InboxLimits) {
+        for &p in peers {
+            if let (Some(f), Some(u)) = (self.max_frame.get(p), self.max_unread.get(p)) {
+                f.store(limits.max_frame, Ordering::Relaxed);
+                u.store(limits.max_unread, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The longest frame to take from `peer`, at most `max`.
+    pub(crate) fn max_frame(&self, peer: usize, max: usize) -> usize {
+        self.max_frame.get(peer).map_or(max, |f| f.load(Ordering::Relaxed).min(max))
+    }
+
+    /// Counts `len` more bytes held for `peer`; `Err` with the cap (nothing counted) when that
+    /// would pass it.
+    pub(crate) fn admit(&self, peer: usize, len: usize) -> Result<(), usize> {
+        let (Some(held), Some(cap)) = (self.held.get(peer), self.max_unread.get(peer)) else {
+            return Ok(());
+        };
+        let cap = cap.load(Ordering::Relaxed);
+        held.fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| h.checked_add(len).filter(|&n| n <= cap))
+            .map(|_| ())
+            .map_err(|_| cap)
+    }
+
+    /// Counts out `len` bytes of `peer` (received or dropped).
+    fn release(&self, peer: usize, len: usize) {
+        if let Some(held) = self.held.get(peer) {
+            let _ = held.fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| Some(h.saturating_sub(len)));
+        }
+    }
+}
+
+/// The detail of a link ended for holding more than `cap` unread bytes.
+pub(crate) fn over_cap(cap: usize) -> String {
+    format!("sent more than the {cap} bytes a rank holds unread for a peer (messages no one waits for)")
+}
+
 /// A message waiting to be received: sender, tag, bytes, emulated stamp.
 type Pending = (usize, Tag, Vec<u8>, Option<Stamp>);
 
@@ -73,6 +155,8 @@ pub(crate) struct Mailbox {
     /// Peers that let a whole real-time bound pass without a message an emulated receive
     /// waited for: not waited for again until they send something.
     silent: Vec<bool>,
+    /// The bytes held per peer, counted in by the links' readers.
+    unread: Arc<Unread>,
 }
 
 impl Mailbox {
@@ -85,7 +169,20 @@ impl Mailbox {
             gone: vec![None; size],
             departures: 0,
             silent: vec![false; size],
+            unread: Arc::new(Unread::new(size)),
         }
+    }
+
+    /// The per-peer count of unread bytes, for the links' readers to count messages in.
+    pub(crate) fn unread(&self) -> Arc<Unread> {
+        Arc::clone(&self.unread)
+    }
+
+    /// Takes out the waiting message at `i`, counting its bytes out.
+    fn remove(&mut self, i: usize) -> Option<Pending> {
+        let message = self.pending.remove(i)?;
+        self.unread.release(message.0, message.2.len());
+        Some(message)
     }
 
     /// Why `peer` is gone, if it is and nothing it sent is left unread.
@@ -135,7 +232,7 @@ impl Mailbox {
         loop {
             let found =
                 self.pending.iter().skip(scanned).position(|(f, t, ..)| *t == tag && from.contains(f));
-            if let Some(message) = found.and_then(|i| self.pending.remove(scanned + i)) {
+            if let Some(message) = found.and_then(|i| self.remove(scanned + i)) {
                 return Ok(message);
             }
             scanned = self.pending.len();
@@ -184,6 +281,8 @@ impl Mailbox {
         }
         self.pending.retain(|m| m.0 != peer);
         self.held.retain(|m| m.0 != peer);
+        // What the old link delivered is gone with it.
+        self.unread.release(peer, usize::MAX);
     }
 
     fn take_in(&mut self, d: Delivery) {
@@ -257,8 +356,12 @@ impl Mailbox {
     }
 
     /// Sets a received message aside until [`Mailbox::release_held`] (its emulated stamp is
-    /// gone: it counts as arrived).
+    /// gone: it counts as arrived); it counts as unread again.
     pub(crate) fn hold(&mut self, from: usize, tag: Tag, bytes: Vec<u8>) {
+        if let Err(cap) = self.unread.admit(from, bytes.len()) {
+            self.note_gone(from, over_cap(cap));
+            return;
+        }
         self.held.push((from, tag, bytes, None));
     }
 
@@ -273,7 +376,7 @@ impl Mailbox {
     /// [`Mailbox::earliest`]).
     pub(crate) fn take(&mut self, from: usize, tag: Tag) -> Option<Vec<u8>> {
         let i = self.first_matching(from, tag)?;
-        self.pending.remove(i).map(|(_, _, bytes, _)| bytes)
+        self.remove(i).map(|(_, _, bytes, _)| bytes)
     }
 }
 

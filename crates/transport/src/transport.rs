@@ -3,6 +3,7 @@
 use std::time::{Duration, Instant};
 
 use crate::TransportError;
+use crate::mailbox::InboxLimits;
 
 /// A message tag: a receive takes only messages with its tag, others wait in order.
 pub type Tag = u16;
@@ -138,6 +139,15 @@ pub trait Transport {
     fn admit_waiting(&mut self, free: &[usize], present: &[usize]) -> Result<Vec<usize>, TransportError> {
         let _ = (free, present);
         Ok(Vec::new())
+    }
+
+    /// Caps what this rank takes from each rank of `peers` before reading it ([`InboxLimits`]:
+    /// the longest frame, the bytes held unread); a peer past either loses its link, as a
+    /// departed one would. Limits come from the job (the runtime derives them from the chunk,
+    /// model and plan sizes). Transports whose ranks are threads of one process (in-process)
+    /// or that trust their network (MPI) take them as a no-op.
+    fn limit_inbox(&mut self, peers: &[usize], limits: InboxLimits) {
+        let _ = (peers, limits);
     }
 
     /// At a worker: waits, each up to the timeout, for the link from each rank of `ranks`

@@ -244,7 +244,7 @@ fn probe(topology: &Topology) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Writes the rows with the csv crate, atomically (a temporary file renamed into place).
+/// Writes the rows with the csv crate, atomically ([`ubershuffle_runtime::files`]).
 fn write_csv(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
     let mut writer = csv::Writer::from_writer(Vec::new());
     for row in rows {
@@ -254,9 +254,7 @@ fn write_csv(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    let tmp = path.with_extension("csv.tmp");
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+    Ok(ubershuffle_runtime::write_atomically(path, &bytes)?)
 }
 
 /// One line per experiment, name and phase: the medians and whether the goal is met.

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use ubershuffle_learners::Update;
+use ubershuffle_learners::{Model, Update, UpdateBody};
 use ubershuffle_transport::Transport;
 
 use super::Master;
@@ -20,7 +20,81 @@ fn duration_of(seconds: f64) -> Duration {
     Duration::try_from_secs_f64(seconds).unwrap_or(Duration::ZERO)
 }
 
+/// The longest part of a worker's own failure message the master logs.
+const MESSAGE_LOGGED: usize = 200;
+
+/// Whether every value of `update` is finite.
+fn is_finite(update: &Update) -> bool {
+    match &update.body {
+        UpdateBody::Dense(values) => values.iter().all(|v| v.is_finite()),
+        UpdateBody::Rows { rows, .. } => rows.iter().all(|(_, r)| r.iter().all(|v| v.is_finite())),
+    }
+}
+
 impl<T: Transport> Master<'_, T> {
+    /// Takes worker `w` out of the epoch and the run for what it sent (`why`), and tells it to
+    /// stop: whatever a worker sends wrong costs that worker, never the run.
+    fn drop_insider(&mut self, w: usize, why: &str, waiting: &mut Vec<usize>, m: &mut EpochMetrics) {
+        self.members.note_loss(&format!("worker {w} sent {why}"), false);
+        tracing::warn!(worker = w, why, "worker dropped for what it sent");
+        waiting.retain(|&x| x != w);
+        m.lost_workers.push(w);
+        self.lose(w);
+        let _ = self.send(w, &MasterMessage::Stop);
+    }
+
+    /// Worker `w`'s report checked against the attempt: `None` for a late one of an earlier
+    /// attempt; its update (weighed by the batch the master assigned, not by the count the
+    /// worker reports) with its decoding and training times; or why the worker is dropped: a
+    /// malformed report, a failure, an update for another attempt, of another point count than
+    /// its batch, with a value that is not finite, or one the learner refuses.
+    fn checked_update(
+        &self,
+        h: &EpochHeader<'_>,
+        w: usize,
+        bytes: &[u8],
+    ) -> Result<Option<(Update, Duration, Duration)>, String> {
+        let report =
+            UpdateReport::from_bytes(bytes).map_err(|e| format!("a malformed update report ({e})"))?;
+        let at = (report.epoch, report.attempt);
+        if at < (h.epoch, h.attempt) {
+            return Ok(None);
+        }
+        if at != (h.epoch, h.attempt) {
+            return Err(format!("an update of epoch {} attempt {}, not yet begun", at.0, at.1));
+        }
+        let (update, decode, train) = match report.outcome {
+            UpdateOutcome::Done { update, decode_seconds, train_seconds, .. } => {
+                (update, decode_seconds, train_seconds)
+            }
+            UpdateOutcome::Failed(message) => {
+                let shown: String =
+                    message.chars().take(MESSAGE_LOGGED).filter(|c| !c.is_control()).collect();
+                return Err(format!("a failure report: {shown}"));
+            }
+        };
+        let mut update = Update::from_bytes(&update).map_err(|e| format!("a malformed update ({e})"))?;
+        let batch = h
+            .workers
+            .iter()
+            .position(|&x| x == w)
+            .map(|k| h.inst.assignment(k).len() as u64)
+            .ok_or_else(|| "an update it was not asked for".to_string())?;
+        if update.points != batch {
+            return Err(format!("an update of {} points for a batch of {batch}", update.points));
+        }
+        if !is_finite(&update) {
+            return Err("an update with a value that is not finite".into());
+        }
+        // The learner's own aggregation of it alone checks its shape.
+        let model = Model::new(self.state.model.clone());
+        self.learner
+            .aggregate(&model, std::slice::from_ref(&update))
+            .map_err(|e| format!("an update the learner refuses ({e})"))?;
+        update.points = batch;
+        Ok(Some((update, duration_of(decode), duration_of(train))))
+    }
+
     /// Waits until every worker of `waiting` holds its packets. A worker lost now is dropped
     /// from the epoch (its update will not come) and from the run.
     ///
@@ -37,15 +111,25 @@ impl<T: Transport> Master<'_, T> {
     ) -> Result<(), RuntimeError> {
         let patience = self.t.timeout().saturating_mul(2);
         let mut pending = waiting.clone();
+        // One bound for the whole wait, renewed by each acknowledgement that counts: stale or
+        // repeated ones cannot keep the master waiting.
+        let mut until = self.t.now() + patience;
         while !pending.is_empty() {
             let ranks: Vec<usize> = pending.iter().map(|w| w + 1).collect();
-            match self.t.recv_any_within(&ranks, TAG_RECEIVED, patience) {
-                Ok((rank, bytes)) => {
-                    let ack = EpochAck::from_bytes(&bytes)?;
-                    if (ack.epoch, ack.attempt) == (h.epoch, h.attempt) {
+            let bound = until.saturating_duration_since(self.t.now());
+            match self.t.recv_any_within(&ranks, TAG_RECEIVED, bound) {
+                Ok((rank, bytes)) => match EpochAck::from_bytes(&bytes) {
+                    Ok(ack) if (ack.epoch, ack.attempt) == (h.epoch, h.attempt) => {
                         pending.retain(|&w| w + 1 != rank);
+                        until = self.t.now() + patience;
                     }
-                }
+                    // A late acknowledgement of an abandoned attempt (or of a sync).
+                    Ok(ack) if (ack.epoch, ack.attempt) < (h.epoch, h.attempt) => {}
+                    _ => {
+                        pending.retain(|&w| w + 1 != rank);
+                        self.drop_insider(rank - 1, "a malformed acknowledgement", waiting, m);
+                    }
+                },
                 Err(e) if e.is_timeout() => {
                     self.members.note_loss(&e, true);
                     for w in std::mem::take(&mut pending) {
@@ -144,22 +228,15 @@ impl<T: Transport> Master<'_, T> {
             }
             let ranks: Vec<usize> = waiting.iter().map(|w| w + 1).collect();
             match self.t.recv_any_within(&ranks, TAG_UPDATE, bound) {
-                Ok((rank, bytes)) => {
-                    let report = UpdateReport::from_bytes(&bytes)?;
-                    if (report.epoch, report.attempt) != (h.epoch, h.attempt) {
-                        continue; // a straggler's update from an earlier epoch
+                Ok((rank, bytes)) => match self.checked_update(h, rank - 1, &bytes) {
+                    Ok(None) => {} // a straggler's update from an earlier epoch
+                    Ok(Some((update, decode, train))) => {
+                        waiting.retain(|&w| w + 1 != rank);
+                        updates.push((rank, update));
+                        last = (decode, train);
                     }
-                    waiting.retain(|&w| w + 1 != rank);
-                    match report.outcome {
-                        UpdateOutcome::Done { update, decode_seconds, train_seconds, .. } => {
-                            updates.push((rank, Update::from_bytes(&update)?));
-                            last = (duration_of(decode_seconds), duration_of(train_seconds));
-                        }
-                        UpdateOutcome::Failed(message) => {
-                            break Err(RuntimeError::WorkerFailed { worker: rank - 1, message });
-                        }
-                    }
-                }
+                    Err(why) => self.drop_insider(rank - 1, &why, waiting, m),
+                },
                 // Past the deadline (or, without one, a worker that stalls): the rest straggle.
                 Err(e) if e.is_timeout() => break Ok(()),
                 Err(e) => match lost_worker(&e) {

@@ -8,10 +8,10 @@ use ubershuffle_codes::Encoder;
 use ubershuffle_core::{Plan, ShuffleInstance};
 use ubershuffle_learners::straggler::straggler_hold;
 use ubershuffle_learners::{IterationOutcome, Model, Received, UpdateBody};
-use ubershuffle_transport::Transport;
+use ubershuffle_transport::{Transport, TransportError};
 
 use super::Master;
-use super::membership::lost_worker;
+use super::membership::blamed_workers;
 use crate::assignment::record_owners;
 use crate::cost_model::Work;
 use crate::phases::{Phase, Stopwatch};
@@ -25,15 +25,18 @@ use ubershuffle_core::epoch_chain::PlannedEpoch;
 /// How an attempt at an epoch ended.
 pub(super) enum Attempt {
     Done(Box<EpochMetrics>),
-    /// A worker was lost while packets were on their way: restart the epoch without it.
-    LostWorker(usize),
+    /// Workers were lost (or dropped for what they sent) while packets were on their way:
+    /// restart the epoch without them.
+    LostWorkers(Vec<usize>),
 }
 
 /// What every message of one attempt refers to.
 pub(super) struct EpochHeader<'p> {
     pub(super) epoch: u32,
     pub(super) attempt: u32,
-    inst: &'p ShuffleInstance,
+    /// The attempt's workers, in the order of the instance's workers.
+    pub(super) workers: &'p [usize],
+    pub(super) inst: &'p ShuffleInstance,
     plan: &'p Plan,
     routes: &'p Routes,
     /// Each worker's checksum of its new records.
@@ -59,7 +62,14 @@ impl<T: Transport> Master<'_, T> {
         let outcome = self.stragglers.next_iteration(&mut self.straggler_rng);
         let mut lost = self.members.take_lost_before_epoch();
         let mut attempt = 0;
+        // Every restart drops a live worker, so an epoch has at most one attempt per worker
+        // that began it, plus the last; past that the cap ends the run instead of looping.
+        let cap = self.members.live().len() as u32 + 1;
         loop {
+            if attempt >= cap {
+                let epoch = self.state.chain.completed_epochs() + 1;
+                return Err(RuntimeError::TooManyAttempts { epoch, attempts: attempt });
+            }
             match self.attempt(attempt, &outcome, &mut watch)? {
                 Attempt::Done(mut metrics) => {
                     lost.append(&mut metrics.lost_workers);
@@ -76,9 +86,11 @@ impl<T: Transport> Master<'_, T> {
                     log_epoch(&metrics);
                     return Ok(*metrics);
                 }
-                Attempt::LostWorker(w) => {
-                    self.lose(w);
-                    lost.push(w);
+                Attempt::LostWorkers(gone) => {
+                    for w in gone {
+                        self.lose(w);
+                        lost.push(w);
+                    }
                     // No survivor may still wait in the abandoned attempt's broadcast when the
                     // next one starts (its ring peers would wait for it in vain).
                     lost.append(&mut self.await_quiet());
@@ -112,6 +124,7 @@ impl<T: Transport> Master<'_, T> {
         let header = EpochHeader {
             epoch: m.epoch as u32,
             attempt,
+            workers: &live,
             inst,
             plan,
             routes: &routes,
@@ -119,14 +132,21 @@ impl<T: Transport> Master<'_, T> {
         };
         if let Err(e) = self.distribute(&header, &live, outcome, &mut m, watch) {
             return match &e {
-                RuntimeError::Transport(t) => match lost_worker(t) {
-                    Some(w) => {
-                        self.members.note_loss(t, t.is_timeout());
-                        watch.lap_idle(&self.t, Phase::Transmit);
-                        Ok(Attempt::LostWorker(w))
+                RuntimeError::Transport(t) => {
+                    let gone = blamed_workers(t, &live);
+                    if gone.is_empty() {
+                        return Err(e);
                     }
-                    None => Err(e),
-                },
+                    self.members.note_loss(t, t.is_timeout());
+                    if matches!(t, TransportError::Tampered { .. } | TransportError::Protocol { .. }) {
+                        // Dropped for what was reported or sent, not gone: told to leave.
+                        for &w in &gone {
+                            let _ = self.send(w, &MasterMessage::Stop);
+                        }
+                    }
+                    watch.lap_idle(&self.t, Phase::Transmit);
+                    Ok(Attempt::LostWorkers(gone))
+                }
                 _ => Err(e),
             };
         }

@@ -34,6 +34,24 @@ pub(crate) fn lost_worker(e: &TransportError) -> Option<usize> {
     e.peer().filter(|&p| p > 0).map(|p| p - 1)
 }
 
+/// The workers of `live` (0-based) to take out for a transport failure `e`: the worker it
+/// names when that is one of `live`; for a failure report naming another rank (the master, a
+/// rank outside the run, one already gone), the worker that reported it; for an altered piece,
+/// both the worker that relayed it and the one that reported it (the master cannot tell which
+/// of them lies). None when `e` names no worker of `live`.
+pub(crate) fn blamed_workers(e: &TransportError, live: &[usize]) -> Vec<usize> {
+    let worker = |rank: usize| rank.checked_sub(1).filter(|w| live.contains(w));
+    match e {
+        TransportError::Tampered { sender, receiver } => {
+            [*sender, *receiver].into_iter().filter_map(worker).collect()
+        }
+        TransportError::PeerFailed { peer, reported_by, .. } => {
+            worker(*peer).or_else(|| worker(*reported_by)).into_iter().collect()
+        }
+        _ => lost_worker(e).filter(|w| live.contains(w)).into_iter().collect(),
+    }
+}
+
 impl Membership {
     /// The membership of a run whose workers' liveness is `alive` (fresh or resumed).
     pub(crate) fn of(alive: Vec<bool>) -> Membership {

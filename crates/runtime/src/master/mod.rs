@@ -177,6 +177,8 @@ impl<'a, T: Transport> Master<'a, T> {
     /// Runs the remaining epochs; `on_epoch` sees each epoch's metrics as it completes.
     pub fn run(mut self, on_epoch: &mut dyn FnMut(&EpochMetrics)) -> Result<RunReport, RuntimeError> {
         let initial_loss = self.loss(&self.learner.initial_model(self.config.seed))?;
+        let workers: Vec<usize> = (1..self.t.size()).collect();
+        self.t.limit_inbox(&workers, crate::inbox::at_master(self.learner.parameter_count()));
         let result = self.start_workers().and_then(|()| {
             while self.state.chain.completed_epochs() < self.config.epochs {
                 self.admit_returning()?;

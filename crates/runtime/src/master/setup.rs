@@ -90,6 +90,7 @@ impl<T: Transport> Master<'_, T> {
                 record_width: width as u32,
                 cache_capacity: self.config.cache_capacity as u32,
                 seed: self.config.seed,
+                chunk_bytes: self.config.chunk_bytes as u64,
                 learner: self.config.learner,
             };
             let cache = self.state.chain.state().caches[w].clone();

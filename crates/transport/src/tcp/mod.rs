@@ -41,6 +41,7 @@ mod setup_io;
 
 use std::io::{BufReader, ErrorKind};
 use std::net::{Shutdown, TcpStream};
+use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
@@ -48,7 +49,7 @@ use crossbeam_channel::{Sender, unbounded};
 
 use crate::collectives::{self, BroadcastMethod, Links};
 use crate::frame::{FrameKind, ReadFrameError, read_frame, write_frame};
-use crate::mailbox::{Delivery, Mailbox};
+use crate::mailbox::{Delivery, InboxLimits, Mailbox, Unread, over_cap};
 use crate::transport::{check_peers, check_send, links_accessors, point_to_point_via_links};
 use crate::{COLLECTIVE_HEADER_BYTES, Tag, Transport, TransportError};
 
@@ -175,7 +176,8 @@ impl TcpTransport {
             .map_err(io(format!("configuring the link to rank {peer}")))?;
         let read_half = stream.try_clone().map_err(io(format!("cloning the link to rank {peer}")))?;
         let max = self.max_message.saturating_add(COLLECTIVE_HEADER_BYTES);
-        let reader = spawn_reader(self.rank, peer, read_half, self.inbox.clone(), max);
+        let reader =
+            spawn_reader(self.rank, peer, read_half, (self.inbox.clone(), self.mailbox.unread()), max);
         Ok(Link { stream, reader, broken: false })
     }
 
@@ -196,18 +198,23 @@ fn spawn_reader(
     rank: usize,
     peer: usize,
     stream: TcpStream,
-    inbox: Sender<Delivery>,
+    (inbox, unread): (Sender<Delivery>, Arc<Unread>),
     max_message: usize,
 ) -> Option<JoinHandle<()>> {
     let body = move || {
         let mut reader = BufReader::with_capacity(64 * 1024, stream);
         loop {
-            let detail = match read_frame(&mut reader, max_message) {
+            let detail = match read_frame(&mut reader, unread.max_frame(peer, max_message)) {
                 Ok(f)
                     if f.kind == FrameKind::Message
                         && f.sender as usize == peer
                         && f.tag <= u16::MAX as u32 =>
                 {
+                    if let Err(cap) = unread.admit(peer, f.payload.len()) {
+                        let _ = reader.get_ref().shutdown(Shutdown::Both);
+                        let _ = inbox.send(Delivery::Gone { from: peer, detail: over_cap(cap) });
+                        return;
+                    }
                     let d =
                         Delivery::Message { from: peer, tag: f.tag as Tag, bytes: f.payload, stamp: None };
                     if inbox.send(d).is_err() {
@@ -231,6 +238,10 @@ fn spawn_reader(
 
 impl Links for TcpTransport {
     links_accessors!();
+
+    fn checks_relays(&self) -> bool {
+        true
+    }
 
     fn send_parts(
         &mut self,
@@ -322,6 +333,10 @@ impl Transport for TcpTransport {
 
     fn await_links(&mut self, ranks: &[usize]) -> Result<(), TransportError> {
         self.take_links(ranks)
+    }
+
+    fn limit_inbox(&mut self, peers: &[usize], limits: InboxLimits) {
+        self.mailbox.unread().limit(peers, limits);
     }
 }
 
