@@ -14,6 +14,13 @@ pub struct Routes {
     pub unicast: Vec<Vec<u32>>,
 }
 
+impl Routes {
+    /// Point-to-point copies of packets, over every worker.
+    pub fn unicast_packets(&self) -> usize {
+        self.unicast.iter().map(Vec::len).sum()
+    }
+}
+
 /// Routes `plan` for `inst`: peels at every worker (the same schedule its decoder will follow)
 /// and sends a transmission to its only user point to point, or by broadcast when several
 /// workers use it (or none: the plan sends it, so it is sent and counted, to everyone). The

@@ -11,9 +11,9 @@ use ubershuffle_transport::Transport;
 use super::Master;
 use super::epoch::EpochHeader;
 use super::membership::lost_worker;
+use crate::RuntimeError;
 use crate::phases::{Phase, Stopwatch};
 use crate::protocol::{EpochAck, MasterMessage, TAG_RECEIVED, TAG_UPDATE, UpdateOutcome, UpdateReport};
-use crate::{EpochMetrics, RuntimeError};
 
 /// Seconds as a duration (0 for what cannot be one: the value comes from a peer).
 fn duration_of(seconds: f64) -> Duration {
@@ -34,11 +34,11 @@ fn is_finite(update: &Update) -> bool {
 impl<T: Transport> Master<'_, T> {
     /// Takes worker `w` out of the epoch and the run for what it sent (`why`), and tells it to
     /// stop: whatever a worker sends wrong costs that worker, never the run.
-    fn drop_insider(&mut self, w: usize, why: &str, waiting: &mut Vec<usize>, m: &mut EpochMetrics) {
+    fn drop_insider(&mut self, w: usize, why: &str, waiting: &mut Vec<usize>, dropped: &mut Vec<usize>) {
         self.members.note_loss(&format!("worker {w} sent {why}"), false);
         tracing::warn!(worker = w, why, "worker dropped for what it sent");
         waiting.retain(|&x| x != w);
-        m.lost_workers.push(w);
+        dropped.push(w);
         self.lose(w);
         let _ = self.send(w, &MasterMessage::Stop);
     }
@@ -107,7 +107,7 @@ impl<T: Transport> Master<'_, T> {
         &mut self,
         h: &EpochHeader<'_>,
         waiting: &mut Vec<usize>,
-        m: &mut EpochMetrics,
+        dropped: &mut Vec<usize>,
     ) -> Result<(), RuntimeError> {
         let patience = self.t.timeout().saturating_mul(2);
         let mut pending = waiting.clone();
@@ -127,14 +127,14 @@ impl<T: Transport> Master<'_, T> {
                     Ok(ack) if (ack.epoch, ack.attempt) < (h.epoch, h.attempt) => {}
                     _ => {
                         pending.retain(|&w| w + 1 != rank);
-                        self.drop_insider(rank - 1, "a malformed acknowledgement", waiting, m);
+                        self.drop_insider(rank - 1, "a malformed acknowledgement", waiting, dropped);
                     }
                 },
                 Err(e) if e.is_timeout() => {
                     self.members.note_loss(&e, true);
                     for w in std::mem::take(&mut pending) {
                         waiting.retain(|&x| x != w);
-                        m.lost_workers.push(w);
+                        dropped.push(w);
                         self.lose(w);
                         // Best effort: a stalled worker that wakes up should leave, not wait.
                         let _ = self.send(w, &MasterMessage::Stop);
@@ -145,7 +145,7 @@ impl<T: Transport> Master<'_, T> {
                         self.members.note_loss(&e, false);
                         pending.retain(|&x| x != w);
                         waiting.retain(|&x| x != w);
-                        m.lost_workers.push(w);
+                        dropped.push(w);
                         self.lose(w);
                     }
                     _ => return Err(e.into()),
@@ -207,7 +207,7 @@ impl<T: Transport> Master<'_, T> {
         &mut self,
         h: &EpochHeader<'_>,
         waiting: &mut Vec<usize>,
-        m: &mut EpochMetrics,
+        dropped: &mut Vec<usize>,
         watch: &mut Stopwatch,
     ) -> Result<(Vec<usize>, Vec<Update>), RuntimeError> {
         let started = self.t.now();
@@ -235,7 +235,7 @@ impl<T: Transport> Master<'_, T> {
                         updates.push((rank, update));
                         last = (decode, train);
                     }
-                    Err(why) => self.drop_insider(rank - 1, &why, waiting, m),
+                    Err(why) => self.drop_insider(rank - 1, &why, waiting, dropped),
                 },
                 // Past the deadline (or, without one, a worker that stalls): the rest straggle.
                 Err(e) if e.is_timeout() => break Ok(()),
@@ -243,7 +243,7 @@ impl<T: Transport> Master<'_, T> {
                     Some(w) if waiting.contains(&w) => {
                         self.members.note_loss(&e, false);
                         waiting.retain(|&x| x != w);
-                        m.lost_workers.push(w);
+                        dropped.push(w);
                         self.lose(w);
                     }
                     _ => break Err(e.into()),

@@ -11,6 +11,7 @@ use ubershuffle_learners::{IterationOutcome, Model, Received, UpdateBody};
 use ubershuffle_transport::{Transport, TransportError};
 
 use super::Master;
+use super::attempt_result::{AttemptResult, Planned, Traffic};
 use super::membership::blamed_workers;
 use crate::assignment::record_owners;
 use crate::cost_model::Work;
@@ -24,7 +25,8 @@ use ubershuffle_core::epoch_chain::PlannedEpoch;
 
 /// How an attempt at an epoch ended.
 pub(super) enum Attempt {
-    Done(Box<EpochMetrics>),
+    /// The epoch is done: every phase's result.
+    Done(Box<AttemptResult>),
     /// Workers were lost (or dropped for what they sent) while packets were on their way:
     /// restart the epoch without them.
     LostWorkers(Vec<usize>),
@@ -71,20 +73,18 @@ impl<T: Transport> Master<'_, T> {
                 return Err(RuntimeError::TooManyAttempts { epoch, attempts: attempt });
             }
             match self.attempt(attempt, &outcome, &mut watch)? {
-                Attempt::Done(mut metrics) => {
-                    lost.append(&mut metrics.lost_workers);
+                Attempt::Done(result) => {
+                    lost.extend_from_slice(&result.dropped);
                     if self.members.live().is_empty() {
                         // Every worker was lost during the epoch: it did not happen (no update
                         // came), so it is neither recorded nor checkpointed, and a resume runs it.
                         let names: Vec<String> = lost.iter().map(usize::to_string).collect();
                         return Err(self.members.no_workers_left(names.join(", ")));
                     }
-                    metrics.lost_workers = lost;
-                    metrics.rejoined_workers = self.members.take_rejoined_before_epoch();
-                    metrics.attempts = attempt as usize + 1;
-                    write_phases(&watch, &mut metrics);
+                    let rejoined = self.members.take_rejoined_before_epoch();
+                    let metrics = result.into_metrics(&watch, attempt as usize + 1, lost, rejoined);
                     log_epoch(&metrics);
-                    return Ok(*metrics);
+                    return Ok(metrics);
                 }
                 Attempt::LostWorkers(gone) => {
                     for w in gone {
@@ -118,11 +118,11 @@ impl<T: Transport> Master<'_, T> {
             let lost: Vec<String> = (0..self.config.workers).map(|w| w.to_string()).collect();
             return Err(self.members.no_workers_left(lost.join(", ")));
         }
-        let (chosen, mut m) = self.planned(&live, attempt, watch)?;
-        let (inst, plan) = (&chosen.instance, &chosen.plan);
-        let (routes, checksums) = self.routed(&chosen, &mut m, watch)?;
+        let planned = self.planned(&live, attempt, watch)?;
+        let (inst, plan) = (&planned.chosen.instance, &planned.chosen.plan);
+        let (routes, checksums) = self.routed(&planned.chosen, watch)?;
         let header = EpochHeader {
-            epoch: m.epoch as u32,
+            epoch: planned.chosen.epoch as u32,
             attempt,
             workers: &live,
             inst,
@@ -130,7 +130,8 @@ impl<T: Transport> Master<'_, T> {
             routes: &routes,
             checksums: &checksums,
         };
-        if let Err(e) = self.distribute(&header, &live, outcome, &mut m, watch) {
+        let mut traffic = Traffic::default();
+        if let Err(e) = self.distribute(&header, &live, outcome, &mut traffic, watch) {
             return match &e {
                 RuntimeError::Transport(t) => {
                     let gone = blamed_workers(t, &live);
@@ -150,50 +151,48 @@ impl<T: Transport> Master<'_, T> {
                 _ => Err(e),
             };
         }
-        let mut waiting: Vec<usize> = live.clone();
-        self.await_acks(&header, &mut waiting, &mut m)?;
+        let (mut waiting, mut dropped) = (live.clone(), Vec::new());
+        self.await_acks(&header, &mut waiting, &mut dropped)?;
         watch.lap_idle(&self.t, Phase::Transmit);
-        let (senders, updates) = self.collect_updates(&header, &mut waiting, &mut m, watch)?;
-        m.stragglers = waiting.len();
-        m.updates = updates.len();
-        self.aggregated(&chosen, &live, &senders, &updates, &mut m, watch)?;
-        Ok(Attempt::Done(Box::new(m)))
+        let (senders, updates) = self.collect_updates(&header, &mut waiting, &mut dropped, watch)?;
+        let loss = self.aggregated(&planned.chosen, &live, &senders, &updates, watch)?;
+        let (broadcast_packets, unicast_packets) = (routes.broadcast.len(), routes.unicast_packets());
+        Ok(Attempt::Done(Box::new(AttemptResult {
+            planned,
+            broadcast_packets,
+            unicast_packets,
+            traffic,
+            updated_workers: senders,
+            stragglers: waiting.len(),
+            dropped,
+            loss,
+        })))
     }
 
     /// The planned phase: draws the epoch from the chain over the live workers, plans it (a
     /// pliable planner chooses the assignment too: the policy's is its first candidate),
-    /// verifies it and measures how random the assignment is. The epoch's metrics start here.
+    /// verifies it and measures how random the assignment is.
     fn planned(
         &mut self,
         live: &[usize],
         attempt: u32,
         watch: &mut Stopwatch,
-    ) -> Result<(PlannedEpoch, EpochMetrics), RuntimeError> {
+    ) -> Result<Planned, RuntimeError> {
         let points = self.data.train.len();
         // The policy's assignment, or the one the learner dictates; a pliable planner chooses
         // the assignment too (the policy's is its first candidate).
         let chosen = self.draw(live, attempt)?.plan(self.planner, self.config.candidates)?;
-        let mut m = EpochMetrics { epoch: chosen.epoch, workers: live.len(), ..Default::default() };
-        m.uncoded_transmissions = chosen.instance.uncoded_transmissions();
-        m.transmissions = chosen.plan.len();
+        let uncoded = chosen.instance.uncoded_transmissions() as u64;
         let cached: usize = (0..live.len()).map(|k| chosen.instance.cache(k).len()).sum();
-        let work = Work {
-            requests: m.uncoded_transmissions as u64,
-            drawn_points: (points + cached) as u64,
-            ..Work::default()
-        };
+        let work = Work { requests: uncoded, drawn_points: (points + cached) as u64, ..Work::default() };
         watch.lap(&mut self.t, Phase::Plan, work);
         chosen.verify()?;
         let pairs: u64 = chosen.plan.iter().map(|parts| (parts.len() * parts.len()) as u64).sum();
-        let work = Work { verified_pairs: pairs + m.uncoded_transmissions as u64, ..Work::default() };
-        watch.lap(&mut self.t, Phase::Verify, work);
+        watch.lap(&mut self.t, Phase::Verify, Work { verified_pairs: pairs + uncoded, ..Work::default() });
         let owners = chosen.owners();
-        let stats = chosen.randomness(&owners);
-        m.owner_entropy_bits = stats.owner_entropy_bits.unwrap_or(0.0);
-        m.stay_fraction = stats.stay_fraction.unwrap_or(0.0);
-        m.cached_fraction = stats.cached_fraction;
-        m.owner_chi_square_per_df = record_owners(&mut self.owner_counts, &owners, live);
-        Ok((chosen, m))
+        let randomness = chosen.randomness(&owners);
+        let owner_chi_square_per_df = record_owners(&mut self.owner_counts, &owners, live);
+        Ok(Planned { chosen, randomness, owner_chi_square_per_df })
     }
 
     /// The routed phase: which packets go by broadcast and which point to point, and each
@@ -201,13 +200,10 @@ impl<T: Transport> Master<'_, T> {
     fn routed(
         &mut self,
         chosen: &PlannedEpoch,
-        m: &mut EpochMetrics,
         watch: &mut Stopwatch,
     ) -> Result<(Routes, Vec<u32>), RuntimeError> {
         let (inst, plan) = (&chosen.instance, &chosen.plan);
         let routes = route(inst, plan)?;
-        m.broadcast_packets = routes.broadcast.len();
-        m.unicast_packets = routes.unicast.iter().map(Vec::len).sum();
         let parts: u64 = plan.iter().map(|p| p.len() as u64).sum();
         let work = Work { peeled_parts: parts * inst.workers() as u64, ..Work::default() };
         watch.lap(&mut self.t, Phase::Route, work);
@@ -216,27 +212,25 @@ impl<T: Transport> Master<'_, T> {
         let checksums: Vec<u32> = (0..inst.workers())
             .map(|k| records_checksum(inst.needs(k).into_iter().filter_map(|p| train.get(p).map(|r| (p, r)))))
             .collect();
-        let checksummed = (m.uncoded_transmissions * train.width()) as u64;
+        let checksummed = (inst.uncoded_transmissions() * train.width()) as u64;
         watch.lap(&mut self.t, Phase::Verify, Work { checksummed_bytes: checksummed, ..Work::default() });
         Ok((routes, checksums))
     }
 
-    /// The aggregated phase: the new model from the updates, its held-out loss, and the chain
-    /// moved on (each live worker's new batch and cache; a worker lost meanwhile forgets its
-    /// cache).
+    /// The aggregated phase: the new model from the updates, and the chain moved on (each live
+    /// worker's new batch and cache; a worker lost meanwhile forgets its cache). Gives the new
+    /// model's held-out loss.
     fn aggregated(
         &mut self,
         chosen: &PlannedEpoch,
         live: &[usize],
         senders: &[usize],
         updates: &[ubershuffle_learners::Update],
-        m: &mut EpochMetrics,
         watch: &mut Stopwatch,
-    ) -> Result<(), RuntimeError> {
+    ) -> Result<f64, RuntimeError> {
         let received = Received { epoch: chosen.epoch, workers: senders, updates };
         let model = self.learner.aggregate_received(&Model::new(self.state.model.clone()), &received)?;
-        m.updated_workers = senders.to_vec();
-        m.loss = self.loss(&model)?;
+        let loss = self.loss(&model)?;
         self.state.model = model.params;
         self.state.chain.commit(chosen);
         for &w in live {
@@ -254,7 +248,7 @@ impl<T: Transport> Master<'_, T> {
             ..Work::default()
         };
         watch.lap(&mut self.t, Phase::Aggregate, work);
-        Ok(())
+        Ok(loss)
     }
 
     /// Sends the model, the orders, the broadcasts and the point-to-point packets of one
@@ -264,7 +258,7 @@ impl<T: Transport> Master<'_, T> {
         h: &EpochHeader<'_>,
         live: &[usize],
         outcome: &IterationOutcome,
-        m: &mut EpochMetrics,
+        traffic: &mut Traffic,
         watch: &mut Stopwatch,
     ) -> Result<(), RuntimeError> {
         let width = self.data.train.width();
@@ -274,7 +268,7 @@ impl<T: Transport> Master<'_, T> {
         if let Some(group) = self.members.group_to_announce() {
             let members = MasterMessage::Members(group.iter().map(|&w| w as u32).collect());
             for &w in &group {
-                m.control_bytes += self.send(w, &members)?;
+                traffic.control += self.send(w, &members)?;
             }
             self.members.announced(group);
         }
@@ -284,26 +278,26 @@ impl<T: Transport> Master<'_, T> {
         if model_by_broadcast {
             let follows = MasterMessage::ModelFollows { epoch: h.epoch, attempt: h.attempt };
             for &w in live {
-                m.control_bytes += self.send(w, &follows)?;
+                traffic.control += self.send(w, &follows)?;
             }
             let mut buf = model.clone();
-            m.model_bytes = buf.len() as u64;
+            traffic.model = buf.len() as u64;
             self.t.broadcast_among(0, &group, broadcast_name(h.epoch, h.attempt, 0), &mut buf)?;
-            let work = Work { copied_bytes: 2 * m.model_bytes, ..Work::default() };
+            let work = Work { copied_bytes: 2 * traffic.model, ..Work::default() };
             watch.lap(&mut self.t, Phase::ModelBroadcast, work);
         }
-        self.send_orders(h, live, outcome, &model, model_by_broadcast, m, watch)?;
+        self.send_orders(h, live, outcome, &model, model_by_broadcast, traffic, watch)?;
         let data = self.data;
         let encoder = Encoder::new(h.plan, &data.train)?;
         for (k, seqs) in h.routes.broadcast.chunks(per_chunk).enumerate() {
-            let mut buf = self.encode(&encoder, h, seqs, false, m, watch);
+            let mut buf = self.encode(&encoder, h, seqs, false, traffic, watch);
             let name = broadcast_name(h.epoch, h.attempt, k as u32 + 1);
             self.t.broadcast_among(0, &group, name, &mut buf)?;
             watch.lap_idle(&self.t, Phase::Transmit);
         }
         for (k, &w) in live.iter().enumerate() {
             for seqs in h.routes.unicast[k].chunks(per_chunk) {
-                let bytes = self.encode(&encoder, h, seqs, true, m, watch);
+                let bytes = self.encode(&encoder, h, seqs, true, traffic, watch);
                 self.t.send(w + 1, TAG_MASTER, &bytes)?;
                 watch.lap_idle(&self.t, Phase::Transmit);
             }
@@ -321,7 +315,7 @@ impl<T: Transport> Master<'_, T> {
         outcome: &IterationOutcome,
         model: &[u8],
         model_by_broadcast: bool,
-        m: &mut EpochMetrics,
+        traffic: &mut Traffic,
         watch: &mut Stopwatch,
     ) -> Result<(), RuntimeError> {
         let per_chunk = (self.config.chunk_bytes / self.data.train.width()).max(1);
@@ -353,7 +347,7 @@ impl<T: Transport> Master<'_, T> {
                 Work { copied_bytes: bytes.len() as u64, ..Work::default() },
             );
             self.t.send(w + 1, TAG_MASTER, &bytes)?;
-            m.control_bytes += bytes.len() as u64;
+            traffic.control += bytes.len() as u64;
             watch.lap_idle(&self.t, Phase::Transmit);
         }
         Ok(())
@@ -367,7 +361,7 @@ impl<T: Transport> Master<'_, T> {
         h: &EpochHeader<'_>,
         seqs: &[u32],
         point_to_point: bool,
-        m: &mut EpochMetrics,
+        traffic: &mut Traffic,
         watch: &mut Stopwatch,
     ) -> Vec<u8> {
         let width = encoder.width();
@@ -376,33 +370,16 @@ impl<T: Transport> Master<'_, T> {
         });
         let parts: usize = seqs.iter().map(|&s| h.plan.transmission(s as usize).len()).sum();
         let payload = (seqs.len() * width) as u64;
-        m.payload_bytes += payload;
         if point_to_point {
-            m.unicast_bytes += payload;
+            traffic.unicast += payload;
         } else {
-            m.broadcast_bytes += payload;
+            traffic.broadcast += payload;
         }
         let work =
             Work { xored_bytes: (parts * width) as u64, copied_bytes: bytes.len() as u64, ..Work::default() };
         watch.lap(&mut self.t, Phase::Encode, work);
         bytes
     }
-}
-
-/// The stopwatch's phases into the metrics: they partition the epoch.
-fn write_phases(watch: &Stopwatch, m: &mut EpochMetrics) {
-    let seconds = |p| watch.timer.spent(p).as_secs_f64();
-    m.plan_seconds = seconds(Phase::Plan);
-    m.verify_seconds = seconds(Phase::Verify);
-    m.route_seconds = seconds(Phase::Route);
-    m.model_seconds = seconds(Phase::ModelBroadcast);
-    m.encode_seconds = seconds(Phase::Encode);
-    m.transmit_seconds = seconds(Phase::Transmit);
-    m.decode_seconds = seconds(Phase::Decode);
-    m.train_seconds = seconds(Phase::Train);
-    m.waiting_seconds = seconds(Phase::Waiting);
-    m.aggregate_seconds = seconds(Phase::Aggregate);
-    m.epoch_seconds = watch.timer.total().as_secs_f64();
 }
 
 /// The epoch's event: its counts and its phases' durations (seconds of the rank's clock).

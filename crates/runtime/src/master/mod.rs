@@ -5,6 +5,7 @@
 //! transport's clock.
 
 mod assigned;
+mod attempt_result;
 mod collect;
 mod epoch;
 mod membership;
