@@ -67,14 +67,15 @@ impl CheckedSpec {
                 planner
             }
         };
-        self.check_memory()?;
+        let learner = self.config.learner.build()?;
+        self.check_memory(learner.record_width())?;
         let data = self.data.build(self.config.seed).map_err(PrepareError::Data)?;
         let stragglers = self.spec.stragglers.build(self.config.workers, self.config.seed)?;
         let fingerprint = RunFingerprint::of(&self.config, planner.name(), &data);
         let resume = match self.config.checkpoint.as_ref().filter(|_| self.spec.resume) {
             Some(path) => {
-                let parameters = self.config.learner.build()?.parameter_count();
                 let saved = Checkpoint::load(path)?;
+                let parameters = learner.parameter_count();
                 Some(ResumePoint::check(saved, path, &fingerprint, &self.config, parameters)?)
             }
             None => None,
@@ -84,10 +85,11 @@ impl CheckedSpec {
 
     /// Refuses a run whose data would pass the memory cap, before generating it: the records
     /// (generated, split and encoded: about three copies), the workers' caches (in-process,
-    /// all of them live in this process) and one epoch's instance.
-    fn check_memory(&self) -> Result<(), PrepareError> {
+    /// all of them live in this process) and one epoch's instance, for records of `width`
+    /// bytes.
+    fn check_memory(&self, width: usize) -> Result<(), PrepareError> {
         let limits = Limits::from_env()?;
-        let width = self.config.learner.build()?.record_width() as u64;
+        let width = width as u64;
         let (q, held) = (self.data.training_points() as u64, self.data.held_out() as u64);
         let (n, s) = (self.config.workers as u64, self.config.cache_capacity as u64);
         let records = q.saturating_add(held).saturating_mul(width).saturating_mul(3);
