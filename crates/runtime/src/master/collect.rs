@@ -172,15 +172,25 @@ impl<T: Transport> Master<'_, T> {
                 }
             }
         }
+        // One bound for the whole wait: acknowledgements that do not count cannot prolong it.
+        let until = self.t.now() + patience;
         while !pending.is_empty() {
             let ranks: Vec<usize> = pending.iter().map(|w| w + 1).collect();
-            match self.t.recv_any_within(&ranks, TAG_RECEIVED, patience) {
-                Ok((rank, bytes)) => {
+            let bound = until.saturating_duration_since(self.t.now());
+            match self.t.recv_any_within(&ranks, TAG_RECEIVED, bound) {
+                Ok((rank, bytes)) => match EpochAck::from_bytes(&bytes) {
+                    Ok(EpochAck { epoch: 0, attempt: 0 }) => pending.retain(|&w| w + 1 != rank),
                     // Acknowledgements of the abandoned attempt's packets are passed over.
-                    if matches!(EpochAck::from_bytes(&bytes), Ok(EpochAck { epoch: 0, attempt: 0 })) {
+                    Ok(_) => {}
+                    Err(_) => {
+                        self.members.note_loss(
+                            &format!("worker {} sent a malformed acknowledgement", rank - 1),
+                            false,
+                        );
                         pending.retain(|&w| w + 1 != rank);
+                        lost.push(rank - 1);
                     }
-                }
+                },
                 Err(e) => {
                     self.members.note_loss(&e, e.is_timeout());
                     let gone = lost_worker(&e).filter(|w| pending.contains(w));
@@ -212,6 +222,8 @@ impl<T: Transport> Master<'_, T> {
     ) -> Result<(Vec<usize>, Vec<Update>), RuntimeError> {
         let started = self.t.now();
         let until = self.config.deadline.map(|d| started + d);
+        // Without news for a timeout the rest straggle; only an update that counts is news.
+        let mut quiet_until = started + self.t.timeout();
         let mut updates = Vec::new();
         // The last update's worker's decoding and training.
         let mut last = (Duration::ZERO, Duration::ZERO);
@@ -219,9 +231,10 @@ impl<T: Transport> Master<'_, T> {
             if waiting.is_empty() {
                 break Ok(());
             }
+            let quiet = quiet_until.saturating_duration_since(self.t.now());
             let bound = match until {
-                Some(until) => until.saturating_duration_since(self.t.now()).min(self.t.timeout()),
-                None => self.t.timeout(),
+                Some(until) => until.saturating_duration_since(self.t.now()).min(quiet),
+                None => quiet,
             };
             if bound.is_zero() {
                 break Ok(());
@@ -231,6 +244,7 @@ impl<T: Transport> Master<'_, T> {
                 Ok((rank, bytes)) => match self.checked_update(h, rank - 1, &bytes) {
                     Ok(None) => {} // a straggler's update from an earlier epoch
                     Ok(Some((update, decode, train))) => {
+                        quiet_until = self.t.now() + self.t.timeout();
                         waiting.retain(|&w| w + 1 != rank);
                         updates.push((rank, update));
                         last = (decode, train);
