@@ -398,10 +398,18 @@ fn report_failure<L: Links + ?Sized>(links: &mut L, to: usize, tag: Tag, name: &
 }
 
 /// Test only: a rank told to report a failure ([`crate::insider`]) sends that report instead
-/// of its acknowledgement; whether it did.
+/// of its acknowledgement (whether it did); one told to flood sends stale acknowledgements
+/// first.
 #[cfg(feature = "insider-harness")]
 fn forged_report<L: Links + ?Sized>(links: &mut L, root: usize, name: &[u8]) -> bool {
     use crate::relayed::insider::{Misbehaviour, current};
+    if let Misbehaviour::FloodStale(count) = current() {
+        let stale = u64::from_le_bytes(name.try_into().unwrap_or_default()).wrapping_sub(1).to_le_bytes();
+        for _ in 0..count {
+            let _ = links.send_parts(root, TAG_ACK, &[&stale, &[ACK_OK]], OP);
+        }
+        return false;
+    }
     let Misbehaviour::ReportFailed(named) = current() else {
         return false;
     };

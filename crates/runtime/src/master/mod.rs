@@ -92,6 +92,8 @@ pub struct Master<'a, T: Transport> {
     owner_counts: Option<OwnerFrequencies>,
     /// The job told to workers that join while the run goes on; `None`: nobody is admitted.
     newcomer_job: Option<ClusterJob>,
+    /// The newest attempt each worker acknowledged and reported on.
+    seen: collect::Seen,
 }
 
 impl<'a, T: Transport> Master<'a, T> {
@@ -144,6 +146,7 @@ impl<'a, T: Transport> Master<'a, T> {
             prices: None,
             owner_counts: owner_frequencies(points, config.workers),
             newcomer_job: None,
+            seen: collect::Seen::default(),
         })
     }
 
