@@ -100,7 +100,7 @@ impl<'a, T: Transport> Master<'a, T> {
     /// A master over transport `t` (rank 0 of `config.workers + 1` ranks). With
     /// `config.resume`, the state comes from the checkpoint, which must be of this run.
     pub fn new(
-        t: T,
+        mut t: T,
         config: &'a CheckedRunConfig,
         planner: &'a dyn ShufflePlanner,
         stragglers: &'a mut dyn StragglerModel,
@@ -121,6 +121,9 @@ impl<'a, T: Transport> Master<'a, T> {
         }
         check_scheme(planner, config.policy, config.candidates)?;
         let learner = config.learner.build()?;
+        // From here on, what each worker may send before it is read follows from the job.
+        let workers: Vec<usize> = (1..t.size()).collect();
+        t.limit_inbox(&workers, crate::inbox::at_master(learner.parameter_count()));
         for (which, records) in [("training", &data.train), ("held-out", &data.held_out)] {
             if records.width() != learner.record_width() {
                 let (width, expected) = (records.width(), learner.record_width());
@@ -169,8 +172,6 @@ impl<'a, T: Transport> Master<'a, T> {
     /// Runs the remaining epochs; `on_epoch` sees each epoch's metrics as it completes.
     pub fn run(mut self, on_epoch: &mut dyn FnMut(&EpochMetrics)) -> Result<RunReport, RuntimeError> {
         let initial_loss = self.loss(&self.learner.initial_model(self.config.seed))?;
-        let workers: Vec<usize> = (1..self.t.size()).collect();
-        self.t.limit_inbox(&workers, crate::inbox::at_master(self.learner.parameter_count()));
         let result = self.start_workers().and_then(|()| {
             while self.state.chain.completed_epochs() < self.config.epochs {
                 self.admit_returning()?;
