@@ -45,6 +45,20 @@ fn a_malformed_acknowledgement_costs_its_sender_only() {
 }
 
 #[test]
+fn repeated_and_stale_messages_cost_their_sender_only() {
+    // An update report sent twice: the copy arrives in epoch 3 (as if it left before its
+    // update of epoch 3). A flood of acknowledgements of a finished broadcast before its
+    // acknowledgement of epoch 1's model broadcast (as if it left after that broadcast).
+    let hostile = run(WORKERS, EPOCHS, &[(2, Act::Wire(Wire::RepeatUpdate, 2))]);
+    let reference = run(WORKERS, EPOCHS, &[(2, Act::Wire(Wire::LeaveBeforeUpdate, 3))]);
+    assert_same_course(&hostile, &reference, &[2]);
+    let flood = Misbehaviour::FloodStale(4 * (WORKERS + 1) * (WORKERS + 1) + 65);
+    let hostile = run(WORKERS, EPOCHS, &[(1, Act::Collectives(flood))]);
+    let reference = run(WORKERS, EPOCHS, &[(1, Act::ExitAtEpoch(1))]);
+    assert_same_course(&hostile, &reference, &[1]);
+}
+
+#[test]
 fn bad_updates_and_failure_reports_cost_their_sender_only() {
     let reference = run(WORKERS, EPOCHS, &[(2, Act::Wire(Wire::LeaveBeforeUpdate, 2))]);
     assert_eq!(reference.epochs[1].updated_workers, vec![0, 1, 3]);

@@ -255,6 +255,11 @@ const NAME: usize = 8;
 /// (left over from one a failure abandoned) is dropped; one of a newer broadcast (the root
 /// moved on while this rank still waits in an abandoned one) is set aside for that broadcast
 /// ([`Links::hold`]). Each wait is bounded by `timeout`.
+///
+/// An honest rank has left at most a few messages of each broadcast a failure abandoned (a
+/// ring's pieces, an acknowledgement), and an epoch abandons at most one broadcast per rank;
+/// a sender of more than [`stale_cap`] such messages within one call is flooding (each is
+/// read, so the inbox bound does not stop it) and fails the call naming it.
 fn recv_named<L: Links + ?Sized>(
     links: &mut L,
     from: &[usize],
@@ -262,15 +267,27 @@ fn recv_named<L: Links + ?Sized>(
     id: u64,
     timeout: Duration,
 ) -> Result<(usize, Vec<u8>), TransportError> {
+    let mut passed = 0;
     loop {
         let (sender, msg) = links.recv_from(from, tag, timeout, OP)?;
         let name = msg.first_chunk::<NAME>().map(|n| u64::from_le_bytes(*n));
         match name {
             Some(name) if name == id => return Ok((sender, msg)),
             Some(name) if name > id => links.hold(sender, tag, msg),
-            _ => {}
+            _ => passed += 1,
+        }
+        if passed > stale_cap(links.size()) {
+            let detail =
+                format!("sent more than {} messages of finished broadcasts", stale_cap(links.size()));
+            return Err(TransportError::Protocol { peer: sender, op: OP, detail });
         }
     }
+}
+
+/// The messages of finished broadcasts one wait passes over before it blames their sender:
+/// `4 * size^2 + 64` (every rank's pieces of one abandoned broadcast per rank, four times).
+fn stale_cap(size: usize) -> usize {
+    size.saturating_mul(size).saturating_mul(4).saturating_add(64)
 }
 
 const OP: &str = "broadcast";
@@ -305,7 +322,7 @@ fn cause_of<L: Links + ?Sized>(
 ) -> TransportError {
     let mut followed = Vec::new();
     loop {
-        if let TransportError::Tampered { sender, receiver } = e {
+        if let TransportError::Tampered { sender, receiver, .. } = e {
             return match receivers.iter().position(|&r| r == receiver) {
                 Some(at) if ring && receivers[(at + receivers.len() - 1) % receivers.len()] == sender => e,
                 _ => false_report(receiver, sender, "hands it no piece"),
@@ -368,17 +385,31 @@ fn false_report(reporter: usize, named: usize, why: &str) -> TransportError {
 /// the report starts with `name` (a broadcast's, or nothing).
 fn report_failure<L: Links + ?Sized>(links: &mut L, to: usize, tag: Tag, name: &[u8], e: &TransportError) {
     let culprit = e.peer().unwrap_or(links.rank()) as u32;
-    let kind = if matches!(e, TransportError::Tampered { .. }) { ACK_TAMPERED } else { ACK_FAILED };
+    // What a ring peer sent wrong (not what the root sent) is a dispute between the two.
+    let relay_fault = match e {
+        TransportError::Tampered { .. } => true,
+        TransportError::Protocol { peer, .. } => *peer != to,
+        _ => false,
+    };
+    let kind = if relay_fault { ACK_TAMPERED } else { ACK_FAILED };
     let detail = e.to_string();
     let parts: [&[u8]; 4] = [name, &[kind], &culprit.to_le_bytes(), detail.as_bytes()];
     let _ = links.send_parts(to, tag, &parts, OP);
 }
 
 /// Test only: a rank told to report a failure ([`crate::insider`]) sends that report instead
-/// of its acknowledgement; whether it did.
+/// of its acknowledgement (whether it did); one told to flood sends stale acknowledgements
+/// first.
 #[cfg(feature = "insider-harness")]
 fn forged_report<L: Links + ?Sized>(links: &mut L, root: usize, name: &[u8]) -> bool {
     use crate::relayed::insider::{Misbehaviour, current};
+    if let Misbehaviour::FloodStale(count) = current() {
+        let stale = u64::from_le_bytes(name.try_into().unwrap_or_default()).wrapping_sub(1).to_le_bytes();
+        for _ in 0..count {
+            let _ = links.send_parts(root, TAG_ACK, &[&stale, &[ACK_OK]], OP);
+        }
+        return false;
+    }
     let Misbehaviour::ReportFailed(named) = current() else {
         return false;
     };
@@ -398,9 +429,10 @@ fn parse_ack(from: usize, msg: &[u8], op: &'static str) -> Result<(), TransportE
             op,
             detail: String::from_utf8_lossy(detail).into_owned(),
         }),
-        [ACK_TAMPERED, a, b, c, d, ..] => Err(TransportError::Tampered {
+        [ACK_TAMPERED, a, b, c, d, detail @ ..] => Err(TransportError::Tampered {
             sender: u32::from_le_bytes([*a, *b, *c, *d]) as usize,
             receiver: from,
+            detail: String::from_utf8_lossy(detail).into_owned(),
         }),
         _ => Err(TransportError::Protocol { peer: from, op, detail: "malformed acknowledgement".into() }),
     }
@@ -545,7 +577,8 @@ fn receive_pseudo<L: Links + ?Sized>(
                 if u32::from_le_bytes(*h) as usize == recv_index && piece.len() == range.len() =>
             {
                 if digests.as_ref().is_some_and(|d| !d.matches(recv_index, piece)) {
-                    return Err(TransportError::Tampered { sender: prev, receiver: links.rank() });
+                    let detail = format!("ring stage {stage}: piece {recv_index} is off the root's digest");
+                    return Err(TransportError::Tampered { sender: prev, receiver: links.rank(), detail });
                 }
                 buf[range].copy_from_slice(piece);
             }

@@ -40,17 +40,18 @@ pub enum TransportError {
         /// What the reporter saw.
         detail: String,
     },
-    /// A receiver of a pseudo-broadcast got from its ring predecessor `sender` a piece that
-    /// does not match the root's digest: one of the two is lying, and the root cannot tell
+    /// A receiver of a pseudo-broadcast saw its ring predecessor `sender` break the protocol:
+    /// a piece off the root's digest, a piece of the wrong index or length, a flood of
+    /// messages of finished broadcasts. One of the two is lying, and the root cannot tell
     /// which (see docs/transport.md, "Relayed pieces").
-    #[error(
-        "rank {sender} relayed a broadcast piece that does not match the root's digest (seen by rank {receiver})"
-    )]
+    #[error("rank {sender} broke the broadcast ring, as its successor rank {receiver} saw: {detail}")]
     Tampered {
         /// The rank that handed the piece over.
         sender: usize,
-        /// The rank that found it altered.
+        /// The rank that found it wrong.
         receiver: usize,
+        /// What was wrong.
+        detail: String,
     },
     /// A peer sent a message that breaks the protocol (wrong size, wrong piece).
     #[error("rank {peer} broke the protocol ({op}): {detail}")]

@@ -57,6 +57,9 @@ pub mod insider {
         FlipRelayed,
         /// It reports to the root, at every broadcast, that this rank failed.
         ReportFailed(usize),
+        /// Before each acknowledgement it sends the root this many acknowledgements of the
+        /// broadcast before (messages of a finished broadcast, read and passed over).
+        FloodStale(usize),
     }
 
     thread_local! {

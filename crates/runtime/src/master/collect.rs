@@ -20,6 +20,27 @@ fn duration_of(seconds: f64) -> Duration {
     Duration::try_from_secs_f64(seconds).unwrap_or(Duration::ZERO)
 }
 
+/// Per worker, the newest attempt (epoch, attempt) it acknowledged and the newest it reported
+/// an update for. An honest worker sends one of each per attempt it runs, in order (the
+/// acknowledgements of syncs, epoch 0, aside), so an older or repeated one is a flood.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Seen {
+    acks: Vec<(u32, u32)>,
+    updates: Vec<(u32, u32)>,
+}
+
+/// Notes that worker `w` sent a message of attempt `at`; whether it is newer than its last.
+fn fresh(seen: &mut Vec<(u32, u32)>, w: usize, at: (u32, u32)) -> bool {
+    if seen.len() <= w {
+        seen.resize(w + 1, (0, 0));
+    }
+    let newer = at > seen[w];
+    if newer {
+        seen[w] = at;
+    }
+    newer
+}
+
 /// The longest part of a worker's own failure message the master logs.
 const MESSAGE_LOGGED: usize = 200;
 
@@ -43,13 +64,28 @@ impl<T: Transport> Master<'_, T> {
         let _ = self.send(w, &MasterMessage::Stop);
     }
 
+    /// Worker `w`'s acknowledgement checked against the attempt: whether it is this attempt's
+    /// (not a late one of an abandoned attempt or a sync), or why the worker is dropped: it
+    /// does not parse, or it is of an attempt not begun, or older than one the worker sent.
+    fn checked_ack(&mut self, h: &EpochHeader<'_>, w: usize, bytes: &[u8]) -> Result<bool, &'static str> {
+        let ack = EpochAck::from_bytes(bytes).map_err(|_| "a malformed acknowledgement")?;
+        let at = (ack.epoch, ack.attempt);
+        if at > (h.epoch, h.attempt) {
+            return Err("an acknowledgement of an attempt not begun");
+        }
+        if at != (0, 0) && !fresh(&mut self.seen.acks, w, at) {
+            return Err("a repeated acknowledgement");
+        }
+        Ok(at == (h.epoch, h.attempt))
+    }
+
     /// Worker `w`'s report checked against the attempt: `None` for a late one of an earlier
     /// attempt; its update (weighed by the batch the master assigned, not by the count the
     /// worker reports) with its decoding and training times; or why the worker is dropped: a
     /// malformed report, a failure, an update for another attempt, of another point count than
     /// its batch, with a value that is not finite, or one the learner refuses.
     fn checked_update(
-        &self,
+        &mut self,
         h: &EpochHeader<'_>,
         w: usize,
         bytes: &[u8],
@@ -57,11 +93,14 @@ impl<T: Transport> Master<'_, T> {
         let report =
             UpdateReport::from_bytes(bytes).map_err(|e| format!("a malformed update report ({e})"))?;
         let at = (report.epoch, report.attempt);
+        if at > (h.epoch, h.attempt) {
+            return Err(format!("an update of epoch {} attempt {}, not yet begun", at.0, at.1));
+        }
+        if !fresh(&mut self.seen.updates, w, at) {
+            return Err("a repeated update report".into());
+        }
         if at < (h.epoch, h.attempt) {
             return Ok(None);
-        }
-        if at != (h.epoch, h.attempt) {
-            return Err(format!("an update of epoch {} attempt {}, not yet begun", at.0, at.1));
         }
         let (update, decode, train) = match report.outcome {
             UpdateOutcome::Done { update, decode_seconds, train_seconds, .. } => {
@@ -118,16 +157,15 @@ impl<T: Transport> Master<'_, T> {
             let ranks: Vec<usize> = pending.iter().map(|w| w + 1).collect();
             let bound = until.saturating_duration_since(self.t.now());
             match self.t.recv_any_within(&ranks, TAG_RECEIVED, bound) {
-                Ok((rank, bytes)) => match EpochAck::from_bytes(&bytes) {
-                    Ok(ack) if (ack.epoch, ack.attempt) == (h.epoch, h.attempt) => {
+                Ok((rank, bytes)) => match self.checked_ack(h, rank - 1, &bytes) {
+                    Ok(true) => {
                         pending.retain(|&w| w + 1 != rank);
                         until = self.t.now() + patience;
                     }
-                    // A late acknowledgement of an abandoned attempt (or of a sync).
-                    Ok(ack) if (ack.epoch, ack.attempt) < (h.epoch, h.attempt) => {}
-                    _ => {
+                    Ok(false) => {}
+                    Err(why) => {
                         pending.retain(|&w| w + 1 != rank);
-                        self.drop_insider(rank - 1, "a malformed acknowledgement", waiting, dropped);
+                        self.drop_insider(rank - 1, why, waiting, dropped);
                     }
                 },
                 Err(e) if e.is_timeout() => {
@@ -172,15 +210,23 @@ impl<T: Transport> Master<'_, T> {
                 }
             }
         }
+        // One bound for the whole wait: acknowledgements that do not count cannot prolong it.
+        let until = self.t.now() + patience;
         while !pending.is_empty() {
             let ranks: Vec<usize> = pending.iter().map(|w| w + 1).collect();
-            match self.t.recv_any_within(&ranks, TAG_RECEIVED, patience) {
-                Ok((rank, bytes)) => {
+            let bound = until.saturating_duration_since(self.t.now());
+            match self.t.recv_any_within(&ranks, TAG_RECEIVED, bound) {
+                Ok((rank, bytes)) => match EpochAck::from_bytes(&bytes) {
+                    Ok(EpochAck { epoch: 0, attempt: 0 }) => pending.retain(|&w| w + 1 != rank),
                     // Acknowledgements of the abandoned attempt's packets are passed over.
-                    if matches!(EpochAck::from_bytes(&bytes), Ok(EpochAck { epoch: 0, attempt: 0 })) {
+                    Ok(ack) if fresh(&mut self.seen.acks, rank - 1, (ack.epoch, ack.attempt)) => {}
+                    _ => {
+                        self.members
+                            .note_loss(&format!("worker {} sent a bad acknowledgement", rank - 1), false);
                         pending.retain(|&w| w + 1 != rank);
+                        lost.push(rank - 1);
                     }
-                }
+                },
                 Err(e) => {
                     self.members.note_loss(&e, e.is_timeout());
                     let gone = lost_worker(&e).filter(|w| pending.contains(w));
@@ -212,6 +258,8 @@ impl<T: Transport> Master<'_, T> {
     ) -> Result<(Vec<usize>, Vec<Update>), RuntimeError> {
         let started = self.t.now();
         let until = self.config.deadline.map(|d| started + d);
+        // Without news for a timeout the rest straggle; only an update that counts is news.
+        let mut quiet_until = started + self.t.timeout();
         let mut updates = Vec::new();
         // The last update's worker's decoding and training.
         let mut last = (Duration::ZERO, Duration::ZERO);
@@ -219,9 +267,10 @@ impl<T: Transport> Master<'_, T> {
             if waiting.is_empty() {
                 break Ok(());
             }
+            let quiet = quiet_until.saturating_duration_since(self.t.now());
             let bound = match until {
-                Some(until) => until.saturating_duration_since(self.t.now()).min(self.t.timeout()),
-                None => self.t.timeout(),
+                Some(until) => until.saturating_duration_since(self.t.now()).min(quiet),
+                None => quiet,
             };
             if bound.is_zero() {
                 break Ok(());
@@ -231,6 +280,7 @@ impl<T: Transport> Master<'_, T> {
                 Ok((rank, bytes)) => match self.checked_update(h, rank - 1, &bytes) {
                     Ok(None) => {} // a straggler's update from an earlier epoch
                     Ok(Some((update, decode, train))) => {
+                        quiet_until = self.t.now() + self.t.timeout();
                         waiting.retain(|&w| w + 1 != rank);
                         updates.push((rank, update));
                         last = (decode, train);

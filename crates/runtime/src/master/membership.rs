@@ -42,7 +42,7 @@ pub(crate) fn lost_worker(e: &TransportError) -> Option<usize> {
 pub(crate) fn blamed_workers(e: &TransportError, live: &[usize]) -> Vec<usize> {
     let worker = |rank: usize| rank.checked_sub(1).filter(|w| live.contains(w));
     match e {
-        TransportError::Tampered { sender, receiver } => {
+        TransportError::Tampered { sender, receiver, .. } => {
             [*sender, *receiver].into_iter().filter_map(worker).collect()
         }
         TransportError::PeerFailed { peer, reported_by, .. } => {

@@ -86,13 +86,15 @@ pub struct Master<'a, T: Transport> {
     owner_counts: Option<OwnerFrequencies>,
     /// The job told to workers that join while the run goes on; `None`: nobody is admitted.
     newcomer_job: Option<ClusterJob>,
+    /// The newest attempt each worker acknowledged and reported on.
+    seen: collect::Seen,
 }
 
 impl<'a, T: Transport> Master<'a, T> {
     /// A master over transport `t` (rank 0 of `config.workers + 1` ranks), starting afresh
     /// ([`Master::resuming`] continues a checkpointed run).
     pub fn new(
-        t: T,
+        mut t: T,
         config: &'a CheckedRunConfig,
         planner: &'a dyn ShufflePlanner,
         stragglers: &'a mut dyn StragglerModel,
@@ -113,6 +115,9 @@ impl<'a, T: Transport> Master<'a, T> {
         }
         check_scheme(planner, config.policy, config.candidates)?;
         let learner = config.learner.build()?;
+        // From here on, what each worker may send before it is read follows from the job.
+        let workers: Vec<usize> = (1..t.size()).collect();
+        t.limit_inbox(&workers, crate::inbox::at_master(learner.parameter_count()));
         for (which, records) in [("training", &data.train), ("held-out", &data.held_out)] {
             if records.width() != learner.record_width() {
                 let (width, expected) = (records.width(), learner.record_width());
@@ -135,6 +140,7 @@ impl<'a, T: Transport> Master<'a, T> {
             prices: None,
             owner_counts: owner_frequencies(points, config.workers),
             newcomer_job: None,
+            seen: collect::Seen::default(),
         })
     }
 
@@ -178,8 +184,6 @@ impl<'a, T: Transport> Master<'a, T> {
     /// Runs the remaining epochs; `on_epoch` sees each epoch's metrics as it completes.
     pub fn run(mut self, on_epoch: &mut dyn FnMut(&EpochMetrics)) -> Result<RunReport, RuntimeError> {
         let initial_loss = self.loss(&self.learner.initial_model(self.config.seed))?;
-        let workers: Vec<usize> = (1..self.t.size()).collect();
-        self.t.limit_inbox(&workers, crate::inbox::at_master(self.learner.parameter_count()));
         let result = self.start_workers().and_then(|()| {
             while self.state.chain.completed_epochs() < self.config.epochs {
                 self.admit_returning()?;

@@ -63,6 +63,8 @@ pub enum Wire {
     MalformedUpdate,
     /// Leaves instead of sending its update (the reference of the four above).
     LeaveBeforeUpdate,
+    /// Sends its update report twice.
+    RepeatUpdate,
 }
 
 /// A worker's transport that does [`Wire`] to its messages to the master in one epoch; once it
@@ -152,6 +154,11 @@ impl<T: Transport> Transport for Insider<T> {
             }
         }
         if to == 0 && tag == TAG_UPDATE {
+            if self.wire == Wire::RepeatUpdate
+                && UpdateReport::from_bytes(bytes).is_ok_and(|r| r.epoch == self.epoch)
+            {
+                self.t()?.send(0, tag, bytes)?;
+            }
             return match self.altered_update(bytes) {
                 Some(b) => self.t()?.send(0, tag, &b),
                 None => self.leave(),

@@ -1,0 +1,66 @@
+//! Bounded inboxes over TCP (`Transport::limit_inbox`): a peer that sends a frame longer than
+//! the bound, or more bytes than the bound no one reads, loses its link, named, while the
+//! others' messages still arrive.
+
+#![allow(clippy::unwrap_used)]
+
+use std::thread;
+use std::time::Duration;
+
+use ubershuffle_transport::tcp::{MasterListener, TcpConfig, TcpTransport, connect_worker};
+use ubershuffle_transport::{InboxLimits, Transport, TransportError};
+
+/// A master and two workers on loopback, the master limiting worker 1 (rank 1) only.
+fn cluster(limits: InboxLimits) -> (TcpTransport, TcpTransport, TcpTransport) {
+    let config = TcpConfig { timeout: Duration::from_secs(2), ..TcpConfig::new("inbox") };
+    let listener = MasterListener::bind("127.0.0.1:0", config.clone()).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let (addr, config) = (addr.clone(), config.clone());
+            thread::spawn(move || connect_worker(&addr, &config).unwrap())
+        })
+        .collect();
+    let mut master = listener.accept_workers(2, |r| panic!("refused {r:?}")).unwrap();
+    master.limit_inbox(&[1], limits);
+    let mut w: Vec<TcpTransport> = workers.into_iter().map(|h| h.join().unwrap()).collect();
+    w.sort_by_key(Transport::rank);
+    let second = w.pop().unwrap();
+    (master, w.pop().unwrap(), second)
+}
+
+fn gone_detail(e: TransportError) -> String {
+    match e {
+        TransportError::PeerGone { peer: 1, detail, .. } => detail,
+        other => panic!("not rank 1 gone: {other}"),
+    }
+}
+
+#[test]
+fn a_frame_longer_than_the_bound_ends_the_link() {
+    let (mut master, mut one, mut two) = cluster(InboxLimits::new(1024, 1 << 20));
+    one.send(0, 5, &[7; 1000]).unwrap();
+    assert_eq!(master.recv(1, 5).unwrap().len(), 1000);
+    let _ = one.send(0, 5, &[7; 2000]);
+    let detail = gone_detail(master.recv(1, 5).unwrap_err());
+    assert!(detail.contains("corrupt frame"), "{detail}");
+    // Rank 2, not limited, is heard as before.
+    two.send(0, 5, &[1; 4000]).unwrap();
+    assert_eq!(master.recv(2, 5).unwrap().len(), 4000);
+}
+
+#[test]
+fn unread_bytes_past_the_bound_end_the_link() {
+    let (mut master, mut one, _two) = cluster(InboxLimits::new(1 << 20, 8000));
+    // Read as they come, any number of messages pass.
+    for _ in 0..20 {
+        one.send(0, 5, &[7; 1000]).unwrap();
+        assert_eq!(master.recv(1, 5).unwrap().len(), 1000);
+    }
+    // Left unread (tag 9, which no one waits for), the ninth passes the bound.
+    for _ in 0..9 {
+        let _ = one.send(0, 9, &[7; 1000]);
+    }
+    let detail = gone_detail(master.recv_within(1, 5, Duration::from_secs(5)).unwrap_err());
+    assert!(detail.contains("8000 bytes a rank holds unread"), "{detail}");
+}
