@@ -66,7 +66,7 @@ impl ChannelSink {
 
 /// The error of a worker whose Python side went away.
 fn closed() -> RuntimeError {
-    RuntimeError::WorkerFailed { worker: 0, message: "the Python exchange was closed".into() }
+    RuntimeError::SinkClosed
 }
 
 impl RecordSink for ChannelSink {
@@ -122,7 +122,7 @@ fn run_rank(address: &str, config: &TcpConfig, mut sink: ChannelSink) {
         let summary = run_worker_with(t, &WorkerOptions::default(), &mut sink).map_err(|e| one_line(&e))?;
         match summary.exit {
             WorkerExit::Stopped => Ok(()),
-            WorkerExit::InjectedFailure => Err("left on purpose".into()),
+            WorkerExit::InjectedFailure => Err("the exchange was closed".into()),
         }
     })();
     let _ = sink.events.send(Event::Ended(outcome));

@@ -73,7 +73,9 @@ class RecordStore:
         path = self.directory / name
         size = int(np.prod(shape)) * np.dtype(dtype).itemsize
         if path.exists() and path.stat().st_size != size:
-            raise ValueError(f"{path} holds {path.stat().st_size} bytes, a store of shape {shape} needs {size}")
+            raise ValueError(
+                f"{path} holds {path.stat().st_size} bytes, a store of shape {shape} needs {size}"
+            )
         mode = "r+" if path.exists() else "w+"
         return np.memmap(path, dtype=dtype, mode=mode, shape=shape)
 
@@ -290,7 +292,9 @@ class Exchange:
         ranks connect to."""
         records = np.ascontiguousarray(records, dtype=np.uint8)
         if records.ndim != 2 or records.shape[0] == 0 or records.shape[1] == 0:
-            raise ValueError(f"records must be a non-empty (points, record_size) uint8 array, got {records.shape}")
+            raise ValueError(
+                f"records must be a non-empty (points, record_size) uint8 array, got {records.shape}"
+            )
         core = _native.HostCore(
             records,
             int(workers),

@@ -52,7 +52,7 @@ impl WorkerOptions {
 pub enum WorkerExit {
     /// The master said stop.
     Stopped,
-    /// It left on purpose ([`WorkerOptions::exit_at_epoch`]).
+    /// It left on purpose ([`WorkerOptions::exit_at_epoch`], or its record sink was closed).
     InjectedFailure,
 }
 
@@ -271,6 +271,10 @@ impl WorkerLoop<'_> {
                 };
             }
             Err(Failure::Transport(_)) => {} // the master restarts the epoch; wait for it
+            // The caller left: go as a killed worker would (the master loses it, the run goes on).
+            Err(Failure::Own(RuntimeError::SinkClosed)) => {
+                return Ok(Some(self.summary(WorkerExit::InjectedFailure)));
+            }
             Err(Failure::Own(e)) => {
                 let failed = UpdateOutcome::Failed(e.to_string().replace('\n', " "));
                 let report = UpdateReport { epoch: order.epoch, attempt: order.attempt, outcome: failed };
