@@ -356,6 +356,9 @@ impl<T: Transport> Master<'_, T> {
         });
         let parts: usize = seqs.iter().map(|&s| h.plan.transmission(s as usize).len()).sum();
         let payload = (seqs.len() * width) as u64;
+        m.data_bytes += bytes.len() as u64;
+        m.data_messages += 1;
+        m.unicast_messages += usize::from(point_to_point);
         m.payload_bytes += payload;
         if point_to_point {
             m.unicast_bytes += payload;
