@@ -91,7 +91,7 @@ impl RecordSink for ChannelSink {
     fn epoch(&mut self, d: Delivery<'_>) -> Result<(), RuntimeError> {
         let mut new_bytes = Vec::with_capacity(d.new_ids.len() * d.store.width());
         for &id in &d.new_ids {
-            let record = d.store.get(id).ok_or_else(|| closed())?;
+            let record = d.store.get(id).ok_or(ubershuffle_codes::CodecError::UnknownPoint { point: id })?;
             new_bytes.extend_from_slice(record);
         }
         self.send(Event::Epoch(EpochEvent {
