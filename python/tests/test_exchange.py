@@ -147,13 +147,13 @@ def rank_process(address: str, *args: str) -> subprocess.Popen:
     )
 
 
-def test_a_killed_rank_is_named_to_the_others_within_the_timeout():
-    timeout = 2.0
+def test_a_killed_rank_is_named_to_the_others_within_the_timeout_and_a_new_process_rejoins():
+    timeout, epochs = 2.0, 10
     host = us.Exchange.host(
         exchange_rank.data_set(),
         workers=4,
         alpha=exchange_rank.ALPHA,
-        epochs=6,
+        epochs=epochs,
         seed=3,
         token=TOKEN,
         timeout=timeout,
@@ -169,10 +169,12 @@ def test_a_killed_rank_is_named_to_the_others_within_the_timeout():
                     ex.next_epoch(timeout=10 * timeout)
             except Exception as e:  # noqa: BLE001 (checked below)
                 caught.append((time.monotonic(), e))
-            # The master goes on with the survivors to its last epoch.
+            # The master goes on with the survivors to its last epoch (each epoch "trains" a
+            # little, so that the replacement joins while the run goes on).
             last = None
             for batch in ex:
                 last = batch.epoch
+                time.sleep(0.25)
             finished.append(last)
 
     threads = [threading.Thread(target=survivor) for _ in range(3)]
@@ -182,17 +184,26 @@ def test_a_killed_rank_is_named_to_the_others_within_the_timeout():
     killed_rank = line["rank"]
     victim.kill()
     killed_at = time.monotonic()
+    while len(caught) < 3 and time.monotonic() - killed_at < 10 * timeout:
+        time.sleep(0.05)
+    # A new process takes the lost place at an epoch boundary and receives checked records.
+    replacement = rank_process(host.address, "--timeout", str(timeout))
     for t in threads:
-        t.join(30)
+        t.join(60)
     victim.wait()
+    rejoined = [json.loads(line) for line in replacement.communicate(timeout=60)[0].splitlines()]
+    assert rejoined[-1].get("done"), rejoined
+    assert rejoined[0]["rank"] == killed_rank
+    assert all(line["bytes_ok"] for line in rejoined if "epoch" in line) and len(rejoined) > 1
     assert len(caught) == 3
     for at, e in caught:
         assert isinstance(e, us.RankLost), e
         assert e.ranks == [killed_rank] and f"rank {killed_rank} left" in str(e)
         assert at - killed_at < 3 * timeout
-    assert finished == [6, 6, 6]
-    host.join(timeout=30)
+    assert finished == [epochs] * 3
+    master = host.join(timeout=30)
     assert host.lost_workers() == [killed_rank]
+    assert any(killed_rank in e["rejoined_workers"] for e in master)
 
 
 MASTER = """
