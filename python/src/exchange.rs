@@ -3,6 +3,7 @@
 //! record store from each event ([`ExchangeCore::next_event`] writes the rows straight into the
 //! numpy array). An epoch is acknowledged to the master only once Python has taken it.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, channel, sync_channel};
 use std::thread::JoinHandle;
@@ -197,6 +198,37 @@ impl ExchangeCore {
     fn next_event<'py>(
         &mut self,
         py: Python<'py>,
+        store: Option<PyReadwriteArray2<'py, u8>>,
+        present: Option<PyReadwriteArray1<'py, bool>>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        // A panic never crosses into Python.
+        let call = AssertUnwindSafe(|| self.event(py, store, present, timeout));
+        catch_unwind(call).unwrap_or_else(|_| {
+            Err(PyRuntimeError::new_err("internal error in ubershuffle (a Rust panic in the exchange)"))
+        })
+    }
+
+    /// Leaves the cluster: the worker thread ends (the master sees this rank gone).
+    fn close(&mut self, py: Python<'_>) {
+        // Dropping our ends makes the worker's next hand-over fail, which ends its run.
+        let (dead_tx, dead_rx) = sync_channel(0);
+        drop(dead_rx);
+        self.taken = dead_tx;
+        let (_, dead_events) = channel();
+        self.events = Mutex::new(dead_events);
+        if let Some(thread) = self.thread.take() {
+            // The thread may wait on the network up to its timeouts: do not wait for it.
+            py.detach(move || drop(thread));
+        }
+    }
+}
+
+impl ExchangeCore {
+    /// [`ExchangeCore::next_event`]'s work.
+    fn event<'py>(
+        &mut self,
+        py: Python<'py>,
         mut store: Option<PyReadwriteArray2<'py, u8>>,
         mut present: Option<PyReadwriteArray1<'py, bool>>,
         timeout: Option<f64>,
@@ -248,22 +280,6 @@ impl ExchangeCore {
         Ok(d)
     }
 
-    /// Leaves the cluster: the worker thread ends (the master sees this rank gone).
-    fn close(&mut self, py: Python<'_>) {
-        // Dropping our ends makes the worker's next hand-over fail, which ends its run.
-        let (dead_tx, dead_rx) = sync_channel(0);
-        drop(dead_rx);
-        self.taken = dead_tx;
-        let (_, dead_events) = channel();
-        self.events = Mutex::new(dead_events);
-        if let Some(thread) = self.thread.take() {
-            // The thread may wait on the network up to its timeouts: do not wait for it.
-            py.detach(move || drop(thread));
-        }
-    }
-}
-
-impl ExchangeCore {
     /// Lets the worker acknowledge the epoch Python took last.
     fn acknowledge(&mut self) {
         if std::mem::take(&mut self.owing) {

@@ -22,7 +22,7 @@ import exchange_rank  # noqa: E402
 TOKEN = "test-token"
 
 
-def run_ranks(address: str, n: int, check, **kw) -> dict:
+def run_ranks(address: str, n: int, check, policy: str = "partial-local", **kw) -> dict:
     """Runs ``n`` ranks on threads; ``check(ex, sampler, batch)`` on every delivered batch."""
     results, errors = {}, []
 
@@ -35,8 +35,8 @@ def run_ranks(address: str, n: int, check, **kw) -> dict:
                     rank=ex.rank,
                     seed=exchange_rank.SEED,
                     alpha=exchange_rank.ALPHA,
-                    policy="partial-local",
-                    fraction=0.3,
+                    policy=policy,
+                    fraction=0.3 if policy == "partial-local" else None,
                 )
                 seen = [check(ex, s, ex.local_batch(s.batch()))]
                 for batch in ex:
@@ -251,3 +251,47 @@ def test_sampler_state_and_record_store_resume_after_every_process_crashes(tmp_p
         epochs = [line for line in out if "epoch" in line]
         assert epochs and epochs[-1]["epoch"] == 6 and out[-1].get("done")
         assert all(line["agree"] and line["bytes_ok"] for line in epochs), epochs
+
+
+def test_ranks_receive_from_ubershuffle_serve(tmp_path):
+    """The master in a process of its own: `ubershuffle serve` over a records file."""
+    from conftest import find_cli
+
+    cli = find_cli()
+    if cli is None:
+        pytest.skip("the ubershuffle binary is not built (cargo build --release -p ubershuffle)")
+    data = exchange_rank.data_set()
+    (tmp_path / "data.bin").write_bytes(data.tobytes())
+    with socket_port() as port:
+        address = f"127.0.0.1:{port}"
+    master = subprocess.Popen(
+        [str(cli), "serve", "--records", str(tmp_path / "data.bin"), "--record-size", str(data.shape[1]),
+         "--workers", "2", "--alpha", str(exchange_rank.ALPHA), "--seed", str(exchange_rank.SEED),
+         "--epochs", "2", "--listen", address, "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={"UBERSHUFFLE_TOKEN": TOKEN},
+    )  # fmt: skip
+
+    def check(ex, s, batch):
+        assert np.array_equal(np.sort(s.batch()), batch.ids)
+        assert np.array_equal(batch.records, data[batch.ids])
+        return batch.epoch
+
+    results = run_ranks(address, 2, check, policy="global", join_timeout=30)
+    out, _ = master.communicate(timeout=60)
+    assert master.returncode == 0
+    assert all(seen == [0, 1, 2] for seen in results.values())
+    assert [e["epoch"] for e in json.loads(out)["epochs"]] == [1, 2]
+
+
+def socket_port():
+    """A context giving a free local port."""
+    import contextlib
+    import socket
+
+    @contextlib.contextmanager
+    def port():
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            yield s.getsockname()[1]
+
+    return port()
