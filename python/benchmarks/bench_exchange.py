@@ -2,7 +2,7 @@
 (``ubershuffle.Exchange``, the master on a thread of this process) for the policies
 partial-local 0.3 and global; alongside, ``ubershuffle run --transport tcp`` with 4
 ``ubershuffle worker`` processes on the same chain (linear regression on 4 KiB records: 511
-features and a label). Writes results/exchange.csv, one row per system, policy and epoch, and
+features and a label). Writes results/exchange-vs-run.csv, one row per system, policy and epoch, and
 checks, for every exchange epoch:
 
 - the master's data bytes = transmissions x record size + the stated framing of its data
@@ -171,7 +171,7 @@ def check(rows: list[dict]) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cli", default=str(ROOT / "target" / "release" / "ubershuffle"))
-    p.add_argument("--out", default=str(ROOT / "results" / "exchange.csv"))
+    p.add_argument("--out", default=str(ROOT / "results" / "exchange-vs-run.csv"))
     args = p.parse_args()
     os.environ.setdefault(us.exchange.TOKEN_VAR, secrets.token_hex(16))
     rows = []
