@@ -148,7 +148,7 @@ def rank_process(address: str, *args: str) -> subprocess.Popen:
 
 
 def test_a_killed_rank_is_named_to_the_others_within_the_timeout_and_a_new_process_rejoins():
-    timeout, epochs = 2.0, 10
+    timeout, epochs = 2.0, 16
     host = us.Exchange.host(
         exchange_rank.data_set(),
         workers=4,
