@@ -4,6 +4,8 @@
 //! arrays. Planning runs without the GIL, and a Rust panic is raised as `RuntimeError`.
 
 mod errors;
+mod exchange;
+mod exchange_host;
 mod planning;
 mod sampler;
 
@@ -267,5 +269,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
     m.add_class::<sampler::SamplerCore>()?;
     m.add_class::<sampler::EpochIter>()?;
+    m.add_class::<exchange::ExchangeCore>()?;
+    m.add_class::<exchange_host::HostCore>()?;
     Ok(())
 }

@@ -3,7 +3,8 @@
 ``ubershuffle`` plans and verifies the coded shuffles of the Rust project ``ubershuffle-rs``
 (the same instances, seeds and schemes as the ``ubershuffle`` command line, so the counts are
 the same), and offers :class:`CodedShuffleSampler`, a drop-in for
-``torch.utils.data.DistributedSampler`` whose epochs follow the project's epoch chain.
+``torch.utils.data.DistributedSampler`` whose epochs follow the project's epoch chain, and
+:class:`Exchange`, the data plane that delivers each rank's new batch by coded multicast.
 
 Planning::
 
@@ -18,6 +19,16 @@ Importing this package never imports torch.
 from __future__ import annotations
 
 from ._native import _panic_for_test  # noqa: F401  (used by the tests)
+from .exchange import (
+    EpochBatch,
+    EpochFigures,
+    Exchange,
+    ExchangeClosed,
+    ExchangeFinished,
+    Host,
+    RankLost,
+    RecordStore,
+)
 from .planning import (
     LowerBound,
     PlanResult,
@@ -33,6 +44,14 @@ from .sampler import CodedShuffleSampler
 
 __all__ = [
     "CodedShuffleSampler",
+    "EpochBatch",
+    "EpochFigures",
+    "Exchange",
+    "ExchangeClosed",
+    "ExchangeFinished",
+    "Host",
+    "RankLost",
+    "RecordStore",
     "LowerBound",
     "PlanResult",
     "Verification",

@@ -94,3 +94,37 @@ class EpochIter:
     def position(self) -> int: ...
     def order(self) -> npt.NDArray[np.int64]: ...
     def _reset(self, order: npt.NDArray[np.int64], position: int) -> None: ...
+
+class ExchangeCore:
+    def __init__(self, address: str, token: str, timeout: float, join_timeout: float) -> None: ...
+    def next_event(
+        self,
+        store: npt.NDArray[np.uint8] | None,
+        present: npt.NDArray[np.bool_] | None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]: ...
+    def close(self) -> None: ...
+
+class HostCore:
+    def __init__(
+        self,
+        records: npt.NDArray[np.uint8],
+        workers: int,
+        alpha: float,
+        policy: str,
+        fraction: float | None,
+        scheme: str,
+        seed: int,
+        epochs: int,
+        listen: str,
+        token: str,
+        timeout: float,
+        join_timeout: float,
+        checkpoint: str | None,
+        resume: bool,
+    ) -> None: ...
+    @property
+    def address(self) -> str: ...
+    def running(self) -> bool: ...
+    def epochs(self) -> list[dict[str, Any]]: ...
+    def join(self, timeout: float | None = None) -> tuple[bool, str, list[int]] | None: ...

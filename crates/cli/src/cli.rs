@@ -54,6 +54,10 @@ pub enum Command {
     /// send, decode, train, aggregate) in-process, over TCP processes or under mpirun, with a
     /// progress bar, a summary table, --json and --out DIR.
     Run(Box<RunArgs>),
+    /// Serve a data set of fixed-size records to N workers over TCP, epoch by epoch, by coded
+    /// delivery (the data plane of `ubershuffle.Exchange`; the token comes from
+    /// UBERSHUFFLE_TOKEN).
+    Serve(ServeArgs),
 }
 
 /// Where the instance comes from: a JSON file, or the seeded generator.
@@ -386,6 +390,60 @@ pub struct WorkerArgs {
     /// Seconds to keep trying to reach the master and to wait for the cluster to start.
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
     pub join_timeout: f64,
+}
+
+/// Flags of `ubershuffle serve`.
+#[derive(Debug, Args)]
+#[command(after_help = "Example:\n  \
+    UBERSHUFFLE_TOKEN=s3cret ubershuffle serve --records data.bin --record-size 4096 --workers 4 \\\n    \
+    --alpha 0.5 --epochs 10 --listen 127.0.0.1:7070\n\
+Each rank then calls ubershuffle.Exchange.connect(\"127.0.0.1:7070\") from Python.")]
+pub struct ServeArgs {
+    /// The data set: a file of fixed-size records, record i at byte i * record-size.
+    #[arg(long, value_name = "FILE")]
+    pub records: PathBuf,
+    /// Bytes per record.
+    #[arg(long, value_name = "B")]
+    pub record_size: usize,
+    /// Workers (Python ranks) to admit.
+    #[arg(long, value_name = "N")]
+    pub workers: usize,
+    /// Where to listen.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub listen: String,
+    /// Cache ratio alpha: each worker caches floor(alpha * points) records (the sampler's alpha).
+    #[arg(long, value_name = "A")]
+    pub alpha: f64,
+    /// How batches change between epochs: global, partial-local or local (the sampler's policy).
+    #[arg(long, default_value = "global")]
+    pub policy: String,
+    /// The fraction Q of each batch partial-local exchanges.
+    #[arg(long, value_name = "Q")]
+    pub fraction: Option<f64>,
+    /// The delivery scheme (a built-in planner: `ubershuffle schemes`).
+    #[arg(long, default_value = "auto")]
+    pub scheme: String,
+    /// Seed of the epoch chain and the planner (the sampler's seed).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Epochs to deliver (1..=E; epoch 0's batches are in the starting caches).
+    #[arg(long, default_value_t = 1)]
+    pub epochs: usize,
+    /// Seconds any wait may take; a rank silent for longer (training included) is lost.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    pub timeout: f64,
+    /// Seconds the workers have to join.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    pub join_timeout: f64,
+    /// Write a checkpoint here after every epoch.
+    #[arg(long, value_name = "FILE")]
+    pub checkpoint: Option<PathBuf>,
+    /// Continue from --checkpoint.
+    #[arg(long, requires = "checkpoint")]
+    pub resume: bool,
+    /// Print one JSON object on stdout (every epoch's metrics).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Flags of `ubershuffle run`.

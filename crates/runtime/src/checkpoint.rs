@@ -104,6 +104,17 @@ impl ResumePoint {
         Ok(ResumePoint { checkpoint })
     }
 
+    /// Reads the checkpoint at `path` (once) and matches it to a run of `config` with
+    /// fingerprint `fingerprint` ([`ResumePoint::check`]).
+    pub fn load(
+        path: &Path,
+        fingerprint: &RunFingerprint,
+        config: &CheckedRunConfig,
+    ) -> Result<ResumePoint, RuntimeError> {
+        let parameters = config.learner.build()?.parameter_count();
+        ResumePoint::check(Checkpoint::load(path)?, path, fingerprint, config, parameters)
+    }
+
     /// The matched checkpoint (its metrics are the completed epochs').
     pub fn checkpoint(&self) -> &Checkpoint {
         &self.checkpoint

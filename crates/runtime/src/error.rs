@@ -92,6 +92,10 @@ pub enum RuntimeError {
         /// How long the worker waited.
         waited: std::time::Duration,
     },
+    /// The caller behind a worker's [`crate::exchange::RecordSink`] closed it: the worker
+    /// leaves the run, as a killed one would.
+    #[error("the caller closed the exchange")]
+    SinkClosed,
     /// A size or a file passed a stated cap (the memory or input limits).
     #[error(transparent)]
     Limit(#[from] ubershuffle_core::limits::LimitError),

@@ -39,6 +39,12 @@ pub enum LearnerSpec {
     /// Gradient-coded full-gradient descent under stragglers: a worker's batch is the role it
     /// plays (see [`ubershuffle_learners::gradient_coding::learner`]).
     GradientCoding(CodedDescentParams),
+    /// No training: the run only moves records of `width` bytes (the data plane of
+    /// [`crate::exchange`]).
+    Records {
+        /// Bytes per record.
+        width: usize,
+    },
 }
 
 impl LearnerSpec {
@@ -53,6 +59,7 @@ impl LearnerSpec {
                 Box::new(MatrixCompletionRowsSgd::new(params, slots)?)
             }
             LearnerSpec::GradientCoding(params) => Box::new(params.build()?),
+            LearnerSpec::Records { width } => Box::new(crate::exchange::RecordsLearner::new(width)?),
         })
     }
 
@@ -65,6 +72,7 @@ impl LearnerSpec {
                 "matrix-completion"
             }
             LearnerSpec::GradientCoding(_) => "gradient-coding",
+            LearnerSpec::Records { .. } => "records",
         }
     }
 
@@ -76,6 +84,7 @@ impl LearnerSpec {
             LearnerSpec::MatrixCompletion(p) => 4 * p.rank as u64,
             LearnerSpec::MatrixCompletionRows { params, slots } => 4 * (params.rank * slots) as u64,
             LearnerSpec::GradientCoding(p) => p.features as u64 + 1,
+            LearnerSpec::Records { .. } => 0,
         }
     }
 
@@ -97,6 +106,7 @@ impl LearnerSpec {
         match *self {
             LearnerSpec::LinearRegression { features, .. } => records.len() as u64 * (features as u64 + 1),
             LearnerSpec::GradientCoding(p) => records.len() as u64 * (p.features as u64 + 1),
+            LearnerSpec::Records { .. } => 0,
             LearnerSpec::MatrixCompletion(p) => records.len() as u64 * (p.rank as u64 + 1),
             LearnerSpec::MatrixCompletionRows { params, slots } => {
                 let ratings: u64 =
@@ -128,6 +138,10 @@ impl LearnerSpec {
                 out.push(4);
                 gradient_coding::write(out, &p);
             }
+            LearnerSpec::Records { width } => {
+                out.push(5);
+                push_u32(out, width as u32);
+            }
         }
     }
 
@@ -145,6 +159,7 @@ impl LearnerSpec {
                 slots: r.u32()? as usize,
             }),
             4 => Ok(LearnerSpec::GradientCoding(gradient_coding::read(r)?)),
+            5 => Ok(LearnerSpec::Records { width: r.u32()? as usize }),
             other => Err(ProtocolError::UnknownKind { what: "learner", kind: other }.into()),
         }
     }
@@ -193,6 +208,7 @@ mod tests {
                 .with_shuffle(ubershuffle_gradient_codes::RoleShuffle::Random)
                 .with_seed(9),
             ),
+            LearnerSpec::Records { width: 4096 },
         ] {
             let mut bytes = Vec::new();
             spec.write(&mut bytes);

@@ -34,6 +34,17 @@ pub struct EpochMetrics {
     /// Payload bytes of the point-to-point packets.
     #[serde(default)]
     pub unicast_bytes: u64,
+    /// Bytes of the data messages the master handed its transport (broadcast buffers counted
+    /// once): `payload_bytes` plus each message's header,
+    /// [`crate::protocol::data_chunk_framing`].
+    #[serde(default)]
+    pub data_bytes: u64,
+    /// Data messages the master sent (broadcast buffers and point-to-point chunks).
+    #[serde(default)]
+    pub data_messages: usize,
+    /// Of those, the point-to-point chunks.
+    #[serde(default)]
+    pub unicast_messages: usize,
     /// Bytes of orders (batch, plan headers, and the model when it is not broadcast) the
     /// master sent.
     pub control_bytes: u64,

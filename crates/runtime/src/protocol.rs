@@ -259,6 +259,14 @@ pub fn data_chunk_bytes(
     out
 }
 
+/// The header bytes [`data_chunk_bytes`] puts before `packets` payloads: the epoch, the
+/// attempt, the packet count and each packet's sequence number (u32 each), and for a
+/// point-to-point message its kind byte. What the transport adds per frame below the message
+/// is the transport's ([`ubershuffle_transport::frame`]).
+pub fn data_chunk_framing(packets: usize, point_to_point: bool) -> usize {
+    12 + 4 * packets + usize::from(point_to_point)
+}
+
 /// A [`DataChunk`] read in place: the payloads stay in the received buffer (a worker copies
 /// only the packets it needs out of a broadcast).
 #[derive(Clone, Debug, PartialEq)]
@@ -464,6 +472,14 @@ mod tests {
 
     use super::*;
     use ubershuffle_core::Part;
+
+    #[test]
+    fn the_stated_framing_is_the_data_messages_header() {
+        for (packets, width, p2p) in [(0, 8, false), (3, 16, true), (5, 4096, false)] {
+            let bytes = data_chunk_bytes(2, 1, &vec![9; packets], width, p2p, |_, _| {});
+            assert_eq!(bytes.len(), packets * width + data_chunk_framing(packets, p2p));
+        }
+    }
 
     fn order() -> EpochOrder {
         let mut plan = Plan::new();

@@ -10,6 +10,7 @@ use ubershuffle_learners::{Learner, LocalStep, Model};
 use ubershuffle_transport::{Transport, TransportError};
 
 use crate::cost_model::{Prices, Work};
+use crate::exchange::{Delivery, DeliveryFigures, NoSink, RecordSink};
 use crate::phases::{Phase, Stopwatch};
 use crate::protocol::{
     DataChunkRef, EpochAck, EpochOrder, JobSpec, MasterMessage, TAG_MASTER, TAG_RECEIVED, TAG_UPDATE,
@@ -51,7 +52,7 @@ impl WorkerOptions {
 pub enum WorkerExit {
     /// The master said stop.
     Stopped,
-    /// It left on purpose ([`WorkerOptions::exit_at_epoch`]).
+    /// It left on purpose ([`WorkerOptions::exit_at_epoch`], or its record sink was closed).
     InjectedFailure,
 }
 
@@ -115,8 +116,19 @@ impl Joined {
 /// ([`RuntimeError::MasterSilent`]).
 /// The master must therefore send the next order within `2 T` of the last update it waits for:
 /// a master that plans longer needs a longer `--timeout`.
-pub fn run_worker<T: Transport>(mut t: T, options: &WorkerOptions) -> Result<WorkerSummary, RuntimeError> {
-    let result = work(&mut t, options);
+pub fn run_worker<T: Transport>(t: T, options: &WorkerOptions) -> Result<WorkerSummary, RuntimeError> {
+    run_worker_with(t, options, &mut NoSink)
+}
+
+/// [`run_worker`], handing what the worker holds and receives to `sink` (the data plane of
+/// [`crate::exchange`]): its starting cache and each epoch's new records, before the epoch is
+/// acknowledged.
+pub fn run_worker_with<T: Transport>(
+    mut t: T,
+    options: &WorkerOptions,
+    sink: &mut dyn RecordSink,
+) -> Result<WorkerSummary, RuntimeError> {
+    let result = work(&mut t, options, sink);
     if let Err(e) = &result {
         t.leave(&e.to_string());
     }
@@ -126,6 +138,8 @@ pub fn run_worker<T: Transport>(mut t: T, options: &WorkerOptions) -> Result<Wor
 /// [`run_worker`]'s loop: what the worker knows between messages.
 struct WorkerLoop<'o> {
     options: &'o WorkerOptions,
+    /// Where the records go (see [`run_worker_with`]).
+    sink: &'o mut dyn RecordSink,
     worker: usize,
     /// How long the worker waits for the master before it gives up on it.
     patience: Duration,
@@ -140,9 +154,14 @@ struct WorkerLoop<'o> {
     heard: Instant,
 }
 
-fn work<T: Transport>(t: &mut T, options: &WorkerOptions) -> Result<WorkerSummary, RuntimeError> {
+fn work<T: Transport>(
+    t: &mut T,
+    options: &WorkerOptions,
+    sink: &mut dyn RecordSink,
+) -> Result<WorkerSummary, RuntimeError> {
     let mut state = WorkerLoop {
         options,
+        sink,
         worker: t.rank().saturating_sub(1),
         patience: t.timeout().saturating_mul(2),
         joined: None,
@@ -193,6 +212,7 @@ impl WorkerLoop<'_> {
         match message {
             MasterMessage::Job(job) => {
                 check_job(&job)?;
+                self.sink.joined(&job)?;
                 let learner = job.learner.build()?;
                 let (params, width) = (learner.parameter_count(), job.record_width as usize);
                 let limits = crate::inbox::at_worker(params, job.chunk_bytes as usize, width);
@@ -208,12 +228,19 @@ impl WorkerLoop<'_> {
                 for (id, record) in ids.iter().zip(bytes.chunks_exact(width)) {
                     j.store.insert(*id, record)?;
                 }
+                self.sink.starting_records(&ids, &bytes)?;
             }
             MasterMessage::Order(order) => return self.on_order(t, &order),
             MasterMessage::Data(_) => {} // a late packet of an abandoned attempt
             MasterMessage::Stop => return Ok(Some(self.summary(WorkerExit::Stopped))),
-            MasterMessage::Sync => t.send(0, TAG_RECEIVED, &EpochAck { epoch: 0, attempt: 0 }.to_bytes())?,
-            MasterMessage::Members(workers) => self.on_members(t, &workers)?,
+            MasterMessage::Sync => {
+                self.sink.cache_ready();
+                t.send(0, TAG_RECEIVED, &EpochAck { epoch: 0, attempt: 0 }.to_bytes())?;
+            }
+            MasterMessage::Members(workers) => {
+                self.on_members(t, &workers)?;
+                self.sink.members(&workers);
+            }
             MasterMessage::ModelFollows { epoch, attempt } => self.on_model_follows(t, epoch, attempt)?,
         }
         Ok(None)
@@ -230,7 +257,8 @@ impl WorkerLoop<'_> {
         }
         let j = self.joined.as_mut().ok_or_else(|| not_joined("an epoch order"))?;
         let model = self.model.take();
-        match run_epoch(t, j, order, model.as_deref(), &mut self.heard, self.options.prices) {
+        let sink = &mut *self.sink;
+        match run_epoch(t, j, order, model.as_deref(), &mut self.heard, self.options.prices, sink) {
             Ok(EpochEnd::Done) => {
                 self.epochs += 1;
                 self.heard = t.now();
@@ -247,6 +275,10 @@ impl WorkerLoop<'_> {
                 };
             }
             Err(Failure::Transport(_)) => {} // the master restarts the epoch; wait for it
+            // The caller left: go as a killed worker would (the master loses it, the run goes on).
+            Err(Failure::Own(RuntimeError::SinkClosed)) => {
+                return Ok(Some(self.summary(WorkerExit::InjectedFailure)));
+            }
             Err(Failure::Own(e)) => {
                 let failed = UpdateOutcome::Failed(e.to_string().replace('\n', " "));
                 let report = UpdateReport { epoch: order.epoch, attempt: order.attempt, outcome: failed };
@@ -375,7 +407,9 @@ fn run_epoch<T: Transport>(
     broadcast_model: Option<&[u8]>,
     heard: &mut Instant,
     prices: Option<Prices>,
+    sink: &mut dyn RecordSink,
 ) -> Result<EpochEnd, Failure> {
+    let ordered = Instant::now();
     let received = match receive(t, j, order, heard, prices)? {
         Ok(received) => received,
         // The store is untouched so far: the next order finds the cache where it was.
@@ -385,9 +419,17 @@ fn run_epoch<T: Transport>(
     // Decoding and training are timed on the transport's clock: on an emulated cluster, what a
     // node of its own would spend (its thread's CPU time, or the cost model's price), however
     // many emulated nodes share this machine's cores.
+    let receive_seconds = ordered.elapsed().as_secs_f64();
     let mut watch = Stopwatch::start(t, prices);
     let received_bytes = received.bytes;
     decode(t, j, order, received, &mut watch)?;
+    let figures = DeliveryFigures {
+        received_bytes,
+        receive_seconds,
+        decode_seconds: watch.timer.spent(Phase::Decode).as_secs_f64(),
+        ..DeliveryFigures::default()
+    };
+    deliver(j, order, figures, sink)?;
     let trained = train(t, j, order, broadcast_model, &mut watch)?;
     if order.hold_seconds != 0.0 {
         // A value from the peer: checked, never trusted to convert.
@@ -521,6 +563,32 @@ fn decode<T: Transport>(
     j.finished = Some(Finished { epoch: order.epoch, before: old_cache, after: kept });
     watch.lap(t, Phase::Decode, work);
     Ok(())
+}
+
+/// Hands the epoch's batch and new records to `sink` (after decoding, before training and
+/// the update: the caller has the records before the master hears the epoch is done).
+fn deliver(
+    j: &Joined,
+    order: &EpochOrder,
+    mut figures: DeliveryFigures,
+    sink: &mut dyn RecordSink,
+) -> Result<(), RuntimeError> {
+    let Some(finished) = &j.finished else { return Ok(()) };
+    let mut before = finished.before.clone();
+    before.sort_unstable();
+    let new_ids: Vec<u32> =
+        order.batch.iter().copied().filter(|p| before.binary_search(p).is_err()).collect();
+    figures.packets = order.plan.len();
+    figures.coded_packets = order.plan.iter().filter(|parts| parts.len() > 1).count();
+    sink.epoch(Delivery {
+        epoch: order.epoch,
+        attempt: order.attempt,
+        batch: &order.batch,
+        new_ids,
+        store: &j.store,
+        cache_after: &finished.after,
+        figures,
+    })
 }
 
 /// The trained phase: the local update on the new batch from the epoch's model.

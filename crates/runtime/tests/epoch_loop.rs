@@ -15,8 +15,8 @@ use ubershuffle_planners::planner_by_name;
 use ubershuffle_runtime::in_process::{InProcessRun, run_in_process};
 use ubershuffle_runtime::spec::ResumePoint;
 use ubershuffle_runtime::{
-    Checkpoint, EpochMetrics, LearnerSpec, RunConfig, RunData, RunFingerprint, RunReport, RuntimeError,
-    WorkerExit, WorkerSummary,
+    EpochMetrics, LearnerSpec, RunConfig, RunData, RunFingerprint, RunReport, RuntimeError, WorkerExit,
+    WorkerSummary,
 };
 use ubershuffle_transport::in_process::InProcessConfig;
 
@@ -69,9 +69,7 @@ fn try_run_resuming(
     let planner = planner_by_name(scheme, &PlannerOptions::default()).unwrap();
     let point = match config.checkpoint.as_ref().filter(|_| resume) {
         Some(path) => {
-            let fingerprint = RunFingerprint::of(&config, planner.name(), &data);
-            let parameters = config.learner.build()?.parameter_count();
-            Some(ResumePoint::check(Checkpoint::load(path)?, path, &fingerprint, &config, parameters)?)
+            Some(ResumePoint::load(path, &RunFingerprint::of(&config, planner.name(), &data), &config)?)
         }
         None => None,
     };

@@ -12,6 +12,7 @@ mod plan_pliable;
 mod plan_policy;
 pub(crate) mod run;
 mod schemes;
+mod serve;
 mod worker;
 
 use std::process::ExitCode;
@@ -29,5 +30,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Master(args) => master::run(&args),
         Command::Worker(args) => worker::run(&args),
         Command::Run(args) => run::run(&args),
+        Command::Serve(args) => serve::run(&args),
     }
 }

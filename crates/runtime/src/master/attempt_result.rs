@@ -28,6 +28,12 @@ pub(super) struct Traffic {
     pub(super) broadcast: u64,
     /// Packet payloads sent point to point.
     pub(super) unicast: u64,
+    /// Whole data messages (payloads and their headers).
+    pub(super) data: u64,
+    /// Data messages (broadcast chunks and point-to-point ones).
+    pub(super) data_messages: usize,
+    /// Point-to-point data messages.
+    pub(super) unicast_messages: usize,
 }
 
 /// A completed attempt: each phase's result.
@@ -85,6 +91,9 @@ impl AttemptResult {
             unicast_bytes: traffic.unicast,
             control_bytes: traffic.control,
             model_bytes: traffic.model,
+            data_bytes: traffic.data,
+            data_messages: traffic.data_messages,
+            unicast_messages: traffic.unicast_messages,
             plan_seconds: seconds(Phase::Plan),
             verify_seconds: seconds(Phase::Verify),
             route_seconds: seconds(Phase::Route),

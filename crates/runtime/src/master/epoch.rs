@@ -370,6 +370,9 @@ impl<T: Transport> Master<'_, T> {
         });
         let parts: usize = seqs.iter().map(|&s| h.plan.transmission(s as usize).len()).sum();
         let payload = (seqs.len() * width) as u64;
+        traffic.data += bytes.len() as u64;
+        traffic.data_messages += 1;
+        traffic.unicast_messages += usize::from(point_to_point);
         if point_to_point {
             traffic.unicast += payload;
         } else {

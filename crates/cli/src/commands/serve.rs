@@ -1,0 +1,87 @@
+//! `ubershuffle serve`: the master of the data plane. It holds a file of fixed-size records and
+//! delivers each epoch's batches to the Python ranks (`ubershuffle.Exchange`) by coded delivery
+//! over TCP (`ubershuffle_runtime::exchange`).
+
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use serde_json::json;
+use ubershuffle_codes::Records;
+use ubershuffle_core::exchange_policy::ExchangePolicy;
+use ubershuffle_core::limits::Limits;
+use ubershuffle_runtime::exchange::{ServeOptions, serve};
+use ubershuffle_transport::tcp::{MasterListener, TcpConfig};
+
+use super::master::seconds;
+use crate::cli::ServeArgs;
+
+/// The environment variable the token is read from (never a flag: a command line is visible
+/// to every user of the machine).
+const TOKEN_VAR: &str = "UBERSHUFFLE_TOKEN";
+
+/// Runs the command.
+pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    let token = std::env::var(TOKEN_VAR).ok().filter(|t| !t.is_empty()).with_context(|| {
+        format!(
+            "{TOKEN_VAR} is not set: serve reads the cluster's token from it, never from the command line"
+        )
+    })?;
+    let options = options(args)?;
+    let records = read_records(args)?;
+    let config =
+        TcpConfig { timeout: options.timeout, join_timeout: options.join_timeout, ..TcpConfig::new(token) };
+    let listener = MasterListener::bind(&args.listen, config)?;
+    eprintln!(
+        "serving {} records of {} bytes on {}, waiting for {} workers",
+        records.len(),
+        records.width(),
+        listener.local_addr()?,
+        args.workers
+    );
+    let report = serve(listener, records, &options, &mut |m| {
+        eprintln!(
+            "epoch {}: {} transmissions ({} uncoded), {} payload bytes, {:.3} s",
+            m.epoch, m.transmissions, m.uncoded_transmissions, m.payload_bytes, m.epoch_seconds
+        );
+    })?;
+    if args.json {
+        println!("{}", json!({ "epochs": report.epochs, "lost_workers": report.lost_workers }));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The checked flags.
+fn options(args: &ServeArgs) -> anyhow::Result<ServeOptions> {
+    if args.workers == 0 {
+        bail!("--workers must be at least 1");
+    }
+    if args.record_size == 0 {
+        bail!("--record-size must be at least 1 byte");
+    }
+    let mut o = ServeOptions::new(args.workers, args.alpha);
+    o.policy = ExchangePolicy::new(&args.policy, args.fraction).context("--policy")?;
+    o.scheme = args.scheme.clone();
+    o.seed = args.seed;
+    o.epochs = args.epochs;
+    o.timeout = seconds("--timeout", args.timeout)?;
+    o.join_timeout = seconds("--join-timeout", args.join_timeout)?;
+    o.checkpoint = args.checkpoint.clone();
+    o.resume = args.resume;
+    Ok(o)
+}
+
+/// The records file, whole, within the memory cap.
+fn read_records(args: &ServeArgs) -> anyhow::Result<Records> {
+    let path = &args.records;
+    let len = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?.len();
+    Limits::from_env()?.check_memory(&format!("the records file {}", path.display()), len)?;
+    if len == 0 || len % args.record_size as u64 != 0 {
+        bail!(
+            "{}: {len} bytes is not a positive multiple of --record-size {}",
+            path.display(),
+            args.record_size
+        );
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(Records::from_bytes(args.record_size, bytes)?)
+}

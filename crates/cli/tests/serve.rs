@@ -1,0 +1,108 @@
+//! `ubershuffle serve`: the data plane's master delivers a records file to `ubershuffle worker`
+//! processes, each epoch's data bytes are the plan's transmissions times the record size plus
+//! the stated framing, and bad input is one line.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+const TOKEN: &str = "serve-test-token";
+
+fn records_file(name: &str, bytes: &[u8]) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("ubershuffle-serve-{}-{name}", std::process::id()));
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+fn serve(args: &[&str], token: Option<&str>) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ubershuffle"));
+    c.arg("serve").args(args);
+    match token {
+        Some(t) => c.env("UBERSHUFFLE_TOKEN", t),
+        None => c.env_remove("UBERSHUFFLE_TOKEN"),
+    };
+    c
+}
+
+fn one_line_error(out: &Output) -> String {
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    assert!(stderr.starts_with("error: ") && stderr.lines().count() == 1, "{stderr}");
+    stderr
+}
+
+#[test]
+fn bad_input_is_one_line() {
+    let file = records_file("ragged", &[7u8; 100]);
+    let path = file.to_str().unwrap();
+    let base = ["--records", path, "--workers", "2", "--alpha", "0.5", "--listen", "127.0.0.1:0"];
+    let no_token = serve(&[&base[..], &["--record-size", "10"]].concat(), None).output().unwrap();
+    assert!(one_line_error(&no_token).contains("UBERSHUFFLE_TOKEN is not set"));
+    let ragged = serve(&[&base[..], &["--record-size", "30"]].concat(), Some(TOKEN)).output().unwrap();
+    assert!(one_line_error(&ragged).contains("not a positive multiple of --record-size 30"));
+    let mut policy =
+        serve(&[&base[..], &["--record-size", "10", "--policy", "sideways"]].concat(), Some(TOKEN));
+    assert!(one_line_error(&policy.output().unwrap()).contains("--policy"));
+    std::fs::remove_file(file).unwrap();
+}
+
+#[test]
+fn workers_receive_each_epoch_and_the_master_sends_the_plan_plus_stated_framing() {
+    let (points, width) = (96usize, 64usize);
+    let bytes: Vec<u8> = (0..points * width).map(|i| (i * 31 % 251) as u8).collect();
+    let file = records_file("data", &bytes);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    let args = [
+        "--records",
+        file.to_str().unwrap(),
+        "--record-size",
+        "64",
+        "--workers",
+        "3",
+        "--alpha",
+        "0.5",
+        "--policy",
+        "partial-local",
+        "--fraction",
+        "0.3",
+        "--scheme",
+        "coded",
+        "--epochs",
+        "3",
+        "--listen",
+        &addr,
+        "--json",
+    ];
+    let master = serve(&args, Some(TOKEN)).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let workers: Vec<_> = (0..3)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_ubershuffle"))
+                .args(["worker", "--connect", &addr, "--token", TOKEN])
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let out = master.wait_with_output().unwrap();
+    for mut w in workers {
+        assert!(w.wait().unwrap().success(), "a worker failed");
+    }
+    assert!(out.status.success());
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let epochs = report["epochs"].as_array().unwrap();
+    assert_eq!(epochs.len(), 3);
+    for e in epochs {
+        let n = |k: &str| e[k].as_u64().unwrap() as usize;
+        assert!(n("transmissions") < n("uncoded_transmissions"), "{e}");
+        assert_eq!(n("payload_bytes"), n("transmissions") * width);
+        let packets = n("broadcast_packets") + n("unicast_packets");
+        // The sum of `protocol::data_chunk_framing` over the epoch's data messages.
+        let framing = 12 * n("data_messages") + 4 * packets + n("unicast_messages");
+        assert_eq!(n("data_bytes"), n("transmissions") * width + framing, "{e}");
+    }
+    std::fs::remove_file(file).unwrap();
+}

@@ -1,0 +1,297 @@
+"""The coded exchange: 4 ranks receive exactly their batches' bytes by coded delivery, in step
+with the sampler; a lost rank is named to the others; a crash of every process resumes."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import ubershuffle as us
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import exchange_rank  # noqa: E402
+
+TOKEN = "test-token"
+
+
+def run_ranks(address: str, n: int, check, policy: str = "partial-local", **kw) -> dict:
+    """Runs ``n`` ranks on threads; ``check(ex, sampler, batch)`` on every delivered batch."""
+    results, errors = {}, []
+
+    def rank() -> None:
+        try:
+            with us.Exchange.connect(address, token=TOKEN, **kw) as ex:
+                s = us.CodedShuffleSampler(
+                    exchange_rank.POINTS,
+                    num_replicas=ex.world,
+                    rank=ex.rank,
+                    seed=exchange_rank.SEED,
+                    alpha=exchange_rank.ALPHA,
+                    policy=policy,
+                    fraction=0.3 if policy == "partial-local" else None,
+                )
+                seen = [check(ex, s, ex.local_batch(s.batch()))]
+                for batch in ex:
+                    s.set_epoch(batch.epoch)
+                    seen.append(check(ex, s, batch))
+                results[ex.rank] = seen
+        except Exception as e:  # noqa: BLE001 (reported by the test)
+            errors.append(e)
+
+    threads = [threading.Thread(target=rank) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    return results
+
+
+def test_four_ranks_receive_exactly_their_batches_in_step_with_the_sampler():
+    data = exchange_rank.data_set()
+    host = us.Exchange.host(
+        data,
+        workers=4,
+        alpha=exchange_rank.ALPHA,
+        epochs=3,
+        policy="partial-local",
+        fraction=0.3,
+        seed=exchange_rank.SEED,
+        token=TOKEN,
+        scheme="coded",
+    )
+    cache: dict = {}
+
+    def check(ex, s, batch):
+        assert np.array_equal(np.sort(s.batch()), batch.ids), "the sampler and the exchange disagree"
+        assert np.array_equal(batch.records, data[batch.ids])
+        assert batch.record(0).base is not None  # a view of the store, no copy
+        if batch.epoch > 0:
+            # Exactly what the batch lacks arrives: the batch minus the cache kept last epoch.
+            before = cache[ex.rank]
+            assert np.array_equal(batch.new_ids, np.setdiff1d(batch.ids, before))
+            assert batch.figures.new_records == len(batch.new_ids)
+            assert batch.figures.coded_packets + batch.figures.uncoded_packets == batch.figures.packets
+            assert batch.figures.bytes_received >= batch.figures.packets * data.shape[1]
+            cache[ex.rank] = batch.cache
+        else:
+            cache[ex.rank] = np.flatnonzero(ex.store.present)
+        return batch.epoch
+
+    results = run_ranks(host.address, 4, check)
+    assert sorted(results) == [0, 1, 2, 3]
+    assert all(seen == [0, 1, 2, 3] for seen in results.values())
+    epochs = host.join(timeout=30)
+    # The master sent what the planner predicts for the same chain: `ubershuffle plan --epochs`.
+    planned = us.plan_epochs(
+        4,
+        exchange_rank.POINTS,
+        policy="partial-local",
+        fraction=0.3,
+        alpha=exchange_rank.ALPHA,
+        scheme="coded",
+        epochs=3,
+        seed=exchange_rank.SEED,
+    )
+    assert [e["transmissions"] for e in epochs] == [p["transmissions"] for p in planned]
+    assert [e["uncoded_transmissions"] for e in epochs] == [p["uncoded_transmissions"] for p in planned]
+    assert all(e["payload_bytes"] == e["transmissions"] * data.shape[1] for e in epochs)
+
+
+def test_memory_mapped_store_holds_the_records(tmp_path):
+    store = us.RecordStore(10, 4, tmp_path / "s")
+    store.array[3] = [1, 2, 3, 4]
+    store.present[3] = True
+    store.flush()
+    again = us.RecordStore(10, 4, tmp_path / "s")
+    assert again.records(np.array([3])).tolist() == [[1, 2, 3, 4]]
+    with pytest.raises(KeyError, match="does not hold record 4"):
+        again.records(np.array([3, 4]))
+    with pytest.raises(ValueError, match="a store of shape"):
+        us.RecordStore(11, 4, tmp_path / "s")
+
+
+def test_bad_arguments_are_one_line_errors(monkeypatch):
+    monkeypatch.delenv("UBERSHUFFLE_TOKEN", raising=False)
+    data = np.zeros((8, 4), dtype=np.uint8)
+    with pytest.raises(ValueError, match="no token"):
+        us.Exchange.host(data, workers=2, alpha=0.5, epochs=1)
+    with pytest.raises(ValueError, match="non-empty"):
+        us.Exchange.host(np.zeros(8, dtype=np.uint8), workers=2, alpha=0.5, epochs=1, token=TOKEN)
+    with pytest.raises(ValueError, match="policy"):
+        us.Exchange.host(data, workers=2, alpha=0.5, epochs=1, token=TOKEN, policy="sideways")
+    with pytest.raises(ValueError, match="timeout"):
+        us.Exchange.connect("127.0.0.1:1", token=TOKEN, timeout=-1)
+    host = us.Exchange.host(data, workers=2, alpha=0.01, epochs=1, token=TOKEN, join_timeout=1)
+    with pytest.raises(RuntimeError) as e:
+        host.join(timeout=30)
+    assert "\n" not in str(e.value)
+
+
+def rank_process(address: str, *args: str) -> subprocess.Popen:
+    env = {"UBERSHUFFLE_TOKEN": TOKEN, "PATH": "/usr/bin:/bin"}
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "exchange_rank.py"), address, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def test_a_killed_rank_is_named_to_the_others_within_the_timeout_and_a_new_process_rejoins():
+    timeout, epochs = 2.0, 16
+    host = us.Exchange.host(
+        exchange_rank.data_set(),
+        workers=4,
+        alpha=exchange_rank.ALPHA,
+        epochs=epochs,
+        seed=3,
+        token=TOKEN,
+        timeout=timeout,
+    )
+    victim = rank_process(host.address, "--hang-after", "1", "--timeout", str(timeout))
+    caught: list = []
+    finished: list = []
+
+    def survivor() -> None:
+        with us.Exchange.connect(host.address, token=TOKEN, timeout=timeout) as ex:
+            try:
+                while True:
+                    ex.next_epoch(timeout=10 * timeout)
+            except Exception as e:  # noqa: BLE001 (checked below)
+                caught.append((time.monotonic(), e))
+            # The master goes on with the survivors to its last epoch (each epoch "trains" a
+            # little, so that the replacement joins while the run goes on).
+            last = None
+            for batch in ex:
+                last = batch.epoch
+                time.sleep(0.25)
+            finished.append(last)
+
+    threads = [threading.Thread(target=survivor) for _ in range(3)]
+    for t in threads:
+        t.start()
+    line = json.loads(victim.stdout.readline())  # the victim took epoch 1
+    killed_rank = line["rank"]
+    victim.kill()
+    killed_at = time.monotonic()
+    while len(caught) < 3 and time.monotonic() - killed_at < 10 * timeout:
+        time.sleep(0.05)
+    # A new process takes the lost place at an epoch boundary and receives checked records.
+    replacement = rank_process(host.address, "--timeout", str(timeout))
+    for t in threads:
+        t.join(60)
+    victim.wait()
+    rejoined = [json.loads(line) for line in replacement.communicate(timeout=60)[0].splitlines()]
+    assert rejoined[-1].get("done"), rejoined
+    assert rejoined[0]["rank"] == killed_rank
+    assert all(line["bytes_ok"] for line in rejoined if "epoch" in line) and len(rejoined) > 1
+    assert len(caught) == 3
+    for at, e in caught:
+        assert isinstance(e, us.RankLost), e
+        assert e.ranks == [killed_rank] and f"rank {killed_rank} left" in str(e)
+        assert at - killed_at < 3 * timeout
+    assert finished == [epochs] * 3
+    master = host.join(timeout=30)
+    assert host.lost_workers() == [killed_rank]
+    assert any(killed_rank in e["rejoined_workers"] for e in master)
+
+
+MASTER = """
+import sys, ubershuffle as us, exchange_rank
+host = us.Exchange.host(exchange_rank.data_set(), workers=3, alpha=exchange_rank.ALPHA, epochs=6,
+    seed=exchange_rank.SEED, token="test-token", timeout=2.0, checkpoint=sys.argv[1],
+    resume=sys.argv[2] == "1")
+print(host.address, flush=True)
+host.join()
+"""
+
+
+def test_sampler_state_and_record_store_resume_after_every_process_crashes(tmp_path):
+    def start_master(resume: bool) -> tuple:
+        master = subprocess.Popen(
+            [sys.executable, "-c", MASTER, str(tmp_path / "master.ckpt"), "1" if resume else "0"],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=HERE,
+        )
+        return master, master.stdout.readline().strip()
+
+    def start_ranks(address: str) -> list:
+        return [
+            rank_process(
+                address, "--store", str(tmp_path / f"store{k}"), "--state", str(tmp_path / f"state{k}")
+            )
+            for k in range(3)
+        ]
+
+    master, address = start_master(False)
+    ranks = start_ranks(address)
+    for r in ranks:  # every rank has taken epoch 2
+        while json.loads(r.stdout.readline()).get("epoch", 0) < 2:
+            pass
+    for proc in [master, *ranks]:  # a crash of every process
+        proc.kill()
+        proc.wait()
+    master, address = start_master(True)
+    ranks = start_ranks(address)
+    lines = [[json.loads(line) for line in r.communicate(timeout=60)[0].splitlines()] for r in ranks]
+    master.wait(timeout=30)
+    for out in lines:
+        assert out[0]["held"] and out[0]["resumed_at"] >= 2, out[0]
+        epochs = [line for line in out if "epoch" in line]
+        assert epochs and epochs[-1]["epoch"] == 6 and out[-1].get("done")
+        assert all(line["agree"] and line["bytes_ok"] for line in epochs), epochs
+
+
+def test_ranks_receive_from_ubershuffle_serve(tmp_path):
+    """The master in a process of its own: `ubershuffle serve` over a records file."""
+    from conftest import find_cli
+
+    cli = find_cli()
+    if cli is None:
+        pytest.skip("the ubershuffle binary is not built (cargo build --release -p ubershuffle)")
+    data = exchange_rank.data_set()
+    (tmp_path / "data.bin").write_bytes(data.tobytes())
+    with socket_port() as port:
+        address = f"127.0.0.1:{port}"
+    master = subprocess.Popen(
+        [str(cli), "serve", "--records", str(tmp_path / "data.bin"), "--record-size", str(data.shape[1]),
+         "--workers", "2", "--alpha", str(exchange_rank.ALPHA), "--seed", str(exchange_rank.SEED),
+         "--epochs", "2", "--listen", address, "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={"UBERSHUFFLE_TOKEN": TOKEN},
+    )  # fmt: skip
+
+    def check(ex, s, batch):
+        assert np.array_equal(np.sort(s.batch()), batch.ids)
+        assert np.array_equal(batch.records, data[batch.ids])
+        return batch.epoch
+
+    results = run_ranks(address, 2, check, policy="global", join_timeout=30)
+    out, _ = master.communicate(timeout=60)
+    assert master.returncode == 0
+    assert all(seen == [0, 1, 2] for seen in results.values())
+    assert [e["epoch"] for e in json.loads(out)["epochs"]] == [1, 2]
+
+
+def socket_port():
+    """A context giving a free local port."""
+    import contextlib
+    import socket
+
+    @contextlib.contextmanager
+    def port():
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            yield s.getsockname()[1]
+
+    return port()
