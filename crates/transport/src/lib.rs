@@ -8,9 +8,12 @@ pub mod in_process;
 mod mailbox;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+pub mod seal;
+mod secret;
 pub mod tcp;
 mod transport;
 
 pub use collectives::{BroadcastMethod, UnknownBroadcastMethod};
 pub use error::TransportError;
+pub use secret::Secret;
 pub use transport::{COLLECTIVE_HEADER_BYTES, MAX_USER_TAG, Tag, Transport};

@@ -10,9 +10,10 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::auth::Context;
+use super::conn::Conn;
 use super::join::MAX_SETUP_FRAME;
-use super::setup_io::{authenticate_to, read_before};
+use super::noise::{Context, token_psk};
+use super::setup_io::{Initiate, authenticate_to, read_before};
 use super::{MasterListener, TcpConfig, TcpTransport, connect_worker};
 use crate::frame::FrameKind;
 use crate::{BroadcastMethod, Transport, TransportError};
@@ -26,16 +27,28 @@ fn config(join_timeout: Duration) -> TcpConfig {
     }
 }
 
+/// Connects to `master` and proves the token, sending `listen` as the peer address.
+fn join_as(master: &str, config: &TcpConfig, listen: &str, deadline: Instant) -> Conn {
+    let stream = TcpStream::connect(master).unwrap();
+    let how = Initiate {
+        psk: &token_psk(&config.token),
+        context: Context::Join,
+        hello: FrameKind::Hello,
+        sender: 0,
+        listen,
+        sealed: config.sealed,
+    };
+    authenticate_to(stream, &how, deadline, "master").unwrap()
+}
+
 /// Joins `master` as a worker that proves the token and then leaves as soon as it is
 /// welcomed (as if killed while the workers link up). Returns once it has joined; the thread
 /// ends when it has left.
 fn join_then_leave_after_welcome(master: &str, config: &TcpConfig) -> thread::JoinHandle<bool> {
-    let stream = TcpStream::connect(master).unwrap();
     let deadline = Instant::now() + config.join_timeout;
-    let (hello, listen) = (FrameKind::Hello, "127.0.0.1:9");
-    authenticate_to(&stream, &config.token, Context::Join, hello, 0, listen, deadline, "master").unwrap();
+    let mut stream = join_as(master, config, "127.0.0.1:9", deadline);
     thread::spawn(move || {
-        let welcomed = read_before(&stream, deadline, MAX_SETUP_FRAME, "master")
+        let welcomed = read_before(&mut stream, deadline, MAX_SETUP_FRAME, "master")
             .is_ok_and(|f| f.kind == FrameKind::Welcome);
         drop(stream);
         welcomed
@@ -49,17 +62,15 @@ fn join_then_leave_after_welcome(master: &str, config: &TcpConfig) -> thread::Jo
 fn join_then_freeze(master: &str, config: &TcpConfig, dropped: mpsc::Sender<bool>) -> thread::JoinHandle<()> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let listen = listener.local_addr().unwrap().to_string();
-    let stream = TcpStream::connect(master).unwrap();
     let deadline = Instant::now() + config.join_timeout;
-    authenticate_to(&stream, &config.token, Context::Join, FrameKind::Hello, 0, &listen, deadline, "master")
-        .unwrap();
+    let mut conn = join_as(master, config, &listen, deadline);
     thread::spawn(move || {
-        let welcomed = read_before(&stream, deadline, MAX_SETUP_FRAME, "master")
+        let welcomed = read_before(&mut conn, deadline, MAX_SETUP_FRAME, "master")
             .is_ok_and(|f| f.kind == FrameKind::Welcome);
         // Frozen: reads nothing more until the master closes the connection.
-        stream.set_read_timeout(None).unwrap();
+        conn.stream.set_read_timeout(None).unwrap();
         let mut rest = Vec::new();
-        let _ = (&stream).read_to_end(&mut rest);
+        let _ = (&conn.stream).read_to_end(&mut rest);
         drop(listener);
         let _ = dropped.send(welcomed);
     })

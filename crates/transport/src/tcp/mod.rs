@@ -29,13 +29,14 @@
 //! ([`crate::Transport::await_links`]); see `live`.
 
 mod admission;
-mod auth;
+mod conn;
 mod handshake;
 mod join;
 #[cfg(test)]
 mod join_tests;
 mod joiner;
 mod live;
+mod noise;
 mod setup;
 mod setup_io;
 
@@ -47,10 +48,13 @@ use std::time::Duration;
 use crossbeam_channel::{Sender, unbounded};
 
 use crate::collectives::{self, BroadcastMethod, Links};
-use crate::frame::{FrameKind, ReadFrameError, read_frame, write_frame};
+use crate::frame::{FrameKind, ReadFrameError};
 use crate::mailbox::{Delivery, Mailbox};
+use crate::seal::{Opening, Sealing, read_frame_on, seal_error, write_frame_on};
 use crate::transport::{check_peers, check_send, links_accessors, point_to_point_via_links};
-use crate::{COLLECTIVE_HEADER_BYTES, Tag, Transport, TransportError};
+use crate::{COLLECTIVE_HEADER_BYTES, Secret, Tag, Transport, TransportError};
+use conn::Conn;
+use noise::{Psk, RunSecret};
 
 pub use admission::Refusal;
 pub use join::connect_worker;
@@ -59,9 +63,9 @@ pub use setup::{MAX_PENDING_HANDSHAKES, MasterListener};
 /// How a TCP cluster is set up and behaves.
 #[derive(Clone, Debug)]
 pub struct TcpConfig {
-    /// The shared secret of the cluster. It never crosses the wire: both sides prove they know
-    /// it by HMAC-SHA256 over fresh nonces (see the module doc). Any length; not empty.
-    pub token: String,
+    /// The shared secret of the cluster. It never crosses the wire: it keys a Noise handshake
+    /// (see the module doc). Any length; not empty. Never shown by `Debug`.
+    pub token: Secret,
     /// The timeout of every blocking wait once running.
     pub timeout: Duration,
     /// How long setup may take: the master waiting for workers, workers waiting to be started.
@@ -71,17 +75,23 @@ pub struct TcpConfig {
     /// The longest message accepted (frame payload, beyond [`COLLECTIVE_HEADER_BYTES`] of a
     /// collective's header); longer frames are refused unread.
     pub max_message: usize,
+    /// Whether every frame after the handshake is sealed (encrypted and authenticated, see
+    /// [`crate::seal`]); `false` only on a network trusted not to read or change traffic. Both
+    /// sides must agree (a mismatch is refused at the handshake, naming it).
+    pub sealed: bool,
 }
 
 impl TcpConfig {
-    /// Defaults (10 s timeout, 60 s to join, pseudo-broadcast, 1 GiB messages) with `token`.
-    pub fn new(token: impl Into<String>) -> TcpConfig {
+    /// Defaults (10 s timeout, 60 s to join, pseudo-broadcast, 1 GiB messages, sealed) with
+    /// `token`.
+    pub fn new(token: impl Into<Secret>) -> TcpConfig {
         TcpConfig {
             token: token.into(),
             timeout: Duration::from_secs(10),
             join_timeout: Duration::from_secs(60),
             broadcast: BroadcastMethod::PseudoBroadcast,
             max_message: 1 << 30,
+            sealed: true,
         }
     }
 }
@@ -90,6 +100,8 @@ impl TcpConfig {
 #[derive(Debug)]
 struct Link {
     stream: TcpStream,
+    /// The sending direction's keys and sequence number, if sealed.
+    sealing: Option<Sealing>,
     reader: Option<JoinHandle<()>>,
     broken: bool,
 }
@@ -110,15 +122,19 @@ pub struct TcpTransport {
     live: Option<live::LiveJoin>,
     /// At the master: each worker rank's peer-listening address (empty if absent).
     addrs: Vec<String>,
+    /// At the master: this run's secret, for the keys of workers admitted while running.
+    secret: Option<RunSecret>,
+    /// Whether the links are sealed.
+    sealed: bool,
 }
 
 /// How a rank of a starting cluster goes on admitting: the master with its listener and every
 /// worker's address, a worker with its peer listener.
 pub(crate) enum Listening {
-    /// The master.
-    Master(std::net::TcpListener, Vec<String>),
-    /// A worker.
-    Worker(std::net::TcpListener),
+    /// The master, with every worker's address and the run's secret.
+    Master { listener: std::net::TcpListener, addrs: Vec<String>, secret: RunSecret },
+    /// A worker, with the keys of links from workers admitted while running (`keys[r]`).
+    Worker { listener: std::net::TcpListener, keys: Vec<Psk> },
 }
 
 impl TcpTransport {
@@ -128,16 +144,25 @@ impl TcpTransport {
         size: usize,
         method: BroadcastMethod,
         config: &TcpConfig,
-        streams: Vec<Option<TcpStream>>,
+        streams: Vec<Option<Conn>>,
         listening: Listening,
     ) -> Result<TcpTransport, TransportError> {
         let (tx, rx) = unbounded();
-        let (live, addrs) = match listening {
-            Listening::Master(listener, addrs) => {
-                (live::LiveJoin::master(listener, config, size.saturating_sub(1)), addrs)
+        let (live, addrs, secret) = match listening {
+            Listening::Master { listener, addrs, secret } => {
+                (live::LiveJoin::master(listener, config, size.saturating_sub(1)), addrs, Some(secret))
             }
-            Listening::Worker(listener) => (live::LiveJoin::worker(listener, config, rank, size), Vec::new()),
+            Listening::Worker { listener, keys } => {
+                (live::LiveJoin::worker(listener, config, rank, size, keys), Vec::new(), None)
+            }
         };
+        tracing::info!(
+            rank,
+            sealed = config.sealed,
+            protocol = crate::seal::NOISE_PARAMS,
+            "TCP links up ({})",
+            if config.sealed { "sealed" } else { "plain text: --insecure-plaintext" }
+        );
         let mut t = TcpTransport {
             rank,
             size,
@@ -149,6 +174,8 @@ impl TcpTransport {
             links: Vec::with_capacity(size),
             live: Some(live),
             addrs,
+            secret,
+            sealed: config.sealed,
         };
         for (peer, stream) in streams.into_iter().enumerate() {
             let Some(stream) = stream else {
@@ -166,8 +193,10 @@ impl TcpTransport {
         Ok(t)
     }
 
-    /// A link to `peer` over `stream`, its reader delivering to this rank's mailbox.
-    fn link(&self, peer: usize, stream: TcpStream) -> Result<Link, TransportError> {
+    /// A link to `peer` over `conn`, its reader delivering to this rank's mailbox.
+    fn link(&self, peer: usize, conn: Conn) -> Result<Link, TransportError> {
+        let Conn { stream, seal } = conn;
+        let (sealing, opening) = seal.map_or((None, None), |(s, o)| (Some(s), Some(o)));
         let io = |context: String| move |source| TransportError::Io { context, error: source };
         stream.set_read_timeout(None).map_err(io(format!("configuring the link to rank {peer}")))?;
         stream
@@ -175,8 +204,8 @@ impl TcpTransport {
             .map_err(io(format!("configuring the link to rank {peer}")))?;
         let read_half = stream.try_clone().map_err(io(format!("cloning the link to rank {peer}")))?;
         let max = self.max_message.saturating_add(COLLECTIVE_HEADER_BYTES);
-        let reader = spawn_reader(self.rank, peer, read_half, self.inbox.clone(), max);
-        Ok(Link { stream, reader, broken: false })
+        let reader = spawn_reader(self.rank, peer, (read_half, opening), self.inbox.clone(), max);
+        Ok(Link { stream, sealing, reader, broken: false })
     }
 
     /// The ranks this one has a connection to, in order (every other rank, unless the cluster
@@ -189,20 +218,26 @@ impl TcpTransport {
     pub fn broadcast_method(&self) -> BroadcastMethod {
         self.method
     }
+
+    /// Whether this rank's links are sealed (see [`crate::seal`]).
+    pub fn is_sealed(&self) -> bool {
+        self.sealed
+    }
 }
 
-/// The thread that reads frames from `peer` into the mailbox until the link ends.
+/// The thread that reads frames from `peer` (opened under its keys, if sealed) into the mailbox
+/// until the link ends.
 fn spawn_reader(
     rank: usize,
     peer: usize,
-    stream: TcpStream,
+    (stream, mut opening): (TcpStream, Option<Opening>),
     inbox: Sender<Delivery>,
     max_message: usize,
 ) -> Option<JoinHandle<()>> {
     let body = move || {
         let mut reader = BufReader::with_capacity(64 * 1024, stream);
         loop {
-            let detail = match read_frame(&mut reader, max_message) {
+            let detail = match read_frame_on(opening.as_mut(), &mut reader, max_message) {
                 Ok(f)
                     if f.kind == FrameKind::Message
                         && f.sender as usize == peer
@@ -220,6 +255,10 @@ fn spawn_reader(
                 }
                 Err(ReadFrameError::Closed) => "closed the connection".to_string(),
                 Err(ReadFrameError::Frame(e)) => format!("sent a corrupt frame: {e}"),
+                Err(ReadFrameError::Io(e)) if seal_error(&e).is_some() => {
+                    tracing::warn!(rank, peer, error = %e, "link ended: a sealed frame failed authentication");
+                    format!("sent a forged frame: {e}")
+                }
                 Err(ReadFrameError::Io(e)) => format!("connection failed: {e}"),
             };
             let _ = inbox.send(Delivery::Gone { from: peer, detail });
@@ -247,8 +286,8 @@ impl Links for TcpTransport {
         if link.broken {
             return Err(TransportError::PeerGone { peer: to, op, detail: "an earlier send failed".into() });
         }
-        let sender = self.rank as u32;
-        match write_frame(&mut link.stream, FrameKind::Message, sender, u32::from(tag), parts) {
+        let head = (FrameKind::Message, self.rank as u32, u32::from(tag));
+        match write_frame_on(link.sealing.as_mut(), &link.stream, head, parts) {
             Ok(()) => Ok(()),
             Err(e) => {
                 // A frame cut short would desynchronise the stream: this link is done.
