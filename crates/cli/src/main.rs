@@ -7,6 +7,7 @@ mod cli;
 mod commands;
 mod config_file;
 mod output;
+mod token;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

@@ -29,5 +29,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Master(args) => master::run(&args),
         Command::Worker(args) => worker::run(&args),
         Command::Run(args) => run::run(&args),
+        Command::Token(args) => crate::token::token_command(&args).map(|()| ExitCode::SUCCESS),
     }
 }
