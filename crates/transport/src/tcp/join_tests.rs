@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::conn::Conn;
 use super::join::MAX_SETUP_FRAME;
-use super::noise::{Context, token_psk};
+use super::noise::{Context, LIVE_JOIN, token_psk};
 use super::setup_io::{Initiate, authenticate_to, read_before};
 use super::{MasterListener, TcpConfig, TcpTransport, connect_worker};
 use crate::frame::FrameKind;
@@ -259,4 +259,38 @@ fn with_min_workers_a_frozen_worker_is_left_behind() {
     broadcast_reaches_all(m, workers);
     assert!(was_dropped.recv().unwrap());
     frozen.join().unwrap();
+}
+
+#[test]
+fn a_worker_cannot_speak_as_another_rank_on_a_link_between_workers() {
+    // Rank 1 holds the token and its own pair keys; it connects to rank 3's peer listener and
+    // claims to be rank 2, under every key it has. Rank 3 refuses each; the cluster goes on.
+    let cfg = config(Duration::from_secs(20));
+    let (addr, run) = master(&cfg, 3, 3);
+    let workers: Vec<_> = (0..3).map(|_| worker(&addr, &cfg)).collect();
+    let m = run.join().unwrap().0.unwrap();
+    let mut workers: Vec<TcpTransport> = workers.into_iter().map(|w| w.join().unwrap().unwrap()).collect();
+    workers.sort_by_key(Transport::rank);
+    let secret = m.secret.unwrap().0;
+    let own = super::noise::pair_key(&secret, 1, 3, LIVE_JOIN);
+    let honest = super::noise::pair_key(&secret, 2, 3, LIVE_JOIN);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let claim = |psk: &super::noise::Psk, from: u32| {
+        let how = Initiate {
+            psk,
+            context: Context::Peer { from, to: 3, generation: LIVE_JOIN },
+            hello: FrameKind::PeerHello,
+            sender: from,
+            listen: "",
+            sealed: true,
+        };
+        authenticate_to(TcpStream::connect(&m.addrs[3]).unwrap(), &how, deadline, "rank 3")
+    };
+    for psk in [own, token_psk(&cfg.token)] {
+        let e = claim(&psk, 2).unwrap_err().to_string();
+        assert!(e.contains("refused this worker: wrong key for rank 2"), "{e}");
+    }
+    // The test can pass: the key rank 2 holds opens the link.
+    assert!(claim(&honest, 2).is_ok());
+    broadcast_reaches_all(m, workers);
 }
