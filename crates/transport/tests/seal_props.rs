@@ -6,7 +6,9 @@
 
 use proptest::prelude::*;
 use ubershuffle_transport::frame::FrameKind;
-use ubershuffle_transport::seal::{LinkKeys, Opening, Sealing, read_frame_on, sealed_frame_len, write_frame_on};
+use ubershuffle_transport::seal::{
+    LinkKeys, Opening, Sealing, read_frame_on, sealed_frame_len, write_frame_on,
+};
 
 fn seal(s: &mut Sealing, payload: &[u8]) -> Vec<u8> {
     let mut wire = Vec::new();
