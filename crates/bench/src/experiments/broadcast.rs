@@ -45,6 +45,8 @@ const GOAL: f64 = 0.9;
 const SHAPED: &str = "in-process-1gbit";
 /// TCP on loopback, sealed (the default).
 const LOOPBACK: &str = "tcp-loopback";
+/// Whose AEAD seals the links in this build.
+const CRYPTO: &str = if cfg!(feature = "ring-crypto") { "ring" } else { "RustCrypto" };
 /// TCP on loopback with `--insecure-plaintext`: what sealing costs.
 const PLAINTEXT: &str = "tcp-loopback-plaintext";
 const UNICAST: &str = "unicast";
@@ -332,7 +334,7 @@ fn sealing_cost(rows: &[Measured]) -> String {
     let all: Vec<f64> = rows.iter().filter(|r| r.transport == LOOPBACK).filter_map(cost).collect();
     let goal = find(rows, LOOPBACK, pseudo, 4, 16).and_then(cost);
     format!(
-        "Sealed links ({LOOPBACK}, AES-256-GCM) took {} longer than plain text ({PLAINTEXT}) for 16 MiB to 4 workers by pseudo-broadcast, and a median {:+.1} % over all {} loopback cases.",
+        "Sealed links ({LOOPBACK}, AES-256-GCM by {CRYPTO}) took {} longer than plain text ({PLAINTEXT}) for 16 MiB to 4 workers by pseudo-broadcast, and a median {:+.1} % over all {} loopback cases.",
         goal.map_or("-".into(), |c| format!("{:+.1} %", 100.0 * c)),
         100.0 * median(all.iter().copied()),
         all.len()
