@@ -78,7 +78,7 @@ pub(crate) struct Welcome {
     pub(crate) size: u32,
     pub(crate) method: BroadcastMethod,
     /// Which welcome this is: the master welcomes its workers again (generation + 1) when one
-    /// of them leaves during the join; [`super::auth::LIVE_JOIN`] for a worker admitted while
+    /// of them leaves during the join; [`super::noise::LIVE_JOIN`] for a worker admitted while
     /// the cluster runs.
     pub(crate) generation: u32,
     /// The listening address of every rank (entry 0, the master's, is empty).

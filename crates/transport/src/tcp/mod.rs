@@ -2,12 +2,14 @@
 //! or as threads on 127.0.0.1.
 //!
 //! Setup ([`MasterListener::accept_workers`], [`connect_worker`]): each worker connects to the
-//! master and both prove they know the shared token without sending it (challenge-response
-//! with HMAC-SHA256 over a nonce from each side); the master refuses a wrong proof (both sides
-//! see a one-line error), numbers the workers in arrival order, and sends each its rank, the
-//! size, the broadcast method and every worker's address. Workers then build a full mesh (each
-//! connects to the workers of lower rank, with the same handshake), report ready, and the
-//! master starts them all at once. A worker that leaves after its welcome, before the start,
+//! master and both prove they know the shared token without sending it (a Noise `XXpsk3`
+//! handshake keyed by it, see `noise`); the master refuses a wrong proof (both sides see a
+//! one-line error), numbers the workers in arrival order, and sends each, over its now sealed
+//! link, its rank, the size, the broadcast method, every worker's address and the keys of its
+//! links to the other workers. Workers then build a full mesh (each connects to the workers of
+//! lower rank, with the same handshake under the pair's key, so a worker can speak only as its
+//! own rank), report ready, and the master starts them all at once. Every frame after a
+//! handshake is sealed ([`crate::seal`]) unless [`TcpConfig::sealed`] is off. A worker that leaves after its welcome, before the start,
 //! is replaced: the master admits another and welcomes every worker again (a new generation,
 //! bound into the peers' handshakes, so no link of an older welcome passes for a newer one).
 //!
@@ -17,9 +19,10 @@
 //! unauthenticated connection holds at most one small frame's buffer. Admission ends at
 //! `join_timeout`.
 //!
-//! Once running, every connection has a reader thread that checks each [`crate::frame`] and
-//! hands it to the rank's mailbox; sends write frames straight to the socket with a write
-//! timeout. A peer that closes, resets or sends a corrupt frame makes waits for it fail with
+//! Once running, every connection has a reader thread that opens and checks each
+//! [`crate::frame`] and hands it to the rank's mailbox; sends seal and write frames straight to
+//! the socket with a write timeout. A peer that closes, resets, or sends a corrupt or forged
+//! frame makes waits for it fail with
 //! [`TransportError::PeerGone`]; one that stalls, with [`TransportError::Timeout`]; either
 //! names its rank. Broadcast is the pseudo-broadcast of the UberShuffle paper by default.
 //!
