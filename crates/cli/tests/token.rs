@@ -115,11 +115,39 @@ fn insecure_plaintext_warns_once_and_both_sides_must_agree() {
     let (m, addr) = start_master(&["--insecure-plaintext"]);
     let (ok, err) = Proc::spawn(&["worker", "--connect", &addr]).finish(Duration::from_secs(20));
     assert!(!ok && err.contains("runs in plain text (--insecure-plaintext) and the other seals"), "{err}");
-    let w = Proc::spawn(&["worker", "--connect", &addr, "--insecure-plaintext"]);
+    let w = Proc::spawn(&["-v", "worker", "--connect", &addr, "--insecure-plaintext"]);
     let (ok, err) = m.finish(Duration::from_secs(20));
     assert!(ok, "{err}");
     assert_eq!(err.matches("warning: --insecure-plaintext").count(), 1, "{err}");
     let (ok, err) = w.finish(Duration::from_secs(20));
     assert!(ok, "{err}");
     assert_eq!(err.lines().filter(|l| l.starts_with("warning:")).count(), 1, "{err}");
+    assert!(
+        err.contains("TCP links up (plain text: --insecure-plaintext)") && err.contains("sealed=false"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_default_cluster_says_it_is_sealed() {
+    let mut m = Proc::spawn(&[
+        "master",
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "1",
+        "--bytes",
+        "1000",
+        "--rounds",
+        "1",
+    ]);
+    let line = m.wait_for("listening on ");
+    let addr = line.trim_start_matches("listening on ").split(',').next().unwrap().to_string();
+    let w = Proc::spawn(&["-v", "worker", "--connect", &addr]);
+    assert!(m.finish(Duration::from_secs(20)).0);
+    let (ok, err) = w.finish(Duration::from_secs(20));
+    assert!(ok, "{err}");
+    assert!(err.contains("TCP links up (sealed)") && err.contains("sealed=true"), "{err}");
+    assert!(err.contains("Noise_XXpsk3_25519_AESGCM_SHA256"), "{err}");
+    assert!(!err.contains("warning:"), "{err}");
 }
