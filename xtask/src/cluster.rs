@@ -58,6 +58,8 @@ pub(crate) enum Who {
 #[derive(Default)]
 pub(crate) struct Processes {
     children: Vec<(Who, Child)>,
+    /// The cluster token, given to every process in `UBERSHUFFLE_TOKEN` (empty: none).
+    pub(crate) token: String,
 }
 
 impl Processes {
@@ -69,7 +71,12 @@ impl Processes {
         args: &[String],
         lines: &Sender<(Who, String)>,
     ) -> anyhow::Result<u32> {
-        let mut child = Command::new(exe)
+        let mut command = Command::new(exe);
+        if !self.token.is_empty() {
+            // The token travels in the environment, never on a command line (`ps` shows those).
+            command.env("UBERSHUFFLE_TOKEN", &self.token);
+        }
+        let mut child = command
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -136,11 +143,10 @@ pub fn run(args: &ClusterArgs, root: &Path, target: &Path) -> anyhow::Result<()>
     let out = target.join("cluster");
     let _ = std::fs::remove_file(out.join("summary.json"));
     let token = random_token();
-    let mut master_args: Vec<String> =
-        ["run", "--transport", "tcp", "--listen", "127.0.0.1:0", "--token", &token, "--workers"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+    let mut master_args: Vec<String> = ["run", "--transport", "tcp", "--listen", "127.0.0.1:0", "--workers"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     master_args.extend([
         args.workers.to_string(),
         "--epochs".into(),
@@ -162,11 +168,12 @@ pub fn run(args: &ClusterArgs, root: &Path, target: &Path) -> anyhow::Result<()>
 
     let (tx, lines) = channel();
     let mut procs = Processes::default();
-    eprintln!("xtask: master: {} {}", exe.display(), master_args.join(" ").replace(&token, "<token>"));
+    procs.token = token;
+    eprintln!("xtask: master: {} {}", exe.display(), master_args.join(" "));
     procs.spawn(Who::Master, &exe, &master_args, &tx)?;
     let summary = master_stdout(&mut procs);
     let addr = wait_for_address(&mut procs, &lines)?;
-    let worker_args = worker_args(&addr, &token);
+    let worker_args = worker_args(&addr);
     for k in 0..args.workers {
         procs.spawn(Who::Worker(k), &exe, &worker_args, &tx)?;
     }
@@ -218,9 +225,10 @@ pub(crate) fn master_stdout(procs: &mut Processes) -> thread::JoinHandle<String>
     })
 }
 
-/// The arguments of `ubershuffle worker` joining the master at `addr` with `token`.
-pub(crate) fn worker_args(addr: &str, token: &str) -> Vec<String> {
-    ["worker", "--connect", addr, "--token", token].iter().map(|s| s.to_string()).collect()
+/// The arguments of `ubershuffle worker` joining the master at `addr` (the token in the
+/// environment: [`Processes::token`]).
+pub(crate) fn worker_args(addr: &str) -> Vec<String> {
+    ["worker", "--connect", addr].iter().map(|s| s.to_string()).collect()
 }
 
 /// Waits for the master's "listening on ADDR" line.

@@ -58,6 +58,9 @@ pub enum Command {
     /// delivery (the data plane of `ubershuffle.Exchange`; the token comes from
     /// UBERSHUFFLE_TOKEN).
     Serve(ServeArgs),
+    /// Print a fresh random cluster token (256 bits from the operating system), or write it
+    /// to a new file readable by its owner only (--out).
+    Token(crate::token::TokenCommandArgs),
 }
 
 /// Where the instance comes from: a JSON file, or the seeded generator.
@@ -283,9 +286,9 @@ pub struct CodedRunArgs {
     /// --run, tcp: the address to listen on (port 0 picks a free one; printed on stderr).
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
-    /// --run, tcp: the shared secret every worker must present.
-    #[arg(long, value_name = "T")]
-    pub token: Option<String>,
+    /// --run, tcp: the cluster token and sealing.
+    #[command(flatten)]
+    pub token: crate::token::TokenArgs,
     /// --run: seconds any single wait may take before the peer is declared stalled.
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
     pub timeout: f64,
@@ -304,11 +307,9 @@ fn parse_task(name: &str) -> Result<ShippedTask, String> {
 
 /// Flags of `ubershuffle master`.
 #[derive(Debug, Args)]
-#[command(
-    after_help = "Example (three shells):\n  ubershuffle master --listen 127.0.0.1:7070 --workers 2 --token s3cret --bytes 16777216\n  \
-                        ubershuffle worker --connect 127.0.0.1:7070 --token s3cret\n  \
-                        ubershuffle worker --connect 127.0.0.1:7070 --token s3cret"
-)]
+#[command(after_help = "Example (three shells):\n  ubershuffle token --out cluster.token\n  \
+                        ubershuffle master --listen 127.0.0.1:7070 --workers 2 --token-file cluster.token --bytes 16777216\n  \
+                        ubershuffle worker --connect 127.0.0.1:7070 --token-file cluster.token   # twice")]
 pub struct MasterArgs {
     /// Address to listen on (port 0 picks a free port; the address is printed on stderr).
     #[arg(long, value_name = "ADDR")]
@@ -316,9 +317,9 @@ pub struct MasterArgs {
     /// Number of workers to wait for.
     #[arg(long, short = 'n', value_name = "N")]
     pub workers: usize,
-    /// Shared secret every worker must present.
-    #[arg(long, value_name = "T")]
-    pub token: String,
+    /// The cluster token and sealing.
+    #[command(flatten)]
+    pub token: crate::token::TokenArgs,
     /// Bytes per broadcast.
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 24)]
     pub bytes: u64,
@@ -379,9 +380,9 @@ pub struct WorkerArgs {
     /// The master's address.
     #[arg(long, value_name = "HOST:PORT")]
     pub connect: String,
-    /// Shared secret of the cluster.
-    #[arg(long, value_name = "T")]
-    pub token: String,
+    /// The cluster token and sealing.
+    #[command(flatten)]
+    pub token: crate::token::TokenArgs,
     /// Seconds any single wait may take before the peer is declared stalled (until the job
     /// arrives; the epoch loop then uses the master's --timeout, and gives up on a master that
     /// sends nothing for twice that).
@@ -454,8 +455,9 @@ pub struct ServeArgs {
     ubershuffle run --scheme pliable-greedy --candidates 4 --workers 8 --epochs 5\n  \
     ubershuffle run --learner matcomp --scheme uncoded --stragglers iid:0.2 --deadline 0.05 --json\n  \
     ubershuffle run --config run.toml --out runs/a          # then: --resume --epochs 20\n  \
-    ubershuffle run --transport tcp --listen 127.0.0.1:7070 --token s3cret --workers 2\n  \
-    ubershuffle worker --connect 127.0.0.1:7070 --token s3cret   # once per worker\n  \
+    ubershuffle token --out cluster.token                    # once: a fresh secret, mode 600\n  \
+    ubershuffle run --transport tcp --listen 127.0.0.1:7070 --token-file cluster.token --workers 2\n  \
+    ubershuffle worker --connect 127.0.0.1:7070 --token-file cluster.token   # once per worker\n  \
     mpirun -np 5 ubershuffle run --transport mpi --epochs 3     # built with --features mpi\n\n\
 A config file (--config) is TOML whose keys are the long flags, e.g.\n  \
     scheme = \"coded\"\n  workers = 8\n  step-size = 0.02\n  stragglers = \"iid:0.1\"\n\
@@ -655,10 +657,10 @@ pub struct RunSettings {
     #[arg(long, value_name = "ADDR", help_heading = "Cluster")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub listen: Option<String>,
-    /// tcp: the shared secret every worker must present.
-    #[arg(long, value_name = "T", help_heading = "Cluster")]
+    /// tcp: the cluster token and sealing.
+    #[command(flatten)]
     #[serde(skip)]
-    pub token: Option<String>,
+    pub token: crate::token::TokenArgs,
     /// tcp: seconds to wait for every worker to join (a worker that leaves before the cluster
     /// starts is replaced by the next one to join within it).
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0, help_heading = "Cluster")]

@@ -8,6 +8,7 @@ mod commands;
 mod config_file;
 mod flag_values;
 mod output;
+mod token;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

@@ -10,11 +10,11 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::Proc;
+use common::{Proc, TEST_TOKEN};
 
 /// Starts a master on a free port and returns it with its address.
 fn master(extra: &[&str]) -> (Proc, String) {
-    let mut args = vec!["master", "--listen", "127.0.0.1:0", "--token", "s3cret"];
+    let mut args = vec!["master", "--listen", "127.0.0.1:0"];
     args.extend_from_slice(extra);
     let mut m = Proc::spawn(&args);
     let line = m.wait_for("listening on ");
@@ -23,14 +23,14 @@ fn master(extra: &[&str]) -> (Proc, String) {
 }
 
 fn worker(addr: &str, token: &str) -> Proc {
-    Proc::spawn(&["worker", "--connect", addr, "--token", token, "--timeout", "2"])
+    Proc::spawn_with_token(&["worker", "--connect", addr, "--timeout", "2"], token)
 }
 
 #[test]
 fn master_and_workers_check_every_byte() {
     let (mut m, addr) =
         master(&["--workers", "3", "--bytes", "300001", "--rounds", "2", "--method", "plain", "--json"]);
-    let workers: Vec<Proc> = (0..3).map(|_| worker(&addr, "s3cret")).collect();
+    let workers: Vec<Proc> = (0..3).map(|_| worker(&addr, TEST_TOKEN)).collect();
     let stdout = m.stdout();
     let (ok, stderr) = m.finish(Duration::from_secs(30));
     assert!(ok, "{stderr}");
@@ -48,11 +48,12 @@ fn master_and_workers_check_every_byte() {
 #[test]
 fn a_wrong_token_is_refused_with_a_clear_error() {
     let (mut m, addr) = master(&["--workers", "1", "--bytes", "1000", "--rounds", "1"]);
-    let (ok, stderr) = worker(&addr, "guess").finish(Duration::from_secs(20));
+    let (ok, stderr) = worker(&addr, "a-wrong-guess-that-is-long-enough-to-pass-the-strength-check")
+        .finish(Duration::from_secs(20));
     assert!(!ok);
     assert_eq!(stderr.trim(), "error: the master refused this worker: wrong token");
     m.wait_for("refused a connection from 127.0.0.1");
-    let good = worker(&addr, "s3cret");
+    let good = worker(&addr, TEST_TOKEN);
     let (ok, stderr) = m.finish(Duration::from_secs(20));
     assert!(ok, "{stderr}");
     assert!(good.finish(Duration::from_secs(20)).0);
@@ -62,7 +63,7 @@ fn a_wrong_token_is_refused_with_a_clear_error() {
 fn master_names_the_lost_worker(stop_instead_of_kill: bool) {
     let (mut m, addr) =
         master(&["--workers", "3", "--bytes", "65536", "--rounds", "1000000", "--timeout", "2"]);
-    let mut workers: Vec<Proc> = (0..3).map(|_| worker(&addr, "s3cret")).collect();
+    let mut workers: Vec<Proc> = (0..3).map(|_| worker(&addr, TEST_TOKEN)).collect();
     let mut ranks = Vec::new();
     for w in &mut workers {
         let line = w.wait_for("joined as rank ");

@@ -11,8 +11,6 @@ use std::time::Duration;
 use common::{Proc, json};
 use serde_json::Value;
 
-const TOKEN: &str = "s3cret";
-
 /// Four workers, FRC with s = 2, roles shuffled at random (so role blocks move between the
 /// processes every iteration), worker 1 slow and always late, the others never.
 const RUN: &[&str] = &[
@@ -49,12 +47,11 @@ fn column(v: &Value, key: &str) -> Vec<Value> {
 #[test]
 fn coded_descent_runs_between_worker_processes_as_on_threads() {
     let mut args = RUN.to_vec();
-    args.extend_from_slice(&["--json", "--transport", "tcp", "--listen", "127.0.0.1:0", "--token", TOKEN]);
+    args.extend_from_slice(&["--json", "--transport", "tcp", "--listen", "127.0.0.1:0"]);
     let mut m = Proc::spawn(&args);
     let line = m.wait_for("listening on ");
     let addr = line.trim_start_matches("listening on ").split(',').next().unwrap().to_string();
-    let ws: Vec<Proc> =
-        (0..4).map(|_| Proc::spawn(&["worker", "--connect", &addr, "--token", TOKEN])).collect();
+    let ws: Vec<Proc> = (0..4).map(|_| Proc::spawn(&["worker", "--connect", &addr])).collect();
     let stdout = m.stdout();
     let (ok, stderr) = m.finish(Duration::from_secs(60));
     assert!(ok, "the master failed: {stderr}");

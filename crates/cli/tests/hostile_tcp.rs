@@ -17,10 +17,8 @@ use std::time::{Duration, Instant};
 
 use common::Proc;
 
-const TOKEN: &str = "a-long-random-token-0123456789abcdef";
-
 fn master(flags: &[&str]) -> (Proc, String) {
-    let mut args = vec!["run", "--transport", "tcp", "--listen", "127.0.0.1:0", "--token", TOKEN];
+    let mut args = vec!["run", "--transport", "tcp", "--listen", "127.0.0.1:0"];
     args.extend_from_slice(flags);
     let mut m = Proc::spawn(&args);
     let line = m.wait_for("listening on ");
@@ -29,7 +27,7 @@ fn master(flags: &[&str]) -> (Proc, String) {
 }
 
 fn worker(addr: &str) -> Proc {
-    Proc::spawn(&["worker", "--connect", addr, "--token", TOKEN])
+    Proc::spawn(&["worker", "--connect", addr])
 }
 
 /// A field of /proc/PID/status in KiB (Linux).

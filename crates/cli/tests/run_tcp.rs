@@ -11,12 +11,10 @@ use std::time::{Duration, Instant};
 use common::{Proc, json};
 use serde_json::Value;
 
-const TOKEN: &str = "s3cret";
-
 /// Starts `ubershuffle run --transport tcp` on a free port with `flags`; returns it and the
 /// address workers connect to.
 fn master(flags: &[&str]) -> (Proc, String) {
-    let mut args = vec!["run", "--transport", "tcp", "--listen", "127.0.0.1:0", "--token", TOKEN, "--json"];
+    let mut args = vec!["run", "--transport", "tcp", "--listen", "127.0.0.1:0", "--json"];
     args.extend_from_slice(flags);
     let mut m = Proc::spawn(&args);
     let line = m.wait_for("listening on ");
@@ -26,8 +24,7 @@ fn master(flags: &[&str]) -> (Proc, String) {
 
 /// Starts `n` worker processes; returns them indexed by worker (rank - 1).
 fn workers(addr: &str, n: usize) -> Vec<Proc> {
-    let started: Vec<Proc> =
-        (0..n).map(|_| Proc::spawn(&["worker", "--connect", addr, "--token", TOKEN])).collect();
+    let started: Vec<Proc> = (0..n).map(|_| Proc::spawn(&["worker", "--connect", addr])).collect();
     let mut joined: Vec<(usize, Proc)> = started
         .into_iter()
         .map(|mut w| {
@@ -169,8 +166,7 @@ fn with_min_workers_the_run_starts_without_a_worker_that_never_came() {
     let flags =
         ["--workers", "3", "--min-workers", "2", "--join-timeout", "2", "--points", "600", "--epochs", "2"];
     let (mut m, addr) = master(&flags);
-    let ws: Vec<Proc> =
-        (0..2).map(|_| Proc::spawn(&["worker", "--connect", &addr, "--token", TOKEN])).collect();
+    let ws: Vec<Proc> = (0..2).map(|_| Proc::spawn(&["worker", "--connect", &addr])).collect();
     m.wait_for("2 of 3 workers joined within --join-timeout");
     let v = finish_master(m);
     assert_eq!(v["totals"]["lost_workers"], serde_json::json!([2]));
@@ -188,13 +184,12 @@ fn with_min_workers_the_run_starts_without_a_worker_that_never_came() {
 fn a_worker_killed_during_the_join_is_replaced() {
     let flags = ["--workers", "2", "--join-timeout", "20", "--points", "600", "--epochs", "1"];
     let (mut m, addr) = master(&flags);
-    let mut early = Proc::spawn(&["worker", "--connect", &addr, "--token", TOKEN]);
+    let mut early = Proc::spawn(&["worker", "--connect", &addr]);
     // Once it has proved the token it waits for the second worker; kill it then.
     std::thread::sleep(Duration::from_millis(1500));
     early.child.kill().unwrap(); // SIGKILL
     let _ = early.finish(Duration::from_secs(5));
-    let ws: Vec<Proc> =
-        (0..2).map(|_| Proc::spawn(&["worker", "--connect", &addr, "--token", TOKEN])).collect();
+    let ws: Vec<Proc> = (0..2).map(|_| Proc::spawn(&["worker", "--connect", &addr])).collect();
     // Killed after its handshake ("left after joining") or, on a slow machine, during it.
     m.wait_for("warning: refused a connection from 127.0.0.1");
     let v = finish_master(m);
@@ -210,7 +205,7 @@ fn a_worker_frozen_during_the_join_is_replaced_after_one_timeout() {
     let flags =
         ["--workers", "2", "--join-timeout", "30", "--timeout", "2", "--points", "600", "--epochs", "1"];
     let (mut m, addr) = master(&flags);
-    let frozen = Proc::spawn(&["worker", "--connect", &addr, "--token", TOKEN]);
+    let frozen = Proc::spawn(&["worker", "--connect", &addr]);
     // Once it has proved the token it waits for the second worker; stop it then.
     std::thread::sleep(Duration::from_millis(1500));
     let signal = |sig: &str| {
@@ -219,7 +214,7 @@ fn a_worker_frozen_during_the_join_is_replaced_after_one_timeout() {
     };
     signal("-STOP");
     // The others' peer handshake with the frozen one times out after their own --timeout.
-    let worker = ["worker", "--connect", &addr, "--token", TOKEN, "--timeout", "2"];
+    let worker = ["worker", "--connect", &addr, "--timeout", "2"];
     let mut ws = vec![Proc::spawn(&worker)];
     // Welcomed with the second worker, it does not answer: dropped one --timeout later.
     let line = m.wait_for("did not answer its welcome");
@@ -248,7 +243,7 @@ fn a_worker_killed_mid_run_and_started_again_rejoins_at_an_epoch_boundary() {
     ws[victim].child.kill().unwrap(); // SIGKILL
     let _ = ws.remove(victim).finish(Duration::from_secs(5));
     // A new process for it: held by the master, then admitted at the next epoch boundary.
-    let mut back = Proc::spawn(&["worker", "--connect", &addr, "--token", TOKEN]);
+    let mut back = Proc::spawn(&["worker", "--connect", &addr]);
     back.wait_for(&format!("joined as rank {}", victim + 1));
     let v = finish_master(m);
     assert_eq!(v["complete"], true);

@@ -3,7 +3,7 @@
 //! ```text
 //! offset  size  field
 //!      0     4  magic "USHF"
-//!      4     1  version (2)
+//!      4     1  version (3)
 //!      5     1  kind (FrameKind)
 //!      6     2  reserved, zero
 //!      8     4  sender rank, u32 LE
@@ -23,8 +23,9 @@ use std::io::{self, Read, Write};
 
 /// The first four bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"USHF";
-/// The version this build writes and reads.
-pub const VERSION: u8 = 2;
+/// The version this build writes and reads (3: the Noise handshake and sealed links; 2 had
+/// HMAC proofs and plain-text links, 1 sent the token in clear).
+pub const VERSION: u8 = 3;
 /// Bytes in a frame header.
 pub const HEADER_LEN: usize = 28;
 /// The largest payload the format can describe.
@@ -34,22 +35,23 @@ pub const MAX_FORMAT_LEN: usize = u32::MAX as usize;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum FrameKind {
-    /// Worker to master: the worker's nonce (authentication starts).
+    /// Worker to master: the first handshake message (its ephemeral key); the tag says whether
+    /// it seals.
     Hello = 1,
     /// Master to worker: its rank, the size and every worker's address.
     Welcome = 2,
     /// Master to worker: refused (the payload says why).
     Refused = 3,
-    /// Worker to worker: the connecting rank's nonce (authentication starts).
+    /// Worker to worker: the connecting rank's first handshake message.
     PeerHello = 4,
     /// Setup step finished (worker to master), or start (master to worker).
     Ready = 5,
     /// A message of an established transport.
     Message = 6,
-    /// The accepting side's nonce, in answer to a hello.
+    /// The accepting side's handshake message, in answer to a hello.
     Challenge = 7,
-    /// A proof of knowing the token (a MAC over both nonces), with the connecting worker's
-    /// listening address when it joins the master.
+    /// The connecting side's last handshake message (keyed by the token or pair key, with a
+    /// joining worker's listening address inside), or the accepting side's sealed answer.
     Proof = 8,
     /// Worker to master during the join: a welcome taken, linking up with the other workers
     /// (tagged with the welcome's generation), so the master can tell a frozen worker.

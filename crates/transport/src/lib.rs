@@ -9,6 +9,8 @@ mod mailbox;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 mod relayed;
+pub mod seal;
+mod secret;
 pub mod tcp;
 mod transport;
 
@@ -17,4 +19,5 @@ pub use error::TransportError;
 pub use mailbox::InboxLimits;
 #[cfg(feature = "insider-harness")]
 pub use relayed::insider;
+pub use secret::Secret;
 pub use transport::{COLLECTIVE_HEADER_BYTES, MAX_USER_TAG, Tag, Transport};

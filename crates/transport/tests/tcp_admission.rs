@@ -114,6 +114,17 @@ fn a_handshake_has_a_total_deadline_however_bytes_trickle() {
     );
 }
 
+/// One side of the handshake of a worker joining the master (the public prologue: protocol
+/// name, sealed, the join context) under a guessed key, as an impostor would run it.
+fn impostor(initiator: bool, guess: [u8; 32]) -> snow::HandshakeState {
+    let params: snow::params::NoiseParams = ubershuffle_transport::seal::NOISE_PARAMS.parse().unwrap();
+    let b = snow::Builder::new(params);
+    let key = b.generate_keypair().unwrap();
+    let prologue = [&b"ubershuffle-tcp-noise-v1"[..], &[1], &[0; 13]].concat();
+    let b = b.local_private_key(&key.private).unwrap().psk(3, &guess).unwrap().prologue(&prologue).unwrap();
+    if initiator { b.build_initiator() } else { b.build_responder() }.unwrap()
+}
+
 #[test]
 fn a_fake_master_learns_nothing_and_is_not_believed() {
     let fake = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -122,37 +133,47 @@ fn a_fake_master_learns_nothing_and_is_not_believed() {
     let seen = thread::spawn(move || {
         let (mut s, _) = fake.accept().unwrap();
         let hello = read_frame(&mut s, 4096).unwrap();
-        // Answer with a challenge, then read the worker's proof, then claim success with junk.
-        write_frame(&mut s, FrameKind::Challenge, 0, 0, &[&[5u8; 32]]).unwrap();
+        // Run the key exchange as far as it can without the token (another prologue and key:
+        // the worker's proof does not open), then claim success with junk.
+        let mut h = impostor(false, [7; 32]);
+        let mut out = vec![0u8; 1024];
+        h.read_message(&hello.payload, &mut out).unwrap();
+        let n = h.write_message(&[], &mut out).unwrap();
+        write_frame(&mut s, FrameKind::Challenge, 0, 0, &[&out[..n]]).unwrap();
         let proof = read_frame(&mut s, 4096).unwrap();
-        let mut junk = vec![0u8; 32];
-        junk.extend_from_slice(&0u16.to_le_bytes());
-        write_frame(&mut s, FrameKind::Proof, 0, 0, &[&junk]).unwrap();
+        assert!(h.read_message(&proof.payload, &mut vec![0u8; 1024]).is_err(), "a guess opened the proof");
+        write_frame(&mut s, FrameKind::Proof, 0, 0, &[&[0u8; 32]]).unwrap();
         let mut rest = Vec::new();
         let _ = s.read_to_end(&mut rest);
         (hello, proof, rest)
     });
     let e = connect_worker(&addr, &config(token)).unwrap_err();
-    assert!(e.to_string().contains("did not prove that it knows the token"), "{e}");
+    assert!(e.to_string().contains("did not prove that it knows the key"), "{e}");
     let (hello, proof, rest) = seen.join().unwrap();
     assert_eq!(hello.kind, FrameKind::Hello);
-    assert_eq!(hello.payload.len(), 32, "a hello is a nonce only");
+    assert_eq!(hello.payload.len(), 32 + 16, "a hello is an ephemeral public key (and an empty tag)");
     assert_eq!(proof.kind, FrameKind::Proof);
     let all: Vec<u8> = [hello.payload, proof.payload, rest].concat();
     assert!(!all.windows(token.len()).any(|w| w == token.as_bytes()), "the token crossed the wire");
     assert!(!all.windows(6).any(|w| w == b"secret"));
+    assert!(!all.windows(9).any(|w| w == b"127.0.0.1"), "the address travels encrypted");
 }
 
 #[test]
 fn a_fake_worker_is_refused_without_a_proof_from_the_master() {
     let (addr, master) = master(config("right"), 1);
     let mut s = TcpStream::connect(&addr).unwrap();
-    write_frame(&mut s, FrameKind::Hello, 0, 0, &[&[1u8; 32]]).unwrap();
+    // A well-formed first message (tag 1: sealed), then a proof under a guessed key.
+    let mut h = impostor(true, [9; 32]);
+    let mut out = vec![0u8; 1024];
+    let n = h.write_message(&[], &mut out).unwrap();
+    write_frame(&mut s, FrameKind::Hello, 0, 1, &[&out[..n]]).unwrap();
     let challenge = read_frame(&mut s, 4096).unwrap();
-    assert_eq!((challenge.kind, challenge.payload.len()), (FrameKind::Challenge, 32));
-    let mut guess = vec![0u8; 32];
-    guess.extend_from_slice(&0u16.to_le_bytes());
-    write_frame(&mut s, FrameKind::Proof, 0, 0, &[&guess]).unwrap();
+    assert_eq!((challenge.kind, challenge.payload.len()), (FrameKind::Challenge, 32 + 48 + 16));
+    // The challenge carries nothing that depends on the token; the proof under a guess fails.
+    h.read_message(&challenge.payload, &mut out).unwrap();
+    let n = h.write_message(&[0, 0], &mut out).unwrap();
+    write_frame(&mut s, FrameKind::Proof, 0, 0, &[&out[..n]]).unwrap();
     let answer = read_frame(&mut s, 4096).unwrap();
     assert_eq!(answer.kind, FrameKind::Refused);
     assert_eq!(answer.payload, b"wrong token");

@@ -81,15 +81,16 @@ fn run_cluster(topology: &Topology, exe: &Path, master_args: &[String]) -> anyho
     let token = random_token();
     let mut args = master_args.to_vec();
     let listen = format!("{}:0", topology.address(Node::Master));
-    args.extend(["--listen".into(), listen, "--token".into(), token.clone(), "--json".into()]);
+    args.extend(["--listen".into(), listen, "--json".into()]);
     let ip = Path::new("ip");
     let (tx, lines) = channel();
     let mut procs = Processes::default();
+    procs.token = token;
     eprintln!("xtask: [{}] ubershuffle {}", topology.namespace(Node::Master), master_args.join(" "));
     procs.spawn(Who::Master, ip, &in_namespace(topology, Node::Master, exe, &args), &tx)?;
     let printed = master_stdout(&mut procs);
     let addr = wait_for_address(&mut procs, &lines)?;
-    let worker_args = worker_args(&addr, &token);
+    let worker_args = worker_args(&addr);
     for k in 0..topology.workers {
         procs.spawn(Who::Worker(k), ip, &in_namespace(topology, Node::Worker(k), exe, &worker_args), &tx)?;
     }

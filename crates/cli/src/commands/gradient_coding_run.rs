@@ -94,14 +94,12 @@ fn in_process(args: &GradientCodingArgs, p: Prepared) -> anyhow::Result<RunRepor
 /// The master of a TCP cluster of `ubershuffle worker` processes.
 fn tcp_master(args: &GradientCodingArgs, p: Prepared) -> anyhow::Result<RunReport> {
     let e = &args.execute;
-    let (Some(addr), Some(token)) = (&e.listen, &e.token) else {
-        bail!("--transport tcp needs --listen and --token")
-    };
+    let Some(addr) = &e.listen else { bail!("--transport tcp needs --listen ADDR") };
     let timeout = seconds("--timeout", e.timeout)?;
     let config = TcpConfig {
         timeout,
         join_timeout: seconds("--join-timeout", e.join_timeout)?,
-        ..TcpConfig::new(token.clone())
+        ..e.token.require()?.config()
     };
     let listener = MasterListener::bind(addr, config)?;
     let workers = args.workers;

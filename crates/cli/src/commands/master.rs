@@ -36,7 +36,7 @@ pub fn run(args: &MasterArgs) -> anyhow::Result<ExitCode> {
         join_timeout: seconds("--join-timeout", args.join_timeout)?,
         broadcast: method,
         max_message: usize::try_from(args.bytes.max(1 << 20)).unwrap_or(usize::MAX),
-        ..TcpConfig::new(args.token.clone())
+        ..args.token.require()?.config()
     };
     if args.bytes > u64::from(u32::MAX) {
         bail!("--bytes must be below 4 GiB (one frame), got {}", args.bytes);

@@ -31,5 +31,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Worker(args) => worker::run(&args),
         Command::Run(args) => run::run(&args),
         Command::Serve(args) => serve::run(&args),
+        Command::Token(args) => crate::token::token_command(&args).map(|()| ExitCode::SUCCESS),
     }
 }

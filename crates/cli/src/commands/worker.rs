@@ -19,7 +19,7 @@ pub fn run(args: &WorkerArgs) -> anyhow::Result<ExitCode> {
         timeout: seconds("--timeout", args.timeout)?,
         join_timeout: seconds("--join-timeout", args.join_timeout)?,
         max_message: u32::MAX as usize,
-        ..TcpConfig::new(args.token.clone())
+        ..args.token.require()?.config()
     };
     let mut t = connect_worker(&args.connect, &config)?;
     let rank = t.rank();

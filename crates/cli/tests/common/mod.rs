@@ -46,11 +46,22 @@ pub struct Proc {
     pub seen: Vec<String>,
 }
 
+/// The cluster token of the TCP tests (strong enough), given to every spawned process in
+/// `UBERSHUFFLE_TOKEN`: no token on any command line.
+pub const TEST_TOKEN: &str = "5f1c0a9e7d3b4c2a8e6f0d1b3a5c7e9f2b4d6f8a0c1e3a5b7d9f1a3c5e7b9d0f";
+
 impl Proc {
-    /// Starts `ubershuffle args` with stdout and stderr piped.
+    /// Starts `ubershuffle args` with stdout and stderr piped and [`TEST_TOKEN`] in the
+    /// environment.
     pub fn spawn(args: &[&str]) -> Proc {
+        Proc::spawn_with_token(args, TEST_TOKEN)
+    }
+
+    /// [`Proc::spawn`] with another token in `UBERSHUFFLE_TOKEN`.
+    pub fn spawn_with_token(args: &[&str], token: &str) -> Proc {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ubershuffle"))
             .args(args)
+            .env("UBERSHUFFLE_TOKEN", token)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -14,10 +14,14 @@ use std::io::{ErrorKind, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use super::auth::{self, Context, Nonce, Role};
+use snow::HandshakeState;
+
+use super::conn::Conn;
 use super::handshake::{self, MAX_UNAUTHENTICATED_PAYLOAD};
+use super::noise::{self, Context, Psk};
 use crate::TransportError;
 use crate::frame::{Frame, FrameHeader, FrameKind, HEADER_LEN, write_frame};
+use crate::seal::write_frame_on;
 
 /// A connection the master or a worker turned away during setup.
 #[derive(Clone, Debug)]
@@ -28,11 +32,11 @@ pub struct Refusal {
     pub reason: String,
 }
 
-/// A peer that proved it knows the token.
+/// A peer that proved it knows the token (or its pair key).
 #[derive(Debug)]
 pub(crate) struct Admitted {
-    /// The connection, blocking again.
-    pub(crate) stream: TcpStream,
+    /// The connection, blocking again, with its keys.
+    pub(crate) conn: Conn,
     /// Where it came from.
     pub(crate) from: SocketAddr,
     /// The sender field of its hello (a peer worker's rank; 0 for a joining worker).
@@ -55,7 +59,7 @@ enum Stage {
     /// Waiting for the hello.
     Hello,
     /// Challenge sent; waiting for the proof.
-    Proof { context: Context, sender: u32, initiator: Nonce, responder: Nonce },
+    Proof { sender: u32, handshake: Box<HandshakeState> },
 }
 
 /// One connection that has not proved itself yet.
@@ -73,7 +77,8 @@ struct Pending {
 /// Accepts and authenticates connections on one listener.
 pub(crate) struct Admission<'a> {
     listener: &'a TcpListener,
-    token: &'a str,
+    /// Whether links are sealed after the handshake (a hello must say the same).
+    sealed: bool,
     /// The total time a handshake may take from its acceptance.
     timeout: Duration,
     max_pending: usize,
@@ -81,8 +86,9 @@ pub(crate) struct Admission<'a> {
     hello: FrameKind,
     /// The sender field of the frames this side writes.
     own_rank: u32,
-    /// The context of a handshake with the sender of a hello, or `None` to refuse that sender.
-    context: Box<dyn Fn(u32) -> Option<Context> + 'a>,
+    /// The context and pre-shared key of a handshake with the sender of a hello, or `None` to
+    /// refuse that sender.
+    context: Box<dyn Fn(u32) -> Option<(Context, Psk)> + 'a>,
     pending: VecDeque<Pending>,
 }
 
@@ -102,19 +108,19 @@ impl<'a> Admission<'a> {
     /// Admission on `listener` (made non-blocking here).
     pub(crate) fn new(
         listener: &'a TcpListener,
-        token: &'a str,
+        sealed: bool,
         timeout: Duration,
         max_pending: usize,
         hello: FrameKind,
         own_rank: u32,
-        context: impl Fn(u32) -> Option<Context> + 'a,
+        context: impl Fn(u32) -> Option<(Context, Psk)> + 'a,
     ) -> Result<Admission<'a>, TransportError> {
         listener
             .set_nonblocking(true)
             .map_err(|error| TransportError::Io { context: "configuring the listener".into(), error })?;
         Ok(Admission {
             listener,
-            token,
+            sealed,
             timeout,
             max_pending: max_pending.max(1),
             hello,
@@ -212,44 +218,54 @@ impl<'a> Admission<'a> {
                             self.hello, frame.kind
                         )));
                     }
-                    let initiator = handshake::parse_nonce(&frame.payload)
-                        .ok_or_else(|| refuse("malformed hello".into()))?;
-                    let context = (self.context)(frame.sender)
+                    if frame.tag != u32::from(self.sealed) {
+                        return Err(refuse(mode_mismatch(self.sealed)));
+                    }
+                    let (context, psk) = (self.context)(frame.sender)
                         .ok_or_else(|| refuse(format!("rank {} may not connect here", frame.sender)))?;
-                    let responder = auth::nonce().map_err(|e| refuse(e.to_string()))?;
-                    let payload = handshake::nonce_payload(&responder);
+                    let mut h =
+                        noise::start(false, &psk, context, self.sealed).map_err(|e| refuse(e.to_string()))?;
+                    noise::read(&mut h, &frame.payload).ok_or_else(|| refuse("malformed hello".into()))?;
+                    let payload = noise::write(&mut h, &[]).map_err(|e| refuse(e.to_string()))?;
                     write_frame(&mut p.stream, FrameKind::Challenge, self.own_rank, 0, &[&payload])
                         .map_err(|_| End::Broken)?;
-                    p.stage = Stage::Proof { context, sender: frame.sender, initiator, responder };
+                    p.stage = Stage::Proof { sender: frame.sender, handshake: Box::new(h) };
                 }
-                Stage::Proof { context, sender, initiator, responder } => {
+                Stage::Proof { sender, mut handshake } => {
                     if frame.kind != FrameKind::Proof || frame.sender != sender {
                         return Err(refuse(format!("expected a proof, got a {:?} frame", frame.kind)));
                     }
-                    let (proof, listen) = handshake::parse_proof(&frame.payload)
-                        .ok_or_else(|| refuse("malformed proof".into()))?;
-                    let token = self.token;
-                    if !auth::check(
-                        token,
-                        Role::Initiator,
-                        context,
-                        &initiator,
-                        &responder,
-                        listen.as_bytes(),
-                        &proof,
-                    ) {
-                        return Err(refuse("wrong token".into()));
-                    }
-                    let mine = auth::prove(token, Role::Responder, context, &initiator, &responder, b"");
-                    let payload = handshake::proof_payload(&mine, "");
-                    write_frame(&mut p.stream, FrameKind::Proof, self.own_rank, 0, &[&payload])
-                        .map_err(|_| End::Broken)?;
+                    let Some(payload) = noise::read(&mut handshake, &frame.payload) else {
+                        return Err(refuse(match self.hello {
+                            FrameKind::Hello => "wrong token".into(),
+                            _ => {
+                                format!("wrong key for rank {sender} (another token, or a rank not its own)")
+                            }
+                        }));
+                    };
+                    let listen =
+                        handshake::parse_listen(&payload).ok_or_else(|| refuse("malformed proof".into()))?;
+                    let keys = noise::finish(*handshake).map_err(|e| refuse(e.to_string()))?;
+                    let (mut sealing, opening) = Conn::directions(keys);
+                    let head = (FrameKind::Proof, self.own_rank, 0);
+                    write_frame_on(Some(&mut sealing), &p.stream, head, &[]).map_err(|_| End::Broken)?;
                     p.stream.set_nonblocking(false).map_err(|_| End::Broken)?;
                     let stream = p.stream.try_clone().map_err(|_| End::Broken)?;
-                    return Ok(Some(Admitted { stream, from: p.from, sender, listen }));
+                    let conn = Conn::new(stream, (sealing, opening), self.sealed);
+                    return Ok(Some(Admitted { conn, from: p.from, sender, listen }));
                 }
             }
         }
+    }
+}
+
+/// Why a hello whose sealing flag differs from this side's is refused.
+fn mode_mismatch(sealed: bool) -> String {
+    match sealed {
+        true => {
+            "this side seals its links and the other does not (--insecure-plaintext on one side only)".into()
+        }
+        false => "this side runs in plain text (--insecure-plaintext) and the other seals its links".into(),
     }
 }
 

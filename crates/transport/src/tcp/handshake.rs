@@ -1,15 +1,19 @@
-//! The payloads of the setup frames (Hello, Challenge, Proof, Welcome, PeerHello). Every
-//! parser is bounded and returns `None` on malformed bytes.
+//! The payloads of the setup frames (the proof's address, Welcome). Every parser is bounded and
+//! returns `None` on malformed bytes.
 
-use super::auth::{NONCE_LEN, Nonce, PROOF_LEN};
+use super::noise::Psk;
 use crate::BroadcastMethod;
+use crate::seal::TAG_LEN;
 
 /// The longest address accepted during setup.
 pub(crate) const MAX_FIELD: usize = 1024;
 
-/// The longest payload a side reads before the other has proved it knows the token: a proof
-/// and an address.
-pub(crate) const MAX_UNAUTHENTICATED_PAYLOAD: usize = PROOF_LEN + 2 + 256;
+/// The longest address a joining worker may send with its proof.
+pub(crate) const MAX_LISTEN: usize = 256;
+
+/// The longest payload a side reads before the other has proved it knows the token: the
+/// initiator's last handshake message (its encrypted static key, then an encrypted address).
+pub(crate) const MAX_UNAUTHENTICATED_PAYLOAD: usize = 32 + TAG_LEN + 2 + MAX_LISTEN + TAG_LEN;
 
 /// Appends a u16-length-prefixed string (callers keep strings under [`MAX_FIELD`]).
 fn put_str(out: &mut Vec<u8>, s: &str) {
@@ -51,35 +55,20 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// Hello, PeerHello and Challenge: a nonce.
-pub(crate) fn nonce_payload(nonce: &Nonce) -> Vec<u8> {
-    nonce.to_vec()
-}
-
-/// Parses [`nonce_payload`].
-pub(crate) fn parse_nonce(bytes: &[u8]) -> Option<Nonce> {
-    let mut f = Fields { bytes };
-    let mut n = [0u8; NONCE_LEN];
-    n.copy_from_slice(f.take(NONCE_LEN)?);
-    f.end()?;
-    Some(n)
-}
-
-/// Proof: the MAC, then an address (the joining worker's listening address; empty otherwise).
-pub(crate) fn proof_payload(proof: &[u8; PROOF_LEN], listen: &str) -> Vec<u8> {
-    let mut out = proof.to_vec();
-    put_str(&mut out, listen);
+/// The payload of the initiator's last handshake message: its listening address (a joining
+/// worker's; empty otherwise).
+pub(crate) fn listen_payload(listen: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    put_str(&mut out, &listen[..listen.len().min(MAX_LISTEN)]);
     out
 }
 
-/// Parses [`proof_payload`]: (MAC, address).
-pub(crate) fn parse_proof(bytes: &[u8]) -> Option<([u8; PROOF_LEN], String)> {
+/// Parses [`listen_payload`].
+pub(crate) fn parse_listen(bytes: &[u8]) -> Option<String> {
     let mut f = Fields { bytes };
-    let mut proof = [0u8; PROOF_LEN];
-    proof.copy_from_slice(f.take(PROOF_LEN)?);
     let listen = f.str()?;
     f.end()?;
-    Some((proof, listen))
+    (listen.len() <= MAX_LISTEN).then_some(listen)
 }
 
 /// What the master tells a worker it admitted.
@@ -89,11 +78,14 @@ pub(crate) struct Welcome {
     pub(crate) size: u32,
     pub(crate) method: BroadcastMethod,
     /// Which welcome this is: the master welcomes its workers again (generation + 1) when one
-    /// of them leaves during the join; [`super::auth::LIVE_JOIN`] for a worker admitted while
+    /// of them leaves during the join; [`super::noise::LIVE_JOIN`] for a worker admitted while
     /// the cluster runs.
     pub(crate) generation: u32,
     /// The listening address of every rank (entry 0, the master's, is empty).
     pub(crate) addrs: Vec<String>,
+    /// The key of this worker's link to every rank in this generation (entries 0 and its own
+    /// unused), and in [`super::noise::LIVE_JOIN`] (links from workers admitted while running).
+    pub(crate) keys: Vec<(Psk, Psk)>,
 }
 
 /// The largest cluster setup accepts.
@@ -112,6 +104,10 @@ impl Welcome {
         for a in &self.addrs {
             put_str(&mut out, a);
         }
+        for (k, live) in &self.keys {
+            out.extend_from_slice(k);
+            out.extend_from_slice(live);
+        }
         out
     }
 
@@ -129,8 +125,10 @@ impl Welcome {
             return None;
         }
         let addrs = (0..size).map(|_| f.str()).collect::<Option<Vec<_>>>()?;
+        let mut key = || -> Option<Psk> { f.take(32)?.try_into().ok() };
+        let keys = (0..size).map(|_| Some((key()?, key()?))).collect::<Option<Vec<_>>>()?;
         f.end()?;
-        Some(Welcome { rank, size, method, generation, addrs })
+        Some(Welcome { rank, size, method, generation, addrs, keys })
     }
 }
 
@@ -140,24 +138,21 @@ mod tests {
 
     #[test]
     fn payloads_round_trip_and_reject_garbage() {
-        let n = [7u8; NONCE_LEN];
-        assert_eq!(parse_nonce(&nonce_payload(&n)), Some(n));
-        assert_eq!(parse_nonce(&n[..31]), None);
-        let p = [9u8; PROOF_LEN];
-        assert_eq!(parse_proof(&proof_payload(&p, "127.0.0.1:9")), Some((p, "127.0.0.1:9".into())));
-        assert!(proof_payload(&p, &"a".repeat(256)).len() <= MAX_UNAUTHENTICATED_PAYLOAD);
+        assert_eq!(parse_listen(&listen_payload("127.0.0.1:9")), Some("127.0.0.1:9".into()));
+        assert_eq!(parse_listen(&[0xff, 0xff, 1]), None);
+        assert_eq!(listen_payload(&"a".repeat(999)).len(), 2 + MAX_LISTEN);
         let w = Welcome {
             rank: 2,
             size: 3,
             method: BroadcastMethod::Plain,
             generation: 7,
             addrs: vec![String::new(), "a".into(), "b".into()],
+            keys: vec![([1; 32], [2; 32]), ([3; 32], [4; 32]), ([5; 32], [6; 32])],
         };
         assert_eq!(Welcome::parse(&w.to_bytes()), Some(w.clone()));
         let bytes = w.to_bytes();
         for cut in 0..bytes.len() {
             assert_eq!(Welcome::parse(&bytes[..cut]), None);
         }
-        assert_eq!(parse_proof(&[0xff, 0xff, 1]), None);
     }
 }

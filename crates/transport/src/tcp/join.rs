@@ -11,17 +11,18 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::admission::{Admission, Event};
-use super::auth::{self, Context, LIVE_JOIN};
+use super::conn::Conn;
 use super::handshake::{self, MAX_FIELD, Welcome};
+use super::noise::{self, Context, LIVE_JOIN};
 use super::setup::IDLE_POLL;
-use super::setup_io::{authenticate_to, has_word, read_before, write_tagged_before};
+use super::setup_io::{Initiate, authenticate_to, has_word, read_before, write_tagged_before};
 use super::{Listening, TcpConfig, TcpTransport};
 use crate::TransportError;
 use crate::frame::FrameKind;
 
 /// The largest setup frame accepted once the other side has proved it knows the token (a
-/// welcome listing every worker's address).
-pub(crate) const MAX_SETUP_FRAME: usize = handshake::MAX_RANKS * (MAX_FIELD + 2) + 64;
+/// welcome listing every worker's address and two keys per rank).
+pub(crate) const MAX_SETUP_FRAME: usize = handshake::MAX_RANKS * (MAX_FIELD + 2 + 64) + 64;
 /// Pause between attempts while retrying a connection.
 const POLL: Duration = Duration::from_millis(20);
 
@@ -75,8 +76,8 @@ enum Word {
 }
 
 /// Reads the master's next setup frame before `deadline`.
-fn read_word(stream: &TcpStream, deadline: Instant, who: &str) -> Result<Word, TransportError> {
-    let f = read_before(stream, deadline, MAX_SETUP_FRAME, who)?;
+fn read_word(conn: &mut Conn, deadline: Instant, who: &str) -> Result<Word, TransportError> {
+    let f = read_before(conn, deadline, MAX_SETUP_FRAME, who)?;
     match f.kind {
         FrameKind::Welcome => Welcome::parse(&f.payload)
             .map(Word::Welcome)
@@ -92,7 +93,7 @@ fn read_word(stream: &TcpStream, deadline: Instant, who: &str) -> Result<Word, T
 /// How linking up for one welcome ended.
 enum Mesh {
     /// Linked to every other present worker (`streams[r]` to rank `r`).
-    Built(Vec<Option<TcpStream>>),
+    Built(Vec<Option<Conn>>),
     /// The master welcomed this worker again before the links were up.
     Welcomed(Welcome),
     /// A peer failed (it left during the join): the master will welcome again or give up.
@@ -106,7 +107,7 @@ enum Mesh {
 /// whole join, waiting for the master's other workers (and replacements of those that left)
 /// included, within the join timeout.
 pub fn connect_worker(master: &str, config: &TcpConfig) -> Result<TcpTransport, TransportError> {
-    auth::check_token(&config.token)?;
+    noise::check_token(&config.token)?;
     let deadline = Instant::now() + config.join_timeout;
     let handshake_by = deadline.min(Instant::now() + config.timeout);
     let stream = connect_before(master, deadline, &mut || false)?
@@ -115,18 +116,17 @@ pub fn connect_worker(master: &str, config: &TcpConfig) -> Result<TcpTransport, 
     let listener = TcpListener::bind((local.ip(), 0)).map_err(io_error("cannot listen for peer workers"))?;
     let listen = listener.local_addr().map_err(io_error("reading the peer listening address"))?;
     let who = format!("the master at {master}");
-    let join = Context::Join;
-    authenticate_to(
-        &stream,
-        &config.token,
-        join,
-        FrameKind::Hello,
-        0,
-        &listen.to_string(),
-        handshake_by,
-        &who,
-    )?;
-    let mut welcome = match read_word(&stream, deadline, &who)? {
+    let listen = listen.to_string();
+    let how = Initiate {
+        psk: &noise::token_psk(&config.token),
+        context: Context::Join,
+        hello: FrameKind::Hello,
+        sender: 0,
+        listen: &listen,
+        sealed: config.sealed,
+    };
+    let mut stream = authenticate_to(stream, &how, handshake_by, &who)?;
+    let mut welcome = match read_word(&mut stream, deadline, &who)? {
         Word::Welcome(w) => w,
         Word::Start(_) => {
             return Err(TransportError::Setup(format!("{who} started this worker before welcoming it")));
@@ -135,14 +135,14 @@ pub fn connect_worker(master: &str, config: &TcpConfig) -> Result<TcpTransport, 
     loop {
         // Say the welcome arrived: a worker that does not is taken for frozen and replaced.
         let took = (FrameKind::Linking, welcome.rank, welcome.generation);
-        write_tagged_before(&stream, deadline, took, &[], &who)?;
-        let streams = match link_up(&stream, &listener, &welcome, config, deadline, &who)? {
+        write_tagged_before(&mut stream, deadline, took, &[], &who)?;
+        let streams = match link_up(&mut stream, &listener, &welcome, config, deadline, &who)? {
             Mesh::Built(streams) => streams,
             Mesh::Welcomed(w) => {
                 welcome = w;
                 continue;
             }
-            Mesh::PeerFailed(e) => match read_word(&stream, deadline, &who) {
+            Mesh::PeerFailed(e) => match read_word(&mut stream, deadline, &who) {
                 Ok(Word::Welcome(w)) => {
                     welcome = w;
                     continue;
@@ -154,13 +154,14 @@ pub fn connect_worker(master: &str, config: &TcpConfig) -> Result<TcpTransport, 
             },
         };
         let (rank, generation) = (welcome.rank, welcome.generation);
-        write_tagged_before(&stream, deadline, (FrameKind::Ready, rank, generation), &[], &who)?;
-        match read_word(&stream, deadline, &who)? {
+        write_tagged_before(&mut stream, deadline, (FrameKind::Ready, rank, generation), &[], &who)?;
+        match read_word(&mut stream, deadline, &who)? {
             Word::Start(g) if g == generation => {
                 let mut streams = streams;
                 streams[0] = Some(stream);
                 let (rank, size) = (rank as usize, welcome.size as usize);
-                let listening = Listening::Worker(listener);
+                let keys = welcome.keys.iter().map(|(_, live)| *live).collect();
+                let listening = Listening::Worker { listener, keys };
                 return TcpTransport::from_streams(rank, size, welcome.method, config, streams, listening);
             }
             Word::Start(g) => {
@@ -177,7 +178,7 @@ pub fn connect_worker(master: &str, config: &TcpConfig) -> Result<TcpTransport, 
 /// connects to every lower rank and accepts every higher one (a worker admitted while the
 /// cluster runs connects to every present worker).
 fn link_up(
-    master: &TcpStream,
+    master: &mut Conn,
     listener: &TcpListener,
     welcome: &Welcome,
     config: &TcpConfig,
@@ -186,33 +187,38 @@ fn link_up(
 ) -> Result<Mesh, TransportError> {
     let (rank, size, generation) = (welcome.rank as usize, welcome.size as usize, welcome.generation);
     let live = generation == LIVE_JOIN;
-    let mut streams: Vec<Option<TcpStream>> = (0..size).map(|_| None).collect();
+    let mut streams: Vec<Option<Conn>> = (0..size).map(|_| None).collect();
     let present = |peer: &(usize, &String)| !peer.1.is_empty() && peer.0 != rank;
     let connect_to = if live { size } else { rank };
     for (peer, addr) in welcome.addrs.iter().enumerate().take(connect_to).skip(1).filter(present) {
         let Some(s) = connect_before(addr, deadline, &mut || has_word(master))? else {
             return next_welcome(master, deadline, who);
         };
-        let context = Context::Peer { from: rank as u32, to: peer as u32, generation };
+        let Some((key, _)) = welcome.keys.get(peer) else { continue };
+        let how = Initiate {
+            psk: key,
+            context: Context::Peer { from: rank as u32, to: peer as u32, generation },
+            hello: FrameKind::PeerHello,
+            sender: rank as u32,
+            listen: "",
+            sealed: config.sealed,
+        };
         let handshake_by = deadline.min(Instant::now() + config.timeout);
-        let peer_who = format!("rank {peer}");
-        let hello = FrameKind::PeerHello;
-        if let Err(e) =
-            authenticate_to(&s, &config.token, context, hello, rank as u32, "", handshake_by, &peer_who)
-        {
-            return Ok(Mesh::PeerFailed(e));
+        match authenticate_to(s, &how, handshake_by, &format!("rank {peer}")) {
+            Ok(conn) => streams[peer] = Some(conn),
+            Err(e) => return Ok(Mesh::PeerFailed(e)),
         }
-        streams[peer] = Some(s);
     }
     let mut missing =
         if live { 0 } else { welcome.addrs.iter().enumerate().skip(rank + 1).filter(present).count() };
     if missing > 0 {
         let me = rank as u32;
         let higher = |from: u32| {
-            (from > me && (from as usize) < size).then_some(Context::Peer { from, to: me, generation })
+            let key = welcome.keys.get(from as usize)?.0;
+            (from > me && (from as usize) < size).then_some((Context::Peer { from, to: me, generation }, key))
         };
         let mut admission =
-            Admission::new(listener, &config.token, config.timeout, size, FrameKind::PeerHello, me, higher)?;
+            Admission::new(listener, config.sealed, config.timeout, size, FrameKind::PeerHello, me, higher)?;
         let mut events = Vec::new();
         while missing > 0 {
             if Instant::now() >= deadline {
@@ -230,7 +236,7 @@ fn link_up(
                 if let Event::Admitted(a) = event
                     && streams[a.sender as usize].is_none()
                 {
-                    streams[a.sender as usize] = Some(a.stream);
+                    streams[a.sender as usize] = Some(a.conn);
                     missing -= 1;
                 }
             }
@@ -243,7 +249,7 @@ fn link_up(
 }
 
 /// The master spoke while this worker linked up: only a new welcome makes sense then.
-fn next_welcome(master: &TcpStream, deadline: Instant, who: &str) -> Result<Mesh, TransportError> {
+fn next_welcome(master: &mut Conn, deadline: Instant, who: &str) -> Result<Mesh, TransportError> {
     match read_word(master, deadline, who)? {
         Word::Welcome(w) => Ok(Mesh::Welcomed(w)),
         Word::Start(_) => {

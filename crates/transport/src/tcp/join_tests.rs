@@ -10,9 +10,10 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::auth::Context;
+use super::conn::Conn;
 use super::join::MAX_SETUP_FRAME;
-use super::setup_io::{authenticate_to, read_before};
+use super::noise::{Context, LIVE_JOIN, token_psk};
+use super::setup_io::{Initiate, authenticate_to, read_before};
 use super::{MasterListener, TcpConfig, TcpTransport, connect_worker};
 use crate::frame::FrameKind;
 use crate::{BroadcastMethod, Transport, TransportError};
@@ -26,16 +27,28 @@ fn config(join_timeout: Duration) -> TcpConfig {
     }
 }
 
+/// Connects to `master` and proves the token, sending `listen` as the peer address.
+fn join_as(master: &str, config: &TcpConfig, listen: &str, deadline: Instant) -> Conn {
+    let stream = TcpStream::connect(master).unwrap();
+    let how = Initiate {
+        psk: &token_psk(&config.token),
+        context: Context::Join,
+        hello: FrameKind::Hello,
+        sender: 0,
+        listen,
+        sealed: config.sealed,
+    };
+    authenticate_to(stream, &how, deadline, "master").unwrap()
+}
+
 /// Joins `master` as a worker that proves the token and then leaves as soon as it is
 /// welcomed (as if killed while the workers link up). Returns once it has joined; the thread
 /// ends when it has left.
 fn join_then_leave_after_welcome(master: &str, config: &TcpConfig) -> thread::JoinHandle<bool> {
-    let stream = TcpStream::connect(master).unwrap();
     let deadline = Instant::now() + config.join_timeout;
-    let (hello, listen) = (FrameKind::Hello, "127.0.0.1:9");
-    authenticate_to(&stream, &config.token, Context::Join, hello, 0, listen, deadline, "master").unwrap();
+    let mut stream = join_as(master, config, "127.0.0.1:9", deadline);
     thread::spawn(move || {
-        let welcomed = read_before(&stream, deadline, MAX_SETUP_FRAME, "master")
+        let welcomed = read_before(&mut stream, deadline, MAX_SETUP_FRAME, "master")
             .is_ok_and(|f| f.kind == FrameKind::Welcome);
         drop(stream);
         welcomed
@@ -49,17 +62,15 @@ fn join_then_leave_after_welcome(master: &str, config: &TcpConfig) -> thread::Jo
 fn join_then_freeze(master: &str, config: &TcpConfig, dropped: mpsc::Sender<bool>) -> thread::JoinHandle<()> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let listen = listener.local_addr().unwrap().to_string();
-    let stream = TcpStream::connect(master).unwrap();
     let deadline = Instant::now() + config.join_timeout;
-    authenticate_to(&stream, &config.token, Context::Join, FrameKind::Hello, 0, &listen, deadline, "master")
-        .unwrap();
+    let mut conn = join_as(master, config, &listen, deadline);
     thread::spawn(move || {
-        let welcomed = read_before(&stream, deadline, MAX_SETUP_FRAME, "master")
+        let welcomed = read_before(&mut conn, deadline, MAX_SETUP_FRAME, "master")
             .is_ok_and(|f| f.kind == FrameKind::Welcome);
         // Frozen: reads nothing more until the master closes the connection.
-        stream.set_read_timeout(None).unwrap();
+        conn.stream.set_read_timeout(None).unwrap();
         let mut rest = Vec::new();
-        let _ = (&stream).read_to_end(&mut rest);
+        let _ = (&conn.stream).read_to_end(&mut rest);
         drop(listener);
         let _ = dropped.send(welcomed);
     })
@@ -248,4 +259,38 @@ fn with_min_workers_a_frozen_worker_is_left_behind() {
     broadcast_reaches_all(m, workers);
     assert!(was_dropped.recv().unwrap());
     frozen.join().unwrap();
+}
+
+#[test]
+fn a_worker_cannot_speak_as_another_rank_on_a_link_between_workers() {
+    // Rank 1 holds the token and its own pair keys; it connects to rank 3's peer listener and
+    // claims to be rank 2, under every key it has. Rank 3 refuses each; the cluster goes on.
+    let cfg = config(Duration::from_secs(20));
+    let (addr, run) = master(&cfg, 3, 3);
+    let workers: Vec<_> = (0..3).map(|_| worker(&addr, &cfg)).collect();
+    let m = run.join().unwrap().0.unwrap();
+    let mut workers: Vec<TcpTransport> = workers.into_iter().map(|w| w.join().unwrap().unwrap()).collect();
+    workers.sort_by_key(Transport::rank);
+    let secret = m.secret.unwrap().0;
+    let own = super::noise::pair_key(&secret, 1, 3, LIVE_JOIN);
+    let honest = super::noise::pair_key(&secret, 2, 3, LIVE_JOIN);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let claim = |psk: &super::noise::Psk, from: u32| {
+        let how = Initiate {
+            psk,
+            context: Context::Peer { from, to: 3, generation: LIVE_JOIN },
+            hello: FrameKind::PeerHello,
+            sender: from,
+            listen: "",
+            sealed: true,
+        };
+        authenticate_to(TcpStream::connect(&m.addrs[3]).unwrap(), &how, deadline, "rank 3")
+    };
+    for psk in [own, token_psk(&cfg.token)] {
+        let e = claim(&psk, 2).unwrap_err().to_string();
+        assert!(e.contains("refused this worker: wrong key for rank 2"), "{e}");
+    }
+    // The test can pass: the key rank 2 holds opens the link.
+    assert!(claim(&honest, 2).is_ok());
+    broadcast_reaches_all(m, workers);
 }

@@ -11,7 +11,7 @@
 //! ([`crate::Transport::await_links`]).
 
 use std::io::ErrorKind;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{self, JoinHandle};
@@ -20,9 +20,10 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, bounded};
 
 use super::admission::{Admission, Admitted, Event};
-use super::auth::{Context, LIVE_JOIN};
+use super::conn::Conn;
 use super::handshake::Welcome;
 use super::joiner::Joiner;
+use super::noise::{self, Context, LIVE_JOIN, Psk};
 use super::setup::{IDLE_POLL, MAX_PENDING_HANDSHAKES};
 use super::setup_io::{write_before, write_tagged_before};
 use super::{TcpConfig, TcpTransport};
@@ -39,24 +40,30 @@ pub(crate) struct LiveJoin {
     thread: Option<JoinHandle<()>>,
     arrivals: Receiver<Admitted>,
     /// At a worker: the newest link from each rank not yet taken.
-    stash: Vec<Option<TcpStream>>,
+    stash: Vec<Option<Conn>>,
 }
 
 impl LiveJoin {
     /// The master's: workers that join while the cluster runs, at most `waiting` held.
     pub(crate) fn master(listener: TcpListener, config: &TcpConfig, waiting: usize) -> LiveJoin {
-        Self::spawn(listener, config, FrameKind::Hello, 0, 0, waiting, |_| Some(Context::Join))
+        let psk = noise::token_psk(&config.token);
+        Self::spawn(listener, config, FrameKind::Hello, 0, 0, waiting, move |_| Some((Context::Join, psk)))
     }
 
-    /// Worker `rank`'s of `size` ranks: links from workers admitted while the cluster runs.
-    pub(crate) fn worker(listener: TcpListener, config: &TcpConfig, rank: usize, size: usize) -> LiveJoin {
+    /// Worker `rank`'s of `size` ranks: links from workers admitted while the cluster runs,
+    /// each under its key from this worker's welcome (`keys[r]` for rank `r`).
+    pub(crate) fn worker(
+        listener: TcpListener,
+        config: &TcpConfig,
+        rank: usize,
+        size: usize,
+        keys: Vec<Psk>,
+    ) -> LiveJoin {
         let me = rank as u32;
         let context = move |from: u32| {
-            (from != 0 && from != me && (from as usize) < size).then_some(Context::Peer {
-                from,
-                to: me,
-                generation: LIVE_JOIN,
-            })
+            let key = *keys.get(from as usize)?;
+            (from != 0 && from != me && (from as usize) < size)
+                .then_some((Context::Peer { from, to: me, generation: LIVE_JOIN }, key))
         };
         Self::spawn(listener, config, FrameKind::PeerHello, me, size, size, context)
     }
@@ -68,14 +75,14 @@ impl LiveJoin {
         own_rank: u32,
         size: usize,
         waiting: usize,
-        context: impl Fn(u32) -> Option<Context> + Send + 'static,
+        context: impl Fn(u32) -> Option<(Context, Psk)> + Send + 'static,
     ) -> LiveJoin {
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, arrivals) = bounded(waiting.max(1));
-        let (token, timeout, flag) = (config.token.clone(), config.timeout, stop.clone());
+        let (sealed, timeout, flag) = (config.sealed, config.timeout, stop.clone());
         let body = move || {
             let Ok(mut admission) =
-                Admission::new(&listener, &token, timeout, MAX_PENDING_HANDSHAKES, hello, own_rank, context)
+                Admission::new(&listener, sealed, timeout, MAX_PENDING_HANDSHAKES, hello, own_rank, context)
             else {
                 return;
             };
@@ -87,10 +94,10 @@ impl LiveJoin {
                         && let Err(e) = tx.try_send(a)
                     {
                         // Every place is taken by a waiting newcomer: this one is turned away.
-                        let a = e.into_inner();
+                        let mut a = e.into_inner();
                         let reason = b"no place is free for another worker";
                         let _ = write_before(
-                            &a.stream,
+                            &mut a.conn,
                             Instant::now() + IDLE_POLL * 10,
                             FrameKind::Refused,
                             own_rank,
@@ -115,15 +122,15 @@ impl LiveJoin {
 
     /// At a worker: the link from `rank`, waiting until `deadline`; an older link from it that
     /// closed meanwhile is dropped.
-    pub(crate) fn link_from(&mut self, rank: usize, deadline: Instant) -> Option<TcpStream> {
+    pub(crate) fn link_from(&mut self, rank: usize, deadline: Instant) -> Option<Conn> {
         loop {
             while let Ok(a) = self.arrivals.try_recv() {
                 if let Some(slot) = self.stash.get_mut(a.sender as usize) {
-                    *slot = Some(a.stream);
+                    *slot = Some(a.conn);
                 }
             }
             if let Some(s) = self.stash.get_mut(rank).and_then(Option::take) {
-                if !closed(&s) {
+                if !closed(&s.stream) {
                     return Some(s);
                 }
                 continue;
@@ -135,7 +142,7 @@ impl LiveJoin {
             match self.arrivals.recv_timeout(left.min(QUIET_POLL)) {
                 Ok(a) => {
                     if let Some(slot) = self.stash.get_mut(a.sender as usize) {
-                        *slot = Some(a.stream);
+                        *slot = Some(a.conn);
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {}
@@ -155,7 +162,7 @@ impl Drop for LiveJoin {
 }
 
 /// Whether the other side closed `stream` (bytes waiting do not count); never blocks.
-fn closed(stream: &TcpStream) -> bool {
+fn closed(stream: &std::net::TcpStream) -> bool {
     if stream.set_nonblocking(true).is_err() {
         return true;
     }
@@ -202,10 +209,13 @@ impl TcpTransport {
                 method: self.method,
                 generation: LIVE_JOIN,
                 addrs,
+                keys: self
+                    .secret
+                    .map_or_else(Vec::new, |s| noise::welcome_keys(&s.0, r as u32, size as u32, LIVE_JOIN)),
             };
             let by = Instant::now() + self.timeout;
-            let stream = &newcomer.admitted.stream;
-            if write_before(stream, by, FrameKind::Welcome, 0, &welcome.to_bytes(), "").is_err() {
+            let conn = &mut newcomer.admitted.conn;
+            if write_before(conn, by, FrameKind::Welcome, 0, &welcome.to_bytes(), "").is_err() {
                 continue;
             }
             let ready = loop {
@@ -217,13 +227,13 @@ impl TcpTransport {
                 }
             };
             let start = (FrameKind::Ready, 0, LIVE_JOIN);
-            if !ready || write_tagged_before(&newcomer.admitted.stream, by, start, &[], "").is_err() {
+            if !ready || write_tagged_before(&mut newcomer.admitted.conn, by, start, &[], "").is_err() {
                 continue;
             }
             if let Some(a) = self.addrs.get_mut(r) {
                 a.clone_from(&newcomer.admitted.listen);
             }
-            self.replace_link(r, newcomer.into_stream())?;
+            self.replace_link(r, newcomer.into_conn())?;
             filled.push(r);
             rank = free.next();
         }
@@ -245,7 +255,7 @@ impl TcpTransport {
 
     /// Replaces the link to `rank` by `stream` (a newcomer's): the old link is closed and its
     /// reader's last deliveries taken in before the mailbox forgets the rank's departure.
-    pub(crate) fn replace_link(&mut self, rank: usize, stream: TcpStream) -> Result<(), TransportError> {
+    pub(crate) fn replace_link(&mut self, rank: usize, stream: Conn) -> Result<(), TransportError> {
         if let Some(mut old) = self.links.get_mut(rank).and_then(Option::take) {
             let _ = old.stream.shutdown(std::net::Shutdown::Both);
             if let Some(t) = old.reader.take() {

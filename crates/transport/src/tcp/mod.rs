@@ -2,12 +2,14 @@
 //! or as threads on 127.0.0.1.
 //!
 //! Setup ([`MasterListener::accept_workers`], [`connect_worker`]): each worker connects to the
-//! master and both prove they know the shared token without sending it (challenge-response
-//! with HMAC-SHA256 over a nonce from each side); the master refuses a wrong proof (both sides
-//! see a one-line error), numbers the workers in arrival order, and sends each its rank, the
-//! size, the broadcast method and every worker's address. Workers then build a full mesh (each
-//! connects to the workers of lower rank, with the same handshake), report ready, and the
-//! master starts them all at once. A worker that leaves after its welcome, before the start,
+//! master and both prove they know the shared token without sending it (a Noise `XXpsk3`
+//! handshake keyed by it, see `noise`); the master refuses a wrong proof (both sides see a
+//! one-line error), numbers the workers in arrival order, and sends each, over its now sealed
+//! link, its rank, the size, the broadcast method, every worker's address and the keys of its
+//! links to the other workers. Workers then build a full mesh (each connects to the workers of
+//! lower rank, with the same handshake under the pair's key, so a worker can speak only as its
+//! own rank), report ready, and the master starts them all at once. Every frame after a
+//! handshake is sealed ([`crate::seal`]) unless [`TcpConfig::sealed`] is off. A worker that leaves after its welcome, before the start,
 //! is replaced: the master admits another and welcomes every worker again (a new generation,
 //! bound into the peers' handshakes, so no link of an older welcome passes for a newer one).
 //!
@@ -17,9 +19,10 @@
 //! unauthenticated connection holds at most one small frame's buffer. Admission ends at
 //! `join_timeout`.
 //!
-//! Once running, every connection has a reader thread that checks each [`crate::frame`] and
-//! hands it to the rank's mailbox; sends write frames straight to the socket with a write
-//! timeout. A peer that closes, resets or sends a corrupt frame makes waits for it fail with
+//! Once running, every connection has a reader thread that opens and checks each
+//! [`crate::frame`] and hands it to the rank's mailbox; sends seal and write frames straight to
+//! the socket with a write timeout. A peer that closes, resets, or sends a corrupt or forged
+//! frame makes waits for it fail with
 //! [`TransportError::PeerGone`]; one that stalls, with [`TransportError::Timeout`]; either
 //! names its rank. Broadcast is the pseudo-broadcast of the UberShuffle paper by default.
 //!
@@ -29,13 +32,14 @@
 //! ([`crate::Transport::await_links`]); see `live`.
 
 mod admission;
-mod auth;
+mod conn;
 mod handshake;
 mod join;
 #[cfg(test)]
 mod join_tests;
 mod joiner;
 mod live;
+mod noise;
 mod setup;
 mod setup_io;
 
@@ -48,10 +52,13 @@ use std::time::Duration;
 use crossbeam_channel::{Sender, unbounded};
 
 use crate::collectives::{self, BroadcastMethod, Links};
-use crate::frame::{FrameKind, ReadFrameError, read_frame, write_frame};
+use crate::frame::{FrameKind, ReadFrameError};
 use crate::mailbox::{Delivery, InboxLimits, Mailbox, Unread, over_cap};
+use crate::seal::{Opening, Sealing, read_frame_on, seal_error, write_frame_on};
 use crate::transport::{check_peers, check_send, links_accessors, point_to_point_via_links};
-use crate::{COLLECTIVE_HEADER_BYTES, Tag, Transport, TransportError};
+use crate::{COLLECTIVE_HEADER_BYTES, Secret, Tag, Transport, TransportError};
+use conn::Conn;
+use noise::{Psk, RunSecret};
 
 pub use admission::Refusal;
 pub use join::connect_worker;
@@ -60,9 +67,9 @@ pub use setup::{MAX_PENDING_HANDSHAKES, MasterListener};
 /// How a TCP cluster is set up and behaves.
 #[derive(Clone, Debug)]
 pub struct TcpConfig {
-    /// The shared secret of the cluster. It never crosses the wire: both sides prove they know
-    /// it by HMAC-SHA256 over fresh nonces (see the module doc). Any length; not empty.
-    pub token: String,
+    /// The shared secret of the cluster. It never crosses the wire: it keys a Noise handshake
+    /// (see the module doc). Any length; not empty. Never shown by `Debug`.
+    pub token: Secret,
     /// The timeout of every blocking wait once running.
     pub timeout: Duration,
     /// How long setup may take: the master waiting for workers, workers waiting to be started.
@@ -72,17 +79,23 @@ pub struct TcpConfig {
     /// The longest message accepted (frame payload, beyond [`COLLECTIVE_HEADER_BYTES`] of a
     /// collective's header); longer frames are refused unread.
     pub max_message: usize,
+    /// Whether every frame after the handshake is sealed (encrypted and authenticated, see
+    /// [`crate::seal`]); `false` only on a network trusted not to read or change traffic. Both
+    /// sides must agree (a mismatch is refused at the handshake, naming it).
+    pub sealed: bool,
 }
 
 impl TcpConfig {
-    /// Defaults (10 s timeout, 60 s to join, pseudo-broadcast, 1 GiB messages) with `token`.
-    pub fn new(token: impl Into<String>) -> TcpConfig {
+    /// Defaults (10 s timeout, 60 s to join, pseudo-broadcast, 1 GiB messages, sealed) with
+    /// `token`.
+    pub fn new(token: impl Into<Secret>) -> TcpConfig {
         TcpConfig {
             token: token.into(),
             timeout: Duration::from_secs(10),
             join_timeout: Duration::from_secs(60),
             broadcast: BroadcastMethod::PseudoBroadcast,
             max_message: 1 << 30,
+            sealed: true,
         }
     }
 }
@@ -91,6 +104,8 @@ impl TcpConfig {
 #[derive(Debug)]
 struct Link {
     stream: TcpStream,
+    /// The sending direction's keys and sequence number, if sealed.
+    sealing: Option<Sealing>,
     reader: Option<JoinHandle<()>>,
     broken: bool,
 }
@@ -111,15 +126,19 @@ pub struct TcpTransport {
     live: Option<live::LiveJoin>,
     /// At the master: each worker rank's peer-listening address (empty if absent).
     addrs: Vec<String>,
+    /// At the master: this run's secret, for the keys of workers admitted while running.
+    secret: Option<RunSecret>,
+    /// Whether the links are sealed.
+    sealed: bool,
 }
 
 /// How a rank of a starting cluster goes on admitting: the master with its listener and every
 /// worker's address, a worker with its peer listener.
 pub(crate) enum Listening {
-    /// The master.
-    Master(std::net::TcpListener, Vec<String>),
-    /// A worker.
-    Worker(std::net::TcpListener),
+    /// The master, with every worker's address and the run's secret.
+    Master { listener: std::net::TcpListener, addrs: Vec<String>, secret: RunSecret },
+    /// A worker, with the keys of links from workers admitted while running (`keys[r]`).
+    Worker { listener: std::net::TcpListener, keys: Vec<Psk> },
 }
 
 impl TcpTransport {
@@ -129,16 +148,25 @@ impl TcpTransport {
         size: usize,
         method: BroadcastMethod,
         config: &TcpConfig,
-        streams: Vec<Option<TcpStream>>,
+        streams: Vec<Option<Conn>>,
         listening: Listening,
     ) -> Result<TcpTransport, TransportError> {
         let (tx, rx) = unbounded();
-        let (live, addrs) = match listening {
-            Listening::Master(listener, addrs) => {
-                (live::LiveJoin::master(listener, config, size.saturating_sub(1)), addrs)
+        let (live, addrs, secret) = match listening {
+            Listening::Master { listener, addrs, secret } => {
+                (live::LiveJoin::master(listener, config, size.saturating_sub(1)), addrs, Some(secret))
             }
-            Listening::Worker(listener) => (live::LiveJoin::worker(listener, config, rank, size), Vec::new()),
+            Listening::Worker { listener, keys } => {
+                (live::LiveJoin::worker(listener, config, rank, size, keys), Vec::new(), None)
+            }
         };
+        tracing::info!(
+            rank,
+            sealed = config.sealed,
+            protocol = crate::seal::NOISE_PARAMS,
+            "TCP links up ({})",
+            if config.sealed { "sealed" } else { "plain text: --insecure-plaintext" }
+        );
         let mut t = TcpTransport {
             rank,
             size,
@@ -150,6 +178,8 @@ impl TcpTransport {
             links: Vec::with_capacity(size),
             live: Some(live),
             addrs,
+            secret,
+            sealed: config.sealed,
         };
         for (peer, stream) in streams.into_iter().enumerate() {
             let Some(stream) = stream else {
@@ -167,8 +197,10 @@ impl TcpTransport {
         Ok(t)
     }
 
-    /// A link to `peer` over `stream`, its reader delivering to this rank's mailbox.
-    fn link(&self, peer: usize, stream: TcpStream) -> Result<Link, TransportError> {
+    /// A link to `peer` over `conn`, its reader delivering to this rank's mailbox.
+    fn link(&self, peer: usize, conn: Conn) -> Result<Link, TransportError> {
+        let Conn { stream, seal } = conn;
+        let (sealing, opening) = seal.map_or((None, None), |(s, o)| (Some(s), Some(o)));
         let io = |context: String| move |source| TransportError::Io { context, error: source };
         stream.set_read_timeout(None).map_err(io(format!("configuring the link to rank {peer}")))?;
         stream
@@ -176,9 +208,14 @@ impl TcpTransport {
             .map_err(io(format!("configuring the link to rank {peer}")))?;
         let read_half = stream.try_clone().map_err(io(format!("cloning the link to rank {peer}")))?;
         let max = self.max_message.saturating_add(COLLECTIVE_HEADER_BYTES);
-        let reader =
-            spawn_reader(self.rank, peer, read_half, (self.inbox.clone(), self.mailbox.unread()), max);
-        Ok(Link { stream, reader, broken: false })
+        let reader = spawn_reader(
+            self.rank,
+            peer,
+            (read_half, opening),
+            (self.inbox.clone(), self.mailbox.unread()),
+            max,
+        );
+        Ok(Link { stream, sealing, reader, broken: false })
     }
 
     /// The ranks this one has a connection to, in order (every other rank, unless the cluster
@@ -191,20 +228,30 @@ impl TcpTransport {
     pub fn broadcast_method(&self) -> BroadcastMethod {
         self.method
     }
+
+    /// Whether this rank's links are sealed (see [`crate::seal`]).
+    pub fn is_sealed(&self) -> bool {
+        self.sealed
+    }
 }
 
-/// The thread that reads frames from `peer` into the mailbox until the link ends.
+/// The thread that reads frames from `peer` (opened under its keys, if sealed) into the mailbox
+/// until the link ends.
 fn spawn_reader(
     rank: usize,
     peer: usize,
-    stream: TcpStream,
+    (stream, mut opening): (TcpStream, Option<Opening>),
     (inbox, unread): (Sender<Delivery>, Arc<Unread>),
     max_message: usize,
 ) -> Option<JoinHandle<()>> {
     let body = move || {
         let mut reader = BufReader::with_capacity(64 * 1024, stream);
         loop {
-            let detail = match read_frame(&mut reader, unread.max_frame(peer, max_message)) {
+            let detail = match read_frame_on(
+                opening.as_mut(),
+                &mut reader,
+                unread.max_frame(peer, max_message),
+            ) {
                 Ok(f)
                     if f.kind == FrameKind::Message
                         && f.sender as usize == peer
@@ -227,6 +274,10 @@ fn spawn_reader(
                 }
                 Err(ReadFrameError::Closed) => "closed the connection".to_string(),
                 Err(ReadFrameError::Frame(e)) => format!("sent a corrupt frame: {e}"),
+                Err(ReadFrameError::Io(e)) if seal_error(&e).is_some() => {
+                    tracing::warn!(rank, peer, error = %e, "link ended: a sealed frame failed authentication");
+                    format!("sent a forged frame: {e}")
+                }
                 Err(ReadFrameError::Io(e)) => format!("connection failed: {e}"),
             };
             let _ = inbox.send(Delivery::Gone { from: peer, detail });
@@ -258,8 +309,8 @@ impl Links for TcpTransport {
         if link.broken {
             return Err(TransportError::PeerGone { peer: to, op, detail: "an earlier send failed".into() });
         }
-        let sender = self.rank as u32;
-        match write_frame(&mut link.stream, FrameKind::Message, sender, u32::from(tag), parts) {
+        let head = (FrameKind::Message, self.rank as u32, u32::from(tag));
+        match write_frame_on(link.sealing.as_mut(), &link.stream, head, parts) {
             Ok(()) => Ok(()),
             Err(e) => {
                 // A frame cut short would desynchronise the stream: this link is done.

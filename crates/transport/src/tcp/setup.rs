@@ -1,14 +1,15 @@
 //! Setting up a TCP cluster, the master's side: admitting workers, welcoming them, starting
 //! them (the workers' side is [`super::join`]).
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use super::admission::{Admission, Event, Refusal};
-use super::auth::{self, Context};
+use super::conn::Conn;
 use super::handshake::{self, Welcome};
 use super::joiner::Joiner;
+use super::noise::{self, Context, RunSecret};
 use super::setup_io::{at_least, write_before, write_tagged_before};
 use super::{Listening, TcpConfig, TcpTransport};
 use crate::TransportError;
@@ -36,7 +37,7 @@ pub struct MasterListener {
 impl MasterListener {
     /// Listens on `addr` (`127.0.0.1:0` picks a free port); refuses an empty token first.
     pub fn bind(addr: &str, config: TcpConfig) -> Result<MasterListener, TransportError> {
-        auth::check_token(&config.token)?;
+        noise::check_token(&config.token)?;
         let listener = TcpListener::bind(addr).map_err(io_error(format!("cannot listen on {addr}")))?;
         Ok(MasterListener { listener, config })
     }
@@ -89,20 +90,22 @@ impl MasterListener {
                 "the least number of workers to start with must be in 1..={workers}, got {min_workers}"
             )));
         }
-        auth::check_token(&config.token)?;
+        noise::check_token(&config.token)?;
+        let psk = noise::token_psk(&config.token);
         let mut join = Join {
             config: &config,
+            secret: RunSecret(noise::random32()?),
             workers,
             min_workers,
             deadline: Instant::now() + config.join_timeout,
             admission: Admission::new(
                 &self.listener,
-                &config.token,
+                config.sealed,
                 config.timeout,
                 MAX_PENDING_HANDSHAKES,
                 FrameKind::Hello,
                 0,
-                |_| Some(Context::Join),
+                move |_| Some((Context::Join, psk)),
             )?,
             joined: Vec::new(),
             left: Vec::new(),
@@ -114,10 +117,11 @@ impl MasterListener {
             if let Some(started) = join.welcome(generation)? {
                 break started;
             }
-            generation = generation.wrapping_add(1) % auth::LIVE_JOIN;
+            generation = generation.wrapping_add(1) % noise::LIVE_JOIN;
         };
+        let secret = join.secret;
         drop(join);
-        let listening = Listening::Master(self.listener, addrs);
+        let listening = Listening::Master { listener: self.listener, addrs, secret };
         TcpTransport::from_streams(0, workers + 1, config.broadcast, &config, streams, listening)
     }
 }
@@ -126,6 +130,8 @@ impl MasterListener {
 /// again when one leaves before the start.
 struct Join<'a, 'l> {
     config: &'a TcpConfig,
+    /// This run's secret, from which every pair key of the workers' links is derived.
+    secret: RunSecret,
     workers: usize,
     min_workers: usize,
     deadline: Instant,
@@ -153,8 +159,9 @@ impl Join<'_, '_> {
                 Event::Admitted(a) if self.joined.len() < self.workers => self.joined.push(Joiner::new(a)),
                 Event::Admitted(a) => {
                     let reason = "the cluster has all its workers";
+                    let mut a = a;
                     let _ = write_before(
-                        &a.stream,
+                        &mut a.conn,
                         Instant::now() + POLL,
                         FrameKind::Refused,
                         0,
@@ -238,7 +245,7 @@ impl Join<'_, '_> {
     fn welcome(
         &mut self,
         generation: u32,
-    ) -> Result<Option<(Vec<Option<TcpStream>>, Vec<String>)>, TransportError> {
+    ) -> Result<Option<(Vec<Option<Conn>>, Vec<String>)>, TransportError> {
         let config = self.config;
         let start_by = at_least(self.deadline, config.timeout);
         let size = self.workers + 1;
@@ -257,9 +264,10 @@ impl Join<'_, '_> {
                 method: config.broadcast,
                 generation,
                 addrs: addrs.clone(),
+                keys: noise::welcome_keys(&self.secret.0, rank as u32, size as u32, generation),
             };
             let bytes = welcome.to_bytes();
-            if let Err(e) = write_before(&j.admitted.stream, start_by, FrameKind::Welcome, 0, &bytes, "") {
+            if let Err(e) = write_before(&mut j.admitted.conn, start_by, FrameKind::Welcome, 0, &bytes, "") {
                 departed.push((k, format!("did not take its welcome ({e})")));
             }
         }
@@ -310,24 +318,24 @@ impl Join<'_, '_> {
                 thread::sleep(IDLE_POLL);
             }
         }
-        let mut streams: Vec<Option<TcpStream>> = vec![None];
+        let mut streams: Vec<Option<Conn>> = vec![None];
         let spares = self.joined.split_off(count);
-        for j in self.joined.drain(..) {
+        for mut j in self.joined.drain(..) {
             let who = j.describe();
             // A worker that leaves now is lost at once once running (its link reports it gone).
             let _ = write_tagged_before(
-                &j.admitted.stream,
+                &mut j.admitted.conn,
                 start_by,
                 (FrameKind::Ready, 0, generation),
                 &[],
                 &who,
             );
-            streams.push(Some(j.into_stream()));
+            streams.push(Some(j.into_conn()));
         }
-        for j in spares {
+        for mut j in spares {
             let reason = "the cluster started without it";
             let _ = write_before(
-                &j.admitted.stream,
+                &mut j.admitted.conn,
                 Instant::now() + POLL,
                 FrameKind::Refused,
                 0,

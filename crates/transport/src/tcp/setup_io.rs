@@ -1,15 +1,17 @@
 //! Blocking setup I/O with deadlines: reading and writing one setup frame before an instant
-//! (bytes that trickle in do not move it), and the connecting side of the authentication
-//! handshake ([`super::auth`]).
+//! (bytes that trickle in do not move it), sealed once the handshake is done, and the
+//! connecting side of the handshake ([`super::noise`]).
 
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use super::auth::{self, Context, Role};
+use super::conn::Conn;
 use super::handshake::{self, MAX_UNAUTHENTICATED_PAYLOAD};
+use super::noise::{self, Context, Psk};
 use crate::TransportError;
-use crate::frame::{Frame, FrameKind, ReadFrameError, read_frame, write_frame};
+use crate::frame::{Frame, FrameKind, MAGIC, ReadFrameError};
+use crate::seal::{Opening, Sealing, read_frame_on, seal_error, write_frame_on};
 
 /// Reads from a stream until `deadline`, however the bytes trickle in; counts them.
 struct DeadlineReader<'a> {
@@ -52,17 +54,29 @@ impl Write for DeadlineWriter<'_> {
     }
 }
 
-/// Reads one setup frame of at most `max` payload bytes before `deadline`; errors name `who`
-/// and say what arrived.
+/// Reads one setup frame of at most `max` payload bytes from `conn` before `deadline`; errors
+/// name `who` and say what arrived.
 pub(crate) fn read_before(
+    conn: &mut Conn,
+    deadline: Instant,
+    max: usize,
+    who: &str,
+) -> Result<Frame, TransportError> {
+    let Conn { stream, seal } = conn;
+    read_raw_before(stream, seal.as_mut().map(|(_, o)| o), deadline, max, who)
+}
+
+/// [`read_before`] on a bare stream, opened under `opening` if given.
+fn read_raw_before(
     stream: &TcpStream,
+    opening: Option<&mut Opening>,
     deadline: Instant,
     max: usize,
     who: &str,
 ) -> Result<Frame, TransportError> {
     let limit = deadline.saturating_duration_since(Instant::now());
     let mut r = DeadlineReader { stream, deadline, got: 0 };
-    let result = read_frame(&mut r, max);
+    let result = read_frame_on(opening, &mut r, max);
     result.map_err(|e| match e {
         ReadFrameError::Frame(error) => TransportError::BadFrame { from: who.to_string(), error },
         ReadFrameError::Closed => TransportError::Setup(format!("{who} closed the connection during setup")),
@@ -74,74 +88,108 @@ pub(crate) fn read_before(
                 ),
             })
         }
+        ReadFrameError::Io(e) if seal_error(&e).is_some() => TransportError::Setup(format!("{who}: {e}")),
         ReadFrameError::Io(error) => TransportError::Io { context: format!("reading from {who}"), error },
     })
 }
 
 /// Writes one setup frame before `deadline`.
 pub(crate) fn write_before(
-    stream: &TcpStream,
+    conn: &mut Conn,
     deadline: Instant,
     kind: FrameKind,
     sender: u32,
     payload: &[u8],
     who: &str,
 ) -> Result<(), TransportError> {
-    write_tagged_before(stream, deadline, (kind, sender, 0), payload, who)
+    write_tagged_before(conn, deadline, (kind, sender, 0), payload, who)
 }
 
 /// [`write_before`] with a tag: `(kind, sender, tag)` (a welcome's generation on the ready
 /// frames).
 pub(crate) fn write_tagged_before(
-    stream: &TcpStream,
+    conn: &mut Conn,
     deadline: Instant,
-    (kind, sender, tag): (FrameKind, u32, u32),
+    head: (FrameKind, u32, u32),
     payload: &[u8],
     who: &str,
 ) -> Result<(), TransportError> {
-    let mut w = DeadlineWriter { stream, deadline };
-    write_frame(&mut w, kind, sender, tag, &[payload])
+    let Conn { stream, seal } = conn;
+    write_raw_before(stream, seal.as_mut().map(|(s, _)| s), deadline, head, payload, who)
+}
+
+/// [`write_tagged_before`] on a bare stream, sealed under `sealing` if given.
+fn write_raw_before(
+    stream: &TcpStream,
+    sealing: Option<&mut Sealing>,
+    deadline: Instant,
+    head: (FrameKind, u32, u32),
+    payload: &[u8],
+    who: &str,
+) -> Result<(), TransportError> {
+    let w = DeadlineWriter { stream, deadline };
+    write_frame_on(sealing, w, head, &[payload])
         .map_err(|error| TransportError::Io { context: format!("writing to {who}"), error })
 }
 
-/// The connecting side of the handshake: hello, the other side's challenge, this side's proof
-/// (with `listen`), the other side's proof. Fails, naming `who`, when the other side refuses,
-/// cannot prove it knows the token, or does not answer before `deadline`.
-#[allow(clippy::too_many_arguments)]
+/// How the connecting side runs its handshake.
+pub(crate) struct Initiate<'a> {
+    /// The pre-shared key: the token's (to the master) or the pair key (to a worker).
+    pub(crate) psk: &'a Psk,
+    /// What the link is.
+    pub(crate) context: Context,
+    /// Hello (to the master) or PeerHello (to a worker).
+    pub(crate) hello: FrameKind,
+    /// This side's rank (0 for a worker joining the master).
+    pub(crate) sender: u32,
+    /// The listening address sent with the proof (a joining worker's; empty otherwise).
+    pub(crate) listen: &'a str,
+    /// Whether the link's frames are sealed after the handshake.
+    pub(crate) sealed: bool,
+}
+
+/// The connecting side of the handshake: hello (the first key-exchange message), the other
+/// side's challenge (the second), this side's proof (the third, with the pre-shared key and the
+/// listening address), the other side's proof (a sealed frame). Fails, naming `who`, when the
+/// other side refuses, cannot prove it knows the key, or does not answer before `deadline`.
 pub(crate) fn authenticate_to(
-    stream: &TcpStream,
-    token: &str,
-    context: Context,
-    hello: FrameKind,
-    sender: u32,
-    listen: &str,
+    stream: TcpStream,
+    how: &Initiate<'_>,
     deadline: Instant,
     who: &str,
-) -> Result<(), TransportError> {
+) -> Result<Conn, TransportError> {
     let max = MAX_UNAUTHENTICATED_PAYLOAD;
-    let mine = auth::nonce()?;
-    write_before(stream, deadline, hello, sender, &handshake::nonce_payload(&mine), who)?;
-    let f = read_before(stream, deadline, max, who)?;
-    let theirs = match f.kind {
-        FrameKind::Challenge => handshake::parse_nonce(&f.payload)
-            .ok_or_else(|| TransportError::Setup(format!("{who} sent a malformed challenge")))?,
-        _ => return Err(unexpected(&f, who, "a challenge", context)),
+    let (context, sender) = (how.context, how.sender);
+    let mut h = noise::start(true, how.psk, context, how.sealed)?;
+    let head = (how.hello, sender, u32::from(how.sealed));
+    write_raw_before(&stream, None, deadline, head, &noise::write(&mut h, &[])?, who)?;
+    let f = read_raw_before(&stream, None, deadline, max, who)?;
+    if f.kind != FrameKind::Challenge {
+        return Err(unexpected(&f, who, "a challenge", context));
+    }
+    noise::read(&mut h, &f.payload)
+        .ok_or_else(|| TransportError::Setup(format!("{who} sent a malformed challenge")))?;
+    let proof = noise::write(&mut h, &handshake::listen_payload(how.listen))?;
+    write_raw_before(&stream, None, deadline, (FrameKind::Proof, sender, 0), &proof, who)?;
+    let (sealing, mut opening) = Conn::directions(noise::finish(h)?);
+    // A refusal comes in plain text (the other side has no keys then), a proof sealed.
+    let mut prefix = [0u8; 4];
+    DeadlineReader { stream: &stream, deadline, got: 0 }
+        .read_exact(&mut prefix)
+        .map_err(|e| TransportError::Setup(format!("{who} did not answer this side's proof: {e}")))?;
+    let rest = DeadlineReader { stream: &stream, deadline, got: 0 };
+    let read = match prefix == MAGIC {
+        true => read_frame_on(None, (&prefix[..]).chain(rest), max),
+        false => read_frame_on(Some(&mut opening), (&prefix[..]).chain(rest), 0),
     };
-    let proof = auth::prove(token, Role::Initiator, context, &mine, &theirs, listen.as_bytes());
-    write_before(stream, deadline, FrameKind::Proof, sender, &handshake::proof_payload(&proof, listen), who)?;
-    let f = read_before(stream, deadline, max, who)?;
-    match f.kind {
-        FrameKind::Proof => {
-            let valid = handshake::parse_proof(&f.payload)
-                .is_some_and(|(p, _)| auth::check(token, Role::Responder, context, &mine, &theirs, b"", &p));
-            if !valid {
-                return Err(TransportError::Setup(format!(
-                    "{who} did not prove that it knows the token (another token, or not a ubershuffle cluster)"
-                )));
-            }
-            Ok(())
+    match read {
+        Ok(f) if f.kind == FrameKind::Proof && prefix != MAGIC => {
+            Ok(Conn::new(stream, (sealing, opening), how.sealed))
         }
-        _ => Err(unexpected(&f, who, "its proof", context)),
+        Ok(f) if f.kind == FrameKind::Refused => Err(unexpected(&f, who, "its proof", context)),
+        _ => Err(TransportError::Setup(format!(
+            "{who} did not prove that it knows the key (another token, or not a ubershuffle cluster)"
+        ))),
     }
 }
 
@@ -161,7 +209,8 @@ fn unexpected(f: &Frame, who: &str, wanted: &str, context: Context) -> Transport
 
 /// Whether the other side has sent something (or closed) that a blocking read would return
 /// at once; never blocks.
-pub(crate) fn has_word(stream: &TcpStream) -> bool {
+pub(crate) fn has_word(conn: &Conn) -> bool {
+    let stream = &conn.stream;
     if stream.set_nonblocking(true).is_err() {
         return true; // a read will report what is wrong
     }

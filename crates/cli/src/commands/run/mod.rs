@@ -129,13 +129,13 @@ fn in_process(r: &Resolved) -> anyhow::Result<ExitCode> {
 /// `--min-workers`, as many as joined by `--join-timeout`), tells them the job, runs the epoch
 /// loop.
 fn tcp_master(r: &Resolved) -> anyhow::Result<ExitCode> {
-    let Some((addr, token)) = &r.listen else { bail!("--transport tcp needs --listen and --token") };
+    let Some((addr, key)) = &r.listen else { bail!("--transport tcp needs --listen ADDR") };
     let prepared = prepare(r)?;
     let config = TcpConfig {
         timeout: r.timeout,
         join_timeout: r.join_timeout,
         broadcast: r.broadcast,
-        ..TcpConfig::new(token.clone())
+        ..key.config()
     };
     let listener = MasterListener::bind(addr, config)?;
     let workers = r.run.config.workers;

@@ -37,8 +37,8 @@ pub struct Resolved {
     pub join_timeout: Duration,
     /// TCP: the fewest workers to start with at the join timeout (`--min-workers`, else all).
     pub min_workers: usize,
-    /// TCP: where to listen, and the token.
-    pub listen: Option<(String, String)>,
+    /// TCP: where to listen, and the token (its `Debug` shows none).
+    pub listen: Option<(String, crate::token::ClusterKey)>,
     /// Fault injection.
     pub kill: Option<KillSpec>,
     /// `--out DIR`.
@@ -118,7 +118,10 @@ impl RunSettings {
             timeout: seconds("--timeout", s.timeout)?,
             join_timeout: seconds("--join-timeout", s.join_timeout)?,
             min_workers: min_workers(&s, workers)?,
-            listen: s.listen.clone().zip(s.token.clone()),
+            listen: match &s.listen {
+                Some(addr) => Some((addr.clone(), s.token.require()?)),
+                None => None,
+            },
             kill,
             out: s.out.clone(),
             force: s.force,
@@ -199,10 +202,10 @@ fn resolve_transport(s: &mut RunSettings) -> anyhow::Result<(TransportKind, Broa
         (TransportKind::Mpi, None) => BroadcastMethod::PseudoBroadcast,
         (_, kind) => s.broadcast.get_or_insert(kind.unwrap_or(BroadcastKind::PseudoBroadcast)).method(),
     };
-    match (transport, s.listen.is_some(), s.token.is_some()) {
-        (TransportKind::Tcp, true, true) | (TransportKind::Inproc | TransportKind::Mpi, false, false) => {}
-        (TransportKind::Tcp, _, _) => bail!("--transport tcp needs --listen ADDR and --token T"),
-        _ => bail!("--listen and --token apply only to --transport tcp"),
+    match (transport, s.listen.is_some(), s.token.given()) {
+        (TransportKind::Tcp, true, _) | (TransportKind::Inproc | TransportKind::Mpi, false, false) => {}
+        (TransportKind::Tcp, _, _) => bail!("--transport tcp needs --listen ADDR"),
+        _ => bail!("--listen and the token flags apply only to --transport tcp"),
     }
     if transport != TransportKind::Tcp && s.given("join_timeout") {
         bail!("--join-timeout applies only to --transport tcp");
@@ -254,6 +257,17 @@ mod tests {
         let Command::Run(run) = &mut cli.command else { unreachable!() };
         run.settings.given = crate::given_ids(&matches);
         run.settings.clone()
+    }
+
+    #[test]
+    fn no_debug_output_shows_the_token() {
+        let token = "a-token-that-must-never-be-shown-0123456789";
+        let s = settings(&["--transport", "tcp", "--listen", "127.0.0.1:0", "--token", token]);
+        let r = s.resolve(None).unwrap();
+        assert!(r.listen.as_ref().is_some_and(|(_, k)| k.token.expose() == token && k.sealed));
+        for shown in [format!("{s:?}"), format!("{r:?}"), r.echo.to_string()] {
+            assert!(!shown.contains(token), "{shown}");
+        }
     }
 
     #[test]
