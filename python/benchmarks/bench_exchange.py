@@ -105,15 +105,16 @@ def free_port() -> int:
 
 def run_epochs(cli: str, policy: str, fraction: float | None) -> list[dict]:
     addr, token = f"127.0.0.1:{free_port()}", secrets.token_hex(16)
-    args = [cli, "run", "--transport", "tcp", "--listen", addr, "--token", token, "--workers", str(RANKS),
+    env = {**os.environ, "UBERSHUFFLE_TOKEN": token}
+    args = [cli, "run", "--transport", "tcp", "--listen", addr, "--workers", str(RANKS),
             "--learner", "linreg", "--features", str(WIDTH // 8 - 1), "--points", str(POINTS),
             "--alpha", str(ALPHA), "--epochs", str(EPOCHS), "--policy", policy, "--scheme", SCHEME,
             "--seed", str(SEED), "--timeout", "30", "--json"]  # fmt: skip
     if fraction is not None:
         args += ["--fraction", str(fraction)]
-    master = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    worker = [cli, "worker", "--connect", addr, "--token", token, "--timeout", "30"]
-    workers = [subprocess.Popen(worker, stderr=subprocess.DEVNULL) for _ in range(RANKS)]
+    master = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    worker = [cli, "worker", "--connect", addr, "--timeout", "30"]
+    workers = [subprocess.Popen(worker, stderr=subprocess.DEVNULL, env=env) for _ in range(RANKS)]
     out, _ = master.communicate(timeout=600)
     for w in workers:
         w.wait(timeout=60)

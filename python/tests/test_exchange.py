@@ -19,7 +19,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import exchange_rank  # noqa: E402
 
-TOKEN = "test-token"
+TOKEN = "exchange-test-token-5Fq8Rz2Lw7Kc4Nv9Bx3Hp"
 
 
 def run_ranks(address: str, n: int, check, policy: str = "partial-local", **kw) -> dict:

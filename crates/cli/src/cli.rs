@@ -55,7 +55,7 @@ pub enum Command {
     /// progress bar, a summary table, --json and --out DIR.
     Run(Box<RunArgs>),
     /// Serve a data set of fixed-size records to N workers over TCP, epoch by epoch, by coded
-    /// delivery (the data plane of `ubershuffle.Exchange`; the token comes from
+    /// delivery (the data plane of `ubershuffle.Exchange`; the token from --token-file or
     /// UBERSHUFFLE_TOKEN).
     Serve(ServeArgs),
     /// Print a fresh random cluster token (256 bits from the operating system), or write it
@@ -445,6 +445,9 @@ pub struct ServeArgs {
     /// Print one JSON object on stdout (every epoch's metrics).
     #[arg(long)]
     pub json: bool,
+    /// The cluster token and sealing (--token-file, UBERSHUFFLE_TOKEN).
+    #[command(flatten)]
+    pub token: crate::token::TokenArgs,
 }
 
 /// Flags of `ubershuffle run`.

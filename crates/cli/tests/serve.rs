@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-const TOKEN: &str = "serve-test-token";
+const TOKEN: &str = "serve-test-token-7Qx2mVb9Lr4Tz8Kp3Wn6Hs";
 
 fn records_file(name: &str, bytes: &[u8]) -> PathBuf {
     let path = std::env::temp_dir().join(format!("ubershuffle-serve-{}-{name}", std::process::id()));
@@ -40,7 +40,7 @@ fn bad_input_is_one_line() {
     let path = file.to_str().unwrap();
     let base = ["--records", path, "--workers", "2", "--alpha", "0.5", "--listen", "127.0.0.1:0"];
     let no_token = serve(&[&base[..], &["--record-size", "10"]].concat(), None).output().unwrap();
-    assert!(one_line_error(&no_token).contains("UBERSHUFFLE_TOKEN is not set"));
+    assert!(one_line_error(&no_token).contains("no token: give --token-file PATH or set UBERSHUFFLE_TOKEN"));
     let ragged = serve(&[&base[..], &["--record-size", "30"]].concat(), Some(TOKEN)).output().unwrap();
     assert!(one_line_error(&ragged).contains("not a positive multiple of --record-size 30"));
     let mut policy =
@@ -81,7 +81,8 @@ fn workers_receive_each_epoch_and_the_master_sends_the_plan_plus_stated_framing(
     let workers: Vec<_> = (0..3)
         .map(|_| {
             Command::new(env!("CARGO_BIN_EXE_ubershuffle"))
-                .args(["worker", "--connect", &addr, "--token", TOKEN])
+                .args(["worker", "--connect", &addr])
+                .env("UBERSHUFFLE_TOKEN", TOKEN)
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap()

@@ -15,21 +15,12 @@ use ubershuffle_transport::tcp::{MasterListener, TcpConfig};
 use super::master::seconds;
 use crate::cli::ServeArgs;
 
-/// The environment variable the token is read from (never a flag: a command line is visible
-/// to every user of the machine).
-const TOKEN_VAR: &str = "UBERSHUFFLE_TOKEN";
-
 /// Runs the command.
 pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
-    let token = std::env::var(TOKEN_VAR).ok().filter(|t| !t.is_empty()).with_context(|| {
-        format!(
-            "{TOKEN_VAR} is not set: serve reads the cluster's token from it, never from the command line"
-        )
-    })?;
+    let key = args.token.require()?;
     let options = options(args)?;
     let records = read_records(args)?;
-    let config =
-        TcpConfig { timeout: options.timeout, join_timeout: options.join_timeout, ..TcpConfig::new(token) };
+    let config = TcpConfig { timeout: options.timeout, join_timeout: options.join_timeout, ..key.config() };
     let listener = MasterListener::bind(&args.listen, config)?;
     eprintln!(
         "serving {} records of {} bytes on {}, waiting for {} workers",
