@@ -343,6 +343,15 @@ mod tests {
         }
     }
 
+    /// Transmissions over uncoded, and packets by size (15 and more in the last).
+    fn ratio_and_sizes(inst: &ShuffleInstance, plan: &Plan) -> (f64, [usize; 16]) {
+        let mut sizes = [0usize; 16];
+        for packet in plan.iter() {
+            sizes[packet.len().min(15)] += 1;
+        }
+        (plan.len() as f64 / inst.uncoded_transmissions() as f64, sizes)
+    }
+
     /// The comparison behind [`MAX_TRIALS`]: transmissions / uncoded and packet sizes for 1 to
     /// 64 trials, with an unbounded budget
     /// (`cargo test --release -p ubershuffle-core --lib trials_comparison -- --ignored --nocapture`).
@@ -358,11 +367,7 @@ mod tests {
             let params = ReceiverPacking { evals_per_step: 128, trials, budget: u64::MAX };
             let (plan, _) = pack_by_receivers(&requests, &params, &mut seeded(1));
             assert!(verify(&inst, &plan).unwrap().is_valid());
-            let mut sizes = [0usize; 16];
-            for packet in plan.iter() {
-                sizes[packet.len().min(15)] += 1;
-            }
-            let ratio = plan.len() as f64 / inst.uncoded_transmissions() as f64;
+            let (ratio, sizes) = ratio_and_sizes(&inst, &plan);
             println!("{trials} trials: {ratio:.4} x uncoded, packets by size {sizes:?}");
         }
     }
@@ -381,11 +386,7 @@ mod tests {
             ReceiverPacking { evals_per_step: MAX_EVALS_PER_STEP, trials: MAX_TRIALS, budget: u64::MAX };
         let (plan, _) = pack_by_receivers(&requests, &params, &mut seeded(1));
         assert!(verify(&inst, &plan).unwrap().is_valid());
-        let mut sizes = [0usize; 16];
-        for packet in plan.iter() {
-            sizes[packet.len().min(15)] += 1;
-        }
-        let ratio = plan.len() as f64 / inst.uncoded_transmissions() as f64;
+        let (ratio, sizes) = ratio_and_sizes(&inst, &plan);
         println!("{ratio:.4} x uncoded; packets by size {sizes:?}");
         let packets: Vec<usize> = plan.iter().map(<[_]>::len).collect();
         let deciles: Vec<String> = packets
