@@ -320,6 +320,7 @@ impl Grower<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packing::MAX_EVALS_PER_STEP;
     use crate::{GeneratorParams, ShuffleInstance, arbitrary_instance, seeded, verify};
 
     fn pack(inst: &ShuffleInstance, seed: u64) -> Plan {
@@ -342,6 +343,15 @@ mod tests {
         }
     }
 
+    /// Transmissions over uncoded, and packets by size (15 and more in the last).
+    fn ratio_and_sizes(inst: &ShuffleInstance, plan: &Plan) -> (f64, [usize; 16]) {
+        let mut sizes = [0usize; 16];
+        for packet in plan.iter() {
+            sizes[packet.len().min(15)] += 1;
+        }
+        (plan.len() as f64 / inst.uncoded_transmissions() as f64, sizes)
+    }
+
     /// The comparison behind [`MAX_TRIALS`]: transmissions / uncoded and packet sizes for 1 to
     /// 64 trials, with an unbounded budget
     /// (`cargo test --release -p ubershuffle-core --lib trials_comparison -- --ignored --nocapture`).
@@ -357,13 +367,33 @@ mod tests {
             let params = ReceiverPacking { evals_per_step: 128, trials, budget: u64::MAX };
             let (plan, _) = pack_by_receivers(&requests, &params, &mut seeded(1));
             assert!(verify(&inst, &plan).unwrap().is_valid());
-            let mut sizes = [0usize; 16];
-            for packet in plan.iter() {
-                sizes[packet.len().min(15)] += 1;
-            }
-            let ratio = plan.len() as f64 / inst.uncoded_transmissions() as f64;
+            let (ratio, sizes) = ratio_and_sizes(&inst, &plan);
             println!("{trials} trials: {ratio:.4} x uncoded, packets by size {sizes:?}");
         }
+    }
+
+    /// Packet sizes by build order at a scale point, unbounded budget: where the packing loses
+    /// (`UBS_N=100 UBS_Q=1000000 UBS_A=0.3 cargo test --release -p ubershuffle-planners --lib
+    /// size_profile -- --ignored --nocapture`).
+    #[test]
+    #[ignore = "a measurement, not a check"]
+    fn size_profile() {
+        let var = |k: &str, d: f64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+        let (n, q, a) = (var("UBS_N", 100.0) as usize, var("UBS_Q", 100_000.0) as usize, var("UBS_A", 0.3));
+        let inst = GeneratorParams { workers: n, points: q, alpha: a, seed: 1 }.check().unwrap().generate();
+        let requests = Requests::of(&inst);
+        let params =
+            ReceiverPacking { evals_per_step: MAX_EVALS_PER_STEP, trials: MAX_TRIALS, budget: u64::MAX };
+        let (plan, _) = pack_by_receivers(&requests, &params, &mut seeded(1));
+        assert!(verify(&inst, &plan).unwrap().is_valid());
+        let (ratio, sizes) = ratio_and_sizes(&inst, &plan);
+        println!("{ratio:.4} x uncoded; packets by size {sizes:?}");
+        let packets: Vec<usize> = plan.iter().map(<[_]>::len).collect();
+        let deciles: Vec<String> = packets
+            .chunks(packets.len().div_ceil(10))
+            .map(|c| format!("{:.2}", c.iter().sum::<usize>() as f64 / c.len() as f64))
+            .collect();
+        println!("mean packet size by tenth of the build order: {}", deciles.join(" "));
     }
 
     #[test]

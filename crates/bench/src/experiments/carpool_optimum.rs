@@ -31,27 +31,27 @@ const NODE_LIMIT: u64 = 60;
 /// A guard only: the node limit is meant to stop the solver first.
 const TIME_LIMIT: Duration = Duration::from_secs(900);
 /// The goal for `auto`: at most this far above the optimum.
-const GOAL: f64 = 0.03;
+pub(super) const GOAL: f64 = 0.03;
 
 /// One scheme on one instance.
 #[derive(Clone, Debug, Serialize)]
-struct Measured {
-    workers: usize,
+pub(super) struct Measured {
+    pub(super) workers: usize,
     points: usize,
-    alpha: f64,
-    seed: u64,
-    scheme: String,
-    transmissions: usize,
+    pub(super) alpha: f64,
+    pub(super) seed: u64,
+    pub(super) scheme: String,
+    pub(super) transmissions: usize,
     /// The linear relaxation's optimum (a lower bound).
-    relaxation: f64,
+    pub(super) relaxation: f64,
     /// The proven optimum, when the solver proved it within the node limit.
-    optimum: Option<usize>,
+    pub(super) optimum: Option<usize>,
     /// What the gap is measured against: the optimum, else the relaxation rounded up.
-    reference: usize,
+    pub(super) reference: usize,
     /// transmissions / reference - 1 (exact when `optimum` is known, else an upper bound).
-    gap: f64,
+    pub(super) gap: f64,
     /// Seconds the solver took (relaxation and integer program).
-    solve_seconds: f64,
+    pub(super) solve_seconds: f64,
 }
 
 impl Row for Measured {
@@ -83,57 +83,68 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
 }
 
 fn measure(ctx: &Context) -> anyhow::Result<Vec<Measured>> {
-    let settings = settings(ctx);
-    let seeds = seeds(ctx.quick);
-    let bar = ctx.progress((settings.len() * seeds.len()) as u64, NAME);
+    let instances: Vec<(usize, f64, u64)> = settings(ctx)
+        .into_iter()
+        .flat_map(|(workers, alpha)| seeds(ctx.quick).iter().map(move |&seed| (workers, alpha, seed)))
+        .collect();
+    measure_instances(ctx, NAME, &instances, &SCHEMES)
+}
+
+/// Measures `schemes` on the instances `(workers, alpha, seed)` of [`POINTS`] points against the
+/// carpool program's optimum (or its relaxation rounded up where the optimum is not proven).
+pub(super) fn measure_instances(
+    ctx: &Context,
+    name: &str,
+    instances: &[(usize, f64, u64)],
+    schemes: &[&str],
+) -> anyhow::Result<Vec<Measured>> {
+    let bar = ctx.progress(instances.len() as u64, name);
     let mut rows = Vec::new();
-    for &(workers, alpha) in &settings {
-        for &seed in seeds {
-            let inst = GeneratorParams { workers, points: POINTS, alpha, seed }.check()?.generate();
-            let started = Instant::now();
-            let relaxation = relaxation_bound(&inst, TIME_LIMIT)?;
-            let optimum = match solve(&inst, NODE_LIMIT, TIME_LIMIT) {
-                Ok(optimum) => {
-                    verify(&inst, &optimum.plan)?.ensure_valid()?;
-                    anyhow::ensure!(
-                        optimum.plan.len() == optimum.transmissions,
-                        "the optimum's plan has idle rows"
-                    );
-                    Some(optimum.transmissions)
-                }
-                Err(CarpoolMilpError::NotProven(_)) => None,
-                Err(e) => return Err(e.into()),
-            };
-            let solve_seconds = started.elapsed().as_secs_f64();
-            // A float a hair above an integer is that integer.
-            let bound = (relaxation - 1e-6).ceil().max(0.0) as usize;
-            anyhow::ensure!(optimum.is_none_or(|o| o >= bound), "the optimum is below its relaxation");
-            let reference = optimum.unwrap_or(bound);
-            for scheme in SCHEMES {
-                let planner = super::planner(scheme, &PlannerOptions::default())?;
-                let plan = planner.plan(&inst, &mut seeded_stream(seed, 1))?;
-                verify(&inst, &plan)?.ensure_valid()?;
+    for &(workers, alpha, seed) in instances {
+        let inst = GeneratorParams { workers, points: POINTS, alpha, seed }.check()?.generate();
+        let started = Instant::now();
+        let relaxation = relaxation_bound(&inst, TIME_LIMIT)?;
+        let optimum = match solve(&inst, NODE_LIMIT, TIME_LIMIT) {
+            Ok(optimum) => {
+                verify(&inst, &optimum.plan)?.ensure_valid()?;
                 anyhow::ensure!(
-                    plan.len() >= reference,
-                    "{scheme} sent {} below the carpool bound {reference} (n = {workers}, seed {seed})",
-                    plan.len()
+                    optimum.plan.len() == optimum.transmissions,
+                    "the optimum's plan has idle rows"
                 );
-                rows.push(Measured {
-                    workers,
-                    points: POINTS,
-                    alpha,
-                    seed,
-                    scheme: scheme.to_string(),
-                    transmissions: plan.len(),
-                    relaxation,
-                    optimum,
-                    reference,
-                    gap: plan.len() as f64 / reference.max(1) as f64 - 1.0,
-                    solve_seconds,
-                });
+                Some(optimum.transmissions)
             }
-            bar.inc(1);
+            Err(CarpoolMilpError::NotProven(_)) => None,
+            Err(e) => return Err(e.into()),
+        };
+        let solve_seconds = started.elapsed().as_secs_f64();
+        // A float a hair above an integer is that integer.
+        let bound = (relaxation - 1e-6).ceil().max(0.0) as usize;
+        anyhow::ensure!(optimum.is_none_or(|o| o >= bound), "the optimum is below its relaxation");
+        let reference = optimum.unwrap_or(bound);
+        for &scheme in schemes {
+            let planner = super::planner(scheme, &PlannerOptions::default())?;
+            let plan = planner.plan(&inst, &mut seeded_stream(seed, 1))?;
+            verify(&inst, &plan)?.ensure_valid()?;
+            anyhow::ensure!(
+                plan.len() >= reference,
+                "{scheme} sent {} below the carpool bound {reference} (n = {workers}, seed {seed})",
+                plan.len()
+            );
+            rows.push(Measured {
+                workers,
+                points: POINTS,
+                alpha,
+                seed,
+                scheme: scheme.to_string(),
+                transmissions: plan.len(),
+                relaxation,
+                optimum,
+                reference,
+                gap: plan.len() as f64 / reference.max(1) as f64 - 1.0,
+                solve_seconds,
+            });
         }
+        bar.inc(1);
     }
     bar.finish_and_clear();
     Ok(rows)

@@ -7,6 +7,7 @@
 //! and add one entry to [`EXPERIMENTS`].
 
 mod broadcast;
+mod carpool_fresh;
 mod carpool_optimum;
 pub(crate) mod epoch_runs;
 mod exchange;
@@ -98,6 +99,12 @@ pub static EXPERIMENTS: &[Experiment] = &[
         about: carpool_optimum::ABOUT,
         run: carpool_optimum::run,
         sample: Some(carpool_optimum::SAMPLE),
+    },
+    Experiment {
+        name: carpool_fresh::NAME,
+        about: carpool_fresh::ABOUT,
+        run: carpool_fresh::run,
+        sample: Some(carpool_fresh::SAMPLE),
     },
     Experiment { name: plugins::NAME, about: plugins::ABOUT, run: plugins::run, sample: None },
     Experiment {
