@@ -209,11 +209,11 @@ def test_a_killed_rank_is_named_to_the_others_within_the_timeout_and_a_new_proce
 MASTER = """
 import sys, ubershuffle as us, exchange_rank
 host = us.Exchange.host(exchange_rank.data_set(), workers=3, alpha=exchange_rank.ALPHA, epochs=6,
-    seed=exchange_rank.SEED, token="test-token", timeout=2.0, checkpoint=sys.argv[1],
+    seed=exchange_rank.SEED, token="TOKEN_HERE", timeout=2.0, checkpoint=sys.argv[1],
     resume=sys.argv[2] == "1")
 print(host.address, flush=True)
 host.join()
-"""
+""".replace("TOKEN_HERE", TOKEN)
 
 
 def test_sampler_state_and_record_store_resume_after_every_process_crashes(tmp_path):
