@@ -164,12 +164,10 @@ impl ExchangeCore {
             if token.is_empty() {
                 return Err(bad("the token is empty: pass token= or set UBERSHUFFLE_TOKEN"));
             }
-            let config = TcpConfig {
-                timeout: duration("timeout", timeout)?,
-                join_timeout: duration("join_timeout", join_timeout)?,
-                max_message: u32::MAX as usize,
-                ..TcpConfig::new(token)
-            };
+            let config = TcpConfig::new(token)
+                .with_timeout(duration("timeout", timeout)?)
+                .with_join_timeout(duration("join_timeout", join_timeout)?)
+                .with_max_message(u32::MAX as usize);
             let (events_tx, events) = channel();
             let (taken, taken_rx) = sync_channel(1);
             let sink = ChannelSink { events: events_tx, taken: taken_rx };

@@ -105,8 +105,7 @@ impl HostCore {
         })?;
         let (listener, address, records) = guarded(py, || {
             let records = Records::from_bytes(width, bytes).map_err(bad_error)?;
-            let config =
-                TcpConfig { timeout: o.timeout, join_timeout: o.join_timeout, ..TcpConfig::new(token) };
+            let config = TcpConfig::new(token).with_timeout(o.timeout).with_join_timeout(o.join_timeout);
             let listener = MasterListener::bind(&listen, config).map_err(bad_error)?;
             let address = listener.local_addr().map_err(bad_error)?.to_string();
             Ok((listener, address, records))

@@ -53,7 +53,7 @@ pub struct ClusterKey {
 impl ClusterKey {
     /// A TCP configuration with this key (other fields at their defaults).
     pub fn config(&self) -> TcpConfig {
-        TcpConfig { sealed: self.sealed, ..TcpConfig::new(self.token.clone()) }
+        TcpConfig::new(self.token.clone()).with_sealed(self.sealed)
     }
 }
 

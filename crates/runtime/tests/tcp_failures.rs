@@ -40,7 +40,7 @@ fn config(workers: usize, epochs: usize) -> RunConfig {
 /// Runs a TCP cluster on threads; `faults` makes workers (by index) leave at an epoch (at
 /// epoch 0: right after joining, before the master sends their starting caches).
 fn run_tcp(workers: usize, epochs: usize, faults: &[(usize, u32)], timeout: Duration) -> RunReport {
-    let tcp = TcpConfig { timeout, join_timeout: Duration::from_secs(20), ..TcpConfig::new("t") };
+    let tcp = TcpConfig::new("t").with_timeout(timeout).with_join_timeout(Duration::from_secs(20));
     let listener = MasterListener::bind("127.0.0.1:0", tcp.clone()).unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let handles: Vec<_> = (0..workers)

@@ -70,6 +70,6 @@ fn tcp_pseudo_broadcast() {
 
 #[test]
 fn tcp_plain_broadcast() {
-    let config = TcpConfig { broadcast: BroadcastMethod::Plain, ..TcpConfig::new("conformance") };
+    let config = TcpConfig::new("conformance").with_broadcast(BroadcastMethod::Plain);
     report(run_on_threads(tcp_cluster(3, &config)));
 }

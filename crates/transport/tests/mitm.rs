@@ -107,11 +107,9 @@ fn proxy(master: String, attack: Attack) -> (String, Arc<Mutex<Vec<u8>>>) {
 
 /// The master, worker 1 (through the proxy) and worker 2 (direct).
 fn cluster(attack: Attack, sealed: bool) -> (TcpTransport, TcpTransport, TcpTransport, Arc<Mutex<Vec<u8>>>) {
-    let config = TcpConfig {
-        timeout: Duration::from_secs(3),
-        sealed,
-        ..TcpConfig::new("mitm-test-token-0123456789abcdef0123456789")
-    };
+    let config = TcpConfig::new("mitm-test-token-0123456789abcdef0123456789")
+        .with_timeout(Duration::from_secs(3))
+        .with_sealed(sealed);
     let listener = MasterListener::bind("127.0.0.1:0", config.clone()).unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let (via, seen) = proxy(addr.clone(), attack);

@@ -10,12 +10,10 @@ use ubershuffle_transport::tcp::{MasterListener, TcpConfig, connect_worker};
 use ubershuffle_transport::{BroadcastMethod, Transport, TransportError};
 
 fn quick(token: &str, method: BroadcastMethod) -> TcpConfig {
-    TcpConfig {
-        timeout: Duration::from_millis(500),
-        join_timeout: Duration::from_secs(20),
-        broadcast: method,
-        ..TcpConfig::new(token)
-    }
+    TcpConfig::new(token)
+        .with_timeout(Duration::from_millis(500))
+        .with_join_timeout(Duration::from_secs(20))
+        .with_broadcast(method)
 }
 
 #[test]
@@ -29,7 +27,7 @@ fn a_wrong_token_is_refused_on_both_sides() {
         (master, refusals)
     });
     // The intruder is refused; the genuine worker then joins.
-    let wrong = TcpConfig { token: "wrong".into(), ..config.clone() };
+    let wrong = config.clone().with_token("wrong");
     let refused = connect_worker(&addr, &wrong).unwrap_err();
     assert!(matches!(&refused, TransportError::Refused { reason } if reason == "wrong token"), "{refused}");
     assert_eq!(refused.to_string(), "the master refused this worker: wrong token");
@@ -43,7 +41,7 @@ fn a_wrong_token_is_refused_on_both_sides() {
 
 #[test]
 fn the_master_gives_up_when_workers_do_not_come() {
-    let config = TcpConfig { join_timeout: Duration::from_millis(300), ..quick("t", BroadcastMethod::Plain) };
+    let config = quick("t", BroadcastMethod::Plain).with_join_timeout(Duration::from_millis(300));
     let listener = MasterListener::bind("127.0.0.1:0", config).unwrap();
     let e = listener.accept_workers(2, |_| {}).unwrap_err();
     assert_eq!(e.to_string(), "only 0 of 2 workers joined within 300ms");
@@ -109,8 +107,7 @@ fn a_broadcast_without_a_departed_worker_fails_at_once_everywhere() {
     // through every receiver), so no rank waits out its timeout on a ring peer or a scatter
     // piece: each fails at once, naming rank 2. (The survivors stay in the cluster, as the
     // epoch loop's workers do.)
-    let config =
-        TcpConfig { timeout: Duration::from_secs(3), ..quick("t", BroadcastMethod::PseudoBroadcast) };
+    let config = quick("t", BroadcastMethod::PseudoBroadcast).with_timeout(Duration::from_secs(3));
     let listener = MasterListener::bind("127.0.0.1:0", config.clone()).unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let noticed = Duration::from_millis(300); // for every rank's links to see rank 2 gone

@@ -14,12 +14,10 @@ use ubershuffle_transport::tcp::{MasterListener, TcpConfig, TcpTransport, connec
 use ubershuffle_transport::{BroadcastMethod, Transport, TransportError};
 
 fn config(token: &str) -> TcpConfig {
-    TcpConfig {
-        timeout: Duration::from_secs(5),
-        join_timeout: Duration::from_secs(20),
-        broadcast: BroadcastMethod::PseudoBroadcast,
-        ..TcpConfig::new(token)
-    }
+    TcpConfig::new(token)
+        .with_timeout(Duration::from_secs(5))
+        .with_join_timeout(Duration::from_secs(20))
+        .with_broadcast(BroadcastMethod::PseudoBroadcast)
 }
 
 /// The master's endpoint (or why setup failed) and the reasons of its refusals.
@@ -79,11 +77,7 @@ fn trickling_and_idle_connections_do_not_hold_up_honest_workers() {
 
 #[test]
 fn a_handshake_has_a_total_deadline_however_bytes_trickle() {
-    let c = TcpConfig {
-        timeout: Duration::from_millis(400),
-        join_timeout: Duration::from_secs(3),
-        ..config("k")
-    };
+    let c = config("k").with_timeout(Duration::from_millis(400)).with_join_timeout(Duration::from_secs(3));
     let (addr, master) = master(c, 1);
     let mut s = TcpStream::connect(&addr).unwrap();
     let started = Instant::now();
@@ -240,7 +234,7 @@ fn a_master_that_stalls_mid_frame_is_described_as_such() {
         s.write_all(b"USHF\x02\x07\x00").unwrap(); // 7 bytes of a challenge's header, then nothing
         thread::sleep(Duration::from_millis(900));
     });
-    let c = TcpConfig { timeout: Duration::from_millis(400), ..config("k") };
+    let c = config("k").with_timeout(Duration::from_millis(400));
     let e = connect_worker(&addr, &c).unwrap_err().to_string();
     assert!(e.contains("sent 7 bytes but not a whole setup frame within"), "{e}");
     stalls.join().unwrap();

@@ -12,7 +12,7 @@ use ubershuffle_transport::{InboxLimits, Transport, TransportError};
 
 /// A master and two workers on loopback, the master limiting worker 1 (rank 1) only.
 fn cluster(limits: InboxLimits) -> (TcpTransport, TcpTransport, TcpTransport) {
-    let config = TcpConfig { timeout: Duration::from_secs(2), ..TcpConfig::new("inbox") };
+    let config = TcpConfig::new("inbox").with_timeout(Duration::from_secs(2));
     let listener = MasterListener::bind("127.0.0.1:0", config.clone()).unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let workers: Vec<_> = (0..2)

@@ -160,8 +160,10 @@ fn measure(
         }
         Setting::Loopback | Setting::LoopbackPlaintext => {
             let sealed = setting == Setting::Loopback;
-            let config =
-                TcpConfig { timeout, broadcast: method, sealed, ..TcpConfig::new("broadcast-experiment") };
+            let config = TcpConfig::new("broadcast-experiment")
+                .with_timeout(timeout)
+                .with_broadcast(method)
+                .with_sealed(sealed);
             let listener = MasterListener::bind("127.0.0.1:0", config.clone())?;
             let addr = listener.local_addr()?.to_string();
             let handles: Vec<_> = (0..workers)

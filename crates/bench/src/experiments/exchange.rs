@@ -114,7 +114,7 @@ fn planned(policy: ExchangePolicy, points: usize, epochs: usize) -> anyhow::Resu
 /// One policy: the master here, the ranks on threads, every epoch checked.
 fn measure(policy: ExchangePolicy, points: usize, epochs: usize) -> anyhow::Result<Vec<EpochRow>> {
     let records = Records::random(points, WIDTH, SEED)?;
-    let config = TcpConfig { timeout: Duration::from_secs(30), ..TcpConfig::new(format!("{NAME}-{SEED}")) };
+    let config = TcpConfig::new(format!("{NAME}-{SEED}")).with_timeout(Duration::from_secs(30));
     let listener = MasterListener::bind("127.0.0.1:0", config.clone())?;
     let addr = listener.local_addr()?.to_string();
     let (done, checked) = channel();

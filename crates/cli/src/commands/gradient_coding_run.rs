@@ -20,7 +20,7 @@ use ubershuffle_runtime::in_process::{InProcessRun, run_in_process_from};
 use ubershuffle_runtime::{Master, RunReport};
 use ubershuffle_transport::Transport;
 use ubershuffle_transport::in_process::InProcessConfig;
-use ubershuffle_transport::tcp::{MasterListener, TcpConfig};
+use ubershuffle_transport::tcp::MasterListener;
 
 use super::master::seconds;
 use crate::cli::{GradientCodingArgs, TransportKind};
@@ -96,11 +96,12 @@ fn tcp_master(args: &GradientCodingArgs, p: Prepared) -> anyhow::Result<RunRepor
     let e = &args.execute;
     let Some(addr) = &e.listen else { bail!("--transport tcp needs --listen ADDR") };
     let timeout = seconds("--timeout", e.timeout)?;
-    let config = TcpConfig {
-        timeout,
-        join_timeout: seconds("--join-timeout", e.join_timeout)?,
-        ..e.token.require()?.config()
-    };
+    let config = e
+        .token
+        .require()?
+        .config()
+        .with_timeout(timeout)
+        .with_join_timeout(seconds("--join-timeout", e.join_timeout)?);
     let listener = MasterListener::bind(addr, config)?;
     let workers = args.workers;
     eprintln!("listening on {}, waiting for {workers} workers", listener.local_addr()?);

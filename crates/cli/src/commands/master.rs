@@ -8,7 +8,7 @@ use serde_json::json;
 use ubershuffle_runtime::broadcast_demo::{DemoJob, run_master};
 use ubershuffle_runtime::cluster_job::ClusterJob;
 use ubershuffle_transport::Transport;
-use ubershuffle_transport::tcp::{MasterListener, TcpConfig};
+use ubershuffle_transport::tcp::MasterListener;
 
 use crate::cli::MasterArgs;
 use crate::output::{print_json, print_table};
@@ -31,13 +31,14 @@ pub fn run(args: &MasterArgs) -> anyhow::Result<ExitCode> {
     if args.rounds == 0 {
         bail!("--rounds must be at least 1");
     }
-    let config = TcpConfig {
-        timeout: seconds("--timeout", args.timeout)?,
-        join_timeout: seconds("--join-timeout", args.join_timeout)?,
-        broadcast: method,
-        max_message: usize::try_from(args.bytes.max(1 << 20)).unwrap_or(usize::MAX),
-        ..args.token.require()?.config()
-    };
+    let config = args
+        .token
+        .require()?
+        .config()
+        .with_timeout(seconds("--timeout", args.timeout)?)
+        .with_join_timeout(seconds("--join-timeout", args.join_timeout)?)
+        .with_broadcast(method)
+        .with_max_message(usize::try_from(args.bytes.max(1 << 20)).unwrap_or(usize::MAX));
     if args.bytes > u64::from(u32::MAX) {
         bail!("--bytes must be below 4 GiB (one frame), got {}", args.bytes);
     }

@@ -10,7 +10,7 @@ use ubershuffle_codes::Records;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_core::limits::Limits;
 use ubershuffle_runtime::exchange::{ServeOptions, serve};
-use ubershuffle_transport::tcp::{MasterListener, TcpConfig};
+use ubershuffle_transport::tcp::MasterListener;
 
 use super::master::seconds;
 use crate::cli::ServeArgs;
@@ -20,7 +20,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let key = args.token.require()?;
     let options = options(args)?;
     let records = read_records(args)?;
-    let config = TcpConfig { timeout: options.timeout, join_timeout: options.join_timeout, ..key.config() };
+    let config = key.config().with_timeout(options.timeout).with_join_timeout(options.join_timeout);
     let listener = MasterListener::bind(&args.listen, config)?;
     eprintln!(
         "serving {} records of {} bytes on {}, waiting for {} workers",

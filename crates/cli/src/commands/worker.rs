@@ -8,19 +8,20 @@ use ubershuffle_runtime::broadcast_demo;
 use ubershuffle_runtime::cluster_job::ClusterJob;
 use ubershuffle_runtime::{WorkerExit, WorkerOptions, run_worker};
 use ubershuffle_transport::Transport;
-use ubershuffle_transport::tcp::{TcpConfig, connect_worker};
+use ubershuffle_transport::tcp::connect_worker;
 
 use super::master::seconds;
 use crate::cli::WorkerArgs;
 
 /// Runs a worker until the master's job is done.
 pub fn run(args: &WorkerArgs) -> anyhow::Result<ExitCode> {
-    let config = TcpConfig {
-        timeout: seconds("--timeout", args.timeout)?,
-        join_timeout: seconds("--join-timeout", args.join_timeout)?,
-        max_message: u32::MAX as usize,
-        ..args.token.require()?.config()
-    };
+    let config = args
+        .token
+        .require()?
+        .config()
+        .with_timeout(seconds("--timeout", args.timeout)?)
+        .with_join_timeout(seconds("--join-timeout", args.join_timeout)?)
+        .with_max_message(u32::MAX as usize);
     let mut t = connect_worker(&args.connect, &config)?;
     let rank = t.rank();
     eprintln!("joined as rank {rank} of {}", t.size());

@@ -208,11 +208,9 @@ fn data() -> RunData {
 /// Runs `workers` workers for `epochs` epochs over TCP on loopback, worker `w` doing what
 /// `acts` says (honest when not listed); the run must finish.
 pub fn run(workers: usize, epochs: usize, acts: &[(usize, Act)]) -> RunReport {
-    let tcp = TcpConfig {
-        timeout: Duration::from_secs(1),
-        join_timeout: Duration::from_secs(20),
-        ..TcpConfig::new("insiders")
-    };
+    let tcp = TcpConfig::new("insiders")
+        .with_timeout(Duration::from_secs(1))
+        .with_join_timeout(Duration::from_secs(20));
     let listener = MasterListener::bind("127.0.0.1:0", tcp.clone()).unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let handles: Vec<_> = (0..workers)

@@ -19,12 +19,10 @@ use crate::frame::FrameKind;
 use crate::{BroadcastMethod, Transport, TransportError};
 
 fn config(join_timeout: Duration) -> TcpConfig {
-    TcpConfig {
-        timeout: Duration::from_secs(5),
-        join_timeout,
-        broadcast: BroadcastMethod::PseudoBroadcast,
-        ..TcpConfig::new("t0ken")
-    }
+    TcpConfig::new("t0ken")
+        .with_timeout(Duration::from_secs(5))
+        .with_join_timeout(join_timeout)
+        .with_broadcast(BroadcastMethod::PseudoBroadcast)
 }
 
 /// Connects to `master` and proves the token, sending `listen` as the peer address.
@@ -228,7 +226,7 @@ fn a_worker_that_joins_while_the_cluster_runs_takes_a_free_rank_and_links_up() {
 fn a_worker_frozen_after_joining_is_replaced_after_one_timeout() {
     // A short timeout: the frozen worker (rank 1) is dropped one timeout after its welcome,
     // and a replacement that joins then takes its place.
-    let cfg = TcpConfig { timeout: Duration::from_millis(700), ..config(Duration::from_secs(20)) };
+    let cfg = config(Duration::from_secs(20)).with_timeout(Duration::from_millis(700));
     let (addr, run) = master(&cfg, 3, 3);
     let (dropped, was_dropped) = mpsc::channel();
     let frozen = join_then_freeze(&addr, &cfg, dropped);
@@ -246,8 +244,8 @@ fn a_worker_frozen_after_joining_is_replaced_after_one_timeout() {
 
 #[test]
 fn with_min_workers_a_frozen_worker_is_left_behind() {
-    let cfg = TcpConfig { timeout: Duration::from_millis(700), ..config(Duration::from_millis(2500)) };
-    let patient = TcpConfig { timeout: Duration::from_millis(700), ..config(Duration::from_secs(20)) };
+    let cfg = config(Duration::from_millis(2500)).with_timeout(Duration::from_millis(700));
+    let patient = config(Duration::from_secs(20)).with_timeout(Duration::from_millis(700));
     let (addr, run) = master(&cfg, 3, 2);
     let (dropped, was_dropped) = mpsc::channel();
     let frozen = join_then_freeze(&addr, &cfg, dropped);

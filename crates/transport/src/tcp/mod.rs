@@ -64,8 +64,9 @@ pub use admission::Refusal;
 pub use join::connect_worker;
 pub use setup::{MAX_PENDING_HANDSHAKES, MasterListener};
 
-/// How a TCP cluster is set up and behaves.
+/// How a TCP cluster is set up and behaves: [`TcpConfig::new`] and the `with_` methods.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct TcpConfig {
     /// The shared secret of the cluster. It never crosses the wire: it keys a Noise handshake
     /// (see the module doc). Any length; not empty. Never shown by `Debug`.
@@ -97,6 +98,42 @@ impl TcpConfig {
             max_message: 1 << 30,
             sealed: true,
         }
+    }
+
+    /// With another token.
+    pub fn with_token(mut self, token: impl Into<Secret>) -> TcpConfig {
+        self.token = token.into();
+        self
+    }
+
+    /// With the timeout of every blocking wait once running.
+    pub fn with_timeout(mut self, timeout: Duration) -> TcpConfig {
+        self.timeout = timeout;
+        self
+    }
+
+    /// With how long setup may take.
+    pub fn with_join_timeout(mut self, join_timeout: Duration) -> TcpConfig {
+        self.join_timeout = join_timeout;
+        self
+    }
+
+    /// With how `broadcast` moves bytes.
+    pub fn with_broadcast(mut self, broadcast: BroadcastMethod) -> TcpConfig {
+        self.broadcast = broadcast;
+        self
+    }
+
+    /// With the longest message accepted.
+    pub fn with_max_message(mut self, max_message: usize) -> TcpConfig {
+        self.max_message = max_message;
+        self
+    }
+
+    /// Sealing every frame after the handshake (`true`, the default) or not.
+    pub fn with_sealed(mut self, sealed: bool) -> TcpConfig {
+        self.sealed = sealed;
+        self
     }
 }
 

@@ -14,7 +14,7 @@ use ubershuffle_runtime::in_process::{InProcessRun, run_in_process};
 use ubershuffle_runtime::{Master, PreparedRun, RunReport};
 use ubershuffle_transport::Transport;
 use ubershuffle_transport::in_process::InProcessConfig;
-use ubershuffle_transport::tcp::{MasterListener, TcpConfig};
+use ubershuffle_transport::tcp::MasterListener;
 
 use crate::cli::{RunArgs, TransportKind};
 use report::Recorder;
@@ -131,12 +131,8 @@ fn in_process(r: &Resolved) -> anyhow::Result<ExitCode> {
 fn tcp_master(r: &Resolved) -> anyhow::Result<ExitCode> {
     let Some((addr, key)) = &r.listen else { bail!("--transport tcp needs --listen ADDR") };
     let prepared = prepare(r)?;
-    let config = TcpConfig {
-        timeout: r.timeout,
-        join_timeout: r.join_timeout,
-        broadcast: r.broadcast,
-        ..key.config()
-    };
+    let config =
+        key.config().with_timeout(r.timeout).with_join_timeout(r.join_timeout).with_broadcast(r.broadcast);
     let listener = MasterListener::bind(addr, config)?;
     let workers = r.run.config.workers;
     eprintln!("listening on {}, waiting for {workers} workers", listener.local_addr()?);
