@@ -415,9 +415,9 @@ pub struct ServeArgs {
     /// Cache ratio alpha: each worker caches floor(alpha * points) records (the sampler's alpha).
     #[arg(long, value_name = "A")]
     pub alpha: f64,
-    /// How batches change between epochs: global, partial-local or local (the sampler's policy).
-    #[arg(long, default_value = "global")]
-    pub policy: String,
+    /// How batches change between epochs (the sampler's policy).
+    #[arg(long, value_enum, default_value_t = PolicyKind::Global)]
+    pub policy: PolicyKind,
     /// The fraction Q of each batch partial-local exchanges.
     #[arg(long, value_name = "Q")]
     pub fraction: Option<f64>,

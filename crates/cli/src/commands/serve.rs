@@ -50,7 +50,7 @@ fn options(args: &ServeArgs) -> anyhow::Result<ServeOptions> {
         bail!("--record-size must be at least 1 byte");
     }
     let mut o = ServeOptions::new(args.workers, args.alpha);
-    o.policy = ExchangePolicy::new(&args.policy, args.fraction).context("--policy")?;
+    o.policy = ExchangePolicy::of(args.policy.into(), args.fraction).context("--policy")?;
     o.scheme = args.scheme.clone();
     o.seed = args.seed;
     o.epochs = args.epochs;
