@@ -650,6 +650,12 @@ pub struct RunSettings {
     /// Seed of the data and of every random choice.
     #[arg(long, value_name = "S", default_value_t = 0, help_heading = "Cluster")]
     pub seed: u64,
+    /// Seconds of search a planner may spend on an epoch (the searching schemes: auto,
+    /// clique-cover, ubershuffle-opt, the pliable ones), counted in work units so that plans
+    /// repeat exactly [default: 10].
+    #[arg(long, value_name = "SECONDS", help_heading = "Cluster")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_budget: Option<f64>,
     /// Largest payload of one data message, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = ubershuffle_runtime::RunConfig::DEFAULT_CHUNK_BYTES, help_heading = "Cluster")]
     pub chunk_bytes: usize,

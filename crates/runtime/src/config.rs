@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use ubershuffle_core::PlannerOptions;
 use ubershuffle_core::epoch_chain::ChainParams;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_core::pliable::Randomness;
@@ -52,6 +53,10 @@ pub struct RunConfig {
     /// randomness constraint (`None`: [`Randomness::DEFAULT`]). The policy's assignment is
     /// then the fully random one, every point's first candidate. Refused with other planners.
     pub candidates: Option<Randomness>,
+    /// The search budget the planner was built with ([`PlannerOptions::time_budget`], counted
+    /// in work units, so plans repeat exactly). The loop does not read it; it decides the
+    /// plans, so it enters the run's [`RunFingerprint`](crate::RunFingerprint).
+    pub plan_budget: Duration,
 }
 
 impl RunConfig {
@@ -60,7 +65,8 @@ impl RunConfig {
 
     /// A run of `workers` workers caching `cache_capacity` points each and training `learner`:
     /// one epoch, seed 0, global reshuffling, no deadline (wait for every live worker), data
-    /// messages of at most [`RunConfig::DEFAULT_CHUNK_BYTES`], no checkpoint.
+    /// messages of at most [`RunConfig::DEFAULT_CHUNK_BYTES`], no checkpoint, the planners'
+    /// default search budget.
     pub fn new(workers: usize, cache_capacity: usize, learner: LearnerSpec) -> Self {
         RunConfig {
             workers,
@@ -73,6 +79,7 @@ impl RunConfig {
             chunk_bytes: Self::DEFAULT_CHUNK_BYTES,
             checkpoint: None,
             candidates: None,
+            plan_budget: PlannerOptions::default().time_budget,
         }
     }
 
@@ -115,6 +122,12 @@ impl RunConfig {
     /// Lets a pliable planner choose each epoch's assignment within `candidates`.
     pub fn with_candidates(mut self, candidates: Randomness) -> Self {
         self.candidates = Some(candidates);
+        self
+    }
+
+    /// Records that the planner searches within `budget` (see [`RunConfig::plan_budget`]).
+    pub fn with_plan_budget(mut self, budget: Duration) -> Self {
+        self.plan_budget = budget;
         self
     }
 

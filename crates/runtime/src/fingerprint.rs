@@ -13,7 +13,7 @@ use crate::run_data::RunData;
 const DATA: &str = "data";
 
 /// The settings that decide a run's numbers (workers, points, cache, seed, policy, learner,
-/// planner, candidates) and a digest of its data, as `key = value` text. Epochs, the chunk
+/// planner and its search budget, candidates) and a digest of its data, as `key = value` text. Epochs, the chunk
 /// size, timeouts and transports do not change the numbers, so a resumed run may change them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -34,6 +34,7 @@ impl RunFingerprint {
         put("policy", format!("{}:{}", config.policy.name(), config.policy.fraction()));
         put("learner", format!("{:?}", config.learner));
         put("planner", planner.to_string());
+        put("plan-budget", format!("{}s", config.plan_budget.as_secs_f64()));
         put("candidates", config.candidates.map_or_else(|| "none".to_string(), |c| c.to_string()));
         put(DATA, format!("train {}, held-out {}", digest(&data.train), digest(&data.held_out)));
         RunFingerprint(keys)

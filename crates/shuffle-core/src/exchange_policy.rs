@@ -99,6 +99,24 @@ impl ExchangePolicy {
         }
     }
 
+    /// The policy's kind, without its fraction.
+    pub fn kind(&self) -> PolicyKind {
+        match self {
+            ExchangePolicy::Local => PolicyKind::Local,
+            ExchangePolicy::PartialLocal { .. } => PolicyKind::PartialLocal,
+            ExchangePolicy::Global => PolicyKind::Global,
+        }
+    }
+
+    /// The fraction [`ExchangePolicy::of`] takes to give this policy back: partial-local's,
+    /// `None` for the others.
+    pub fn given_fraction(&self) -> Option<f64> {
+        match *self {
+            ExchangePolicy::PartialLocal { fraction } => Some(fraction),
+            ExchangePolicy::Local | ExchangePolicy::Global => None,
+        }
+    }
+
     /// The policy's name.
     pub fn name(&self) -> &'static str {
         match self {

@@ -20,20 +20,19 @@
 //! them, so its workers train on biased samples, the situation shuffling is meant to cure.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context as _;
 use ubershuffle_codes::Records;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_core::pliable::Randomness;
-use ubershuffle_core::{PlannerOptions, cache_size_for};
 use ubershuffle_learners::MatrixCompletionParams;
 use ubershuffle_learners::data::synthetic::{linear_regression, low_rank};
 use ubershuffle_learners::sample::{RatingRowView, SampleView};
-use ubershuffle_learners::straggler::NoStragglers;
 use ubershuffle_runtime::in_process::{InProcessRun, run_in_process_from};
-use ubershuffle_runtime::{CostModel, LearnerSpec, RunConfig, RunData, RunReport};
+use ubershuffle_runtime::spec::{GivenData, RunSpec};
+use ubershuffle_runtime::{CostModel, LearnerSpec, PreparedRun, RunData, RunReport};
 use ubershuffle_transport::in_process::{ComputeTime, InProcessConfig, LinkShaping};
 
 /// Largest payload of one data message (a broadcast chunk or a point-to-point message).
@@ -50,7 +49,7 @@ pub(crate) struct Setup {
     /// What the workers train.
     pub learner: LearnerSpec,
     /// Training and held-out records.
-    pub data: RunData,
+    pub data: Arc<RunData>,
     /// Workers `n`.
     pub workers: usize,
     /// Storage ratio `alpha`.
@@ -68,11 +67,6 @@ impl Setup {
     /// Bytes per data point.
     pub fn record_bytes(&self) -> usize {
         self.data.train.width()
-    }
-
-    /// Cache capacity `s = floor(alpha q)`.
-    pub fn cache_capacity(&self) -> usize {
-        cache_size_for(self.alpha, self.points()).max(self.points().div_ceil(self.workers))
     }
 }
 
@@ -98,13 +92,13 @@ pub(crate) fn matrix_completion(
         key: "mc",
         learner_name: "matrix completion (synthetic, rank 5)",
         learner: LearnerSpec::MatrixCompletionRows { params, slots: per_row },
-        data: RunData {
+        data: Arc::new(RunData {
             train: sorted_by(&train.to_row_records(per_row)?, |r| {
                 let v = RatingRowView::new(r, per_row).ok()?;
                 Some(v.ratings().map(|x| x.value).sum::<f64>() / v.len().max(1) as f64)
             })?,
             held_out: held.to_row_records(per_row)?,
-        },
+        }),
         workers,
         alpha,
         width_note: format!("m = {per_row} ratings"),
@@ -140,10 +134,10 @@ pub(crate) fn linear_regression_stepped(
         key: "lr",
         learner_name: "linear regression (synthetic, parallel SGD)",
         learner: LearnerSpec::LinearRegression { features, step_size, local_passes: 1 },
-        data: RunData {
+        data: Arc::new(RunData {
             train: sorted_by(&train.to_records()?, |r| SampleView::new(r, features).ok().map(|v| v.label()))?,
             held_out: held_out.to_records()?,
-        },
+        }),
         workers,
         alpha,
         width_note: format!("m = {features} features"),
@@ -221,8 +215,8 @@ pub fn committed() -> anyhow::Result<CostModel> {
     Ok(ubershuffle_runtime::cost_model::load(&committed_path())?)
 }
 
-/// How one run goes.
-pub(crate) struct RunSpec<'a> {
+/// How one run of a [`Setup`] goes (made a runtime [`RunSpec`] by [`run_choosing`]).
+pub(crate) struct EpochRun<'a> {
     /// The shuffling scheme (a planner name).
     pub scheme: &'a str,
     /// How batches change between epochs.
@@ -238,7 +232,7 @@ pub(crate) struct RunSpec<'a> {
 }
 
 /// What identifies a run (for [`run`]'s memory): the setup, the spec, the compute mode.
-fn run_key(setup: &Setup, spec: &RunSpec<'_>) -> String {
+fn run_key(setup: &Setup, spec: &EpochRun<'_>) -> String {
     format!(
         "{} n={} q={} width={} alpha={} scheme={} policy={}:{} epochs={} gbit={:?} seed={} compute={}",
         setup.key,
@@ -265,7 +259,7 @@ fn remembered() -> &'static Mutex<HashMap<String, RunReport>> {
 /// Runs the epoch loop of `setup` as `spec` says, every worker a thread of this process,
 /// starting from [`storage_blocks`]. A charged run made before in this process is not made
 /// again (it would give the same report).
-pub(crate) fn run(setup: &Setup, spec: &RunSpec<'_>) -> anyhow::Result<RunReport> {
+pub(crate) fn run(setup: &Setup, spec: &EpochRun<'_>) -> anyhow::Result<RunReport> {
     let key = run_key(setup, spec);
     let charged = matches!(spec.compute, Compute::Charged(_));
     if charged && let Some(report) = remembered().lock().ok().and_then(|runs| runs.get(&key).cloned()) {
@@ -279,7 +273,7 @@ pub(crate) fn run(setup: &Setup, spec: &RunSpec<'_>) -> anyhow::Result<RunReport
 }
 
 /// Runs the epoch loop of `setup` as `spec` says, without [`run`]'s memory.
-pub(crate) fn run_afresh(setup: &Setup, spec: &RunSpec<'_>) -> anyhow::Result<RunReport> {
+pub(crate) fn run_afresh(setup: &Setup, spec: &EpochRun<'_>) -> anyhow::Result<RunReport> {
     run_choosing(setup, spec, None, Duration::from_secs(2))
 }
 
@@ -287,34 +281,37 @@ pub(crate) fn run_afresh(setup: &Setup, spec: &RunSpec<'_>) -> anyhow::Result<Ru
 /// (`None`: the policy's assignment) and every planner's search budget `budget`.
 pub(crate) fn run_choosing(
     setup: &Setup,
-    spec: &RunSpec<'_>,
+    run: &EpochRun<'_>,
     candidates: Option<Randomness>,
     budget: Duration,
 ) -> anyhow::Result<RunReport> {
-    let planner = super::planner(spec.scheme, &PlannerOptions::default().with_time_budget(budget))?;
-    let mut config = RunConfig::new(setup.workers, setup.cache_capacity(), setup.learner)
-        .with_epochs(spec.epochs)
-        .with_seed(spec.seed)
-        .with_policy(spec.policy)
-        .with_chunk_bytes(CHUNK_BYTES);
-    if let Some(candidates) = candidates {
-        config = config.with_candidates(candidates);
-    }
-    let config = config.check(setup.points())?;
+    let mut spec = RunSpec::default();
+    spec.workers = setup.workers;
+    spec.epochs = run.epochs;
+    spec.alpha = Some(setup.alpha);
+    (spec.policy, spec.fraction) = (run.policy.kind(), run.policy.given_fraction());
+    spec.scheme = Some(run.scheme.to_string());
+    spec.candidates = candidates;
+    spec.seed = run.seed;
+    spec.time_budget = Some(budget.as_secs_f64());
+    spec.chunk_bytes = CHUNK_BYTES;
+    let checked = spec
+        .check_given(setup.learner, GivenData::new(Arc::clone(&setup.data)))
+        .with_context(|| format!("the {} run of {}", run.scheme, setup.key))?;
+    let PreparedRun { planner, mut stragglers, data, .. } = checked.prepare()?;
     let transport = InProcessConfig::default()
         .with_timeout(Duration::from_secs(120))
-        .with_shaping(spec.gbit.map(LinkShaping::gbit_per_second));
-    let mut stragglers = NoStragglers::new(setup.workers)?;
-    let mut run =
-        InProcessRun::new(&config, planner.as_ref(), &mut stragglers, &setup.data).with_transport(transport);
-    if let Compute::Charged(model) = spec.compute {
-        run = run.with_cost_model(model.clone());
+        .with_shaping(run.gbit.map(LinkShaping::gbit_per_second));
+    let mut in_process = InProcessRun::new(&checked.config, planner.as_ref(), stragglers.as_mut(), &data)
+        .with_transport(transport);
+    if let Compute::Charged(model) = run.compute {
+        in_process = in_process.with_cost_model(model.clone());
     }
     let start = storage_blocks(setup.points(), setup.workers);
-    let (report, workers) = run_in_process_from(run, Some(start), &mut |_| {})
-        .with_context(|| format!("{} run of {}", spec.scheme, setup.key))?;
+    let (report, workers) = run_in_process_from(in_process, Some(start), &mut |_| {})
+        .with_context(|| format!("{} run of {}", run.scheme, setup.key))?;
     for w in workers {
-        w.map_err(|e| anyhow::anyhow!("a worker of the {} run failed: {e}", spec.scheme))?;
+        w.map_err(|e| anyhow::anyhow!("a worker of the {} run failed: {e}", run.scheme))?;
     }
     Ok(report)
 }
@@ -338,7 +335,7 @@ mod tests {
         let setups =
             [linear_regression_setup(600, 8, 4, 0.5, 7)?, matrix_completion(600, 50, 10, 4, 0.5, 7)?];
         for setup in &setups {
-            let spec = |scheme| RunSpec {
+            let spec = |scheme| EpochRun {
                 scheme,
                 policy: ExchangePolicy::Global,
                 epochs: 2,
@@ -359,7 +356,7 @@ mod tests {
     #[test]
     fn no_shuffling_moves_nothing_and_keeps_the_sorted_blocks() -> anyhow::Result<()> {
         let setup = linear_regression_setup(600, 8, 4, 0.5, 7)?;
-        let local = RunSpec {
+        let local = EpochRun {
             scheme: "uncoded",
             policy: ExchangePolicy::Local,
             epochs: 2,

@@ -22,7 +22,7 @@ use serde::Serialize;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 
 use super::Context;
-use super::epoch_runs::{self, Compute, RunSpec, Setup};
+use super::epoch_runs::{self, Compute, EpochRun, Setup};
 use super::table1::{self, setups};
 use crate::report::{Headline, LineChart, Report, Row, Series, markdown_table};
 
@@ -98,7 +98,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
     for (setup, epochs) in &setups {
         for &(label, scheme, shuffles) in &CURVES {
             let policy = if shuffles { ExchangePolicy::Global } else { ExchangePolicy::Local };
-            let spec = |m| RunSpec {
+            let spec = |m| EpochRun {
                 scheme,
                 policy,
                 epochs: *epochs,

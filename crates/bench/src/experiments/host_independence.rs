@@ -18,7 +18,7 @@ use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_runtime::{CostModel, EpochMetrics, RunReport};
 
 use super::Context;
-use super::epoch_runs::{self, Compute, RunSpec, Setup};
+use super::epoch_runs::{self, Compute, EpochRun, Setup};
 use crate::report::{Report, Row, markdown_table, median};
 
 /// The experiment's name.
@@ -108,7 +108,7 @@ pub(crate) fn run_with_load(
     hogs: usize,
 ) -> anyhow::Result<RunReport> {
     let spec =
-        RunSpec { scheme, policy: ExchangePolicy::Global, epochs, gbit: Some(GBIT), seed: SEED, compute };
+        EpochRun { scheme, policy: ExchangePolicy::Global, epochs, gbit: Some(GBIT), seed: SEED, compute };
     let _load = (hogs > 0).then(|| Hogs::start(hogs));
     epoch_runs::run_afresh(setup, &spec)
 }

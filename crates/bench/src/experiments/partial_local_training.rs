@@ -10,7 +10,7 @@
 use serde::Serialize;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 
-use super::epoch_runs::{self, Compute, RunSpec};
+use super::epoch_runs::{self, Compute, EpochRun};
 use crate::report::{Figure, LineChart, Row, Series, markdown_table};
 
 const WORKERS: usize = 8;
@@ -66,7 +66,7 @@ pub(crate) fn run(quick: bool, progress: &dyn Fn()) -> anyhow::Result<Training> 
         for &scheme in &SCHEMES {
             let report = epoch_runs::run(
                 &setup,
-                &RunSpec {
+                &EpochRun {
                     scheme,
                     policy: *policy,
                     epochs,

@@ -13,7 +13,7 @@ use serde::Serialize;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_core::pliable::Randomness;
 
-use super::epoch_runs::{self, Compute, RunSpec, Setup};
+use super::epoch_runs::{self, Compute, EpochRun, Setup};
 use crate::report::{Figure, LineChart, Row, Series, markdown_table};
 
 const WORKERS: usize = 20;
@@ -157,7 +157,7 @@ fn train(
     epochs: usize,
 ) -> anyhow::Result<Vec<TrainedEpoch>> {
     let scheme = if level.is_some() { PLIABLE_SCHEME } else { UNIFORM_SCHEME };
-    let spec = RunSpec {
+    let spec = EpochRun {
         scheme,
         policy: ExchangePolicy::Global,
         epochs,

@@ -18,7 +18,7 @@ use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_runtime::{CostModel, EpochMetrics, RuntimeError};
 
 use super::Context;
-use super::epoch_runs::{self, Compute, RunSpec, Setup};
+use super::epoch_runs::{self, Compute, EpochRun, Setup};
 use crate::report::{Headline, LineChart, Report, Row, Series, markdown_table, median};
 
 /// The experiment's name.
@@ -217,7 +217,7 @@ fn run_cell(
     epochs: usize,
     model: &CostModel,
 ) -> anyhow::Result<Result<Vec<EpochRow>, Refusal>> {
-    let spec = RunSpec {
+    let spec = EpochRun {
         scheme,
         policy: ExchangePolicy::Global,
         epochs,
@@ -250,13 +250,13 @@ fn run_cell(
 /// fills those columns of `rows`, epoch by epoch.
 fn with_band(
     setup: &Setup,
-    spec: &RunSpec<'_>,
+    spec: &EpochRun<'_>,
     model: &CostModel,
     rows: &mut [EpochRow],
 ) -> anyhow::Result<()> {
     for factor in BAND {
         let scaled = ubershuffle_runtime::cost_model::scaled(model, "all", factor);
-        let again = RunSpec {
+        let again = EpochRun {
             scheme: spec.scheme,
             policy: spec.policy,
             epochs: spec.epochs,

@@ -12,7 +12,7 @@ use ubershuffle_core::{PlannerOptions, ShufflePlanner, cache_size_for};
 use ubershuffle_learners::MatrixCompletionParams;
 use ubershuffle_planners::planner_by_name;
 
-use super::{DataSpec, LearnerSettings, RunSpec, Setting, SpecError, StragglerSpec, defaults};
+use super::{DataSpec, GivenData, LearnerSettings, RunSpec, Setting, SpecError, StragglerSpec, defaults};
 use crate::{CheckedRunConfig, ConfigError, LearnerSpec, RunConfig};
 
 /// Where the scheme comes from.
@@ -68,6 +68,39 @@ impl RunSpec {
     /// Checks every setting once, fills in the defaults that depend on others, and checks the
     /// epoch loop's configuration against the data's size. Nothing is built or read.
     pub fn check(&self) -> Result<CheckedSpec, SpecError> {
+        self.check_with(|s| learner(&mut s.learner))
+    }
+
+    /// [`check`](RunSpec::check) for a run that trains `learner` on records the caller gives
+    /// (an experiment's data set, records read from files) instead of the synthetic data of
+    /// the spec's [`learner`](RunSpec::learner) settings, which are not used. Refuses records
+    /// the learner cannot read.
+    pub fn check_given(&self, learner: LearnerSpec, data: GivenData) -> Result<CheckedSpec, SpecError> {
+        self.check_with(|_| {
+            let invalid =
+                |e: ubershuffle_learners::LearnerError| SpecError::new(Setting::Learner, e.to_string());
+            let width = learner.build().map_err(invalid)?.record_width();
+            let given = data.data();
+            for (what, records) in [("training", &given.train), ("held-out", &given.held_out)] {
+                if records.width() != width && !records.is_empty() {
+                    return Err(SpecError::new(
+                        Setting::Learner,
+                        format!(
+                            "{learner:?} reads records of {width} bytes; the {what} records have {}",
+                            records.width()
+                        ),
+                    ));
+                }
+            }
+            Ok((DataSpec::Given(data), learner))
+        })
+    }
+
+    /// The checks, with the learner and its data from `learner`.
+    fn check_with(
+        &self,
+        learner: impl FnOnce(&mut RunSpec) -> Result<(DataSpec, LearnerSpec), SpecError>,
+    ) -> Result<CheckedSpec, SpecError> {
         let mut s = self.clone();
         let workers = at_least_one(Setting::Workers, s.workers)?;
         if workers > defaults::MAX_WORKERS {
@@ -77,7 +110,7 @@ impl RunSpec {
                 format!("{workers}: runs take at most {most} workers (as far as the planners are tested)"),
             ));
         }
-        let (data, learner) = learner(&mut s.learner)?;
+        let (data, learner) = learner(&mut s)?;
         let points = data.training_points();
         let alpha = *s.alpha.get_or_insert(defaults::alpha(workers));
         if !(alpha > 0.0 && alpha <= 1.0) {
@@ -98,12 +131,16 @@ impl RunSpec {
                 .then_setting(Setting::Checkpoint)
                 .then(" (the run to continue)"));
         }
-        let scheme = scheme(&mut s, policy)?;
+        let budget = s
+            .time_budget
+            .map_or(Ok(PlannerOptions::default().time_budget), |b| seconds(Setting::TimeBudget, b))?;
+        let scheme = scheme(&mut s, policy, budget)?;
         let mut config = RunConfig::new(workers, cache_size_for(alpha, points), learner)
             .with_epochs(s.epochs)
             .with_seed(s.seed)
             .with_policy(policy)
-            .with_chunk_bytes(s.chunk_bytes);
+            .with_chunk_bytes(s.chunk_bytes)
+            .with_plan_budget(budget);
         (config.deadline, config.checkpoint, config.candidates) =
             (deadline, s.checkpoint.clone(), s.candidates);
         let config = config.check(points).map_err(|e| in_settings(e, alpha))?;
@@ -208,12 +245,13 @@ fn learner(settings: &mut LearnerSettings) -> Result<(DataSpec, LearnerSpec), Sp
 
 /// The scheme: a plugin (loaded by [`prepare`](CheckedSpec::prepare)), or a built-in checked
 /// by name now and against the policy and candidates by the epoch chain's rule.
-fn scheme(s: &mut RunSpec, policy: ExchangePolicy) -> Result<SchemeChoice, SpecError> {
+fn scheme(s: &mut RunSpec, policy: ExchangePolicy, budget: Duration) -> Result<SchemeChoice, SpecError> {
     if let Some(path) = &s.plugin {
         return Ok(SchemeChoice::Plugin(path.clone(), s.scheme.clone()));
     }
     let name = s.scheme.get_or_insert_with(|| defaults::SCHEME.into()).clone();
-    let planner: Arc<dyn ShufflePlanner> = planner_by_name(&name, &PlannerOptions::default())
+    let options = PlannerOptions::default().with_time_budget(budget);
+    let planner: Arc<dyn ShufflePlanner> = planner_by_name(&name, &options)
         .map_err(|e| {
             SpecError::new(Setting::Scheme, format!("'{name}': known schemes are {}", e.known.join(", ")))
         })?
@@ -324,6 +362,7 @@ mod tests {
             (Box::new(|s| s.chunk_bytes = 0), Setting::ChunkBytes, "at least 1"),
             (Box::new(|s| s.epochs = 0), Setting::Epochs, "at least 1"),
             (Box::new(|s| s.deadline = Some(-1.0)), Setting::Deadline, "positive"),
+            (Box::new(|s| s.time_budget = Some(0.0)), Setting::TimeBudget, "positive"),
             (
                 Box::new(|s| {
                     s.learner = LearnerSettings::Linreg {
@@ -345,5 +384,22 @@ mod tests {
                 "{got:?} {text:?}, want {setting:?} {want:?}"
             );
         }
+    }
+
+    #[test]
+    fn given_data_is_checked_against_its_learner_and_shared() -> Result<(), Box<dyn std::error::Error>> {
+        let data = DataSpec::LinearRegression { points: 400, features: 3, noise: 0.1 }.build(5)?;
+        let learner = LearnerSpec::LinearRegression { features: 3, step_size: 0.01, local_passes: 1 };
+        let spec = RunSpec { alpha: Some(0.5), time_budget: Some(2.0), ..RunSpec::default() };
+        let checked = spec.check_given(learner, GivenData::new(std::sync::Arc::clone(&data)))?;
+        assert_eq!((checked.config.points(), checked.config.cache_capacity), (400, 200));
+        assert_eq!(checked.config.plan_budget, Duration::from_secs(2));
+        let prepared = checked.prepare()?;
+        assert!(std::sync::Arc::ptr_eq(&prepared.data, &data), "given records are shared, not copied");
+        let wider = LearnerSpec::LinearRegression { features: 4, step_size: 0.01, local_passes: 1 };
+        let e = spec.check_given(wider, GivenData::new(data)).err().ok_or("accepted")?;
+        assert_eq!(e.setting(), Setting::Learner);
+        assert!(e.to_string().contains("records of 40 bytes; the training records have 32"), "{e}");
+        Ok(())
     }
 }

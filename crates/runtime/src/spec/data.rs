@@ -1,4 +1,8 @@
-//! [`DataSpec`]: the seeded synthetic data a run of [`RunSpec`](super::RunSpec) trains on.
+//! [`DataSpec`]: the data a run of [`RunSpec`](super::RunSpec) trains on: seeded synthetic data,
+//! or records the caller gives ([`GivenData`]).
+
+use std::fmt;
+use std::sync::Arc;
 
 use ubershuffle_codes::Records;
 use ubershuffle_learners::LearnerError;
@@ -9,8 +13,8 @@ use crate::RunData;
 /// Fraction of the generated ratings held out for the loss (matrix completion).
 const MATCOMP_HELD_OUT: f64 = 0.1;
 
-/// The seeded synthetic data a run trains on.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// The data a run trains on.
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum DataSpec {
     /// `points` training samples `y = w* . x + b* + noise` with `features` inputs, plus
@@ -37,6 +41,40 @@ pub enum DataSpec {
         /// Entry noise.
         noise: f64,
     },
+    /// Records the caller gives (see [`RunSpec::check_given`](super::RunSpec::check_given)).
+    Given(GivenData),
+}
+
+/// Training and held-out records a caller gives a run (an experiment's data set, records read
+/// from files), shared rather than copied.
+#[derive(Clone)]
+pub struct GivenData(Arc<RunData>);
+
+impl GivenData {
+    /// The records of `data`.
+    pub fn new(data: impl Into<Arc<RunData>>) -> GivenData {
+        GivenData(data.into())
+    }
+
+    /// The records.
+    pub fn data(&self) -> &Arc<RunData> {
+        &self.0
+    }
+}
+
+impl PartialEq for GivenData {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+            || (self.0.train == other.0.train && self.0.held_out == other.0.held_out)
+    }
+}
+
+/// The sizes, not the bytes.
+impl fmt::Debug for GivenData {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (train, held) = (&self.0.train, &self.0.held_out);
+        write!(f, "GivenData({} + {} records of {} bytes)", train.len(), held.len(), train.width())
+    }
 }
 
 impl DataSpec {
@@ -44,6 +82,7 @@ impl DataSpec {
     pub fn held_out(&self) -> usize {
         match *self {
             DataSpec::LinearRegression { points, .. } => (points / 4).max(1),
+            DataSpec::Given(ref given) => given.0.held_out.len(),
             DataSpec::MatrixCompletion { rows, per_row, .. } => {
                 let total = rows.saturating_mul(per_row);
                 ((total as f64 * MATCOMP_HELD_OUT).round() as usize).min(total)
@@ -58,13 +97,16 @@ impl DataSpec {
             DataSpec::MatrixCompletion { rows, per_row, .. } => {
                 rows.saturating_mul(per_row) - self.held_out()
             }
+            DataSpec::Given(ref given) => given.0.train.len(),
         }
     }
 
-    /// Generates the data from `seed` (the held-out split from the next seed).
-    pub fn build(&self, seed: u64) -> Result<RunData, LearnerError> {
+    /// Generates the data from `seed` (the held-out split from the next seed); given data as
+    /// it is.
+    pub fn build(&self, seed: u64) -> Result<Arc<RunData>, LearnerError> {
         let split_seed = seed.wrapping_add(1);
         let (train, held_out): (Records, Records) = match *self {
+            DataSpec::Given(ref given) => return Ok(Arc::clone(&given.0)),
             DataSpec::LinearRegression { points, features, noise } => {
                 let held = self.held_out();
                 let (all, _) = linear_regression(points + held, features, noise, seed)?;
@@ -77,7 +119,7 @@ impl DataSpec {
                 (train.to_records()?, held_out.to_records()?)
             }
         };
-        Ok(RunData { train, held_out })
+        Ok(Arc::new(RunData { train, held_out }))
     }
 }
 
@@ -95,6 +137,9 @@ mod tests {
         assert_eq!((data.train.len(), data.held_out.len()), (mc.training_points(), mc.held_out()));
         assert_eq!(mc.training_points() + mc.held_out(), 50);
         assert_eq!(lin.build(1)?.train, lin.build(1)?.train);
+        let given = DataSpec::Given(GivenData::new(lin.build(1)?));
+        assert_eq!((given.training_points(), given.held_out()), (40, 10));
+        assert_eq!(format!("{given:?}"), "Given(GivenData(40 + 10 records of 32 bytes))");
         Ok(())
     }
 }

@@ -21,7 +21,7 @@ use ubershuffle_core::pliable::Randomness;
 pub use crate::checkpoint::ResumePoint;
 pub use crate::fingerprint::RunFingerprint;
 pub use check::{CheckedSpec, SchemeChoice};
-pub use data::DataSpec;
+pub use data::{DataSpec, GivenData};
 pub use prepare::{PrepareError, PreparedRun};
 pub use setting::{Setting, SpecError};
 pub use stragglers::StragglerSpec;
@@ -188,6 +188,9 @@ pub struct RunSpec {
     pub deadline: Option<f64>,
     /// Seed of the data and of every random choice.
     pub seed: u64,
+    /// Seconds of search a planner may spend on an epoch, counted in work units so that plans
+    /// repeat exactly (`None`: the planners' default, 10 s).
+    pub time_budget: Option<f64>,
     /// Largest payload of one data message, in bytes.
     pub chunk_bytes: usize,
     /// Write a checkpoint here after every epoch.
@@ -211,6 +214,7 @@ impl Default for RunSpec {
             stragglers: StragglerSpec::None,
             deadline: None,
             seed: 0,
+            time_budget: None,
             chunk_bytes: crate::RunConfig::DEFAULT_CHUNK_BYTES,
             checkpoint: None,
             resume: false,

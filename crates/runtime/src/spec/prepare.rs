@@ -19,8 +19,8 @@ pub struct PreparedRun {
     pub planner: Arc<dyn ShufflePlanner>,
     /// Who straggles.
     pub stragglers: Box<dyn StragglerModel>,
-    /// The training and held-out records.
-    pub data: RunData,
+    /// The training and held-out records (given records are shared, not copied).
+    pub data: Arc<RunData>,
     /// What decides the run's numbers: the checkpoint carries it, and so should any summary.
     pub fingerprint: RunFingerprint,
     /// The checkpoint to continue from, matched to this run (with `resume`).

@@ -54,6 +54,8 @@ pub enum Setting {
     Deadline,
     /// The seed.
     Seed,
+    /// The planner's search budget.
+    TimeBudget,
     /// Largest payload of one data message.
     ChunkBytes,
     /// Where the checkpoint goes.
@@ -89,6 +91,7 @@ impl Setting {
             Setting::Stragglers => "stragglers",
             Setting::Deadline => "deadline",
             Setting::Seed => "seed",
+            Setting::TimeBudget => "time-budget",
             Setting::ChunkBytes => "chunk-bytes",
             Setting::Checkpoint => "checkpoint",
             Setting::Resume => "resume",

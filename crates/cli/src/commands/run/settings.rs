@@ -170,6 +170,7 @@ impl RunSettings {
         spec.stragglers = self.stragglers;
         spec.deadline = self.deadline;
         spec.seed = self.seed;
+        spec.time_budget = self.time_budget;
         spec.chunk_bytes = self.chunk_bytes;
         spec.checkpoint = self.out.as_ref().map(|dir| dir.join("checkpoint.json"));
         spec.resume = self.resume;
@@ -323,6 +324,7 @@ mod tests {
             (&["--workers", "5", "--points", "4"], "cannot be split among 5 workers"),
             (&["--alpha", "1.5"], "--alpha must lie in (0, 1]"),
             (&["--deadline", "0"], "--deadline must be a positive number of seconds"),
+            (&["--time-budget", "0"], "--time-budget must be a positive number of seconds"),
         ];
         for (args, want) in cases {
             let e = format!("{:#}", settings(args).resolve(None).unwrap_err());
