@@ -62,6 +62,10 @@ enum Task {
         /// plan.ubershuffle, all, ...) by FACTOR, to see the check fail.
         #[arg(long, value_name = "NAME=FACTOR", requires = "check")]
         inject: Option<String>,
+        /// With --check: also write the comparison to results/calibration-check.csv (for a
+        /// quiet machine's check, which docs cite).
+        #[arg(long, requires = "check", conflicts_with = "inject")]
+        record: bool,
     },
     /// Build the MPI transport (cargo feature `mpi`; needs libopenmpi-dev, openmpi-bin and
     /// libclang-dev) and run, under `mpirun -np 4`, the coded-packet broadcast check and the
@@ -110,7 +114,7 @@ fn main() -> anyhow::Result<()> {
             }
             cargo(&args.iter().map(String::as_str).collect::<Vec<_>>())
         }
-        Task::Calibrate { check, inject } => {
+        Task::Calibrate { check, inject, record } => {
             let mut args: Vec<String> = [
                 "run",
                 "--release",
@@ -129,6 +133,9 @@ fn main() -> anyhow::Result<()> {
             }
             if let Some(inject) = inject {
                 args.extend(["--inject".into(), inject]);
+            }
+            if record {
+                args.push("--record".into());
             }
             cargo(&args.iter().map(String::as_str).collect::<Vec<_>>())
         }

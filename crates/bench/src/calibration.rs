@@ -5,6 +5,7 @@
 //! the experiments, not the other way round.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use ubershuffle_runtime::CostModel;
@@ -19,7 +20,10 @@ fn learners() -> anyhow::Result<Vec<LearnerSample>> {
         epoch_runs::matrix_completion(10_000, 2000, 100, 20, 0.2, 1)?,
         epoch_runs::linear_regression_setup(10_000, 191, 20, 0.14, 1)?,
     ];
-    Ok(setups.into_iter().map(|s| LearnerSample { spec: s.learner, data: s.data }).collect())
+    Ok(setups
+        .into_iter()
+        .map(|s| LearnerSample { spec: s.learner, data: Arc::unwrap_or_clone(s.data) })
+        .collect())
 }
 
 /// Measures the cost model on this machine at every size the experiments use.
@@ -66,4 +70,24 @@ pub fn check(
         cost_model::REPEATS
     );
     Ok((checks, text))
+}
+
+/// Where `calibrate --check --record` writes its comparison, from the workspace root.
+pub const CHECK_FILE: &str = "results/calibration-check.csv";
+
+/// Writes `checks` to [`CHECK_FILE`] (one row per price and cluster size, empty where a price
+/// does not scale: charged and measured nanoseconds per unit, their ratio, whether it lies
+/// within the band); returns the path.
+pub fn record(checks: &[PriceCheck]) -> anyhow::Result<PathBuf> {
+    let mut csv = String::from("price,workers,charged_ns,measured_ns,charged_over_measured,within_band\n");
+    for c in checks {
+        let (price, workers) = c.name.split_once(" at n = ").unwrap_or((c.name.as_str(), ""));
+        let measured = c.measured.map_or(String::new(), |m| m.to_string());
+        let (charged, ratio, within) = (c.charged, c.ratio(), u8::from(c.within_band()));
+        csv += &format!("{price},{workers},{charged},{measured},{ratio},{within}\n");
+    }
+    let path = crate::experiments::workspace_root().join(CHECK_FILE);
+    ubershuffle_runtime::write_atomically(&path, csv.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
 }

@@ -46,6 +46,9 @@ struct Args {
     /// xor_ns_per_byte, a table such as plan.ubershuffle, or all) by FACTOR, to see the check fail.
     #[arg(long, value_name = "NAME=FACTOR", requires = "calibrate")]
     inject: Option<String>,
+    /// With --calibrate --check: also write the comparison to results/calibration-check.csv.
+    #[arg(long, requires = "check", conflicts_with = "inject")]
+    record: bool,
 }
 
 /// `--calibrate`: measures the cost model and writes it; with `--check`, measures every price
@@ -60,6 +63,10 @@ fn calibrate(args: &Args) -> anyhow::Result<()> {
     let inject = args.inject.as_deref().map(parse_inject).transpose()?;
     let (checks, table) = calibration::check(inject, &progress)?;
     println!("{table}");
+    if args.record {
+        let path = calibration::record(&checks)?;
+        eprintln!("wrote {}", path.display());
+    }
     let outside: Vec<&str> = checks.iter().filter(|c| !c.within_band()).map(|c| c.name.as_str()).collect();
     anyhow::ensure!(
         outside.is_empty(),
