@@ -22,6 +22,9 @@ use crate::frame::{Frame, FrameKind, ReadFrameError, read_frame, write_frame};
 /// The Noise protocol of every TCP handshake: XX with the pre-shared key mixed in at the
 /// third message, X25519, AES-256-GCM, SHA-256 (see docs/threat-model.md for why).
 pub const NOISE_PARAMS: &str = "Noise_XXpsk3_25519_AESGCM_SHA256";
+/// Whose AES-256-GCM seals the links in this build: `ring` (the default feature `ring-crypto`)
+/// or RustCrypto's pure-Rust code (without it).
+pub const AEAD_BACKEND: &str = if cfg!(feature = "ring-crypto") { "ring" } else { "RustCrypto" };
 /// Bytes of a chunk's authentication tag.
 pub const TAG_LEN: usize = 16;
 /// Bytes of a chunk's length prefix.

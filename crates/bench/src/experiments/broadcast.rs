@@ -46,7 +46,7 @@ const SHAPED: &str = "in-process-1gbit";
 /// TCP on loopback, sealed (the default).
 const LOOPBACK: &str = "tcp-loopback";
 /// Whose AEAD seals the links in this build.
-const CRYPTO: &str = if cfg!(feature = "ring-crypto") { "ring" } else { "RustCrypto" };
+const CRYPTO: &str = ubershuffle_transport::seal::AEAD_BACKEND;
 /// TCP on loopback with `--insecure-plaintext`: what sealing costs.
 const PLAINTEXT: &str = "tcp-loopback-plaintext";
 const UNICAST: &str = "unicast";

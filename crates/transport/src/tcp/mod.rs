@@ -201,6 +201,7 @@ impl TcpTransport {
             rank,
             sealed = config.sealed,
             protocol = crate::seal::NOISE_PARAMS,
+            aead = crate::seal::AEAD_BACKEND,
             "TCP links up ({})",
             if config.sealed { "sealed" } else { "plain text: --insecure-plaintext" }
         );
