@@ -23,12 +23,12 @@
 //!    `results/headline.csv` are skipped;
 //! 2. a parameter: right after `name =` (or `=`, `<=`, `>=`, `<`, `>`, `≤`, `≥`; `name` one word
 //!    of at most 12 characters, e.g. `n = 20`, `q=1e6`, `K <= 10`), after a `--flag` or `-f`, or
-//!    after the words `alpha`, `mu`, `seed`, `seeds`;
+//!    after the words `alpha`, `mu`, `seed(s)`, `rank(s)`, `MTU`, `version`;
 //! 3. a reference: after `Fig.`, `Figure`, `Table`, `Section`, `§`, `eq.`, `Theorem`, `Lemma`,
 //!    `Corollary`, `Algorithm`, `Example`, `Definition`, `Remark`, `Appendix`, `issue`, `step`,
 //!    `item`, `line`, `page`, `#` (singular or plural, any case);
 //! 4. a version (two dots, as `0.8.2`, or `3.9+`), a year (1900-2099), a date (`2026-11-25`);
-//! 5. part of a word (`x86_64`, `l2`) or an ordinal (`1st`, `2nd`);
+//! 5. part of a word (`x86_64`, `l2`, `SHA-256`, `Apache-2.0`) or an ordinal (`1st`, `2nd`);
 //! 6. a list continuing such a number on its line: after `,`, `and`, `or`, `to`, `-`, `..`, `/`
 //!    (`n = 8 to 12`, `Sections 3 and 4`, `mu = 1/3`).
 //!
@@ -191,9 +191,15 @@ fn numbers(scanned: &str) -> Vec<Number> {
     let mut found = Vec::new();
     let mut i = 0;
     while i < b.len() {
-        let inside_word = i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_');
-        if !b[i].is_ascii_digit() || inside_word {
+        let after_letter = |at: usize| at > 0 && (b[at - 1].is_ascii_alphabetic() || b[at - 1] == b'_');
+        let inside_word = after_letter(i) || (i > 0 && b[i - 1].is_ascii_digit()) || (i > 1 && b[i - 1] == b'-' && after_letter(i - 1));
+        if !b[i].is_ascii_digit() {
             i += 1;
+            continue;
+        }
+        if inside_word {
+            // The rest of the word: `x86_64`, `2.0` of `Apache-2.0`.
+            i = number_end(b, i);
             continue;
         }
         let end = number_end(b, i);
@@ -219,7 +225,7 @@ const REFERENCES: [&str; 19] = [
 ];
 
 /// The words of rule 2 that a parameter's value follows.
-const PARAMETERS: [&str; 4] = ["alpha", "mu", "seed", "seeds"];
+const PARAMETERS: [&str; 8] = ["alpha", "mu", "seed", "seeds", "rank", "ranks", "mtu", "version"];
 
 /// Whether `before` (the line up to a number) ends like a parameter or a reference (rules 2
 /// and 3).
@@ -234,9 +240,10 @@ fn names_a_parameter_or_reference(before: &str) -> bool {
         }
     }
     let last = trimmed.trim_end_matches('(').trim_end();
-    let word = &last[last.rfind(char::is_whitespace).map_or(0, |at| at + 1)..];
+    let word = last[last.rfind(char::is_whitespace).map_or(0, |at| at + 1)..].trim_start_matches(['(', '[']);
     let lower = word.to_lowercase();
-    let singular = lower.strip_suffix('s').filter(|w| REFERENCES.contains(w)).unwrap_or(&lower);
+    let singular = lower.replace("s.", ".");
+    let singular = singular.strip_suffix('s').filter(|w| REFERENCES.contains(w)).unwrap_or(&singular);
     let flag = (word.starts_with("--") && word.len() > 2) || (word.len() == 2 && word.starts_with('-'));
     flag || word == "#" || word == "p." || REFERENCES.contains(&singular) || PARAMETERS.contains(&lower.as_str())
 }
@@ -282,6 +289,11 @@ fn cited_or_labelled(text: &str, n: Number) -> bool {
 /// The numbers of `text` that are neither cited, nor code, nor labelled, nor exempt by a rule:
 /// `(line, number)`.
 fn unaccounted(text: &str) -> Vec<(usize, String)> {
+    unaccounted_at(text).into_iter().map(|(line, _, number)| (line, number)).collect()
+}
+
+/// [`unaccounted`] with the 1-based column (in bytes) of each number: `(line, column, number)`.
+fn unaccounted_at(text: &str) -> Vec<(usize, usize, String)> {
     let scanned = prose(text);
     let mut found = Vec::new();
     let mut previous: Option<(Number, bool)> = None;
@@ -293,7 +305,8 @@ fn unaccounted(text: &str) -> Vec<(usize, String)> {
         });
         let exempt = in_list || names_a_parameter_or_reference(before) || is_version_year_date_or_ordinal(&scanned, n);
         if !exempt && !cited_or_labelled(text, n) {
-            found.push((text[..n.start].matches('\n').count() + 1, text[n.start..n.end].to_string()));
+            let line = text[..n.start].matches('\n').count() + 1;
+            found.push((line, n.start - line_start + 1, text[n.start..n.end].to_string()));
         }
         previous = Some((n, exempt));
     }
@@ -311,8 +324,8 @@ fn every_number_in_readme_docs_and_crate_readmes_is_cited_labelled_or_not_measur
     for doc in documents(&root) {
         let text = fs::read_to_string(&doc).expect("the document is readable");
         let name = doc.strip_prefix(&root).unwrap_or(&doc).display().to_string();
-        for (line, number) in unaccounted(&text) {
-            problems.push(format!("{name}:{line}: {number}"));
+        for (line, column, number) in unaccounted_at(&text) {
+            problems.push(format!("{name}:{line}:{column}: {number}"));
         }
     }
     assert!(problems.is_empty(), "{} numbers neither cited nor labelled; {HOW}:\n{}", problems.len(), problems.join("\n"));
@@ -323,7 +336,7 @@ fn parameters_references_versions_and_code_pass_the_rules() {
     let text = "# Table 3 at 0.5\n\
                 With n = 20, q=1e6 and K <= 10, alpha 0.3 and 0.5, `--epochs 3` or --epochs 3 (see Fig. 4,\n\
                 Sections 3 and 4, eq. (43), Theorem 1, issue #28), rustc 1.95.0, Python 3.9+, in 2026,\n\
-                on 2026-11-25, the 2nd try, x86_64, [a link](../results/fig3.svg#L12), n = 8 to 12, mu = 1/3,\n\
+                on 2026-11-25, the 2nd try, x86_64, AES-256-GCM, rank 0, Figs. 3-4, [a link](../results/fig3.svg#L12), n = 8 to 12, mu = 1/3,\n\
                 q = 10 000.\n\
                 ```sh\nubershuffle plan -n 20 --alpha 0.4\n```\n\
                 <!-- paper -->\n| E_err | 1.976 | 0.5173 |\n\n\
