@@ -264,7 +264,7 @@ fn is_version_year_date_or_ordinal(text: &str, n: Number) -> bool {
 /// Whether `between` (from one number to the next) continues a list (rule 6).
 fn continues_a_list(between: &str) -> bool {
     let between = between.trim();
-    ["", ",", "and", "or", "to", "-", "–", "..", "/", ", and", ", or"].contains(&between)
+    [",", "and", "or", "to", "-", "–", "..", "/", ", and", ", or"].contains(&between)
 }
 
 /// What follows a number behind its unit: `x`, `%`, `s`, spaces, emphasis (as `citation` reads).
