@@ -28,7 +28,7 @@
 //!    `Corollary`, `Algorithm`, `Example`, `Definition`, `Remark`, `Appendix`, `issue`, `step`,
 //!    `item`, `line`, `page`, `#` (singular or plural, any case);
 //! 4. a version (two dots, as `0.8.2`, or `3.9+`), a year (1900-2099), a date (`2026-11-25`);
-//! 5. part of a word (`x86_64`, `l2`, `SHA-256`, `Apache-2.0`) or an ordinal (`1st`, `2nd`);
+//! 5. an ordered list's item number (`1. ` at the start of a line), part of a word (`x86_64`, `l2`, `SHA-256`, `Apache-2.0`) or an ordinal (`1st`, `2nd`);
 //! 6. a list continuing such a number on its line: after `,`, `and`, `or`, `to`, `-`, `..`, `/`
 //!    (`n = 8 to 12`, `Sections 3 and 4`, `mu = 1/3`).
 //!
@@ -303,7 +303,11 @@ fn unaccounted_at(text: &str) -> Vec<(usize, usize, String)> {
         let in_list = previous.is_some_and(|(p, exempt)| {
             exempt && p.end >= line_start && continues_a_list(&scanned[p.end..n.start])
         });
-        let exempt = in_list || names_a_parameter_or_reference(before) || is_version_year_date_or_ordinal(&scanned, n);
+        let list_marker = before.trim().is_empty() && [". ", ") "].iter().any(|m| scanned[n.end..].starts_with(m));
+        let exempt = in_list
+            || list_marker
+            || names_a_parameter_or_reference(before)
+            || is_version_year_date_or_ordinal(&scanned, n);
         if !exempt && !cited_or_labelled(text, n) {
             let line = text[..n.start].matches('\n').count() + 1;
             found.push((line, n.start - line_start + 1, text[n.start..n.end].to_string()));
@@ -338,6 +342,7 @@ fn parameters_references_versions_and_code_pass_the_rules() {
                 Sections 3 and 4, eq. (43), Theorem 1, issue #28), rustc 1.95.0, Python 3.9+, in 2026,\n\
                 on 2026-11-25, the 2nd try, x86_64, AES-256-GCM, rank 0, Figs. 3-4, [a link](../results/fig3.svg#L12), n = 8 to 12, mu = 1/3,\n\
                 q = 10 000.\n\
+                2. an item\n\
                 ```sh\nubershuffle plan -n 20 --alpha 0.4\n```\n\
                 <!-- paper -->\n| E_err | 1.976 | 0.5173 |\n\n\
                 set to 4096 bytes<!-- param --> and 2.46x<!-- = a -->\n\

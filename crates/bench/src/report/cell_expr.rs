@@ -8,7 +8,8 @@
 //! A bare cell must name one value: every matching row must hold the same one (a figure quoted
 //! from several rows says how it aggregates them). Filters compare as numbers where both sides
 //! are numbers (`gbit=1` matches `1.0`), else as text; besides `=` a filter may be `!=` (text or
-//! number) or `<`, `<=`, `>`, `>=` (numbers only). `count` may leave out the column and counts
+//! number) or `<`, `<=`, `>`, `>=` (numbers only), and a value that names a column compares with
+//! that column's cell in the same row (`[cycle_packing<worst_case_eq43]`). `count` may leave out the column and counts
 //! rows: `count(results/full/carpool-fresh.csv[within_goal=1])` over
 //! `count(results/full/carpool-fresh.csv[])` gives "111 of 116".
 
@@ -149,12 +150,15 @@ impl CellEvaluator {
         let mut keys = Vec::new();
         for filter in filters {
             let index = header.iter().position(|h| *h == filter.column);
-            keys.push((index.ok_or_else(|| rows_error(format!("no column {}", filter.column)))?, filter));
+            // A value that names a column compares with that column's cell of the same row.
+            let other = header.iter().position(|h| *h == filter.value);
+            keys.push((index.ok_or_else(|| rows_error(format!("no column {}", filter.column)))?, other, filter));
         }
-        let matching: Vec<&Vec<String>> = rows
-            .iter()
-            .filter(|r| keys.iter().all(|(i, f)| r.get(*i).is_some_and(|c| f.compare.holds(c, &f.value))))
-            .collect();
+        let passes = |r: &Vec<String>, (i, other, f): &(usize, Option<usize>, &Filter)| {
+            let wanted = other.map_or(Some(f.value.as_str()), |o| r.get(o).map(String::as_str));
+            matches!((r.get(*i), wanted), (Some(c), Some(w)) if f.compare.holds(c, w))
+        };
+        let matching: Vec<&Vec<String>> = rows.iter().filter(|r| keys.iter().all(|k| passes(r, k))).collect();
         if matching.is_empty() {
             let named: Vec<String> = filters.iter().map(Filter::to_string).collect();
             return Err(rows_error(format!("no row with {}", named.join(", "))));
@@ -369,6 +373,11 @@ mod tests {
         assert_eq!(eval.evaluate("count(results/t.csv[n>=20]) / count(results/t.csv[])"), Ok(2.0 / 3.0));
         assert_eq!(eval.evaluate("sum(results/t.csv[n<30, scheme!=uncoded].n)"), Ok(10.0));
         assert_eq!(eval.evaluate("count(results/t.csv[n>10, n<=30])"), Ok(2.0));
+        assert_eq!(eval.evaluate("count(results/t.csv[n>gbit, gbit=n])"), Err(CellExprError::Rows {
+            file: "results/t.csv".into(),
+            reason: "no row with n>gbit, gbit=n".into()
+        }));
+        assert_eq!(eval.evaluate("count(results/t.csv[gbit<n])"), Ok(3.0));
         assert_eq!(eval.evaluate("count(results/t.csv[scheme>1])").unwrap_err().to_string(), "results/t.csv: no row with scheme>1");
         let mut err = |e: &str| eval_err(&mut eval, e);
         assert!(err("results/t.csv[scheme=coded].n").contains("aggregate them"));
