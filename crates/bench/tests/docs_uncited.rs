@@ -44,11 +44,13 @@ use std::fs;
 use std::path::Path;
 
 use ubershuffle_bench::report::cell_expr::CellEvaluator;
-use ubershuffle_bench::report::citation::{check_text, CLOSE, OPEN};
+use ubershuffle_bench::report::citation::{CLOSE, OPEN, check_text};
 
 /// The markers that label a number (the body of `<!-- ... -->`, trimmed).
 fn is_label(body: &str) -> bool {
-    body == "param" || body == "paper" || body.strip_prefix("not from a CSV:").is_some_and(|why| !why.trim().is_empty())
+    body == "param"
+        || body == "paper"
+        || body.strip_prefix("not from a CSV:").is_some_and(|why| !why.trim().is_empty())
 }
 
 /// Whether `line` is nothing but a label comment.
@@ -127,7 +129,8 @@ fn blank_between(bytes: &mut [u8], open: &[u8], close: &[u8]) {
 fn blank_links(bytes: &mut [u8]) {
     let mut from = 0;
     while let Some(start) = find(bytes, from, b"](") {
-        let end = bytes[start..].iter().position(|b| *b == b')' || *b == b'\n').map_or(bytes.len(), |e| start + e);
+        let end =
+            bytes[start..].iter().position(|b| *b == b')' || *b == b'\n').map_or(bytes.len(), |e| start + e);
         blank(bytes, start, end);
         from = end;
     }
@@ -166,10 +169,13 @@ struct Number {
 /// The end of the number starting at `start`: digits, `.digits`, an exponent, thousands groups
 /// (`10 000`, `1,000`).
 fn number_end(b: &[u8], start: usize) -> usize {
-    let digits = |at: usize| b.get(at..).map_or(0, |rest| rest.iter().take_while(|c| c.is_ascii_digit()).count());
+    let digits =
+        |at: usize| b.get(at..).map_or(0, |rest| rest.iter().take_while(|c| c.is_ascii_digit()).count());
     let mut end = start + digits(start);
     let decimal = |at: usize| b.get(at) == Some(&b'.') && digits(at + 1) > 0;
-    let group = |at: usize| digits(at) == 3 && !b.get(at + 3).is_some_and(u8::is_ascii_alphanumeric) && !decimal(at + 3);
+    let group = |at: usize| {
+        digits(at) == 3 && !b.get(at + 3).is_some_and(u8::is_ascii_alphanumeric) && !decimal(at + 3)
+    };
     while end - start <= 3 && b.get(end).is_some_and(|c| *c == b' ' || *c == b',') && group(end + 1) {
         end += 4;
     }
@@ -192,7 +198,9 @@ fn numbers(scanned: &str) -> Vec<Number> {
     let mut i = 0;
     while i < b.len() {
         let after_letter = |at: usize| at > 0 && (b[at - 1].is_ascii_alphabetic() || b[at - 1] == b'_');
-        let inside_word = after_letter(i) || (i > 0 && b[i - 1].is_ascii_digit()) || (i > 1 && b[i - 1] == b'-' && after_letter(i - 1));
+        let inside_word = after_letter(i)
+            || (i > 0 && b[i - 1].is_ascii_digit())
+            || (i > 1 && b[i - 1] == b'-' && after_letter(i - 1));
         if !b[i].is_ascii_digit() {
             i += 1;
             continue;
@@ -206,7 +214,8 @@ fn numbers(scanned: &str) -> Vec<Number> {
         let word_follows = b.get(end).is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_');
         let unit = scanned[end..].trim_start_matches(|c: char| c.is_ascii_alphabetic());
         let unit = &scanned[end..scanned.len() - unit.len()];
-        let part_of_word = word_follows && !["x", "s", "ms", "us", "k", "M", "G", "B", "KiB", "MiB", "GiB", "GB", "MB"].contains(&unit);
+        let part_of_word = word_follows
+            && !["x", "s", "ms", "us", "k", "M", "G", "B", "KiB", "MiB", "GiB", "GB", "MB"].contains(&unit);
         if !part_of_word {
             found.push(Number { start: i, end });
         }
@@ -220,8 +229,25 @@ fn numbers(scanned: &str) -> Vec<Number> {
 
 /// The reference words of rule 3 (lower case, singular; a trailing `s` is allowed).
 const REFERENCES: [&str; 19] = [
-    "fig.", "figure", "table", "section", "§", "eq.", "equation", "theorem", "lemma", "corollary", "algorithm",
-    "example", "definition", "remark", "appendix", "issue", "step", "item", "line",
+    "fig.",
+    "figure",
+    "table",
+    "section",
+    "§",
+    "eq.",
+    "equation",
+    "theorem",
+    "lemma",
+    "corollary",
+    "algorithm",
+    "example",
+    "definition",
+    "remark",
+    "appendix",
+    "issue",
+    "step",
+    "item",
+    "line",
 ];
 
 /// The words of rule 2 that a parameter's value follows.
@@ -234,7 +260,8 @@ fn names_a_parameter_or_reference(before: &str) -> bool {
     for op in ["<=", ">=", "≤", "≥", "=", "<", ">"] {
         if let Some(name) = trimmed.strip_suffix(op) {
             let name = name.trim_end();
-            let word = &name[name.rfind(|c: char| c.is_whitespace() || "(,;[{".contains(c)).map_or(0, |at| at + 1)..];
+            let word = &name
+                [name.rfind(|c: char| c.is_whitespace() || "(,;[{".contains(c)).map_or(0, |at| at + 1)..];
             let word_like = word.chars().all(|c| c.is_alphanumeric() || "_'".contains(c));
             return !word.is_empty() && word.chars().count() <= 12 && word_like;
         }
@@ -245,7 +272,10 @@ fn names_a_parameter_or_reference(before: &str) -> bool {
     let singular = lower.replace("s.", ".");
     let singular = singular.strip_suffix('s').filter(|w| REFERENCES.contains(w)).unwrap_or(&singular);
     let flag = (word.starts_with("--") && word.len() > 2) || (word.len() == 2 && word.starts_with('-'));
-    flag || word == "#" || word == "p." || REFERENCES.contains(&singular) || PARAMETERS.contains(&lower.as_str())
+    flag || word == "#"
+        || word == "p."
+        || REFERENCES.contains(&singular)
+        || PARAMETERS.contains(&lower.as_str())
 }
 
 /// Whether the number is a version, a year or a date (rule 4) or an ordinal (rule 5).
@@ -254,11 +284,11 @@ fn is_version_year_date_or_ordinal(text: &str, n: Number) -> bool {
     let after = &text[n.end..];
     let year = written.len() == 4 && written.parse::<u32>().is_ok_and(|y| (1900..2100).contains(&y));
     let version = written.matches('.').count() >= 2 || after.starts_with('+');
-    let date = after.len() >= 6 && after.as_bytes()[0] == b'-' && after[1..3].bytes().all(|c| c.is_ascii_digit());
     let ordinal = ["st", "nd", "rd", "th"].iter().any(|o| {
         after.strip_prefix(o).is_some_and(|rest| !rest.starts_with(|c: char| c.is_ascii_alphanumeric()))
     });
-    year || version || (date && year) || ordinal
+    // A date's month and day continue its year (rule 6).
+    year || version || ordinal
 }
 
 /// Whether `between` (from one number to the next) continues a list (rule 6).
@@ -303,7 +333,8 @@ fn unaccounted_at(text: &str) -> Vec<(usize, usize, String)> {
         let in_list = previous.is_some_and(|(p, exempt)| {
             exempt && p.end >= line_start && continues_a_list(&scanned[p.end..n.start])
         });
-        let list_marker = before.trim().is_empty() && [". ", ") "].iter().any(|m| scanned[n.end..].starts_with(m));
+        let list_marker =
+            before.trim().is_empty() && [". ", ") "].iter().any(|m| scanned[n.end..].starts_with(m));
         let exempt = in_list
             || list_marker
             || names_a_parameter_or_reference(before)
@@ -332,7 +363,12 @@ fn every_number_in_readme_docs_and_crate_readmes_is_cited_labelled_or_not_measur
             problems.push(format!("{name}:{line}:{column}: {number}"));
         }
     }
-    assert!(problems.is_empty(), "{} numbers neither cited nor labelled; {HOW}:\n{}", problems.len(), problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "{} numbers neither cited nor labelled; {HOW}:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
 }
 
 #[test]
@@ -356,7 +392,10 @@ fn an_unlabelled_or_uncited_number_is_named_with_its_line() {
                 rows (n = 8, seeds 1-3) 12 % <!-- param\n--> or `3`, and 5 workers<!-- = a -->.\n\
                 a speedup of 10 000 and 1,000 runs";
     let found: Vec<String> = unaccounted(text).into_iter().map(|(line, n)| format!("{line}: {n}")).collect();
-    assert_eq!(found, ["1: 0.734", "2: 2.5", "2: 7.35e-4", "2: 111", "2: 116", "4: 5", "5: 10 000", "5: 1,000"]);
+    assert_eq!(
+        found,
+        ["1: 0.734", "2: 2.5", "2: 7.35e-4", "2: 111", "2: 116", "4: 5", "5: 10 000", "5: 1,000"]
+    );
 }
 
 #[test]

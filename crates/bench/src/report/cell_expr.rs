@@ -144,7 +144,11 @@ impl CellEvaluator {
     }
 
     /// The rows of `file` matching `filters`; an error when there are none.
-    fn rows(&mut self, file: &str, filters: &[Filter]) -> Result<(&[String], Vec<&Vec<String>>), CellExprError> {
+    fn rows(
+        &mut self,
+        file: &str,
+        filters: &[Filter],
+    ) -> Result<(&[String], Vec<&Vec<String>>), CellExprError> {
         let rows_error = |reason: String| CellExprError::Rows { file: file.into(), reason };
         let (header, rows) = self.csv(file)?;
         let mut keys = Vec::new();
@@ -152,7 +156,11 @@ impl CellEvaluator {
             let index = header.iter().position(|h| *h == filter.column);
             // A value that names a column compares with that column's cell of the same row.
             let other = header.iter().position(|h| *h == filter.value);
-            keys.push((index.ok_or_else(|| rows_error(format!("no column {}", filter.column)))?, other, filter));
+            keys.push((
+                index.ok_or_else(|| rows_error(format!("no column {}", filter.column)))?,
+                other,
+                filter,
+            ));
         }
         let passes = |r: &Vec<String>, (i, other, f): &(usize, Option<usize>, &Filter)| {
             let wanted = other.map_or(Some(f.value.as_str()), |o| r.get(o).map(String::as_str));
@@ -170,8 +178,10 @@ impl CellEvaluator {
     fn column(&mut self, file: &str, filters: &[Filter], column: &str) -> Result<Vec<f64>, CellExprError> {
         let rows_error = |reason: String| CellExprError::Rows { file: file.into(), reason };
         let (header, matching) = self.rows(file, filters)?;
-        let wanted =
-            header.iter().position(|h| h == column).ok_or_else(|| rows_error(format!("no column {column}")))?;
+        let wanted = header
+            .iter()
+            .position(|h| h == column)
+            .ok_or_else(|| rows_error(format!("no column {column}")))?;
         matching
             .iter()
             .map(|r| {
@@ -373,19 +383,25 @@ mod tests {
         assert_eq!(eval.evaluate("count(results/t.csv[n>=20]) / count(results/t.csv[])"), Ok(2.0 / 3.0));
         assert_eq!(eval.evaluate("sum(results/t.csv[n<30, scheme!=uncoded].n)"), Ok(10.0));
         assert_eq!(eval.evaluate("count(results/t.csv[n>10, n<=30])"), Ok(2.0));
-        assert_eq!(eval.evaluate("count(results/t.csv[n>gbit, gbit=n])"), Err(CellExprError::Rows {
-            file: "results/t.csv".into(),
-            reason: "no row with n>gbit, gbit=n".into()
-        }));
+        assert_eq!(
+            eval.evaluate("count(results/t.csv[n>gbit, gbit=n])"),
+            Err(CellExprError::Rows {
+                file: "results/t.csv".into(),
+                reason: "no row with n>gbit, gbit=n".into()
+            })
+        );
         assert_eq!(eval.evaluate("count(results/t.csv[gbit<n])"), Ok(3.0));
-        assert_eq!(eval.evaluate("count(results/t.csv[scheme>1])").unwrap_err().to_string(), "results/t.csv: no row with scheme>1");
+        assert_eq!(
+            eval.evaluate("count(results/t.csv[scheme>1])").unwrap_err().to_string(),
+            "results/t.csv: no row with scheme>1"
+        );
         let mut err = |e: &str| eval_err(&mut eval, e);
         assert!(err("results/t.csv[scheme=coded].n").contains("aggregate them"));
         assert!(err("results/t.csv[scheme=none].n").contains("no row with scheme=none"));
         assert!(err("results/t.csv[speed=1].n").contains("no column speed"));
         assert!(err("count(results/t.csv[speed<1])").contains("no column speed"));
         assert!(err("max(results/t.csv[n])").contains("filters"));
-        assert!(err("max(results/t.csv[n=1])").contains("no row with n=1"));
+        assert!(err("max(results/t.csv[n=1].n)").contains("no row with n=1"));
         assert!(err("max(results/t.csv[])").contains("`.column`"));
         assert!(err("results/t.csv[].scheme").contains("not a number"));
         assert!(err("results/gone.csv[].n").contains("gone.csv"));
