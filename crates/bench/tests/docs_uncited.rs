@@ -38,10 +38,9 @@
 
 mod common;
 
-use common::{documents, repo_root};
+use common::{documents, repo_root, scratch_root};
 
 use std::fs;
-use std::path::Path;
 
 use ubershuffle_bench::report::cell_expr::CellEvaluator;
 use ubershuffle_bench::report::citation::{CLOSE, OPEN, check_text};
@@ -400,10 +399,7 @@ fn an_unlabelled_or_uncited_number_is_named_with_its_line() {
 
 #[test]
 fn uncited_or_altered_measurements_in_a_doc_fail() {
-    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("docs-uncited-{}", std::process::id()));
-    fs::create_dir_all(root.join("results")).expect("a scratch folder");
-    fs::write(root.join("results/t.csv"), "scheme,epoch_s,ok\ncoded,0.7336,1\nuncoded,0.991,0\n")
-        .expect("a scratch CSV");
+    let root = scratch_root("docs-uncited", "scheme,epoch_s,ok\ncoded,0.7336,1\nuncoded,0.991,0\n");
     let mut eval = CellEvaluator::new(&root);
     let cited = "coded takes 0.734 s<!-- = results/t.csv[scheme=coded].epoch_s --> and 1<!-- = count(results/t.csv[ok=1]) --> of 2 rows pass.";
     assert_eq!(unaccounted(cited).len(), 1, "the `2` is neither cited nor labelled");

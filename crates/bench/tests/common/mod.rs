@@ -26,3 +26,12 @@ pub fn documents(root: &Path) -> Vec<PathBuf> {
     docs.extend(crates);
     docs
 }
+
+/// A scratch repository root under the test target's temporary folder holding one CSV,
+/// `results/t.csv`, with `contents`.
+pub fn scratch_root(name: &str, contents: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    fs::create_dir_all(root.join("results")).expect("a scratch folder");
+    fs::write(root.join("results/t.csv"), contents).expect("a scratch CSV");
+    root
+}
