@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::{documents, repo_root};
+use common::{documents, repo_root, scratch_root};
 
 use std::fs;
 use std::path::Path;
@@ -198,10 +198,7 @@ fn the_scanner_reads_pointers_as_written() {
 
 #[test]
 fn a_missing_csv_column_or_row_is_reported() {
-    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("docs-figures-{}", std::process::id()));
-    fs::create_dir_all(root.join("results")).unwrap();
-    fs::write(root.join("results/t.csv"), "scheme,gbit,points\ncoded,1.0,1000000\nuncoded,10.0,1000\n")
-        .unwrap();
+    let root = scratch_root("docs-figures", "scheme,gbit,points\ncoded,1.0,1000000\nuncoded,10.0,1000\n");
     let problem = |text: &str| {
         let pointer = pointers(text).into_iter().next().expect("a pointer");
         check(&root, &pointer)

@@ -8,10 +8,9 @@
 
 mod common;
 
-use common::{documents, repo_root};
+use common::{documents, repo_root, scratch_root};
 
 use std::fs;
-use std::path::Path;
 
 use ubershuffle_bench::report::cell_expr::CellEvaluator;
 use ubershuffle_bench::report::citation::check_text;
@@ -34,10 +33,7 @@ fn every_cited_number_in_readme_and_docs_is_its_cells_value() {
 
 #[test]
 fn a_changed_cell_or_number_or_rounding_fails() {
-    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("docs-numbers-{}", std::process::id()));
-    fs::create_dir_all(root.join("results")).expect("a scratch folder");
-    fs::write(root.join("results/t.csv"), "scheme,epoch_s\ncoded,0.7336\ncoded,0.7338\nuncoded,0.991\n")
-        .expect("a scratch CSV");
+    let root = scratch_root("docs-numbers", "scheme,epoch_s\ncoded,0.7336\ncoded,0.7338\nuncoded,0.991\n");
     let mut eval = CellEvaluator::new(&root);
     let mut problems = |text: &str| check_text("doc.md", text, &mut eval).1;
     let cite = "<!-- = median(results/t.csv[scheme=coded].epoch_s) -->";

@@ -7,7 +7,11 @@
 //!
 //! A bare cell must name one value: every matching row must hold the same one (a figure quoted
 //! from several rows says how it aggregates them). Filters compare as numbers where both sides
-//! are numbers (`gbit=1` matches `1.0`), else as text.
+//! are numbers (`gbit=1` matches `1.0`), else as text; besides `=` a filter may be `!=` (text or
+//! number) or `<`, `<=`, `>`, `>=` (numbers only), and a value that names a column compares with
+//! that column's cell in the same row (`[cycle_packing<worst_case_eq43]`). `count` may leave out the column and counts
+//! rows: `count(results/full/carpool-fresh.csv[within_goal=1])` over
+//! `count(results/full/carpool-fresh.csv[])` gives "111 of 116".
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -49,6 +53,72 @@ pub enum CellExprError {
 /// A parsed CSV: its header and rows.
 type Csv = (Vec<String>, Vec<Vec<String>>);
 
+/// How a filter compares a cell with its value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Compare {
+    Equal,
+    NotEqual,
+    Less,
+    LessOrEqual,
+    Greater,
+    GreaterOrEqual,
+}
+
+impl Compare {
+    /// The operators, longest first so that `<=` is not read as `<`.
+    const ALL: [(&'static str, Compare); 6] = [
+        ("<=", Compare::LessOrEqual),
+        (">=", Compare::GreaterOrEqual),
+        ("!=", Compare::NotEqual),
+        ("<", Compare::Less),
+        (">", Compare::Greater),
+        ("=", Compare::Equal),
+    ];
+
+    /// Whether `cell` passes against `wanted`.
+    fn holds(self, cell: &str, wanted: &str) -> bool {
+        let numbers = cell.parse::<f64>().ok().zip(wanted.parse::<f64>().ok());
+        match (self, numbers) {
+            (Compare::Equal, _) => same(cell, wanted),
+            (Compare::NotEqual, _) => !same(cell, wanted),
+            (Compare::Less, Some((a, b))) => a < b,
+            (Compare::LessOrEqual, Some((a, b))) => a <= b,
+            (Compare::Greater, Some((a, b))) => a > b,
+            (Compare::GreaterOrEqual, Some((a, b))) => a >= b,
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Filter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let op = Compare::ALL.iter().find(|(_, c)| *c == self.compare).map_or("=", |(op, _)| op);
+        write!(f, "{}{op}{}", self.column, self.value)
+    }
+}
+
+/// One `column OP value` filter.
+#[derive(Clone, Debug)]
+struct Filter {
+    column: String,
+    compare: Compare,
+    value: String,
+}
+
+impl Filter {
+    /// Reads `column=value`, `column<=value`, ...; None when no operator is found.
+    fn parse(piece: &str) -> Option<Filter> {
+        let at = piece.find(['=', '<', '>', '!'])?;
+        let (column, rest) = piece.split_at(at);
+        let (op, compare) = Compare::ALL.into_iter().find(|(op, _)| rest.starts_with(op))?;
+        Some(Filter {
+            column: column.trim().to_string(),
+            compare,
+            value: rest[op.len()..].trim().to_string(),
+        })
+    }
+}
+
 /// Evaluates expressions against the CSVs under one root, reading each file once.
 #[derive(Debug)]
 pub struct CellEvaluator {
@@ -73,27 +143,45 @@ impl CellEvaluator {
         Ok(value)
     }
 
-    /// The values of `column` in the rows of `file` matching `filters`.
-    fn column(
+    /// The rows of `file` matching `filters`; an error when there are none.
+    fn rows(
         &mut self,
         file: &str,
-        filters: &[(String, String)],
-        column: &str,
-    ) -> Result<Vec<f64>, CellExprError> {
+        filters: &[Filter],
+    ) -> Result<(&[String], Vec<&Vec<String>>), CellExprError> {
         let rows_error = |reason: String| CellExprError::Rows { file: file.into(), reason };
         let (header, rows) = self.csv(file)?;
-        let index = |name: &str| header.iter().position(|h| h == name);
-        let wanted = index(column).ok_or_else(|| rows_error(format!("no column {column}")))?;
         let mut keys = Vec::new();
-        for (name, value) in filters {
-            keys.push((index(name).ok_or_else(|| rows_error(format!("no column {name}")))?, value));
+        for filter in filters {
+            let index = header.iter().position(|h| *h == filter.column);
+            // A value that names a column compares with that column's cell of the same row.
+            let other = header.iter().position(|h| *h == filter.value);
+            keys.push((
+                index.ok_or_else(|| rows_error(format!("no column {}", filter.column)))?,
+                other,
+                filter,
+            ));
         }
-        let matching: Vec<&Vec<String>> =
-            rows.iter().filter(|r| keys.iter().all(|(i, v)| r.get(*i).is_some_and(|c| same(c, v)))).collect();
+        let passes = |r: &Vec<String>, (i, other, f): &(usize, Option<usize>, &Filter)| {
+            let wanted = other.map_or(Some(f.value.as_str()), |o| r.get(o).map(String::as_str));
+            matches!((r.get(*i), wanted), (Some(c), Some(w)) if f.compare.holds(c, w))
+        };
+        let matching: Vec<&Vec<String>> = rows.iter().filter(|r| keys.iter().all(|k| passes(r, k))).collect();
         if matching.is_empty() {
-            let named: Vec<String> = filters.iter().map(|(c, v)| format!("{c}={v}")).collect();
+            let named: Vec<String> = filters.iter().map(Filter::to_string).collect();
             return Err(rows_error(format!("no row with {}", named.join(", "))));
         }
+        Ok((header, matching))
+    }
+
+    /// The values of `column` in the rows of `file` matching `filters`.
+    fn column(&mut self, file: &str, filters: &[Filter], column: &str) -> Result<Vec<f64>, CellExprError> {
+        let rows_error = |reason: String| CellExprError::Rows { file: file.into(), reason };
+        let (header, matching) = self.rows(file, filters)?;
+        let wanted = header
+            .iter()
+            .position(|h| h == column)
+            .ok_or_else(|| rows_error(format!("no column {column}")))?;
         matching
             .iter()
             .map(|r| {
@@ -252,10 +340,14 @@ impl Parser<'_, '_> {
         self.at += close + 1;
         let mut filters = Vec::new();
         for piece in inside.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let Some((column, value)) = piece.split_once('=') else {
-                return Err(self.error("`column=value` filters"));
+            let Some(filter) = Filter::parse(piece) else {
+                return Err(self.error("`column=value` filters (or `!=`, `<`, `<=`, `>`, `>=`)"));
             };
-            filters.push((column.trim().to_string(), value.trim().to_string()));
+            filters.push(filter);
+        }
+        if how == "count" && !self.rest().trim_start().starts_with('.') {
+            // `count(FILE[filters])` counts the matching rows.
+            return Ok(self.eval.rows(&file, &filters)?.1.len() as f64);
         }
         if !self.eat('.') {
             return Err(self.error("`.column`"));
@@ -287,10 +379,30 @@ mod tests {
         assert_eq!(eval.evaluate("max(results/t.csv[].n) / results/t.csv[scheme=uncoded].n"), Ok(1.5));
         assert_eq!(eval.evaluate("(sum(results/t.csv[scheme=coded].n) - 20) * -1"), Ok(-20.0));
         assert_eq!(eval.evaluate("count(results/t.csv[gbit=1.0].n)"), Ok(3.0));
+        assert_eq!(eval.evaluate("count(results/t.csv[scheme=coded])"), Ok(2.0));
+        assert_eq!(eval.evaluate("count(results/t.csv[n>=20]) / count(results/t.csv[])"), Ok(2.0 / 3.0));
+        assert_eq!(eval.evaluate("sum(results/t.csv[n<30, scheme!=uncoded].n)"), Ok(10.0));
+        assert_eq!(eval.evaluate("count(results/t.csv[n>10, n<=30])"), Ok(2.0));
+        assert_eq!(
+            eval.evaluate("count(results/t.csv[n>gbit, gbit=n])"),
+            Err(CellExprError::Rows {
+                file: "results/t.csv".into(),
+                reason: "no row with n>gbit, gbit=n".into()
+            })
+        );
+        assert_eq!(eval.evaluate("count(results/t.csv[gbit<n])"), Ok(3.0));
+        assert_eq!(
+            eval.evaluate("count(results/t.csv[scheme>1])").unwrap_err().to_string(),
+            "results/t.csv: no row with scheme>1"
+        );
         let mut err = |e: &str| eval_err(&mut eval, e);
         assert!(err("results/t.csv[scheme=coded].n").contains("aggregate them"));
         assert!(err("results/t.csv[scheme=none].n").contains("no row with scheme=none"));
         assert!(err("results/t.csv[speed=1].n").contains("no column speed"));
+        assert!(err("count(results/t.csv[speed<1])").contains("no column speed"));
+        assert!(err("max(results/t.csv[n])").contains("filters"));
+        assert!(err("max(results/t.csv[n=1].n)").contains("no row with n=1"));
+        assert!(err("max(results/t.csv[])").contains("`.column`"));
         assert!(err("results/t.csv[].scheme").contains("not a number"));
         assert!(err("results/gone.csv[].n").contains("gone.csv"));
         assert!(err("max(results/t.csv[].n) +").contains("expected"));

@@ -53,9 +53,15 @@ pub fn citations(text: &str) -> (Vec<Citation>, Vec<String>) {
     (found, problems)
 }
 
-/// The number ending `text`, behind a unit (`x`, `%`, `s`, spaces, emphasis).
+/// The number ending `text`, behind a unit (`x`, `%`, `s`, spaces, emphasis): decimal
+/// (`0.734`, `-12.4`) or scientific (`7.35e-4`).
 fn number_before(text: &str) -> Option<String> {
     let text = text.trim_end_matches([' ', 'x', '%', 's', '*']);
+    let (mantissa_end, exponent) = match exponent_before(text) {
+        Some(exponent) => (text.len() - exponent.len(), exponent),
+        None => (text.len(), ""),
+    };
+    let text = &text[..mantissa_end];
     let digits = text.len() - text.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.').len();
     let number = text[text.len() - digits..].trim_start_matches('.');
     if !number.starts_with(|c: char| c.is_ascii_digit()) || number.ends_with('.') {
@@ -63,12 +69,36 @@ fn number_before(text: &str) -> Option<String> {
     }
     let before = &text[..text.len() - number.len()];
     let sign = before.chars().last().filter(|c| *c == '+' || *c == '-');
-    Some(sign.map_or(String::new(), String::from) + number)
+    Some(sign.map_or(String::new(), String::from) + number + exponent)
+}
+
+/// The exponent (`e-4`, `e+3`, `e6`) ending `text`, when a digit stands before it.
+fn exponent_before(text: &str) -> Option<&str> {
+    let digits = text.len() - text.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    if digits == 0 {
+        return None;
+    }
+    let rest = &text[..text.len() - digits];
+    let rest = rest.strip_suffix(['+', '-']).unwrap_or(rest);
+    let rest = rest.strip_suffix('e')?;
+    rest.ends_with(|c: char| c.is_ascii_digit()).then(|| &text[rest.len()..])
 }
 
 /// Whether `value` rounded to the decimals of `written` is `written` (a `+` sign asks for a
-/// positive value).
+/// positive value). A scientific `written` (`7.35e-4`) is compared at its mantissa's decimals.
 pub fn rounds_to(written: &str, value: f64) -> bool {
+    if let Some((mantissa, exponent)) = written.split_once('e') {
+        let decimals = mantissa.split_once('.').map_or(0, |(_, d)| d.len());
+        let shown = format!("{value:.decimals$e}");
+        let Some((shown_mantissa, shown_exponent)) = shown.split_once('e') else {
+            return false;
+        };
+        let same_exponent = matches!(
+            (exponent.parse::<i32>(), shown_exponent.parse::<i32>()),
+            (Ok(a), Ok(b)) if a == b
+        );
+        return same_exponent && shown_mantissa == mantissa.trim_start_matches('+');
+    }
     let decimals = written.split_once('.').map_or(0, |(_, d)| d.len());
     let shown = format!("{value:.decimals$}");
     let shown = if shown.starts_with('-') || !written.starts_with('+') { shown } else { format!("+{shown}") };
@@ -110,6 +140,9 @@ mod tests {
             found.iter().map(|c| (c.line, c.written.as_str(), c.expr.as_str())).collect();
         assert_eq!(got, [(1, "0.734", "a"), (1, "2.46", "b"), (2, "+0.23", "c d"), (3, "-12.4", "e")]);
         assert_eq!(problems, ["line 4: no number right before the citation `f`"]);
+        let (found, _) = citations("about 7.35e-4<!-- = a --> or 2e6 s<!-- = b -->, 1.5e+3x<!-- = c -->");
+        let got: Vec<&str> = found.iter().map(|c| c.written.as_str()).collect();
+        assert_eq!(got, ["7.35e-4", "2e6", "1.5e+3"]);
     }
 
     #[test]
@@ -122,5 +155,11 @@ mod tests {
         assert!(!rounds_to("+0.23", -0.2311));
         assert!(rounds_to("-12.4", -12.43));
         assert!(rounds_to("0.0", -0.01));
+        assert!(rounds_to("7.35e-4", 0.000_734_9));
+        assert!(!rounds_to("7.35e-4", 0.000_736_1));
+        assert!(!rounds_to("7.35e-4", 0.007_35));
+        assert!(rounds_to("2e6", 2.04e6));
+        assert!(rounds_to("1.5e+3", 1500.0));
+        assert!(!rounds_to("1.5e3", 1400.0));
     }
 }
