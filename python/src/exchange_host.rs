@@ -11,7 +11,7 @@ use pyo3::types::{PyDict, PyList};
 use ubershuffle_codes::Records;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_runtime::EpochMetrics;
-use ubershuffle_runtime::exchange::{ServeOptions, serve};
+use ubershuffle_runtime::exchange::{ServeError, ServeOptions, Serving, serve};
 use ubershuffle_transport::tcp::{MasterListener, TcpConfig};
 
 use crate::errors::{Failure, bad, bad_error, catch, guarded, one_line};
@@ -103,12 +103,18 @@ impl HostCore {
                 resume,
             )
         })?;
-        let (listener, address, records) = guarded(py, || {
+        let (listener, address, serving) = guarded(py, || {
             let records = Records::from_bytes(width, bytes).map_err(bad_error)?;
+            // Settings that do not fit the records, an unknown scheme or another run's
+            // checkpoint are refused here, before anything listens.
+            let serving = Serving::prepare(records, &o).map_err(|e| match e {
+                ServeError::Spec(e) => bad(e.render(&|s| s.name().replace('-', "_"))),
+                other => bad_error(other),
+            })?;
             let config = TcpConfig::new(token).with_timeout(o.timeout).with_join_timeout(o.join_timeout);
             let listener = MasterListener::bind(&listen, config).map_err(bad_error)?;
             let address = listener.local_addr().map_err(bad_error)?.to_string();
-            Ok((listener, address, records))
+            Ok((listener, address, serving))
         })?;
         let epochs = Arc::new(Mutex::new(Vec::new()));
         let seen = Arc::clone(&epochs);
@@ -116,7 +122,7 @@ impl HostCore {
             .name("ubershuffle-serve".into())
             .spawn(move || {
                 let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    serve(listener, records, &o, &mut |m| {
+                    serve(listener, serving, &mut |m| {
                         if let Ok(mut all) = seen.lock() {
                             all.push(m.clone());
                         }

@@ -130,7 +130,11 @@ def test_bad_arguments_are_one_line_errors(monkeypatch):
         us.Exchange.host(data, workers=2, alpha=0.5, epochs=1, token=TOKEN, policy="sideways")
     with pytest.raises(ValueError, match="timeout"):
         us.Exchange.connect("127.0.0.1:1", token=TOKEN, timeout=-1)
-    host = us.Exchange.host(data, workers=2, alpha=0.01, epochs=1, token=TOKEN, join_timeout=1)
+    with pytest.raises(ValueError, match="alpha 0.01 caches 0 points, less than a batch"):
+        us.Exchange.host(data, workers=2, alpha=0.01, epochs=1, token=TOKEN, join_timeout=1)
+    with pytest.raises(ValueError, match="scheme 'magic': known schemes are"):
+        us.Exchange.host(data, workers=2, alpha=0.5, epochs=1, token=TOKEN, scheme="magic")
+    host = us.Exchange.host(data, workers=2, alpha=0.5, epochs=1, token=TOKEN, join_timeout=1)
     with pytest.raises(RuntimeError) as e:
         host.join(timeout=30)
     assert "\n" not in str(e.value)

@@ -289,7 +289,12 @@ class Exchange:
         """Serves ``records`` (a ``(points, record_size)`` uint8 array, copied) to ``workers``
         ranks on a background thread of this process, ``epochs`` epochs of coded delivery
         (``ubershuffle serve`` in-process); returns the :class:`Host`, whose ``address`` the
-        ranks connect to."""
+        ranks connect to.
+
+        Raises ``ValueError`` at once, before anything listens, for settings that do not fit
+        the records (a cache smaller than a batch, more workers than records), an unknown
+        scheme or a checkpoint of another run; what goes wrong while serving is raised by
+        :meth:`Host.join`."""
         records = np.ascontiguousarray(records, dtype=np.uint8)
         if records.ndim != 2 or records.shape[0] == 0 or records.shape[1] == 0:
             raise ValueError(

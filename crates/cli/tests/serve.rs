@@ -46,6 +46,12 @@ fn bad_input_is_one_line() {
     let mut policy =
         serve(&[&base[..], &["--record-size", "10", "--policy", "sideways"]].concat(), Some(TOKEN));
     assert!(one_line_error(&policy.output().unwrap()).contains("--policy"));
+    // Checked before any worker is admitted (no one connects here), said in flags.
+    let small = ["--records", path, "--record-size", "10", "--workers", "2", "--listen", "127.0.0.1:0"];
+    let tiny = serve(&[&small[..], &["--alpha", "0.1"]].concat(), Some(TOKEN)).output().unwrap();
+    assert!(one_line_error(&tiny).contains("--alpha 0.1 caches 1 points, less than a batch"));
+    let mut magic = serve(&[&small[..], &["--alpha", "0.5", "--scheme", "magic"]].concat(), Some(TOKEN));
+    assert!(one_line_error(&magic.output().unwrap()).contains("--scheme 'magic': known schemes are"));
     std::fs::remove_file(file).unwrap();
 }
 

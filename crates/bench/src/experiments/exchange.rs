@@ -21,7 +21,7 @@ use ubershuffle_core::PlannerOptions;
 use ubershuffle_core::epoch_chain::{ChainParams, EpochChain};
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_runtime::cluster_job::ClusterJob;
-use ubershuffle_runtime::exchange::{Delivery, RecordSink, ServeOptions, serve};
+use ubershuffle_runtime::exchange::{Delivery, RecordSink, ServeOptions, Serving, serve};
 use ubershuffle_runtime::protocol::data_chunk_framing;
 use ubershuffle_runtime::{EpochMetrics, RuntimeError, WorkerOptions, run_worker_with};
 use ubershuffle_transport::Transport;
@@ -138,7 +138,8 @@ fn measure(policy: ExchangePolicy, points: usize, epochs: usize) -> anyhow::Resu
     (options.policy, options.scheme, options.seed, options.epochs) = (policy, SCHEME.into(), SEED, epochs);
     options.timeout = config.timeout;
     let mut metrics: Vec<EpochMetrics> = Vec::new();
-    serve(listener, records, &options, &mut |m| metrics.push(m.clone())).context("serving")?;
+    let serving = Serving::prepare(records, &options).context("preparing the exchange")?;
+    serve(listener, serving, &mut |m| metrics.push(m.clone())).context("serving")?;
     let mut per_epoch = vec![0usize; epochs + 1];
     for rank in checked.iter() {
         for (epoch, n) in rank? {

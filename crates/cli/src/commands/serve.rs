@@ -9,7 +9,7 @@ use serde_json::json;
 use ubershuffle_codes::Records;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_core::limits::Limits;
-use ubershuffle_runtime::exchange::{ServeOptions, serve};
+use ubershuffle_runtime::exchange::{ServeError, ServeOptions, Serving, serve};
 use ubershuffle_transport::tcp::MasterListener;
 
 use super::master::seconds;
@@ -20,16 +20,17 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let key = args.token.require()?;
     let options = options(args)?;
     let records = read_records(args)?;
+    let serving = Serving::prepare(records, &options).map_err(in_flags)?;
     let config = key.config().with_timeout(options.timeout).with_join_timeout(options.join_timeout);
     let listener = MasterListener::bind(&args.listen, config)?;
     eprintln!(
         "serving {} records of {} bytes on {}, waiting for {} workers",
-        records.len(),
-        records.width(),
+        serving.records(),
+        serving.record_bytes(),
         listener.local_addr()?,
         args.workers
     );
-    let report = serve(listener, records, &options, &mut |m| {
+    let report = serve(listener, serving, &mut |m| {
         eprintln!(
             "epoch {}: {} transmissions ({} uncoded), {} payload bytes, {:.3} s",
             m.epoch, m.transmissions, m.uncoded_transmissions, m.payload_bytes, m.epoch_seconds
@@ -39,6 +40,15 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         println!("{}", json!({ "epochs": report.epochs, "lost_workers": report.lost_workers }));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A settings problem said in this command's flags, which are the settings' names
+/// (`--checkpoint` included); anything else as it is.
+fn in_flags(e: ServeError) -> anyhow::Error {
+    match e {
+        ServeError::Spec(e) => anyhow::anyhow!(e.render(&|s| format!("--{}", s.name()))),
+        other => other.into(),
+    }
 }
 
 /// The checked flags.

@@ -11,5 +11,5 @@ mod serve;
 mod sink;
 
 pub use learner::RecordsLearner;
-pub use serve::{ServeError, ServeOptions, serve};
+pub use serve::{ServeError, ServeOptions, Serving, serve};
 pub use sink::{Delivery, DeliveryFigures, NoSink, RecordSink};

@@ -6,19 +6,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use ubershuffle_codes::Records;
-use ubershuffle_core::PlannerOptions;
-use ubershuffle_core::epoch_chain::{ChainError, ChainParams};
 use ubershuffle_core::exchange_policy::ExchangePolicy;
-use ubershuffle_learners::straggler::NoStragglers;
-use ubershuffle_planners::{UnknownScheme, planner_by_name};
 use ubershuffle_transport::TransportError;
 use ubershuffle_transport::tcp::MasterListener;
 
 use crate::cluster_job::ClusterJob;
-use crate::{
-    EpochMetrics, LearnerSpec, Master, ResumePoint, RunConfig, RunData, RunFingerprint, RunReport,
-    RuntimeError,
-};
+use crate::spec::{CheckedSpec, GivenData, PrepareError, PreparedRun, RunSpec, SpecError};
+use crate::{EpochMetrics, LearnerSpec, Master, RunData, RunReport, RuntimeError};
 
 /// How a data-plane master serves: the run's chain (workers, cache ratio, policy, seed: the
 /// same as `ubershuffle.CodedShuffleSampler`'s for the same values), its scheme and epochs.
@@ -65,18 +59,18 @@ impl ServeOptions {
         }
     }
 
-    /// The run's configuration for `points` records of `width` bytes.
-    fn config(&self, points: usize, width: usize) -> Result<RunConfig, ServeError> {
-        let chain = ChainParams::new(self.workers, points, self.policy, self.seed).with_alpha(self.alpha)?;
-        let capacity = chain.cache_capacity.unwrap_or(points.div_ceil(self.workers.max(1)));
-        let mut config = RunConfig::new(self.workers, capacity, LearnerSpec::Records { width })
-            .with_epochs(self.epochs)
-            .with_seed(self.seed)
-            .with_policy(self.policy);
-        if let Some(path) = &self.checkpoint {
-            config = config.with_checkpoint(path);
-        }
-        Ok(config)
+    /// The run as a [`RunSpec`] (its learner and data are the records served).
+    fn spec(&self) -> RunSpec {
+        let mut spec = RunSpec::default();
+        spec.workers = self.workers;
+        spec.alpha = Some(self.alpha);
+        (spec.policy, spec.fraction) = (self.policy.kind(), self.policy.given_fraction());
+        spec.scheme = Some(self.scheme.clone());
+        spec.seed = self.seed;
+        spec.epochs = self.epochs;
+        spec.checkpoint = self.checkpoint.clone();
+        spec.resume = self.resume;
+        spec
     }
 }
 
@@ -84,12 +78,13 @@ impl ServeOptions {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServeError {
-    /// The scheme is not a built-in planner.
+    /// A setting does not fit the records (named as [`RunSpec`]'s keys, which are the
+    /// options' names).
     #[error(transparent)]
-    Scheme(#[from] UnknownScheme),
-    /// The chain's settings do not fit the data.
+    Spec(#[from] SpecError),
+    /// The run's parts could not be built (the scheme, a checkpoint of another run).
     #[error(transparent)]
-    Chain(#[from] ChainError),
+    Prepare(#[from] PrepareError),
     /// Setting up the cluster failed.
     #[error(transparent)]
     Transport(#[from] TransportError),
@@ -98,39 +93,61 @@ pub enum ServeError {
     Runtime(#[from] RuntimeError),
 }
 
-/// Admits `options.workers` workers on `listener` (which must have been bound with the same
-/// timeouts), then delivers `records` over `options.epochs` epochs; `on_epoch` sees each
-/// epoch's metrics (the master's bytes, transmissions coded and uncoded, phases).
+/// A data-plane run checked and built from its records and options by [`Serving::prepare`],
+/// ready to [`serve`].
+pub struct Serving {
+    checked: CheckedSpec,
+    run: PreparedRun,
+    timeout: std::time::Duration,
+}
+
+impl Serving {
+    /// Checks `options` against `records` and builds the run's parts: a setting that does not
+    /// fit the records, an unknown scheme or a checkpoint of another run is refused here,
+    /// before anyone is admitted.
+    pub fn prepare(records: Records, options: &ServeOptions) -> Result<Serving, ServeError> {
+        let held_out = Records::from_bytes(records.width(), Vec::new()).map_err(RuntimeError::from)?;
+        let learner = LearnerSpec::Records { width: records.width() };
+        let given = GivenData::new(RunData { train: records, held_out });
+        let checked = options.spec().check_given(learner, given)?;
+        let run = checked.prepare()?;
+        Ok(Serving { checked, run, timeout: options.timeout })
+    }
+
+    /// The records served.
+    pub fn records(&self) -> usize {
+        self.run.data.train.len()
+    }
+
+    /// Bytes per record.
+    pub fn record_bytes(&self) -> usize {
+        self.run.data.train.width()
+    }
+}
+
+/// Admits the prepared run's workers on `listener` (which must have been bound with the
+/// options' timeouts), then delivers its records over its epochs; `on_epoch` sees each epoch's
+/// metrics (the master's bytes, transmissions coded and uncoded, phases).
 pub fn serve(
     listener: MasterListener,
-    records: Records,
-    options: &ServeOptions,
+    serving: Serving,
     on_epoch: &mut dyn FnMut(&EpochMetrics),
 ) -> Result<RunReport, ServeError> {
-    let config =
-        options.config(records.len(), records.width())?.check(records.len()).map_err(RuntimeError::from)?;
-    let planner = planner_by_name(&options.scheme, &PlannerOptions::default())?;
-    let mut stragglers = NoStragglers::new(options.workers).map_err(RuntimeError::from)?;
-    let held_out = Records::from_bytes(records.width(), Vec::new()).map_err(RuntimeError::from)?;
-    let data = RunData { train: records, held_out };
-    // A checkpoint of another run is refused before anyone is admitted.
-    let resume = match config.checkpoint.as_ref().filter(|_| options.resume) {
-        Some(path) => {
-            Some(ResumePoint::load(path, &RunFingerprint::of(&config, planner.name(), &data), &config)?)
-        }
-        None => None,
-    };
-    let mut t = listener.accept_workers(options.workers, |refused| {
+    let Serving { checked, run, timeout } = serving;
+    let PreparedRun { planner, mut stragglers, data, resume, .. } = run;
+    let workers = checked.config.workers;
+    let mut t = listener.accept_workers(workers, |refused| {
         tracing::warn!(from = %refused.from, reason = %refused.reason, "refused a connection");
     })?;
-    let job = ClusterJob::EpochLoop { timeout: options.timeout, exit_at_epoch: None };
+    let job = ClusterJob::EpochLoop { timeout, exit_at_epoch: None };
     for rank in t.connected() {
         // A worker gone already is found lost when the run starts.
         if let Err(e) = job.send(&mut t, rank) {
             tracing::warn!(rank, error = %e, "sending the job");
         }
     }
-    let mut master = Master::new(t, &config, planner.as_ref(), &mut stragglers, &data)?.admitting(job);
+    let mut master =
+        Master::new(t, &checked.config, planner.as_ref(), stragglers.as_mut(), &data)?.admitting(job);
     if let Some(point) = resume {
         master = master.resuming(point)?;
     }

@@ -9,7 +9,7 @@ use ubershuffle_core::limits::{LimitError, Limits, instance_bytes};
 use ubershuffle_learners::{LearnerError, StragglerModel};
 use ubershuffle_plugin_host::{PluginError, PluginLibrary};
 
-use super::{CheckedSpec, ResumePoint, RunFingerprint, SchemeChoice, Setting, SpecError};
+use super::{CheckedSpec, DataSpec, ResumePoint, RunFingerprint, SchemeChoice, Setting, SpecError};
 use crate::{Checkpoint, RunData, RuntimeError};
 
 /// What a run is made of, built by [`CheckedSpec::prepare`].
@@ -83,11 +83,16 @@ impl CheckedSpec {
         Ok(PreparedRun { planner, stragglers, data, fingerprint, resume })
     }
 
-    /// Refuses a run whose data would pass the memory cap, before generating it: the records
+    /// Refuses a run whose synthetic data would pass the memory cap, before generating it: the records
     /// (generated, split and encoded: about three copies), the workers' caches (in-process,
     /// all of them live in this process) and one epoch's instance, for records of `width`
     /// bytes.
     fn check_memory(&self, width: usize) -> Result<(), PrepareError> {
+        if let DataSpec::Given(_) = self.data {
+            // Nothing to generate: the caller holds the records already, and the caches live
+            // where the workers do.
+            return Ok(());
+        }
         let limits = Limits::from_env()?;
         let width = width as u64;
         let (q, held) = (self.data.training_points() as u64, self.data.held_out() as u64);
