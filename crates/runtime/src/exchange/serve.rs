@@ -61,16 +61,18 @@ impl ServeOptions {
 
     /// The run as a [`RunSpec`] (its learner and data are the records served).
     fn spec(&self) -> RunSpec {
-        let mut spec = RunSpec::default();
-        spec.workers = self.workers;
-        spec.alpha = Some(self.alpha);
-        (spec.policy, spec.fraction) = (self.policy.kind(), self.policy.given_fraction());
-        spec.scheme = Some(self.scheme.clone());
-        spec.seed = self.seed;
-        spec.epochs = self.epochs;
-        spec.checkpoint = self.checkpoint.clone();
-        spec.resume = self.resume;
-        spec
+        RunSpec {
+            workers: self.workers,
+            alpha: Some(self.alpha),
+            policy: self.policy.kind(),
+            fraction: self.policy.given_fraction(),
+            scheme: Some(self.scheme.clone()),
+            seed: self.seed,
+            epochs: self.epochs,
+            checkpoint: self.checkpoint.clone(),
+            resume: self.resume,
+            ..RunSpec::default()
+        }
     }
 }
 
