@@ -224,7 +224,8 @@ pub fn run_with(
     let tcp = TcpConfig::new("insiders")
         .with_timeout(Duration::from_secs(1))
         .with_join_timeout(Duration::from_secs(20))
-        .with_sealed(sealed);
+        .with_sealed(sealed)
+        .with_join_limits(Some(ubershuffle_runtime::join_limits()));
     let listener = MasterListener::bind("127.0.0.1:0", tcp.clone()).unwrap();
     let master_addr = listener.local_addr().unwrap().to_string();
     let handles: Vec<_> = (0..workers)
