@@ -189,6 +189,15 @@ impl<T: Transport> Transport for Insider<T> {
     ) -> Result<(), TransportError> {
         self.t()?.broadcast_among(root, group, id, buf)
     }
+    fn broadcast_turned(
+        &mut self,
+        root: usize,
+        group: &[usize],
+        named: (u64, u32),
+        buf: &mut Vec<u8>,
+    ) -> Result<(), TransportError> {
+        self.t()?.broadcast_turned(root, group, named, buf)
+    }
     fn barrier(&mut self) -> Result<(), TransportError> {
         self.t()?.barrier()
     }

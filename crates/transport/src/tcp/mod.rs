@@ -426,7 +426,17 @@ impl Transport for TcpTransport {
         id: u64,
         buf: &mut Vec<u8>,
     ) -> Result<(), TransportError> {
-        collectives::broadcast_among(self, self.method, root, group, id, buf)
+        collectives::broadcast_among(self, self.method, root, group, (id, 0), buf)
+    }
+
+    fn broadcast_turned(
+        &mut self,
+        root: usize,
+        group: &[usize],
+        named: (u64, u32),
+        buf: &mut Vec<u8>,
+    ) -> Result<(), TransportError> {
+        collectives::broadcast_among(self, self.method, root, group, named, buf)
     }
 
     fn barrier(&mut self) -> Result<(), TransportError> {
