@@ -333,8 +333,9 @@ const ACK_TAMPERED: u8 = 2;
 ///
 /// A report of an altered piece ([`TransportError::Tampered`]) must name the reporter's ring
 /// predecessor in a pseudo-broadcast (`ring`), the only rank that hands it pieces; then it
-/// stands as it is: the root cannot tell a true report from a false one, so it costs both ranks
-/// (docs/transport.md, "Relayed pieces").
+/// stands as it is: the root cannot tell a true report from a false one, so it hands it up to
+/// the caller to judge (the runtime routes around the pair and counts: docs/transport.md,
+/// "Relayed pieces").
 fn cause_of<L: Links + ?Sized>(
     links: &mut L,
     mut e: TransportError,
@@ -680,7 +681,10 @@ mod tests {
                 let mut ring = ring_order(&receivers, turn);
                 let next = ring_order(&receivers, turn + 1);
                 if m >= 3 {
-                    assert!(receivers.iter().all(|&r| successor(&ring, r) != successor(&next, r)), "{m} {turn}");
+                    assert!(
+                        receivers.iter().all(|&r| successor(&ring, r) != successor(&next, r)),
+                        "{m} {turn}"
+                    );
                 }
                 ring.sort_unstable();
                 assert_eq!(ring, receivers);

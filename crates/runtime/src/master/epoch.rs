@@ -311,7 +311,12 @@ impl<T: Transport> Master<'_, T> {
             }
             let mut buf = model.clone();
             traffic.model = buf.len() as u64;
-            self.t.broadcast_turned(0, &group, (broadcast_name(h.epoch, h.attempt, 0), h.attempt), &mut buf)?;
+            self.t.broadcast_turned(
+                0,
+                &group,
+                (broadcast_name(h.epoch, h.attempt, 0), h.attempt),
+                &mut buf,
+            )?;
             let work = Work { copied_bytes: 2 * traffic.model, ..Work::default() };
             watch.lap(&mut self.t, Phase::ModelBroadcast, work);
         }
