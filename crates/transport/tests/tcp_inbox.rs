@@ -1,6 +1,7 @@
 //! Bounded inboxes over TCP (`Transport::limit_inbox`): a peer that sends a frame longer than
 //! the bound, or more bytes than the bound no one reads, loses its link, named, while the
-//! others' messages still arrive.
+//! others' messages still arrive; and before any such call, the join window's bounds
+//! (`TcpConfig::with_join_limits`) do the same.
 
 #![allow(clippy::unwrap_used)]
 
@@ -12,21 +13,11 @@ use ubershuffle_transport::{InboxLimits, Transport, TransportError};
 
 /// A master and two workers on loopback, the master limiting worker 1 (rank 1) only.
 fn cluster(limits: InboxLimits) -> (TcpTransport, TcpTransport, TcpTransport) {
-    let config = TcpConfig::new("inbox").with_timeout(Duration::from_secs(2));
-    let listener = MasterListener::bind("127.0.0.1:0", config.clone()).unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    let workers: Vec<_> = (0..2)
-        .map(|_| {
-            let (addr, config) = (addr.clone(), config.clone());
-            thread::spawn(move || connect_worker(&addr, &config).unwrap())
-        })
-        .collect();
-    let mut master = listener.accept_workers(2, |r| panic!("refused {r:?}")).unwrap();
-    master.limit_inbox(&[1], limits);
-    let mut w: Vec<TcpTransport> = workers.into_iter().map(|h| h.join().unwrap()).collect();
-    w.sort_by_key(Transport::rank);
-    let second = w.pop().unwrap();
-    (master, w.pop().unwrap(), second)
+    let mut ranks = joining(None);
+    ranks[0].limit_inbox(&[1], limits);
+    let second = ranks.pop().unwrap();
+    let first = ranks.pop().unwrap();
+    (ranks.pop().unwrap(), first, second)
 }
 
 fn gone_detail(e: TransportError) -> String {
