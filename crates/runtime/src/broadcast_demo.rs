@@ -175,6 +175,10 @@ pub fn run_worker<T: Transport + ?Sized>(t: &mut T) -> Result<DemoJob, DemoError
     let rank = t.rank();
     let raw = t.recv(0, TAG_JOB).map_err(step("waiting for the job"))?;
     let job = DemoJob::parse(&raw).ok_or(DemoError::Malformed { rank: 0, what: "job" })?;
+    // Before the first barrier, which no peer passes before this rank enters it: no piece of
+    // a broadcast arrives under the join window's bounds.
+    let peers: Vec<usize> = (1..t.size()).filter(|&r| r != rank).collect();
+    t.limit_inbox(&peers, crate::inbox::for_broadcasts(usize::try_from(job.bytes).unwrap_or(usize::MAX)));
     for round in 0..job.rounds {
         t.barrier().map_err(step(format!("round {round}: barrier")))?;
         let mut buf = Vec::new();

@@ -35,6 +35,23 @@ fn limits_for(content: usize) -> InboxLimits {
     InboxLimits::new(frame.saturating_add(COLLECTIVE_HEADER_BYTES), frame.saturating_mul(BACKLOG))
 }
 
+/// What a rank of a TCP cluster takes from each worker from the moment its links are up until
+/// the job sets the bounds below (`TcpConfig::with_join_limits`): frames of at most 64 KiB
+/// (plus a collective's header), four of them unread (256 KiB and a few bytes). An honest
+/// worker sends nothing to another worker before both hold their jobs (the master has every
+/// worker acknowledge its job and starting cache before the first epoch), and nothing to the
+/// master before the master sends the jobs but, at most, a failure report of one line: both
+/// fit with room to spare, while a peer that floods the join window is cut off at 256 KiB.
+pub fn join_limits() -> InboxLimits {
+    limits_for(0)
+}
+
+/// What a worker of the broadcast demo takes from another worker: ring pieces of a broadcast
+/// of `bytes` bytes.
+pub(crate) fn for_broadcasts(bytes: usize) -> InboxLimits {
+    limits_for(bytes)
+}
+
 /// What the master takes from each worker: updates of a model of `params` parameters
 /// (acknowledgements and reports are smaller).
 pub(crate) fn at_master(params: usize) -> InboxLimits {
@@ -70,5 +87,8 @@ mod tests {
         assert_eq!(at_master(100).max_unread, BACKLOG * (update_bytes(100) + SLACK));
         // docs/transport.md quotes it: linear regression on 4 features (5 parameters).
         assert_eq!(at_master(5).max_unread, 262_452);
+        // Before the job: a failure report's one line, nothing larger.
+        assert_eq!(join_limits().max_unread, 4 * SLACK);
+        assert!(join_limits().max_frame >= SLACK + COLLECTIVE_HEADER_BYTES);
     }
 }

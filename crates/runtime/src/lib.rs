@@ -34,6 +34,7 @@ pub use cost_model::{CostModel, CostModelError, Prices, Scaling, Work};
 pub use error::{ProtocolError, RuntimeError};
 pub use files::{Access, write_atomic, write_atomically};
 pub use fingerprint::RunFingerprint;
+pub use inbox::join_limits;
 pub use learner_spec::LearnerSpec;
 pub use master::{Master, RunReport};
 pub use metrics::{EpochMetrics, metrics_csv};

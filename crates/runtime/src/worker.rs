@@ -313,7 +313,7 @@ impl WorkerLoop<'_> {
     ) -> Result<(), RuntimeError> {
         let group = self.joined.as_ref().map_or_else(|| (0..t.size()).collect(), |j| j.group.clone());
         let mut buf = Vec::new();
-        match t.broadcast_among(0, &group, broadcast_name(epoch, attempt, 0), &mut buf) {
+        match t.broadcast_turned(0, &group, (broadcast_name(epoch, attempt, 0), attempt), &mut buf) {
             Ok(()) => {
                 self.heard = t.now();
                 self.model = Some(buf);
@@ -466,7 +466,8 @@ fn receive<T: Transport>(
     let mut keeper = Keeper::new(order, prices);
     for k in 0..order.broadcasts {
         let mut buf = Vec::new();
-        t.broadcast_among(0, &j.group, broadcast_name(order.epoch, order.attempt, k + 1), &mut buf)?;
+        let name = broadcast_name(order.epoch, order.attempt, k + 1);
+        t.broadcast_turned(0, &j.group, (name, order.attempt), &mut buf)?;
         *heard = t.now();
         let chunk = DataChunkRef::from_bytes(&buf, width)?;
         check_current(chunk.epoch, chunk.attempt, order)?;

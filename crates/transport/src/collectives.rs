@@ -156,7 +156,27 @@ pub(crate) fn broadcast<L: Links + ?Sized>(
     buf: &mut Vec<u8>,
 ) -> Result<(), TransportError> {
     let everyone: Vec<usize> = (0..links.size()).collect();
-    broadcast_among(links, method, root, &everyone, 0, buf)
+    broadcast_among(links, method, root, &everyone, (0, 0), buf)
+}
+
+/// The receivers of a pseudo-broadcast in ring order for arrangement `turn`: each receiver
+/// hands its pieces to the next one (the last to the first). Arrangement `t` steps through the
+/// receivers (in the group's order) by the `t`-th stride coprime with their number (taken
+/// round), so every arrangement is one ring over all of them, the first (`turn` 0) is the
+/// group's order, and for three receivers or more the next one gives every receiver another
+/// successor. A caller that restarts a broadcast with the next turn routes around a pair of
+/// ring neighbours that disputed a piece.
+pub fn ring_order(receivers: &[usize], turn: u32) -> Vec<usize> {
+    let m = receivers.len();
+    let gcd = |mut a: usize, mut b: usize| {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
+    let strides: Vec<usize> = (1..m.max(2)).filter(|&s| gcd(s, m.max(1)) == 1).collect();
+    let stride = strides.get(turn as usize % strides.len().max(1)).copied().unwrap_or(1);
+    (0..m).map(|j| receivers[(j * stride) % m]).collect()
 }
 
 /// Checks a broadcast group at `rank` of `size`: ranks in increasing order (so that every rank
@@ -184,18 +204,20 @@ fn check_group(rank: usize, size: usize, root: usize, group: &[usize]) -> Result
 /// Broadcasts `buf` from `root` to the ranks of `group` with `method`; ranks outside the group
 /// take no part. `id` names this broadcast at every rank of the group: every message of it
 /// carries the name, and a receiver drops messages of another one (left over from a broadcast
-/// that a failure abandoned half-way), so a group re-formed after a failure starts clean.
+/// that a failure abandoned half-way), so a group re-formed after a failure starts clean. The
+/// pseudo-broadcast's ring is [`ring_order`] of `turn`.
 pub(crate) fn broadcast_among<L: Links + ?Sized>(
     links: &mut L,
     method: BroadcastMethod,
     root: usize,
     group: &[usize],
-    id: u64,
+    (id, turn): (u64, u32),
     buf: &mut Vec<u8>,
 ) -> Result<(), TransportError> {
     let (rank, size) = (links.rank(), links.size());
     check_group(rank, size, root, group)?;
-    let receivers: Vec<usize> = group.iter().copied().filter(|&r| r != root).collect();
+    let in_group: Vec<usize> = group.iter().copied().filter(|&r| r != root).collect();
+    let receivers = ring_order(&in_group, turn);
     if receivers.is_empty() {
         return Ok(());
     }
@@ -311,8 +333,9 @@ const ACK_TAMPERED: u8 = 2;
 ///
 /// A report of an altered piece ([`TransportError::Tampered`]) must name the reporter's ring
 /// predecessor in a pseudo-broadcast (`ring`), the only rank that hands it pieces; then it
-/// stands as it is: the root cannot tell a true report from a false one, so it costs both ranks
-/// (docs/transport.md, "Relayed pieces").
+/// stands as it is: the root cannot tell a true report from a false one, so it hands it up to
+/// the caller to judge (the runtime routes around the pair and counts: docs/transport.md,
+/// "Relayed pieces").
 fn cause_of<L: Links + ?Sized>(
     links: &mut L,
     mut e: TransportError,
@@ -576,6 +599,8 @@ fn receive_pseudo<L: Links + ?Sized>(
             Some((h, piece))
                 if u32::from_le_bytes(*h) as usize == recv_index && piece.len() == range.len() =>
             {
+                #[cfg(feature = "insider-harness")]
+                let piece: &[u8] = if accuses_relayer() { &[] } else { piece };
                 if digests.as_ref().is_some_and(|d| !d.matches(recv_index, piece)) {
                     let detail = format!("ring stage {stage}: piece {recv_index} is off the root's digest");
                     return Err(TransportError::Tampered { sender: prev, receiver: links.rank(), detail });
@@ -586,6 +611,13 @@ fn receive_pseudo<L: Links + ?Sized>(
         }
     }
     Ok(buf)
+}
+
+/// Test only: whether this rank is told to accuse its ring predecessor falsely
+/// ([`crate::insider`]): it then checks an empty piece in place of the one it got.
+#[cfg(feature = "insider-harness")]
+fn accuses_relayer() -> bool {
+    crate::relayed::insider::current() == crate::relayed::insider::Misbehaviour::AccuseRelayer
 }
 
 /// Test only: the piece a rank told to flip what it relays ([`crate::insider`]) sends instead.
@@ -634,6 +666,31 @@ pub(crate) fn barrier<L: Links + ?Sized>(links: &mut L) -> Result<(), TransportE
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_turn_is_one_ring_and_the_next_gives_new_successors() {
+        let receivers = [2, 3, 5, 7];
+        assert_eq!(ring_order(&receivers, 0), receivers);
+        let successor = |ring: &[usize], r: usize| {
+            let at = ring.iter().position(|&x| x == r).unwrap();
+            ring[(at + 1) % ring.len()]
+        };
+        for m in 1..9 {
+            let receivers: Vec<usize> = (1..=m).collect();
+            for turn in 0..6 {
+                let mut ring = ring_order(&receivers, turn);
+                let next = ring_order(&receivers, turn + 1);
+                if m >= 3 {
+                    assert!(
+                        receivers.iter().all(|&r| successor(&ring, r) != successor(&next, r)),
+                        "{m} {turn}"
+                    );
+                }
+                ring.sort_unstable();
+                assert_eq!(ring, receivers);
+            }
+        }
+    }
 
     #[test]
     fn pieces_cover_the_buffer_exactly() {

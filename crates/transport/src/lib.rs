@@ -14,7 +14,7 @@ mod secret;
 pub mod tcp;
 mod transport;
 
-pub use collectives::{BroadcastMethod, UnknownBroadcastMethod};
+pub use collectives::{BroadcastMethod, UnknownBroadcastMethod, ring_order};
 pub use error::TransportError;
 pub use mailbox::InboxLimits;
 #[cfg(feature = "insider-harness")]

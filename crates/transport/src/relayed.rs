@@ -60,6 +60,9 @@ pub mod insider {
         /// Before each acknowledgement it sends the root this many acknowledgements of the
         /// broadcast before (messages of a finished broadcast, read and passed over).
         FloodStale(usize),
+        /// It reports, at every broadcast, that its ring predecessor's first piece was off the
+        /// root's digest (whether it was).
+        AccuseRelayer,
     }
 
     thread_local! {

@@ -101,6 +101,21 @@ pub trait Transport {
         buf: &mut Vec<u8>,
     ) -> Result<(), TransportError>;
 
+    /// [`Transport::broadcast_among`] with the pseudo-broadcast's ring in arrangement `turn`
+    /// ([`crate::ring_order`]; every rank of the group passes the same): a caller that restarts
+    /// an abandoned broadcast passes another turn, so that ring neighbours that disputed a
+    /// relayed piece are no longer neighbours. Transports that do not relay (MPI) ignore it.
+    fn broadcast_turned(
+        &mut self,
+        root: usize,
+        group: &[usize],
+        (id, turn): (u64, u32),
+        buf: &mut Vec<u8>,
+    ) -> Result<(), TransportError> {
+        let _ = turn;
+        self.broadcast_among(root, group, id, buf)
+    }
+
     /// Returns once every rank has called it.
     fn barrier(&mut self) -> Result<(), TransportError>;
 

@@ -21,7 +21,8 @@ pub fn run(args: &WorkerArgs) -> anyhow::Result<ExitCode> {
         .config()
         .with_timeout(seconds("--timeout", args.timeout)?)
         .with_join_timeout(seconds("--join-timeout", args.join_timeout)?)
-        .with_max_message(u32::MAX as usize);
+        .with_max_message(u32::MAX as usize)
+        .with_join_limits(Some(ubershuffle_runtime::join_limits()));
     let mut t = connect_worker(&args.connect, &config)?;
     let rank = t.rank();
     eprintln!("joined as rank {rank} of {}", t.size());

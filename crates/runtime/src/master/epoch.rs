@@ -8,10 +8,11 @@ use ubershuffle_codes::Encoder;
 use ubershuffle_core::{Plan, ShuffleInstance};
 use ubershuffle_learners::straggler::straggler_hold;
 use ubershuffle_learners::{IterationOutcome, Model, Received, UpdateBody};
-use ubershuffle_transport::{Transport, TransportError};
+use ubershuffle_transport::{Transport, TransportError, ring_order};
 
 use super::Master;
 use super::attempt_result::{AttemptResult, Planned, Traffic};
+use super::disputes::Verdict;
 use super::membership::blamed_workers;
 use crate::assignment::record_owners;
 use crate::cost_model::Work;
@@ -64,9 +65,11 @@ impl<T: Transport> Master<'_, T> {
         let outcome = self.stragglers.next_iteration(&mut self.straggler_rng);
         let mut lost = self.members.take_lost_before_epoch();
         let mut attempt = 0;
-        // Every restart drops a live worker, so an epoch has at most one attempt per worker
-        // that began it, plus the last; past that the cap ends the run instead of looping.
-        let cap = self.members.live().len() as u32 + 1;
+        // Every restart drops a live worker or routes around a new dispute (each worker's
+        // first accusation, at most: `disputes`), so an epoch has at most two attempts per
+        // worker that began it, plus the last; past that the cap ends the run instead of
+        // looping.
+        let cap = 2 * self.members.live().len() as u32 + 1;
         loop {
             if attempt >= cap {
                 let epoch = self.state.chain.completed_epochs() + 1;
@@ -134,7 +137,15 @@ impl<T: Transport> Master<'_, T> {
         if let Err(e) = self.distribute(&header, &live, outcome, &mut traffic, watch) {
             return match &e {
                 RuntimeError::Transport(t) => {
-                    let gone = blamed_workers(t, &live);
+                    let gone = match self.judged(t, &live, attempt) {
+                        Some(Verdict::RouteAround) => {
+                            self.members.note_loss(t, false);
+                            watch.lap_idle(&self.t, Phase::Transmit);
+                            return Ok(Attempt::LostWorkers(Vec::new()));
+                        }
+                        Some(Verdict::Drop(gone)) => gone,
+                        None => blamed_workers(t, &live),
+                    };
                     if gone.is_empty() {
                         return Err(e);
                     }
@@ -167,6 +178,24 @@ impl<T: Transport> Master<'_, T> {
             dropped,
             loss,
         })))
+    }
+
+    /// The verdict on a report that a worker of `live` relayed an altered piece to another
+    /// one in `attempt` ([`super::disputes`]); `None` for any other failure.
+    fn judged(&mut self, e: &TransportError, live: &[usize], attempt: u32) -> Option<Verdict> {
+        let TransportError::Tampered { sender, receiver, .. } = e else { return None };
+        let (accused, accuser) = (sender.checked_sub(1)?, receiver.checked_sub(1)?);
+        if !live.contains(&accused) || !live.contains(&accuser) {
+            return None;
+        }
+        // The next attempt runs over the same workers (none is dropped) with the next ring.
+        let receivers: Vec<usize> = live.iter().map(|w| w + 1).collect();
+        let ring = ring_order(&receivers, attempt.wrapping_add(1));
+        let at = ring.iter().position(|&r| r == *sender)?;
+        let separable = ring[(at + 1) % ring.len()] != *receiver;
+        let verdict = self.disputes.judge(accuser, accused, separable);
+        tracing::warn!(accuser, accused, ?verdict, "a relayed piece was reported altered");
+        Some(verdict)
     }
 
     /// The planned phase: draws the epoch from the chain over the live workers, plans it (a
@@ -282,7 +311,12 @@ impl<T: Transport> Master<'_, T> {
             }
             let mut buf = model.clone();
             traffic.model = buf.len() as u64;
-            self.t.broadcast_among(0, &group, broadcast_name(h.epoch, h.attempt, 0), &mut buf)?;
+            self.t.broadcast_turned(
+                0,
+                &group,
+                (broadcast_name(h.epoch, h.attempt, 0), h.attempt),
+                &mut buf,
+            )?;
             let work = Work { copied_bytes: 2 * traffic.model, ..Work::default() };
             watch.lap(&mut self.t, Phase::ModelBroadcast, work);
         }
@@ -292,7 +326,7 @@ impl<T: Transport> Master<'_, T> {
         for (k, seqs) in h.routes.broadcast.chunks(per_chunk).enumerate() {
             let mut buf = self.encode(&encoder, h, seqs, false, traffic, watch);
             let name = broadcast_name(h.epoch, h.attempt, k as u32 + 1);
-            self.t.broadcast_among(0, &group, name, &mut buf)?;
+            self.t.broadcast_turned(0, &group, (name, h.attempt), &mut buf)?;
             watch.lap_idle(&self.t, Phase::Transmit);
         }
         for (k, &w) in live.iter().enumerate() {

@@ -36,9 +36,10 @@ pub(crate) fn lost_worker(e: &TransportError) -> Option<usize> {
 
 /// The workers of `live` (0-based) to take out for a transport failure `e`: the worker it
 /// names when that is one of `live`; for a failure report naming another rank (the master, a
-/// rank outside the run, one already gone), the worker that reported it; for an altered piece,
-/// both the worker that relayed it and the one that reported it (the master cannot tell which
-/// of them lies). None when `e` names no worker of `live`.
+/// rank outside the run, one already gone), the worker that reported it; for an altered piece
+/// the master did not judge ([`super::disputes`]), both the worker that relayed it and the one
+/// that reported it (the master cannot tell which of them lies). None when `e` names no worker
+/// of `live`.
 pub(crate) fn blamed_workers(e: &TransportError, live: &[usize]) -> Vec<usize> {
     let worker = |rank: usize| rank.checked_sub(1).filter(|w| live.contains(w));
     match e {

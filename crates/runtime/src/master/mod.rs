@@ -7,6 +7,7 @@
 mod assigned;
 mod attempt_result;
 mod collect;
+mod disputes;
 mod epoch;
 mod membership;
 mod setup;
@@ -88,6 +89,8 @@ pub struct Master<'a, T: Transport> {
     newcomer_job: Option<ClusterJob>,
     /// The newest attempt each worker acknowledged and reported on.
     seen: collect::Seen,
+    /// Reports of altered relays standing against workers.
+    disputes: disputes::Disputes,
 }
 
 impl<'a, T: Transport> Master<'a, T> {
@@ -141,6 +144,7 @@ impl<'a, T: Transport> Master<'a, T> {
             owner_counts: owner_frequencies(points, config.workers),
             newcomer_job: None,
             seen: collect::Seen::default(),
+            disputes: disputes::Disputes::default(),
         })
     }
 

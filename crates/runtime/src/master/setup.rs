@@ -142,6 +142,7 @@ impl<T: Transport> Master<'_, T> {
         self.state.chain.readmit(&returning);
         for &w in &returning {
             self.members.rejoin(w);
+            self.disputes.forget(w);
         }
         self.start_these(&returning)
     }

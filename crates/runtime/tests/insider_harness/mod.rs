@@ -189,6 +189,15 @@ impl<T: Transport> Transport for Insider<T> {
     ) -> Result<(), TransportError> {
         self.t()?.broadcast_among(root, group, id, buf)
     }
+    fn broadcast_turned(
+        &mut self,
+        root: usize,
+        group: &[usize],
+        named: (u64, u32),
+        buf: &mut Vec<u8>,
+    ) -> Result<(), TransportError> {
+        self.t()?.broadcast_turned(root, group, named, buf)
+    }
     fn barrier(&mut self) -> Result<(), TransportError> {
         self.t()?.barrier()
     }
@@ -199,7 +208,8 @@ impl<T: Transport> Transport for Insider<T> {
     }
 }
 
-fn data() -> RunData {
+/// The run's data: linear regression on synthetic points (seeded).
+pub fn data() -> RunData {
     let (all, _) = linear_regression(POINTS + 100, FEATURES, 0.05, 3).unwrap();
     let (train, held_out) = all.split(100.0 / (POINTS + 100) as f64, 4);
     RunData { train: train.to_records().unwrap(), held_out: held_out.to_records().unwrap() }
@@ -208,14 +218,28 @@ fn data() -> RunData {
 /// Runs `workers` workers for `epochs` epochs over TCP on loopback, worker `w` doing what
 /// `acts` says (honest when not listed); the run must finish.
 pub fn run(workers: usize, epochs: usize, acts: &[(usize, Act)]) -> RunReport {
+    run_with(workers, epochs, acts, true, &|master| master.to_string())
+}
+
+/// [`run`], sealed or in plain text, each worker connecting to the master at the address
+/// `route` gives for the master's (a proxy's, say).
+pub fn run_with(
+    workers: usize,
+    epochs: usize,
+    acts: &[(usize, Act)],
+    sealed: bool,
+    route: &dyn Fn(&str) -> String,
+) -> RunReport {
     let tcp = TcpConfig::new("insiders")
         .with_timeout(Duration::from_secs(1))
-        .with_join_timeout(Duration::from_secs(20));
+        .with_join_timeout(Duration::from_secs(20))
+        .with_sealed(sealed)
+        .with_join_limits(Some(ubershuffle_runtime::join_limits()));
     let listener = MasterListener::bind("127.0.0.1:0", tcp.clone()).unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
+    let master_addr = listener.local_addr().unwrap().to_string();
     let handles: Vec<_> = (0..workers)
         .map(|_| {
-            let (addr, tcp, acts) = (addr.clone(), tcp.clone(), acts.to_vec());
+            let (addr, tcp, acts) = (route(&master_addr), tcp.clone(), acts.to_vec());
             thread::spawn(move || {
                 let t = connect_worker(&addr, &tcp).unwrap();
                 let w = t.rank() - 1;

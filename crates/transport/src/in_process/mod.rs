@@ -333,7 +333,18 @@ impl Transport for InProcessTransport {
         buf: &mut Vec<u8>,
     ) -> Result<(), TransportError> {
         let method = self.method;
-        self.inside(|t| collectives::broadcast_among(t, method, root, group, id, buf))
+        self.inside(|t| collectives::broadcast_among(t, method, root, group, (id, 0), buf))
+    }
+
+    fn broadcast_turned(
+        &mut self,
+        root: usize,
+        group: &[usize],
+        named: (u64, u32),
+        buf: &mut Vec<u8>,
+    ) -> Result<(), TransportError> {
+        let method = self.method;
+        self.inside(|t| collectives::broadcast_among(t, method, root, group, named, buf))
     }
 
     fn barrier(&mut self) -> Result<(), TransportError> {

@@ -84,6 +84,11 @@ pub struct TcpConfig {
     /// [`crate::seal`]); `false` only on a network trusted not to read or change traffic. Both
     /// sides must agree (a mismatch is refused at the handshake, naming it).
     pub sealed: bool,
+    /// What a rank takes from each peer (every worker; the master, trusted, is not limited at
+    /// a worker) from the moment its links are up until [`Transport::limit_inbox`] sets the
+    /// job's bounds: the join window, in which an application that sends nothing before its
+    /// job (the runtime) can keep this small. `None` (the default): unlimited until then.
+    pub join_limits: Option<InboxLimits>,
 }
 
 impl TcpConfig {
@@ -97,7 +102,15 @@ impl TcpConfig {
             broadcast: BroadcastMethod::PseudoBroadcast,
             max_message: 1 << 30,
             sealed: true,
+            join_limits: None,
         }
+    }
+
+    /// With what a rank takes from each peer before [`Transport::limit_inbox`] is called
+    /// ([`TcpConfig::join_limits`]).
+    pub fn with_join_limits(mut self, limits: Option<InboxLimits>) -> TcpConfig {
+        self.join_limits = limits;
+        self
     }
 
     /// With another token.
@@ -219,6 +232,11 @@ impl TcpTransport {
             secret,
             sealed: config.sealed,
         };
+        if let Some(limits) = config.join_limits {
+            // Before any reader runs: no frame of the join window escapes the bound.
+            let peers: Vec<usize> = (1..size).filter(|&p| p != rank).collect();
+            t.mailbox.unread().limit(&peers, limits);
+        }
         for (peer, stream) in streams.into_iter().enumerate() {
             let Some(stream) = stream else {
                 if peer != rank {
@@ -409,7 +427,17 @@ impl Transport for TcpTransport {
         id: u64,
         buf: &mut Vec<u8>,
     ) -> Result<(), TransportError> {
-        collectives::broadcast_among(self, self.method, root, group, id, buf)
+        collectives::broadcast_among(self, self.method, root, group, (id, 0), buf)
+    }
+
+    fn broadcast_turned(
+        &mut self,
+        root: usize,
+        group: &[usize],
+        named: (u64, u32),
+        buf: &mut Vec<u8>,
+    ) -> Result<(), TransportError> {
+        collectives::broadcast_among(self, self.method, root, group, named, buf)
     }
 
     fn barrier(&mut self) -> Result<(), TransportError> {

@@ -131,8 +131,12 @@ fn in_process(r: &Resolved) -> anyhow::Result<ExitCode> {
 fn tcp_master(r: &Resolved) -> anyhow::Result<ExitCode> {
     let Some((addr, key)) = &r.listen else { bail!("--transport tcp needs --listen ADDR") };
     let prepared = prepare(r)?;
-    let config =
-        key.config().with_timeout(r.timeout).with_join_timeout(r.join_timeout).with_broadcast(r.broadcast);
+    let config = key
+        .config()
+        .with_timeout(r.timeout)
+        .with_join_timeout(r.join_timeout)
+        .with_broadcast(r.broadcast)
+        .with_join_limits(Some(ubershuffle_runtime::join_limits()));
     let listener = MasterListener::bind(addr, config)?;
     let workers = r.run.config.workers;
     eprintln!("listening on {}, waiting for {workers} workers", listener.local_addr()?);
