@@ -167,7 +167,8 @@ impl ExchangeCore {
             let config = TcpConfig::new(token)
                 .with_timeout(duration("timeout", timeout)?)
                 .with_join_timeout(duration("join_timeout", join_timeout)?)
-                .with_max_message(u32::MAX as usize);
+                .with_max_message(u32::MAX as usize)
+                .with_join_limits(Some(ubershuffle_runtime::join_limits()));
             let (events_tx, events) = channel();
             let (taken, taken_rx) = sync_channel(1);
             let sink = ChannelSink { events: events_tx, taken: taken_rx };

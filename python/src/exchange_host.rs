@@ -111,7 +111,10 @@ impl HostCore {
                 ServeError::Spec(e) => bad(e.render(&|s| s.name().replace('-', "_"))),
                 other => bad_error(other),
             })?;
-            let config = TcpConfig::new(token).with_timeout(o.timeout).with_join_timeout(o.join_timeout);
+            let config = TcpConfig::new(token)
+                .with_timeout(o.timeout)
+                .with_join_timeout(o.join_timeout)
+                .with_join_limits(Some(ubershuffle_runtime::join_limits()));
             let listener = MasterListener::bind(&listen, config).map_err(bad_error)?;
             let address = listener.local_addr().map_err(bad_error)?.to_string();
             Ok((listener, address, serving))

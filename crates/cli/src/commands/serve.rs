@@ -21,7 +21,11 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let options = options(args)?;
     let records = read_records(args)?;
     let serving = Serving::prepare(records, &options).map_err(in_flags)?;
-    let config = key.config().with_timeout(options.timeout).with_join_timeout(options.join_timeout);
+    let config = key
+        .config()
+        .with_timeout(options.timeout)
+        .with_join_timeout(options.join_timeout)
+        .with_join_limits(Some(ubershuffle_runtime::join_limits()));
     let listener = MasterListener::bind(&args.listen, config)?;
     eprintln!(
         "serving {} records of {} bytes on {}, waiting for {} workers",
