@@ -104,9 +104,12 @@ impl Findings<'_> {
     }
 }
 
+/// The invariants of one CSV.
+type Check = fn(&mut Findings<'_>);
+
 /// Checks every full CSV in `dir` that has invariants; one line per violation.
 pub fn check_dir(dir: &Path) -> Vec<String> {
-    let checks: [(&str, fn(&mut Findings<'_>)); 9] = [
+    let checks: [(&str, Check); 9] = [
         ("theorem1.csv", theorem1),
         ("fig3.csv", fig3),
         ("scale.csv", scale),
