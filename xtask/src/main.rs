@@ -35,8 +35,9 @@ enum Task {
         /// with the committed results; fails naming the first difference of each experiment.
         #[arg(long)]
         check: bool,
-        /// With --check (not --quick): re-run a sample of each full run (the rows behind its
-        /// headline figures, or a stated subset) and compare it with results/full/.
+        /// With --check (not --quick): re-run a sample of each full run (every cheap row, a
+        /// stated subset of the expensive ones) and compare it with results/full/; check every
+        /// committed full row against results/full/digests.toml and its CSV's invariants.
         #[arg(long, requires = "check", conflicts_with = "quick")]
         sample: bool,
         /// Where to write results (default: results/ or results/full/ of the workspace).

@@ -24,8 +24,9 @@ struct Args {
     #[arg(long)]
     check: bool,
     /// With --check (not --quick): re-run, for each experiment with committed full results, a
-    /// sample of its full run (the rows behind its headline figures, or a stated subset) and
-    /// compare it with the committed rows of results/full/.
+    /// sample of its full run (every cheap row, a stated subset of the expensive ones) and
+    /// compare it with the committed rows of results/full/; then check every committed full row
+    /// against results/full/digests.toml (what the full run wrote) and its CSV's invariants.
     #[arg(long, requires = "check", conflicts_with = "quick")]
     sample: bool,
     /// Where to write results (default: results/, or results/full/ for a full run).

@@ -13,6 +13,7 @@ pub(crate) mod epoch_runs;
 mod exchange;
 mod fig3;
 mod fig4;
+pub mod full_invariants;
 mod gradient_coding;
 mod host_independence;
 mod msr;
@@ -201,7 +202,12 @@ pub fn run_all(options: &RunOptions) -> anyhow::Result<usize> {
     let mut failed = 0;
     for experiment in chosen {
         eprintln!("experiment {}: {}", experiment.name, experiment.about);
-        let heading = Heading { name: experiment.name, about: experiment.about, order: &order };
+        let heading = Heading {
+            name: experiment.name,
+            about: experiment.about,
+            order: &order,
+            sample: experiment.sample,
+        };
         if options.sample {
             eprintln!("  sample of the full run: {}", experiment.sample.unwrap_or("-"));
         }
@@ -221,6 +227,9 @@ pub fn run_all(options: &RunOptions) -> anyhow::Result<usize> {
             }
         }
     }
+    if options.sample {
+        failed += check_committed_full(&committed);
+    }
     if options.check {
         if let Some(d) = check_readme(&root)? {
             eprintln!("error: {d}");
@@ -229,6 +238,19 @@ pub fn run_all(options: &RunOptions) -> anyhow::Result<usize> {
         let _ = std::fs::remove_dir_all(&scratch);
     }
     Ok(failed)
+}
+
+/// The committed full results in `dir` against the digests their runs wrote and against their
+/// invariants, every row (re-run by the sample or not); prints each difference as an `error:`
+/// line and returns 1 when there is one.
+fn check_committed_full(dir: &Path) -> usize {
+    eprintln!("every committed row of {}: digests and invariants", dir.display());
+    let differences: Vec<String> =
+        crate::report::digest::check_dir(dir).into_iter().chain(full_invariants::check_dir(dir)).collect();
+    for d in &differences {
+        eprintln!("error: full results: {d}");
+    }
+    usize::from(!differences.is_empty())
 }
 
 /// Runs one experiment and writes its report; with `check`, also returns its differences from

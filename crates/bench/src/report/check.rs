@@ -105,7 +105,7 @@ pub fn first_missing_row(
 }
 
 /// The first few checked cells of a row, as `column=value` pairs.
-fn row_key(table: &Table, row: &[String], checked: &[usize]) -> String {
+pub(crate) fn row_key(table: &Table, row: &[String], checked: &[usize]) -> String {
     checked
         .iter()
         .take(KEY_CELLS)

@@ -7,6 +7,7 @@ pub mod cell_expr;
 pub mod chart;
 pub mod check;
 pub mod citation;
+pub mod digest;
 pub mod headline;
 pub mod machine;
 pub mod sections;

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use ubershuffle_runtime::write_atomically;
 
 use super::check::{first_difference, first_missing_row};
+use super::digest;
 use super::headline::{self, HeadlineRecord};
 use super::machine::{machine_description, today};
 use super::sections::update_section;
@@ -48,7 +49,18 @@ impl RunKind {
             RunKind::Full => {
                 "# Results of the full runs\n\nEvery section below is written by `cargo xtask experiments \
                  NAME` (the papers' full setting) and says the command that made it, the machine and the \
-                 date. Figures are SVG, data CSV.\n"
+                 date. Figures are SVG, data CSV.\n\n\
+                 How CI checks these files (`cargo xtask experiments --check --sample`): the full runs are \
+                 too slow to repeat whole in CI, so each section says which of its rows CI re-runs in the \
+                 full setting (every cheap row; of the expensive ones a stated, fixed subset) and compares \
+                 every machine-independent column with the committed rows. Every row, re-run or not, is \
+                 also checked without running anything: each full run writes [`digests.toml`](digests.toml) \
+                 beside its CSVs (digests of every row's and every column's machine-independent cells), so a \
+                 cell edited by hand fails, named by file, line and column; and each CSV's invariants are \
+                 recomputed from the rows' own columns (ratios, gaps and goal flags, counts at least their \
+                 lower bound, the cells one instance's rows share; \
+                 `crates/bench/src/experiments/full_invariants.rs`). `cargo test -p ubershuffle-bench --test \
+                 full_results` runs the same two checks.\n"
             }
         }
     }
@@ -63,6 +75,8 @@ pub struct Heading<'a> {
     pub about: &'a str,
     /// Every experiment's name, in the order sections are kept.
     pub order: &'a [&'a str],
+    /// What `--check --sample` re-runs of its full run (`None`: nothing).
+    pub sample: Option<&'a str>,
 }
 
 /// Where a report goes.
@@ -102,6 +116,9 @@ pub fn write_report(
     for table in &report.tables {
         write_atomically(&dest.dir.join(&table.file), table.to_csv()?.as_bytes())?;
     }
+    if dest.run == RunKind::Full {
+        digest::record(&dest.dir, &report.tables)?;
+    }
     let mut figure_links = String::new();
     for figure in &report.figures {
         let file = if figure.suffix.is_empty() {
@@ -116,7 +133,8 @@ pub fn write_report(
     let command = rerun_command(name, dest.run, &report.rerun_flags);
     let section = format!(
         "## {name}\n\n{about}.\n\n{figure_links}{summary}\n\nData: {data}. Regenerate: `{command}`. \
-         Ran {date} in {seconds:.0} s on {machine}.\n",
+         Ran {date} in {seconds:.0} s on {machine}.\n{checked}",
+        checked = if dest.run == RunKind::Full { full_check_note(heading.sample) } else { String::new() },
         about = heading.about,
         summary = report.summary.trim_end(),
         data = data.join(", "),
@@ -128,6 +146,20 @@ pub fn write_report(
         publish_headlines(root, report, heading, dest.run, &command)?;
     }
     Ok(())
+}
+
+/// What CI checks of a full run's section: the rows it re-runs, and the digests and invariants
+/// of every row.
+fn full_check_note(sample: Option<&str>) -> String {
+    let rerun = match sample {
+        Some(rows) => format!("it re-runs {rows} and compares every machine-independent column"),
+        None => "it re-runs nothing of this run (its figures are times of this machine)".into(),
+    };
+    format!(
+        "\nChecked by CI (`cargo xtask experiments --check --sample`): {rerun}; every row, re-run or not, \
+         must match [`{0}`]({0}) (written by this run) and its CSV's invariants.\n",
+        digest::FILE
+    )
 }
 
 /// The headline records of a report.
@@ -209,6 +241,18 @@ pub fn check_report(report: &Report, name: &str, run: RunKind, root: &Path, how:
     }
     if how == CheckMode::Sample {
         differences.extend(files_not_produced(report, name, &dir));
+        for table in &report.tables {
+            let digested = digest::machine_columns(&dir, &table.file);
+            if digested.as_ref().is_some_and(|m| *m != table.machine_columns) {
+                differences.push(format!(
+                    "{}: {} leaves out the columns [{}], but the run's machine columns are [{}]",
+                    table.file,
+                    digest::FILE,
+                    digested.unwrap_or_default().join(", "),
+                    table.machine_columns.join(", ")
+                ));
+            }
+        }
     }
     differences.extend(headline_differences(report, name, run, root, how));
     differences

@@ -1,0 +1,285 @@
+//! The invariants of the full runs' CSVs (`results/full/`), checked on every committed row,
+//! re-run by `--check --sample` or not: every derived column recomputed from the row's own
+//! primary columns (ratios, gaps, goal flags, references), bounds below counts, and cells that
+//! must agree between rows of one instance (its bound, its uncoded count, Theorem 1's count).
+//! With the digests ([`crate::report::digest`]) this makes a changed cell of a row the sample
+//! does not re-run fail CI: the digest names the cell, the invariants say why the value is wrong
+//! when it is a derived one.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::report::table::parse_csv;
+
+/// Relative tolerance of a recomputed ratio (the CSV holds the shortest round-trip text).
+const TOLERANCE: f64 = 1e-9;
+
+/// A committed CSV, by column name.
+struct Sheet {
+    file: String,
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+/// What a check found wrong, one line each.
+struct Findings<'a> {
+    sheet: &'a Sheet,
+    lines: Vec<String>,
+}
+
+impl Sheet {
+    fn column(&self, name: &str) -> Option<usize> {
+        self.header.iter().position(|h| h == name)
+    }
+
+    fn text(&self, row: usize, column: &str) -> &str {
+        self.column(column).and_then(|c| self.rows[row].get(c)).map_or("", String::as_str)
+    }
+
+    /// The cell as a number (`None` when empty or not a number).
+    fn num(&self, row: usize, column: &str) -> Option<f64> {
+        self.text(row, column).parse().ok()
+    }
+
+    /// The cells of `columns` joined, to group the rows of one instance.
+    fn key(&self, row: usize, columns: &[&str]) -> String {
+        columns.iter().map(|c| self.text(row, c)).collect::<Vec<_>>().join("\u{1f}")
+    }
+}
+
+impl Findings<'_> {
+    fn flag(&mut self, row: usize, column: &str, why: String) {
+        let key: Vec<String> =
+            self.sheet.header.iter().take(4).map(|h| format!("{h}={}", self.sheet.text(row, h))).collect();
+        self.lines.push(format!(
+            "{} line {} ({}), column {column}: {why}",
+            self.sheet.file,
+            row + 2,
+            key.join(", ")
+        ));
+    }
+
+    /// `column` must equal `value(row)` (within the tolerance; empty when `value` is `None`).
+    fn derived(&mut self, column: &str, value: impl Fn(&Sheet, usize) -> Option<f64>) {
+        for row in 0..self.sheet.rows.len() {
+            let (cell, want) = (self.sheet.text(row, column), value(self.sheet, row));
+            let ok = match (cell.parse::<f64>().ok(), want) {
+                (Some(have), Some(want)) => {
+                    have == want || (have - want).abs() <= TOLERANCE * have.abs().max(want.abs())
+                }
+                (None, None) => cell.is_empty(),
+                _ => false,
+            };
+            if !ok {
+                let want = want.map_or("empty".to_string(), |w| w.to_string());
+                self.flag(row, column, format!("is {cell:?}, but the row's own columns give {want}"));
+            }
+        }
+    }
+
+    /// `low` must not exceed `high` where both are numbers (beyond the tolerance: a linear
+    /// relaxation's optimum may be its integer optimum plus rounding).
+    fn at_most(&mut self, low: &str, high: &str) {
+        for row in 0..self.sheet.rows.len() {
+            if let (Some(l), Some(h)) = (self.sheet.num(row, low), self.sheet.num(row, high))
+                && l - h > TOLERANCE * l.abs().max(h.abs())
+            {
+                self.flag(row, low, format!("{l} exceeds {high} {h}"));
+            }
+        }
+    }
+
+    /// `column` must be the same in every row with the same `key` cells.
+    fn same_within(&mut self, key: &[&str], column: &str) {
+        let mut first: BTreeMap<String, usize> = BTreeMap::new();
+        for row in 0..self.sheet.rows.len() {
+            let at = *first.entry(self.sheet.key(row, key)).or_insert(row);
+            let (was, now) = (self.sheet.text(at, column), self.sheet.text(row, column));
+            if was != now {
+                let why =
+                    format!("is {now:?}, but line {} of the same {} has {was:?}", at + 2, key.join("/"));
+                self.flag(row, column, why);
+            }
+        }
+    }
+}
+
+/// The invariants of one CSV.
+type Check = fn(&mut Findings<'_>);
+
+/// Checks every full CSV in `dir` that has invariants; one line per violation.
+pub fn check_dir(dir: &Path) -> Vec<String> {
+    let checks: [(&str, Check); 9] = [
+        ("theorem1.csv", theorem1),
+        ("fig3.csv", fig3),
+        ("scale.csv", scale),
+        ("carpool-optimum.csv", carpool),
+        ("carpool-fresh.csv", carpool_fresh),
+        ("pliable.csv", pliable),
+        ("pliable-paper.csv", pliable_paper),
+        ("pliable-training.csv", pliable_training),
+        ("speed.csv", speed),
+    ];
+    let mut lines = Vec::new();
+    for (file, check) in checks {
+        match load(dir, file) {
+            Ok(sheet) => {
+                let mut findings = Findings { sheet: &sheet, lines: Vec::new() };
+                check(&mut findings);
+                lines.extend(findings.lines);
+            }
+            Err(e) => lines.push(e),
+        }
+    }
+    lines
+}
+
+fn load(dir: &Path, file: &str) -> Result<Sheet, String> {
+    let bytes = std::fs::read(dir.join(file)).map_err(|e| format!("{file}: not readable ({e})"))?;
+    let (header, rows) = parse_csv(file, &bytes).map_err(|e| e.to_string())?;
+    Ok(Sheet { file: file.into(), header, rows })
+}
+
+/// `num / den` of a row, `None` when either is not a number.
+fn ratio(num: &'static str, den: &'static str) -> impl Fn(&Sheet, usize) -> Option<f64> {
+    move |s, r| Some(s.num(r, num)? / s.num(r, den)?)
+}
+
+fn theorem1(f: &mut Findings<'_>) {
+    f.derived("coded_over_theorem1", ratio("coded", "theorem1"));
+    f.at_most("coded", "uncoded");
+    f.same_within(&["alpha", "points"], "theorem1");
+}
+
+fn fig3(f: &mut Findings<'_>) {
+    f.at_most("lower_bound", "transmissions");
+    for column in ["lower_bound", "lower_bound_kind", "theorem1"] {
+        f.same_within(&["alpha", "points", "seed"], column);
+    }
+    f.same_within(&["alpha", "points"], "theorem1");
+}
+
+fn scale(f: &mut Findings<'_>) {
+    f.derived("over_uncoded", ratio("transmissions", "uncoded"));
+    f.derived("bound_over_uncoded", ratio("lower_bound", "uncoded"));
+    f.derived("clique_bound_over_uncoded", ratio("clique_bound", "uncoded"));
+    f.derived("clique_estimate_over_uncoded", ratio("clique_estimate", "uncoded"));
+    f.at_most("lower_bound", "transmissions");
+    f.at_most("clique_bound", "lower_bound");
+    f.at_most("clique_bound", "clique_estimate");
+    let point = ["workers", "points", "alpha"];
+    for column in ["uncoded", "lower_bound", "clique_bound", "clique_estimate", "instance_bytes"] {
+        f.same_within(&point, column);
+    }
+    // `uncoded` is the uncoded scheme's count at the point; a refused scheme sends nothing.
+    let sheet = f.sheet;
+    let uncoded: BTreeMap<String, String> = (0..sheet.rows.len())
+        .filter(|&r| sheet.text(r, "scheme") == "uncoded")
+        .map(|r| (sheet.key(r, &point), sheet.text(r, "transmissions").to_string()))
+        .collect();
+    for row in 0..sheet.rows.len() {
+        let count = uncoded.get(&sheet.key(row, &point)).map_or("", String::as_str);
+        if sheet.text(row, "uncoded") != count {
+            f.flag(row, "uncoded", format!("differs from the uncoded scheme's transmissions {count:?}"));
+        }
+        if sheet.text(row, "refused").is_empty() == sheet.text(row, "transmissions").is_empty() {
+            f.flag(row, "transmissions", "must be empty exactly when the scheme refused".into());
+        }
+    }
+}
+
+/// The reference of a carpool row: the proven optimum, else the relaxation rounded up.
+fn reference(s: &Sheet, r: usize) -> Option<f64> {
+    s.num(r, "optimum").or_else(|| Some((s.num(r, "relaxation")? - 1e-9).ceil()))
+}
+
+fn carpool(f: &mut Findings<'_>) {
+    f.derived("reference", reference);
+    f.derived("gap", |s, r| Some(s.num(r, "transmissions")? / reference(s, r)? - 1.0));
+    f.at_most("reference", "transmissions");
+    f.at_most("relaxation", "optimum");
+    let instance = ["workers", "points", "alpha", "seed"];
+    for column in ["relaxation", "optimum", "reference"] {
+        f.same_within(&instance, column);
+    }
+}
+
+fn carpool_fresh(f: &mut Findings<'_>) {
+    carpool(f);
+    let flag =
+        |test: fn(f64) -> bool| move |s: &Sheet, r: usize| Some(f64::from(u8::from(test(s.num(r, "gap")?))));
+    f.derived("within_goal", flag(|gap| gap <= 0.03));
+    f.derived("above_ceiling", flag(|gap| gap > 0.05));
+}
+
+fn pliable(f: &mut Findings<'_>) {
+    f.derived("uniform_entropy_bits", |s, r| Some(s.num(r, "workers")?.log2()));
+    f.at_most("transmissions", "uncoded_chosen");
+    f.same_within(&["workers", "points", "alpha", "seed"], "uncoded_fully_random");
+    f.same_within(&["workers", "points", "alpha", "seed", "candidates"], "guaranteed_min_entropy_bits");
+}
+
+fn pliable_paper(f: &mut Findings<'_>) {
+    f.derived("average_cachers", |s, r| {
+        Some(s.num(r, "workers")? * s.num(r, "cache")? / s.num(r, "messages")?)
+    });
+    f.at_most("packing_limit", "transmissions");
+    f.same_within(&["workers", "messages", "cache", "seed"], "packing_limit");
+}
+
+fn pliable_training(f: &mut Findings<'_>) {
+    f.at_most("transmissions", "uncoded_transmissions");
+}
+
+fn speed(f: &mut Findings<'_>) {
+    f.derived("speed_vs_baseline", ratio("baseline_median_seconds", "median_seconds"));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sheet(header: &[&str], rows: &[&[&str]]) -> Sheet {
+        Sheet {
+            file: "t.csv".into(),
+            header: header.iter().map(|h| h.to_string()).collect(),
+            rows: rows.iter().map(|r| r.iter().map(|c| c.to_string()).collect()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_wrong_gap_or_flag_is_named() {
+        let header = [
+            "workers",
+            "points",
+            "alpha",
+            "seed",
+            "transmissions",
+            "relaxation",
+            "optimum",
+            "reference",
+            "gap",
+            "within_goal",
+            "above_ceiling",
+        ];
+        let good: &[&str] = &["8", "300", "0.2", "1", "103", "99.5", "", "100", "0.03", "1", "0"];
+        let s = sheet(&header, &[good]);
+        let mut f = Findings { sheet: &s, lines: Vec::new() };
+        carpool_fresh(&mut f);
+        assert!(f.lines.is_empty(), "{:?}", f.lines);
+        let bad: &[&str] = &["8", "300", "0.2", "1", "104", "99.5", "", "100", "0.03", "0", "0"];
+        let s = sheet(&header, &[good, bad]);
+        let mut f = Findings { sheet: &s, lines: Vec::new() };
+        carpool_fresh(&mut f);
+        assert!(
+            f.lines.iter().any(
+                |l| l.starts_with("t.csv line 3 (workers=8, points=300, alpha=0.2, seed=1), column gap:")
+            )
+        );
+        assert!(
+            f.lines.iter().any(|l| l.contains("line 3") && l.contains("column within_goal")),
+            "{:?}",
+            f.lines
+        );
+    }
+}
