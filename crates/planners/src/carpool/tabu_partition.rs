@@ -24,12 +24,18 @@ pub(crate) const TABU_MAX_POINTS: usize = 4096;
 /// Steps without a new best conflict count after which the search gives up on `k` groups.
 const STEPS_WITHOUT_PROGRESS: u64 = 20_000;
 
+/// Walks for the same `k` after the first stalls, each from the best partition with fresh
+/// random tie-breaks, while the budget lasts: on carpool-fresh's n = 12, alpha = 0.5, seed 1002
+/// the first walk for 39 packets stalls and a later one finds them.
+const RESTARTS: u32 = 8;
+
 /// Steps a move back stays tabu: this many plus a tenth of the conflicts plus up to this many
 /// more drawn at random (the usual dynamic tenure).
 const TENURE: u64 = 10;
 
 /// Repacks `plan` (XOR packets of distinct receivers each caching every other receiver's point)
-/// into fewer packets by tabu search, one packet fewer at a time, until `work` (one unit per
+/// into fewer packets by tabu search, one packet fewer at a time (a stalled walk is tried again
+/// up to [`RESTARTS`] times), until `work` (one unit per
 /// group examined for a point, and per point updated by a move; added to what it holds)
 /// reaches `budget`. Returns the smallest plan found if it is smaller than `plan`, else `None`
 /// (also past 128 workers or [`TABU_MAX_POINTS`] needed points, or for a plan of other
@@ -54,12 +60,18 @@ pub(crate) fn tabu_repack(
     }
     let groups_at_start = plan.len();
     let mut groups = groups_at_start;
+    let mut failed = 0;
     while groups > 1 && *work < budget {
-        let Some(found) = Search::new(&points, &best, groups - 1, rng, work).run(rng, work, budget) else {
-            break;
-        };
-        best = found;
-        groups -= 1;
+        match Search::new(&points, &best, groups - 1, rng, work).run(rng, work, budget) {
+            Some(found) => {
+                best = found;
+                groups -= 1;
+                failed = 0;
+            }
+            // A walk that stalled may still find `groups - 1` from another draw.
+            None if failed < RESTARTS => failed += 1,
+            None => break,
+        }
     }
     (groups < groups_at_start).then(|| {
         let mut members: Vec<Vec<u32>> = vec![Vec::new(); groups];
