@@ -198,6 +198,18 @@ impl Transport for MpiTransport {
         id: u64,
         buf: &mut Vec<u8>,
     ) -> Result<(), TransportError> {
+        self.broadcast_turned(root, group, (id, 0), buf)
+    }
+
+    /// As [`broadcast_among`](Transport::broadcast_among); a smaller group's ring is turned
+    /// by `named`'s turn, as the other transports' are (`MPI_Bcast` does not relay).
+    fn broadcast_turned(
+        &mut self,
+        root: usize,
+        group: &[usize],
+        named: (u64, u32),
+        buf: &mut Vec<u8>,
+    ) -> Result<(), TransportError> {
         if group.len() == self.size && group.iter().enumerate().all(|(k, &r)| k == r) {
             return self.broadcast(root, buf);
         }
@@ -206,7 +218,7 @@ impl Transport for MpiTransport {
             collectives::BroadcastMethod::PseudoBroadcast,
             root,
             group,
-            id,
+            named,
             buf,
         )
     }
