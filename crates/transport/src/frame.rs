@@ -3,7 +3,7 @@
 //! ```text
 //! offset  size  field
 //!      0     4  magic "USHF"
-//!      4     1  version (3)
+//!      4     1  version (4)
 //!      5     1  kind (FrameKind)
 //!      6     2  reserved, zero
 //!      8     4  sender rank, u32 LE
@@ -23,9 +23,10 @@ use std::io::{self, Read, Write};
 
 /// The first four bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"USHF";
-/// The version this build writes and reads (3: the Noise handshake and sealed links; 2 had
+/// The version this build writes and reads (4: fresh keys for each worker admitted while the
+/// cluster runs, [`FrameKind::PeerKey`]; 3 brought the Noise handshake and sealed links; 2 had
 /// HMAC proofs and plain-text links, 1 sent the token in clear).
-pub const VERSION: u8 = 3;
+pub const VERSION: u8 = 4;
 /// Bytes in a frame header.
 pub const HEADER_LEN: usize = 28;
 /// The largest payload the format can describe.
@@ -56,6 +57,9 @@ pub enum FrameKind {
     /// Worker to master during the join: a welcome taken, linking up with the other workers
     /// (tagged with the welcome's generation), so the master can tell a frozen worker.
     Linking = 9,
+    /// Master to worker, over its link while the cluster runs: the key the next worker
+    /// admitted into a rank will prove on its link to this worker (the rank, then the key).
+    PeerKey = 10,
 }
 
 impl FrameKind {
@@ -70,6 +74,7 @@ impl FrameKind {
             7 => FrameKind::Challenge,
             8 => FrameKind::Proof,
             9 => FrameKind::Linking,
+            10 => FrameKind::PeerKey,
             _ => return None,
         })
     }

@@ -83,8 +83,9 @@ pub(crate) struct Welcome {
     pub(crate) generation: u32,
     /// The listening address of every rank (entry 0, the master's, is empty).
     pub(crate) addrs: Vec<String>,
-    /// The key of this worker's link to every rank in this generation (entries 0 and its own
-    /// unused), and in [`super::noise::LIVE_JOIN`] (links from workers admitted while running).
+    /// Per rank (entries 0 and its own unused): the key of this worker's link to it in this
+    /// generation (or, for a newcomer, in this admission), and the key the next worker admitted
+    /// into that rank while running will prove ([`super::noise::live_key`]).
     pub(crate) keys: Vec<(Psk, Psk)>,
 }
 

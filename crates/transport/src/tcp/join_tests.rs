@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::conn::Conn;
 use super::join::MAX_SETUP_FRAME;
-use super::noise::{Context, LIVE_JOIN, token_psk};
+use super::noise::{Context, LIVE_JOIN, Psk, live_key, pair_key, token_psk};
 use super::setup_io::{Initiate, authenticate_to, read_before};
 use super::{MasterListener, TcpConfig, TcpTransport, connect_worker};
 use crate::frame::FrameKind;
@@ -37,6 +37,21 @@ fn join_as(master: &str, config: &TcpConfig, listen: &str, deadline: Instant) ->
         sealed: config.sealed,
     };
     authenticate_to(stream, &how, deadline, "master").unwrap()
+}
+
+/// Connects to the peer listener at `addr` of rank `to` and claims to be rank `from`, a worker
+/// admitted while the cluster runs, proving `psk`.
+fn claim_rank(addr: &str, psk: &Psk, from: u32, to: u32) -> Result<Conn, TransportError> {
+    let how = Initiate {
+        psk,
+        context: Context::Peer { from, to, generation: LIVE_JOIN },
+        hello: FrameKind::PeerHello,
+        sender: from,
+        listen: "",
+        sealed: true,
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    authenticate_to(TcpStream::connect(addr).unwrap(), &how, deadline, &format!("rank {to}"))
 }
 
 /// Joins `master` as a worker that proves the token and then leaves as soon as it is
@@ -219,6 +234,18 @@ fn a_worker_that_joins_while_the_cluster_runs_takes_a_free_rank_and_links_up() {
     let mut workers: Vec<TcpTransport> = present.into_iter().map(|t| t.join().unwrap()).collect();
     workers.push(newcomer);
     assert_eq!(m.connected(), vec![1, 2, 3]);
+    // The keys of rank 2's links are fresh per admission: once rank 3 has taken the next one
+    // from the master, the key the lost rank 2 held (and the one just spent) open nothing.
+    let secret = m.secret.unwrap().0;
+    let renewed = Instant::now();
+    while claim_rank(&m.addrs[3], &live_key(&secret, 2, 3, 2), 2, 3).is_err() {
+        assert!(renewed.elapsed() < Duration::from_secs(5), "rank 3 never took the renewed key");
+        thread::sleep(Duration::from_millis(20));
+    }
+    for spent in [live_key(&secret, 2, 3, 1), pair_key(&secret, 2, 3, 0)] {
+        let e = claim_rank(&m.addrs[3], &spent, 2, 3).unwrap_err().to_string();
+        assert!(e.contains("refused this worker: wrong key for rank 2"), "{e}");
+    }
     broadcast_reaches_all(m, workers);
 }
 
@@ -270,25 +297,13 @@ fn a_worker_cannot_speak_as_another_rank_on_a_link_between_workers() {
     let mut workers: Vec<TcpTransport> = workers.into_iter().map(|w| w.join().unwrap().unwrap()).collect();
     workers.sort_by_key(Transport::rank);
     let secret = m.secret.unwrap().0;
-    let own = super::noise::pair_key(&secret, 1, 3, LIVE_JOIN);
-    let honest = super::noise::pair_key(&secret, 2, 3, LIVE_JOIN);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let claim = |psk: &super::noise::Psk, from: u32| {
-        let how = Initiate {
-            psk,
-            context: Context::Peer { from, to: 3, generation: LIVE_JOIN },
-            hello: FrameKind::PeerHello,
-            sender: from,
-            listen: "",
-            sealed: true,
-        };
-        authenticate_to(TcpStream::connect(&m.addrs[3]).unwrap(), &how, deadline, "rank 3")
-    };
-    for psk in [own, token_psk(&cfg.token)] {
-        let e = claim(&psk, 2).unwrap_err().to_string();
+    // Every key rank 1 holds: its links now, and its keys for newcomers into ranks 2 and 3.
+    let own = [pair_key(&secret, 1, 3, 0), live_key(&secret, 2, 1, 1), live_key(&secret, 3, 1, 1)];
+    for psk in own.iter().chain([&token_psk(&cfg.token)]) {
+        let e = claim_rank(&m.addrs[3], psk, 2, 3).unwrap_err().to_string();
         assert!(e.contains("refused this worker: wrong key for rank 2"), "{e}");
     }
-    // The test can pass: the key rank 2 holds opens the link.
-    assert!(claim(&honest, 2).is_ok());
+    // The test can pass: the key a newcomer into rank 2 would hold opens the link.
+    assert!(claim_rank(&m.addrs[3], &live_key(&secret, 2, 3, 1), 2, 3).is_ok());
     broadcast_reaches_all(m, workers);
 }

@@ -9,11 +9,16 @@
 //! [`LIVE_JOIN`] generation), reports ready and is started. At a worker the newcomer's link
 //! waits until the master announces it and the worker takes it
 //! ([`crate::Transport::await_links`]).
+//!
+//! The key a newcomer proves to a present worker is fresh per admission ([`noise::live_key`]):
+//! once a welcome into rank `r` has been sent, the master gives every present worker the key of
+//! the next admission into `r` ([`FrameKind::PeerKey`], over its own link), so a worker that
+//! once held `r` cannot pose as `r`'s later newcomers.
 
 use std::io::ErrorKind;
 use std::net::TcpListener;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -29,9 +34,53 @@ use super::setup_io::{write_before, write_tagged_before};
 use super::{TcpConfig, TcpTransport};
 use crate::TransportError;
 use crate::frame::FrameKind;
+use crate::seal::write_frame_on;
 
 /// Pause between polls of the listener while no handshake is pending.
 const QUIET_POLL: Duration = Duration::from_millis(25);
+
+/// At a worker: the key the next worker admitted into each rank will prove on its link to
+/// this one (`keys[r]` for rank `r`), renewed by the master after every admission.
+pub(crate) struct LiveKeys(Mutex<Vec<Psk>>);
+
+impl std::fmt::Debug for LiveKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LiveKeys(<redacted>)")
+    }
+}
+
+/// Bytes of a [`FrameKind::PeerKey`] frame's payload: the rank (u32 LE), then its key.
+const PEER_KEY_LEN: usize = 4 + 32;
+
+impl LiveKeys {
+    /// The keys of this worker's welcome.
+    pub(crate) fn new(keys: Vec<Psk>) -> Arc<LiveKeys> {
+        Arc::new(LiveKeys(Mutex::new(keys)))
+    }
+
+    fn get(&self, rank: usize) -> Option<Psk> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).get(rank).copied()
+    }
+
+    /// Takes a [`FrameKind::PeerKey`] payload from the master; `false` if it is malformed or
+    /// names a rank outside the cluster.
+    pub(crate) fn renew(&self, payload: &[u8]) -> bool {
+        let Some((rank, key)) = payload.split_first_chunk::<4>() else { return false };
+        let (Ok(key), rank) = (<Psk>::try_from(key), u32::from_le_bytes(*rank) as usize) else {
+            return false;
+        };
+        let mut keys = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        keys.get_mut(rank).map(|k| *k = key).is_some()
+    }
+}
+
+/// A [`FrameKind::PeerKey`] payload: `key` for the next worker admitted into `rank`.
+fn peer_key_payload(rank: u32, key: &Psk) -> [u8; PEER_KEY_LEN] {
+    let mut out = [0u8; PEER_KEY_LEN];
+    out[..4].copy_from_slice(&rank.to_le_bytes());
+    out[4..].copy_from_slice(key);
+    out
+}
 
 /// A listener's thread and what it admitted.
 #[derive(Debug)]
@@ -51,17 +100,17 @@ impl LiveJoin {
     }
 
     /// Worker `rank`'s of `size` ranks: links from workers admitted while the cluster runs,
-    /// each under its key from this worker's welcome (`keys[r]` for rank `r`).
+    /// each under the key `keys` holds for its rank when it connects.
     pub(crate) fn worker(
         listener: TcpListener,
         config: &TcpConfig,
         rank: usize,
         size: usize,
-        keys: Vec<Psk>,
+        keys: Arc<LiveKeys>,
     ) -> LiveJoin {
         let me = rank as u32;
         let context = move |from: u32| {
-            let key = *keys.get(from as usize)?;
+            let key = keys.get(from as usize)?;
             (from != 0 && from != me && (from as usize) < size)
                 .then_some((Context::Peer { from, to: me, generation: LIVE_JOIN }, key))
         };
@@ -199,35 +248,13 @@ impl TcpTransport {
                 continue; // it left while it waited
             }
             newcomer.rank = Some(r);
-            let mut addrs = vec![String::new(); size];
-            for &p in present.iter().filter(|&&p| p != 0 && p != r && p < size) {
-                addrs[p] = self.addrs.get(p).cloned().unwrap_or_default();
+            if let Some(a) = self.admissions.get_mut(r) {
+                *a = a.saturating_add(1);
             }
-            let welcome = Welcome {
-                rank: r as u32,
-                size: size as u32,
-                method: self.method,
-                generation: LIVE_JOIN,
-                addrs,
-                keys: self
-                    .secret
-                    .map_or_else(Vec::new, |s| noise::welcome_keys(&s.0, r as u32, size as u32, LIVE_JOIN)),
-            };
-            let by = Instant::now() + self.timeout;
-            let conn = &mut newcomer.admitted.conn;
-            if write_before(conn, by, FrameKind::Welcome, 0, &welcome.to_bytes(), "").is_err() {
-                continue;
-            }
-            let ready = loop {
-                match newcomer.poll() {
-                    Err(_) => break false,
-                    Ok(()) if newcomer.ready_for(LIVE_JOIN) => break true,
-                    Ok(()) if Instant::now() >= by => break false,
-                    Ok(()) => thread::sleep(IDLE_POLL),
-                }
-            };
-            let start = (FrameKind::Ready, 0, LIVE_JOIN);
-            if !ready || write_tagged_before(&mut newcomer.admitted.conn, by, start, &[], "").is_err() {
+            let linked = self.welcome_newcomer(&mut newcomer, r, present);
+            // Whatever came of it, the keys this welcome handed out are spent.
+            self.renew_live_keys(r, present);
+            if !linked {
                 continue;
             }
             if let Some(a) = self.addrs.get_mut(r) {
@@ -238,6 +265,66 @@ impl TcpTransport {
             rank = free.next();
         }
         Ok(filled)
+    }
+
+    /// Welcomes `newcomer` into rank `r` with the addresses of `present` and this admission's
+    /// keys; whether it linked up with them, reported ready within the timeout and was started.
+    fn welcome_newcomer(&self, newcomer: &mut Joiner, r: usize, present: &[usize]) -> bool {
+        let size = self.size;
+        let mut addrs = vec![String::new(); size];
+        for &p in present.iter().filter(|&&p| p != 0 && p != r && p < size) {
+            addrs[p] = self.addrs.get(p).cloned().unwrap_or_default();
+        }
+        let keys = self
+            .secret
+            .map_or_else(Vec::new, |s| noise::welcome_keys(&s.0, r as u32, LIVE_JOIN, &self.admissions));
+        let welcome = Welcome {
+            rank: r as u32,
+            size: size as u32,
+            method: self.method,
+            generation: LIVE_JOIN,
+            addrs,
+            keys,
+        };
+        let by = Instant::now() + self.timeout;
+        if write_before(&mut newcomer.admitted.conn, by, FrameKind::Welcome, 0, &welcome.to_bytes(), "")
+            .is_err()
+        {
+            return false;
+        }
+        let ready = loop {
+            match newcomer.poll() {
+                Err(_) => break false,
+                Ok(()) if newcomer.ready_for(LIVE_JOIN) => break true,
+                Ok(()) if Instant::now() >= by => break false,
+                Ok(()) => thread::sleep(IDLE_POLL),
+            }
+        };
+        let start = (FrameKind::Ready, 0, LIVE_JOIN);
+        ready && write_tagged_before(&mut newcomer.admitted.conn, by, start, &[], "").is_ok()
+    }
+
+    /// Gives every present worker the key of the next admission into rank `r`, over its own
+    /// link; a link that fails to take it ends (its reader reports the worker gone).
+    fn renew_live_keys(&mut self, r: usize, present: &[usize]) {
+        let (Some(secret), Some(&count)) = (self.secret, self.admissions.get(r)) else { return };
+        for &p in present.iter().filter(|&&p| p != 0 && p != r && p < self.size) {
+            let key = noise::live_key(&secret.0, r as u32, p as u32, count.saturating_add(1));
+            let Some(link) = self.links.get_mut(p).and_then(Option::as_mut) else { continue };
+            let head = (FrameKind::PeerKey, 0, 0);
+            if !link.broken
+                && write_frame_on(
+                    link.sealing.as_mut(),
+                    &link.stream,
+                    head,
+                    &[&peer_key_payload(r as u32, &key)],
+                )
+                .is_err()
+            {
+                link.broken = true;
+                let _ = link.stream.shutdown(std::net::Shutdown::Both);
+            }
+        }
     }
 
     /// [`crate::Transport::await_links`] over TCP: the links newcomers made to this worker.
@@ -269,5 +356,22 @@ impl TcpTransport {
             *slot = Some(link);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_renewed_key_replaces_its_rank_and_nothing_malformed_is_taken() {
+        let keys = LiveKeys::new(vec![[0; 32]; 3]);
+        assert!(keys.renew(&peer_key_payload(2, &[9; 32])));
+        assert_eq!((keys.get(2), keys.get(1)), (Some([9; 32]), Some([0; 32])));
+        assert!(!keys.renew(&peer_key_payload(3, &[9; 32])), "rank outside the cluster");
+        assert!(!keys.renew(&peer_key_payload(1, &[9; 32])[..35]), "short payload");
+        assert!(!keys.renew(&[peer_key_payload(1, &[9; 32]).as_slice(), &[0]].concat()), "long payload");
+        assert_eq!(keys.get(1), Some([0; 32]));
+        assert_eq!(format!("{keys:?}"), "LiveKeys(<redacted>)");
     }
 }

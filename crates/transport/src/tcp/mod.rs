@@ -178,6 +178,10 @@ pub struct TcpTransport {
     addrs: Vec<String>,
     /// At the master: this run's secret, for the keys of workers admitted while running.
     secret: Option<RunSecret>,
+    /// At the master: how many workers each rank has admitted while running (welcomes sent).
+    admissions: Vec<u32>,
+    /// At a worker: the keys of the next newcomer into each rank, renewed by the master.
+    live_keys: Option<Arc<live::LiveKeys>>,
     /// Whether the links are sealed.
     sealed: bool,
 }
@@ -202,12 +206,18 @@ impl TcpTransport {
         listening: Listening,
     ) -> Result<TcpTransport, TransportError> {
         let (tx, rx) = unbounded();
-        let (live, addrs, secret) = match listening {
+        let (live, addrs, secret, live_keys) = match listening {
             Listening::Master { listener, addrs, secret } => {
-                (live::LiveJoin::master(listener, config, size.saturating_sub(1)), addrs, Some(secret))
+                (live::LiveJoin::master(listener, config, size.saturating_sub(1)), addrs, Some(secret), None)
             }
             Listening::Worker { listener, keys } => {
-                (live::LiveJoin::worker(listener, config, rank, size, keys), Vec::new(), None)
+                let keys = live::LiveKeys::new(keys);
+                (
+                    live::LiveJoin::worker(listener, config, rank, size, keys.clone()),
+                    Vec::new(),
+                    None,
+                    Some(keys),
+                )
             }
         };
         tracing::info!(
@@ -230,6 +240,8 @@ impl TcpTransport {
             live: Some(live),
             addrs,
             secret,
+            admissions: vec![0; size],
+            live_keys,
             sealed: config.sealed,
         };
         if let Some(limits) = config.join_limits {
@@ -270,6 +282,7 @@ impl TcpTransport {
             (read_half, opening),
             (self.inbox.clone(), self.mailbox.unread()),
             max,
+            self.live_keys.clone().filter(|_| peer == 0),
         );
         Ok(Link { stream, sealing, reader, broken: false })
     }
@@ -292,13 +305,15 @@ impl TcpTransport {
 }
 
 /// The thread that reads frames from `peer` (opened under its keys, if sealed) into the mailbox
-/// until the link ends.
+/// until the link ends; on a worker's link to the master it also takes the master's renewed
+/// keys of newcomers into `renews`.
 fn spawn_reader(
     rank: usize,
     peer: usize,
     (stream, mut opening): (TcpStream, Option<Opening>),
     (inbox, unread): (Sender<Delivery>, Arc<Unread>),
     max_message: usize,
+    renews: Option<Arc<live::LiveKeys>>,
 ) -> Option<JoinHandle<()>> {
     let body = move || {
         let mut reader = BufReader::with_capacity(64 * 1024, stream);
@@ -323,6 +338,13 @@ fn spawn_reader(
                     if inbox.send(d).is_err() {
                         return;
                     }
+                    continue;
+                }
+                Ok(f)
+                    if f.kind == FrameKind::PeerKey
+                        && f.sender == 0
+                        && renews.as_ref().is_some_and(|k| k.renew(&f.payload)) =>
+                {
                     continue;
                 }
                 Ok(f) => {

@@ -110,10 +110,37 @@ pub(crate) fn pair_key(secret: &Psk, a: u32, b: u32, generation: u32) -> Psk {
     m.finalize().into_bytes().into()
 }
 
-/// The keys a welcome of `generation` gives worker `rank` of `size` ranks: its link to every
-/// rank in that generation and in [`LIVE_JOIN`].
-pub(crate) fn welcome_keys(secret: &Psk, rank: u32, size: u32, generation: u32) -> Vec<(Psk, Psk)> {
-    (0..size).map(|p| (pair_key(secret, rank, p, generation), pair_key(secret, rank, p, LIVE_JOIN))).collect()
+/// The key the `admission`-th worker admitted into rank `newcomer` while the cluster runs
+/// proves on its link to worker `other`. Fresh per admission (a worker that once held the rank
+/// knows none of the later keys), and one-sided (the newcomer's rank comes first), so it never
+/// equals a key of the same pair with the roles swapped.
+pub(crate) fn live_key(secret: &Psk, newcomer: u32, other: u32, admission: u32) -> Psk {
+    let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(secret)
+        .unwrap_or_else(|_| unreachable!("HMAC accepts keys of every length"));
+    m.update(DOMAIN);
+    m.update(b"live");
+    m.update(&newcomer.to_le_bytes());
+    m.update(&other.to_le_bytes());
+    m.update(&admission.to_le_bytes());
+    m.finalize().into_bytes().into()
+}
+
+/// The keys a welcome of `generation` gives worker `rank` of `size` ranks, each rank `p` having
+/// been admitted while running `admissions[p]` times (this welcome's own admission counted):
+/// its link to `p` now (in that generation, or as the newcomer of [`LIVE_JOIN`]), and the key
+/// the next worker admitted into `p` will prove to it.
+pub(crate) fn welcome_keys(secret: &Psk, rank: u32, generation: u32, admissions: &[u32]) -> Vec<(Psk, Psk)> {
+    let own = admissions.get(rank as usize).copied().unwrap_or(0);
+    (0..admissions.len() as u32)
+        .map(|p| {
+            let now = match generation {
+                LIVE_JOIN => live_key(secret, rank, p, own),
+                g => pair_key(secret, rank, p, g),
+            };
+            let next = admissions.get(p as usize).map_or(1, |a| a.saturating_add(1));
+            (now, live_key(secret, p, rank, next))
+        })
+        .collect()
 }
 
 /// Starts one side's handshake under `psk` for `context`, sealed or not.
@@ -186,6 +213,12 @@ mod tests {
         assert_eq!(pair_key(&s, 1, 2, 0), pair_key(&s, 2, 1, 0));
         assert_ne!(pair_key(&s, 1, 2, 0), pair_key(&s, 1, 3, 0));
         assert_ne!(pair_key(&s, 1, 2, 0), pair_key(&s, 1, 2, 1));
+        assert_ne!(live_key(&s, 1, 2, 1), live_key(&s, 2, 1, 1));
+        assert_ne!(live_key(&s, 1, 2, 1), live_key(&s, 1, 2, 2));
+        // A newcomer's key to a present worker is the one that worker was given for it.
+        let (mut admissions, present) = (vec![0, 0, 0, 0], welcome_keys(&s, 3, 0, &[0; 4]));
+        admissions[2] = 1;
+        assert_eq!(welcome_keys(&s, 2, LIVE_JOIN, &admissions)[3].0, present[2].1);
         assert!(check_token(&Secret::new("")).is_err() && check_token(&Secret::new("s")).is_ok());
     }
 }

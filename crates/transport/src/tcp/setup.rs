@@ -264,7 +264,7 @@ impl Join<'_, '_> {
                 method: config.broadcast,
                 generation,
                 addrs: addrs.clone(),
-                keys: noise::welcome_keys(&self.secret.0, rank as u32, size as u32, generation),
+                keys: noise::welcome_keys(&self.secret.0, rank as u32, generation, &vec![0; size]),
             };
             let bytes = welcome.to_bytes();
             if let Err(e) = write_before(&mut j.admitted.conn, start_by, FrameKind::Welcome, 0, &bytes, "") {
