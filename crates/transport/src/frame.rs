@@ -19,7 +19,7 @@
 //! payload read, into exactly `len` bytes. Every failed check is a [`FrameError`], never a
 //! panic.
 
-use std::io::{self, Read, Write};
+use std::io::{self, BufRead, Read, Write};
 
 /// The first four bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"USHF";
@@ -302,6 +302,33 @@ pub const FIRST_READ: usize = 1 << 20;
 /// [`FIRST_READ`] up to the declared, bounded length), so a header that lies about its length
 /// costs little memory.
 pub fn read_frame<R: Read>(r: &mut R, max_len: usize) -> Result<Frame, ReadFrameError> {
+    let header = read_header(r, max_len)?;
+    let mut payload = Vec::with_capacity(header.len.min(FIRST_READ));
+    r.take(header.len as u64).read_to_end(&mut payload)?;
+    finish_frame(header, payload)
+}
+
+/// [`read_frame`] from a buffered reader: the payload is copied out of the reader's buffer as
+/// it fills, never zeroed first (the sealed links' reader, whose buffer holds each opened chunk).
+pub fn read_frame_buffered<R: BufRead>(r: &mut R, max_len: usize) -> Result<Frame, ReadFrameError> {
+    let header = read_header(r, max_len)?;
+    let mut payload = Vec::with_capacity(header.len.min(FIRST_READ));
+    while payload.len() < header.len {
+        let buf = match r.fill_buf() {
+            Ok([]) => break,
+            Ok(buf) => buf,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let n = buf.len().min(header.len - payload.len());
+        payload.extend_from_slice(&buf[..n]);
+        r.consume(n);
+    }
+    finish_frame(header, payload)
+}
+
+/// Reads and checks a frame header.
+fn read_header<R: Read>(r: &mut R, max_len: usize) -> Result<FrameHeader, ReadFrameError> {
     let mut h = [0u8; HEADER_LEN];
     let mut got = 0;
     while got < HEADER_LEN {
@@ -313,9 +340,11 @@ pub fn read_frame<R: Read>(r: &mut R, max_len: usize) -> Result<Frame, ReadFrame
             Err(e) => return Err(e.into()),
         }
     }
-    let header = FrameHeader::parse(&h, max_len)?;
-    let mut payload = Vec::with_capacity(header.len.min(FIRST_READ));
-    r.take(header.len as u64).read_to_end(&mut payload)?;
+    Ok(FrameHeader::parse(&h, max_len)?)
+}
+
+/// The frame of `header` and the payload read for it: whole, and matching its checksum.
+fn finish_frame(header: FrameHeader, payload: Vec<u8>) -> Result<Frame, ReadFrameError> {
     if payload.len() < header.len {
         return Err(FrameError::Truncated {
             needed: HEADER_LEN + header.len,
@@ -345,6 +374,16 @@ mod tests {
         assert_eq!(stream, bytes);
         assert_eq!(read_frame(&mut &stream[..], 1024).unwrap(), f);
         assert!(matches!(read_frame(&mut &[][..], 1024), Err(ReadFrameError::Closed)));
+        // The buffered reader, through a buffer smaller than the frame: the same frame, and the
+        // same errors for a stream that ends early or a payload off its checksum.
+        let buffered = |b: &[u8]| read_frame_buffered(&mut io::BufReader::with_capacity(5, b), 1024);
+        assert_eq!(buffered(&stream).unwrap(), f);
+        let cut = buffered(&stream[..stream.len() - 1]).unwrap_err();
+        assert!(matches!(cut, ReadFrameError::Frame(FrameError::Truncated { .. })), "{cut:?}");
+        let mut off = stream.clone();
+        off[HEADER_LEN] ^= 1;
+        assert!(matches!(buffered(&off), Err(ReadFrameError::Frame(FrameError::PayloadChecksum { .. }))));
+        assert!(matches!(buffered(&[]), Err(ReadFrameError::Closed)));
     }
 
     #[test]

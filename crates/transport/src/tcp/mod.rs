@@ -304,6 +304,9 @@ impl TcpTransport {
     }
 }
 
+/// The read buffer of a sealed link: smaller than a chunk, so that a chunk's bytes bypass it.
+const SEALED_READ_BUFFER: usize = 8 * 1024;
+
 /// The thread that reads frames from `peer` (opened under its keys, if sealed) into the mailbox
 /// until the link ends; on a worker's link to the master it also takes the master's renewed
 /// keys of newcomers into `renews`.
@@ -316,7 +319,10 @@ fn spawn_reader(
     renews: Option<Arc<live::LiveKeys>>,
 ) -> Option<JoinHandle<()>> {
     let body = move || {
-        let mut reader = BufReader::with_capacity(64 * 1024, stream);
+        // Sealed chunks (up to 64 KiB) are read past a small buffer, straight into the opening
+        // side's own; plain-text frames' small headers and payloads gain from a large one.
+        let capacity = if opening.is_some() { SEALED_READ_BUFFER } else { 64 * 1024 };
+        let mut reader = BufReader::with_capacity(capacity, stream);
         loop {
             let detail = match read_frame_on(
                 opening.as_mut(),
