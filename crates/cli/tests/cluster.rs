@@ -26,23 +26,34 @@ fn worker(addr: &str, token: &str) -> Proc {
     Proc::spawn_with_token(&["worker", "--connect", addr, "--timeout", "2"], token)
 }
 
-#[test]
-fn master_and_workers_check_every_byte() {
+/// A master and three workers broadcast 2 rounds of `bytes` by `method`; every byte checked.
+fn master_and_workers_check_every_byte(method: &str, bytes: &str) {
     let (mut m, addr) =
-        master(&["--workers", "3", "--bytes", "300001", "--rounds", "2", "--method", "plain", "--json"]);
+        master(&["--workers", "3", "--bytes", bytes, "--rounds", "2", "--method", method, "--json"]);
     let workers: Vec<Proc> = (0..3).map(|_| worker(&addr, TEST_TOKEN)).collect();
     let stdout = m.stdout();
     let (ok, stderr) = m.finish(Duration::from_secs(30));
     assert!(ok, "{stderr}");
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(v["verified"], true);
-    assert_eq!(v["method"], "plain");
+    assert_eq!(v["method"], method);
     assert_eq!(v["seconds"].as_array().unwrap().len(), 2);
     for w in workers {
         let (ok, stderr) = w.finish(Duration::from_secs(20));
         assert!(ok, "{stderr}");
-        assert!(stderr.contains("received and checked 2 broadcasts of 300001 bytes"), "{stderr}");
+        assert!(stderr.contains(&format!("received and checked 2 broadcasts of {bytes} bytes")), "{stderr}");
     }
+}
+
+#[test]
+fn master_and_workers_check_every_byte_of_a_plain_broadcast() {
+    master_and_workers_check_every_byte("plain", "300001");
+}
+
+#[test]
+fn ring_pieces_larger_than_the_join_window_pass_once_the_job_is_known() {
+    // 4 MiB in 3 pieces: each far above the 64 KiB frames of the join window.
+    master_and_workers_check_every_byte("pseudo-broadcast", "4194304");
 }
 
 #[test]

@@ -102,3 +102,15 @@ fn a_flood_in_the_join_window_ends_the_link_at_the_join_bound() {
     open[1].send(2, 5, b"still here").unwrap();
     assert_eq!(open[2].recv(1, 5).unwrap(), b"still here");
 }
+
+#[test]
+fn a_bound_raised_while_the_link_waits_applies_to_the_next_frame() {
+    // The job's bounds replace the join window's while every reader waits for its next frame
+    // (as a worker that takes its job and then a ring piece of a broadcast larger than the
+    // join window's frames): that frame is read under the new bound.
+    let mut ranks = joining(Some(InboxLimits::new(64 * 1024, 256 * 1024)));
+    thread::sleep(Duration::from_millis(200)); // every reader is waiting by now
+    ranks[2].limit_inbox(&[1], InboxLimits::new(2 << 20, 8 << 20));
+    ranks[1].send(2, 5, &[9; 1 << 20]).unwrap();
+    assert_eq!(ranks[2].recv(1, 5).unwrap().len(), 1 << 20);
+}

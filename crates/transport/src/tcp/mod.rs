@@ -43,7 +43,7 @@ mod noise;
 mod setup;
 mod setup_io;
 
-use std::io::{BufReader, ErrorKind};
+use std::io::{BufRead, BufReader, ErrorKind};
 use std::net::{Shutdown, TcpStream};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
@@ -324,6 +324,10 @@ fn spawn_reader(
         let capacity = if opening.is_some() { SEALED_READ_BUFFER } else { 64 * 1024 };
         let mut reader = BufReader::with_capacity(capacity, stream);
         loop {
+            // The bound is taken once the next frame's first bytes are here, not while waiting
+            // for them: a bound set meanwhile (the job's, replacing the join window's) applies
+            // to that frame. An error or the end of the stream is met again by the read below.
+            let _ = reader.fill_buf();
             let detail = match read_frame_on(
                 opening.as_mut(),
                 &mut reader,
