@@ -3,6 +3,7 @@
 
 mod cluster;
 mod netns;
+mod seal_bench;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -68,6 +69,10 @@ enum Task {
         #[arg(long, requires = "check", conflicts_with = "inject")]
         record: bool,
     },
+    /// Run the sealed links' criterion bench with `ring` and with RustCrypto (a few minutes;
+    /// a quiet machine) and write the medians, per GB and against `memcpy`, to
+    /// results/seal.csv.
+    SealBench,
     /// Build the MPI transport (cargo feature `mpi`; needs libopenmpi-dev, openmpi-bin and
     /// libclang-dev) and run, under `mpirun -np 4`, the coded-packet broadcast check and the
     /// transport conformance suite; then a short epoch loop under `mpirun -np 5`
@@ -141,6 +146,7 @@ fn main() -> anyhow::Result<()> {
             cargo(&args.iter().map(String::as_str).collect::<Vec<_>>())
         }
         Task::MpiTest => mpi_test(),
+        Task::SealBench => seal_bench::run(),
         Task::Cluster(args) => cluster::run(&args, &workspace_root(), &target_dir()),
         Task::Netns(args) => netns::run(&args, &workspace_root(), &target_dir()),
     }
