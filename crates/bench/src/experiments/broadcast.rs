@@ -7,7 +7,8 @@
 //! for pseudo-broadcast and `n * size/B` for plain; and TCP on loopback (unshaped, all ranks as
 //! threads of this process on this machine's cores). Every broadcast is the demo of
 //! `ubershuffle master`: seeded payloads, each worker checks every byte. Times are the median
-//! of 5 rounds, measured at the master from a barrier to the return of its broadcast (which
+//! of 5 rounds (over TCP, of 15: three sealed clusters and three plain-text ones, measured in
+//! turn), measured at the master from a barrier to the return of its broadcast (which
 //! waits for every worker's acknowledgement), on the transport's clock: emulated time on the
 //! shaped links (so that 17 emulated nodes on 2 cores measure the modelled network, not the
 //! emulator's copies and thread wake-ups; see `ubershuffle_transport::in_process`), real time over TCP.
@@ -69,7 +70,8 @@ impl Setting {
     }
 }
 
-/// One measured configuration: the median of [`ROUNDS`] broadcasts.
+/// One measured configuration: the median of [`ROUNDS`] broadcasts ([`LOOPBACK_TURNS`] times as
+/// many over TCP).
 #[derive(Clone, Debug, Serialize)]
 struct Measured {
     transport: &'static str,
@@ -100,41 +102,83 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
         .headlines(headline(&rows)))
 }
 
+/// Sealed and plain-text loopback clusters of one configuration are measured in turn this many
+/// times (a fresh cluster of [`ROUNDS`] broadcasts each) and their rounds pooled, so that the
+/// two settings meet the same spells of a shared machine's load and their ratio (what sealing
+/// costs) is not one cluster's luck.
+const LOOPBACK_TURNS: usize = 3;
+
 fn measure_all(ctx: &Context, sizes_mib: &[usize]) -> anyhow::Result<Vec<Measured>> {
-    let mut plan: Vec<(Setting, BroadcastMethod, usize, usize)> = Vec::new();
+    let configs = 1 + WORKERS.len() * METHODS.len() * (1 + LOOPBACK_TURNS * 2);
+    let bar = ctx.progress((sizes_mib.len() * configs) as u64, NAME);
+    let mut rows = Vec::new();
     for &mib in sizes_mib {
-        plan.push((Setting::Shaped, BroadcastMethod::PseudoBroadcast, 1, mib * MIB));
-        for setting in [Setting::Shaped, Setting::Loopback, Setting::LoopbackPlaintext] {
-            for &n in &WORKERS {
-                for method in METHODS {
-                    plan.push((setting, method, n, mib * MIB));
-                }
+        let bytes = mib * MIB;
+        rows.push(row(
+            Setting::Shaped,
+            BroadcastMethod::PseudoBroadcast,
+            1,
+            bytes,
+            &timed(Setting::Shaped, BroadcastMethod::PseudoBroadcast, 1, bytes)?,
+        ));
+        bar.inc(1);
+        for &n in &WORKERS {
+            for method in METHODS {
+                rows.push(row(Setting::Shaped, method, n, bytes, &timed(Setting::Shaped, method, n, bytes)?));
+                bar.inc(1);
             }
         }
-    }
-    let rate = GBIT * 1e9 / 8.0;
-    let bar = ctx.progress(plan.len() as u64, NAME);
-    let mut rows = Vec::new();
-    for (setting, method, workers, bytes) in plan {
-        let times = measure(setting, method, workers, bytes).with_context(|| {
-            format!("{} {} to {workers} workers, {bytes} bytes", setting.name(), method.name())
-        })?;
-        let ideal = (setting == Setting::Shaped).then(|| method.ideal_seconds(bytes, workers, rate));
-        let seconds = median(times.iter().map(|t| t.seconds));
-        rows.push(Measured {
-            transport: setting.name(),
-            method: if workers == 1 { UNICAST } else { method.name() },
-            workers,
-            bytes,
-            median_seconds: seconds,
-            median_wall_seconds: median(times.iter().map(|t| t.wall_seconds)),
-            ideal_seconds: ideal,
-            ideal_over_measured: ideal.map(|i| i / seconds),
-        });
-        bar.inc(1);
+        let mut plain_rows = Vec::new();
+        for &n in &WORKERS {
+            for method in METHODS {
+                let (mut sealed, mut plain) = (Vec::new(), Vec::new());
+                for _ in 0..LOOPBACK_TURNS {
+                    sealed.extend(timed(Setting::Loopback, method, n, bytes)?);
+                    plain.extend(timed(Setting::LoopbackPlaintext, method, n, bytes)?);
+                    bar.inc(2);
+                }
+                rows.push(row(Setting::Loopback, method, n, bytes, &sealed));
+                plain_rows.push(row(Setting::LoopbackPlaintext, method, n, bytes, &plain));
+            }
+        }
+        rows.extend(plain_rows);
     }
     bar.finish_and_clear();
     Ok(rows)
+}
+
+/// [`measure`], its error naming the configuration.
+fn timed(
+    setting: Setting,
+    method: BroadcastMethod,
+    workers: usize,
+    bytes: usize,
+) -> anyhow::Result<Vec<RoundTime>> {
+    measure(setting, method, workers, bytes)
+        .with_context(|| format!("{} {} to {workers} workers, {bytes} bytes", setting.name(), method.name()))
+}
+
+/// The row of one configuration: the medians of its rounds' times.
+fn row(
+    setting: Setting,
+    method: BroadcastMethod,
+    workers: usize,
+    bytes: usize,
+    times: &[RoundTime],
+) -> Measured {
+    let rate = GBIT * 1e9 / 8.0;
+    let ideal = (setting == Setting::Shaped).then(|| method.ideal_seconds(bytes, workers, rate));
+    let seconds = median(times.iter().map(|t| t.seconds));
+    Measured {
+        transport: setting.name(),
+        method: if workers == 1 { UNICAST } else { method.name() },
+        workers,
+        bytes,
+        median_seconds: seconds,
+        median_wall_seconds: median(times.iter().map(|t| t.wall_seconds)),
+        ideal_seconds: ideal,
+        ideal_over_measured: ideal.map(|i| i / seconds),
+    }
 }
 
 /// Runs the demo on a fresh cluster of `workers` workers; returns the rounds' times.
@@ -258,7 +302,7 @@ fn loopback_chart(rows: &[Measured], sizes_mib: &[usize]) -> LineChart {
     LineChart {
         title: "Broadcast over TCP on loopback (unshaped)".into(),
         x_label: "bytes broadcast (MiB)".into(),
-        y_label: format!("seconds (median of {ROUNDS})"),
+        y_label: format!("seconds (median of {})", ROUNDS as usize * LOOPBACK_TURNS),
         log_x: true,
         log_y: true,
         series,
