@@ -100,13 +100,16 @@ pub(crate) fn token_psk(token: &Secret) -> Psk {
 /// the master's secret of this run: the master sends each worker only the keys of its own
 /// links, so a worker can speak as no other rank to a third.
 pub(crate) fn pair_key(secret: &Psk, a: u32, b: u32, generation: u32) -> Psk {
+    derive(secret, b"pair", [a.min(b), a.max(b), generation])
+}
+
+/// HMAC-SHA256 under the run's `secret` of the protocol's name, `label` and `words`.
+fn derive(secret: &Psk, label: &[u8], words: [u32; 3]) -> Psk {
     let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(secret)
         .unwrap_or_else(|_| unreachable!("HMAC accepts keys of every length"));
     m.update(DOMAIN);
-    m.update(b"pair");
-    m.update(&a.min(b).to_le_bytes());
-    m.update(&a.max(b).to_le_bytes());
-    m.update(&generation.to_le_bytes());
+    m.update(label);
+    words.iter().for_each(|w| m.update(&w.to_le_bytes()));
     m.finalize().into_bytes().into()
 }
 
@@ -115,14 +118,7 @@ pub(crate) fn pair_key(secret: &Psk, a: u32, b: u32, generation: u32) -> Psk {
 /// knows none of the later keys), and one-sided (the newcomer's rank comes first), so it never
 /// equals a key of the same pair with the roles swapped.
 pub(crate) fn live_key(secret: &Psk, newcomer: u32, other: u32, admission: u32) -> Psk {
-    let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(secret)
-        .unwrap_or_else(|_| unreachable!("HMAC accepts keys of every length"));
-    m.update(DOMAIN);
-    m.update(b"live");
-    m.update(&newcomer.to_le_bytes());
-    m.update(&other.to_le_bytes());
-    m.update(&admission.to_le_bytes());
-    m.finalize().into_bytes().into()
+    derive(secret, b"live", [newcomer, other, admission])
 }
 
 /// The keys a welcome of `generation` gives worker `rank` of `size` ranks, each rank `p` having
