@@ -9,7 +9,7 @@
 //!      8     4  sender rank, u32 LE
 //!     12     4  tag, u32 LE
 //!     16     4  payload length, u32 LE
-//!     20     4  CRC32C of the payload, u32 LE
+//!     20     4  CRC32C of the payload, u32 LE (zero on a sealed link, crate::seal)
 //!     24     4  CRC32C of bytes 0..24, u32 LE
 //!     28   len  payload
 //! ```
@@ -19,7 +19,7 @@
 //! payload read, into exactly `len` bytes. Every failed check is a [`FrameError`], never a
 //! panic.
 
-use std::io::{self, BufRead, Read, Write};
+use std::io::{self, Read, Write};
 
 /// The first four bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"USHF";
@@ -172,6 +172,12 @@ impl FrameHeader {
         FrameHeader { kind, sender, tag, len, payload_crc }
     }
 
+    /// The header of a frame of `len` payload bytes on a sealed link: its payload checksum is
+    /// zero, since the AEAD tag of every chunk authenticates each byte ([`crate::seal`]).
+    pub fn sealed(kind: FrameKind, sender: u32, tag: u32, len: usize) -> FrameHeader {
+        FrameHeader { kind, sender, tag, len, payload_crc: 0 }
+    }
+
     /// The 28 header bytes. The length must fit the format ([`MAX_FORMAT_LEN`]); writers check.
     pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
         let mut h = [0u8; HEADER_LEN];
@@ -308,25 +314,6 @@ pub fn read_frame<R: Read>(r: &mut R, max_len: usize) -> Result<Frame, ReadFrame
     finish_frame(header, payload)
 }
 
-/// [`read_frame`] from a buffered reader: the payload is copied out of the reader's buffer as
-/// it fills, never zeroed first (the sealed links' reader, whose buffer holds each opened chunk).
-pub fn read_frame_buffered<R: BufRead>(r: &mut R, max_len: usize) -> Result<Frame, ReadFrameError> {
-    let header = read_header(r, max_len)?;
-    let mut payload = Vec::with_capacity(header.len.min(FIRST_READ));
-    while payload.len() < header.len {
-        let buf = match r.fill_buf() {
-            Ok([]) => break,
-            Ok(buf) => buf,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e.into()),
-        };
-        let n = buf.len().min(header.len - payload.len());
-        payload.extend_from_slice(&buf[..n]);
-        r.consume(n);
-    }
-    finish_frame(header, payload)
-}
-
 /// Reads and checks a frame header.
 fn read_header<R: Read>(r: &mut R, max_len: usize) -> Result<FrameHeader, ReadFrameError> {
     let mut h = [0u8; HEADER_LEN];
@@ -374,16 +361,6 @@ mod tests {
         assert_eq!(stream, bytes);
         assert_eq!(read_frame(&mut &stream[..], 1024).unwrap(), f);
         assert!(matches!(read_frame(&mut &[][..], 1024), Err(ReadFrameError::Closed)));
-        // The buffered reader, through a buffer smaller than the frame: the same frame, and the
-        // same errors for a stream that ends early or a payload off its checksum.
-        let buffered = |b: &[u8]| read_frame_buffered(&mut io::BufReader::with_capacity(5, b), 1024);
-        assert_eq!(buffered(&stream).unwrap(), f);
-        let cut = buffered(&stream[..stream.len() - 1]).unwrap_err();
-        assert!(matches!(cut, ReadFrameError::Frame(FrameError::Truncated { .. })), "{cut:?}");
-        let mut off = stream.clone();
-        off[HEADER_LEN] ^= 1;
-        assert!(matches!(buffered(&off), Err(ReadFrameError::Frame(FrameError::PayloadChecksum { .. }))));
-        assert!(matches!(buffered(&[]), Err(ReadFrameError::Closed)));
     }
 
     #[test]

@@ -319,8 +319,8 @@ fn spawn_reader(
     renews: Option<Arc<live::LiveKeys>>,
 ) -> Option<JoinHandle<()>> {
     let body = move || {
-        // Sealed chunks (up to 64 KiB) are read past a small buffer, straight into the opening
-        // side's own; plain-text frames' small headers and payloads gain from a large one.
+        // Sealed chunks (up to 64 KiB) are read past a small buffer, straight into the frame's
+        // payload; plain-text frames' small headers and payloads gain from a large one.
         let capacity = if opening.is_some() { SEALED_READ_BUFFER } else { 64 * 1024 };
         let mut reader = BufReader::with_capacity(capacity, stream);
         loop {
