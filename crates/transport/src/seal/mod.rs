@@ -312,6 +312,23 @@ mod tests {
     }
 
     #[test]
+    fn a_sealed_frame_carries_no_payload_checksum() {
+        let (a, b) = LinkKeys::in_memory_pair().unwrap();
+        let mut s = Sealing::new(a);
+        let wire = seal_frames(&mut s, &[b"abc".to_vec()]);
+        let mut o = Opening::new(b);
+        assert_eq!(read_frame_on(Some(&mut o), &wire[..], 100).unwrap().payload, b"abc");
+        // A plain-text frame's header (with its CRC32C) inside a sealed chunk is refused.
+        let mut plain = FrameHeader::for_parts(HEAD.0, HEAD.1, HEAD.2, &[b"abc"]).to_bytes().to_vec();
+        plain.extend_from_slice(b"abc");
+        let wire = s.chunk(&plain);
+        assert!(matches!(
+            read_frame_on(Some(&mut o), &wire[..], 100),
+            Err(ReadFrameError::Frame(crate::frame::FrameError::PayloadChecksum { computed: 0, .. }))
+        ));
+    }
+
+    #[test]
     fn flipped_replayed_dropped_and_reordered_chunks_fail() {
         let (a, b) = LinkKeys::in_memory_pair().unwrap();
         let mut s = Sealing::new(a);

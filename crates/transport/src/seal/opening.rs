@@ -43,19 +43,29 @@ impl Opening {
         self.keys.recv().open_in_place(seq, buf).ok_or(SealError::Forged { chunk: seq })
     }
 
-    /// Reads the next chunk's `len` sealed bytes onto the end of `buf` and opens them there.
-    fn read_chunk<R: Read>(&mut self, r: &mut R, buf: &mut Vec<u8>, len: usize) -> io::Result<()> {
+    /// Reads the next chunk's `len` sealed bytes onto the end of `buf` and opens them there;
+    /// with `ahead` (more chunks of this frame follow, so their bytes are due) it reads the next
+    /// chunk's length prefix in the same call and returns it.
+    fn read_chunk<R: Read>(
+        &mut self,
+        r: &mut R,
+        buf: &mut Vec<u8>,
+        len: usize,
+        ahead: bool,
+    ) -> io::Result<Option<usize>> {
         if len < TAG_LEN {
             return Err(SealError::ShortChunk { chunk: self.next, len }.into());
         }
-        // Read into the buffer's spare room, not zeroed first (the payload is allocated whole).
+        // Zeroed before the read, chunk by chunk while it is in cache (`read_to_end`, which
+        // would not zero, reads in small steps: several system calls per chunk).
         let at = buf.len();
-        if (&mut *r).take(len as u64).read_to_end(buf)? < len {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-        let plain = self.open_in_place(&mut buf[at..])?;
+        buf.resize(at + len + if ahead { LEN_PREFIX } else { 0 }, 0);
+        r.read_exact(&mut buf[at..])?;
+        let next =
+            buf.get(at + len..).and_then(|p| p.first_chunk::<LEN_PREFIX>()).map(|p| u16::from_be_bytes(*p));
+        let plain = self.open_in_place(&mut buf[at..at + len])?;
         buf.truncate(at + plain);
-        Ok(())
+        Ok(next.map(usize::from))
     }
 
     /// Reads one sealed frame of at most `max` payload bytes. Its first chunk must hold the
@@ -66,8 +76,8 @@ impl Opening {
         let Some(len) = read_prefix(&mut r)? else { return Err(ReadFrameError::Closed) };
         let mut first = std::mem::take(&mut self.first);
         first.clear();
-        let read = self.read_chunk(&mut r, &mut first, len);
-        let parsed = read.map_err(ReadFrameError::Io).and_then(|()| self.header_of(&first, max));
+        let read = self.read_chunk(&mut r, &mut first, len, false);
+        let parsed = read.map_err(ReadFrameError::Io).and_then(|_| self.header_of(&first, max));
         let header = match parsed {
             Ok(header) => header,
             Err(e) => {
@@ -75,18 +85,23 @@ impl Opening {
                 return Err(e);
             }
         };
-        let mut payload = Vec::with_capacity(header.len + TAG_LEN);
+        let mut payload = Vec::with_capacity(header.len + TAG_LEN + LEN_PREFIX);
         payload.extend_from_slice(&first[HEADER_LEN..]);
         self.first = first;
+        let mut next = None;
         while payload.len() < header.len {
-            let Some(len) = read_prefix(&mut r)? else {
-                let (needed, have) = (HEADER_LEN + header.len, HEADER_LEN + payload.len());
-                return Err(FrameError::Truncated { needed, have }.into());
+            let len = match next {
+                Some(len) => len,
+                None => read_prefix(&mut r)?.ok_or(FrameError::Truncated {
+                    needed: HEADER_LEN + header.len,
+                    have: HEADER_LEN + payload.len(),
+                })?,
             };
-            if len.saturating_sub(TAG_LEN) > header.len - payload.len() {
+            let left = header.len - payload.len();
+            if len.saturating_sub(TAG_LEN) > left {
                 return Err(io::Error::from(SealError::Straddles { chunk: self.next }).into());
             }
-            self.read_chunk(&mut r, &mut payload, len)?;
+            next = self.read_chunk(&mut r, &mut payload, len, len - TAG_LEN < left)?;
         }
         if header.payload_crc != 0 {
             return Err(FrameError::PayloadChecksum { found: header.payload_crc, computed: 0 }.into());

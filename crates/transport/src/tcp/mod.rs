@@ -305,7 +305,7 @@ impl TcpTransport {
 }
 
 /// The read buffer of a sealed link: smaller than a chunk, so that a chunk's bytes bypass it.
-const SEALED_READ_BUFFER: usize = 8 * 1024;
+const SEALED_READ_BUFFER: usize = 1024;
 
 /// The thread that reads frames from `peer` (opened under its keys, if sealed) into the mailbox
 /// until the link ends; on a worker's link to the master it also takes the master's renewed
