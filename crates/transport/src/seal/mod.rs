@@ -15,8 +15,9 @@
 //! byte, so a second, weaker check over the payload would only cost time.
 //!
 //! snow runs the handshake; the chunks are sealed and opened with the keys of its split by
-//! [`cipher`], in place: the sender copies each plain byte once (into its outgoing buffer), the
-//! receiver reads each chunk straight into the frame's payload and opens it there.
+//! `ring` or RustCrypto (module `cipher`), in place: the sender copies each plain byte once
+//! (into its outgoing buffer), the receiver reads each chunk straight into the frame's payload
+//! and opens it there.
 
 mod cipher;
 mod opening;

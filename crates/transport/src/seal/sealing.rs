@@ -10,6 +10,10 @@ use crate::frame::HEADER_LEN;
 /// 256 KiB): fewer system calls and wake-ups of the reading side than one write per chunk.
 const CHUNKS_PER_WRITE: usize = 4;
 
+/// Bytes of the outgoing buffer a link keeps between frames (about one chunk): a master with a
+/// thousand links does not hold [`CHUNKS_PER_WRITE`] chunks for each of them while idle.
+const RETAINED: usize = MAX_CHUNK_PLAIN + TAG_LEN + LEN_PREFIX;
+
 /// One link's sending direction: its keys, the next sequence number, a reused buffer.
 #[derive(Debug)]
 pub struct Sealing {
@@ -61,6 +65,7 @@ impl Sealing {
                 chunks = 0;
             }
         }
+        self.out.shrink_to(RETAINED);
         w.flush()
     }
 
