@@ -306,6 +306,11 @@ mod tests {
         let mut s = Sealing::new(a);
         let cut = frame(b"abc").len() - 1;
         assert_eq!(refused(chunked(&mut s, &two, &[cut]), &b), Some(SealError::Straddles { chunk: 1 }));
+        // A later chunk shorter than a tag (only a key holder can send one) is refused.
+        let (a, b) = LinkKeys::in_memory_pair().unwrap();
+        let mut wire = chunked(&mut Sealing::new(a), &frame(b"abcdef")[..30], &[]);
+        wire.extend_from_slice(&[0, 5, 1, 2, 3, 4, 5]);
+        assert_eq!(refused(wire, &b), Some(SealError::ShortChunk { chunk: 1, len: 5 }));
         // A frame cut at a chunk boundary is a whole, valid frame: the chunks' own cuts are free.
         let (a, b) = LinkKeys::in_memory_pair().unwrap();
         let wire = chunked(&mut Sealing::new(a), &frame(b"abcdef"), &[30, 31]);

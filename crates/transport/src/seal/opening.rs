@@ -101,7 +101,7 @@ impl Opening {
             if len.saturating_sub(TAG_LEN) > left {
                 return Err(io::Error::from(SealError::Straddles { chunk: self.next }).into());
             }
-            next = self.read_chunk(&mut r, &mut payload, len, len - TAG_LEN < left)?;
+            next = self.read_chunk(&mut r, &mut payload, len, len.saturating_sub(TAG_LEN) < left)?;
         }
         if header.payload_crc != 0 {
             return Err(FrameError::PayloadChecksum { found: header.payload_crc, computed: 0 }.into());
