@@ -41,7 +41,10 @@ pub(crate) fn run() -> anyhow::Result<()> {
         }
     }
     let out = workspace_root().join("results").join("seal.csv");
-    fs::write(&out, rows.join("\n") + "\n").with_context(|| format!("writing {}", out.display()))?;
+    // Written beside the target, then renamed over it: a failed run leaves the old file whole.
+    let part = out.with_extension("csv.part");
+    fs::write(&part, rows.join("\n") + "\n").with_context(|| format!("writing {}", part.display()))?;
+    fs::rename(&part, &out).with_context(|| format!("replacing {}", out.display()))?;
     eprintln!("wrote {}", out.display());
     Ok(())
 }

@@ -178,6 +178,15 @@ impl FrameHeader {
         FrameHeader { kind, sender, tag, len, payload_crc: 0 }
     }
 
+    /// The header itself if a writer may send it: its length fits the format
+    /// ([`MAX_FORMAT_LEN`]).
+    pub(crate) fn writable(self) -> io::Result<FrameHeader> {
+        match self.len > MAX_FORMAT_LEN {
+            true => Err(io::Error::new(io::ErrorKind::InvalidInput, "payload longer than u32::MAX bytes")),
+            false => Ok(self),
+        }
+    }
+
     /// The 28 header bytes. The length must fit the format ([`MAX_FORMAT_LEN`]); writers check.
     pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
         let mut h = [0u8; HEADER_LEN];
@@ -282,10 +291,7 @@ pub fn write_frame<W: Write>(
     tag: u32,
     parts: &[&[u8]],
 ) -> io::Result<()> {
-    let header = FrameHeader::for_parts(kind, sender, tag, parts);
-    if header.len > MAX_FORMAT_LEN {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "payload longer than u32::MAX bytes"));
-    }
+    let header = FrameHeader::for_parts(kind, sender, tag, parts).writable()?;
     let head = header.to_bytes();
     if header.len <= 64 * 1024 {
         let mut out = Vec::with_capacity(HEADER_LEN + header.len);

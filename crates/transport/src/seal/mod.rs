@@ -26,7 +26,7 @@ mod sealing;
 use std::io::{self, Read, Write};
 use std::sync::Arc;
 
-use crate::frame::{Frame, FrameHeader, FrameKind, MAX_FORMAT_LEN, ReadFrameError, read_frame, write_frame};
+use crate::frame::{Frame, FrameHeader, FrameKind, ReadFrameError, read_frame, write_frame};
 use cipher::ChunkCipher;
 pub use opening::Opening;
 pub use sealing::Sealing;
@@ -183,13 +183,8 @@ pub fn write_frame_on<W: Write>(
 ) -> io::Result<()> {
     match sealing {
         Some(s) => {
-            let header = FrameHeader::sealed(kind, sender, tag, parts.iter().map(|p| p.len()).sum());
-            if header.len > MAX_FORMAT_LEN {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "payload longer than u32::MAX bytes",
-                ));
-            }
+            let len = parts.iter().map(|p| p.len()).sum();
+            let header = FrameHeader::sealed(kind, sender, tag, len).writable()?;
             s.write_frame(w, &header.to_bytes(), parts)
         }
         None => write_frame(&mut w, kind, sender, tag, parts),
