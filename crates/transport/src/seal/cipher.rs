@@ -55,24 +55,27 @@ impl ChunkCipher {
         Some(tag.into())
     }
 
-    /// Decrypts `buf` (ciphertext, then its tag) in place under sequence number `seq`: the
-    /// plain bytes' length, or `None` when the tag does not match.
+    /// Decrypts the ciphertext and tag at `buf[src..]` under sequence number `seq`, writing the
+    /// plain bytes at the start of `buf` (shifted left over whatever precedes the chunk, in the
+    /// same pass): their length, or `None` when the tag does not match.
     #[cfg(feature = "ring-crypto")]
-    pub(crate) fn open_in_place(&self, seq: u64, buf: &mut [u8]) -> Option<usize> {
+    pub(crate) fn open_within(&self, seq: u64, buf: &mut [u8], src: usize) -> Option<usize> {
         use ring::aead::{Aad, Nonce};
-        let plain = self.key.open_in_place(Nonce::assume_unique_for_key(nonce(seq)), Aad::empty(), buf);
+        let plain = self.key.open_within(Nonce::assume_unique_for_key(nonce(seq)), Aad::empty(), buf, src..);
         plain.ok().map(|p| p.len())
     }
 
-    /// Decrypts `buf` (ciphertext, then its tag) in place under sequence number `seq`: the
-    /// plain bytes' length, or `None` when the tag does not match.
+    /// Decrypts the ciphertext and tag at `buf[src..]` under sequence number `seq`, writing the
+    /// plain bytes at the start of `buf`: their length, or `None` when the tag does not match.
     #[cfg(not(feature = "ring-crypto"))]
-    pub(crate) fn open_in_place(&self, seq: u64, buf: &mut [u8]) -> Option<usize> {
+    pub(crate) fn open_within(&self, seq: u64, buf: &mut [u8], src: usize) -> Option<usize> {
         use aes_gcm::AeadInPlace;
-        let plain = buf.len().checked_sub(TAG_LEN)?;
-        let (text, tag) = buf.split_at_mut(plain);
+        let sealed = buf.get_mut(src..)?;
+        let plain = sealed.len().checked_sub(TAG_LEN)?;
+        let (text, tag) = sealed.split_at_mut(plain);
         let tag = aes_gcm::Tag::clone_from_slice(tag);
         self.key.decrypt_in_place_detached(&nonce(seq).into(), &[], text, &tag).ok()?;
+        buf.copy_within(src..src + plain, 0);
         Some(plain)
     }
 }

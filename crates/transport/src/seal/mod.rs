@@ -10,14 +10,17 @@
 //! frame of `L` payload bytes costs exactly [`sealed_frame_len`]`(L)` bytes on the wire:
 //! `28 + L + 18 * ceil((28 + L) / 65519)`. A chunk that fails to open (a flipped bit, a replayed,
 //! reordered, dropped or injected chunk: the nonce no longer matches) ends the link with
-//! [`SealError::Forged`]. A frame's first chunk holds its whole header, and no chunk carries
-//! bytes of two frames. A sealed frame's payload checksum is zero: the tags authenticate every
-//! byte, so a second, weaker check over the payload would only cost time.
+//! [`SealError::Forged`]. A frame's first chunk holds its whole header, every chunk but a
+//! frame's last is full, and no chunk carries bytes of two frames: once the first chunk has
+//! opened, the header says where every later chunk starts and ends. A sealed frame's payload
+//! checksum is zero: the tags authenticate every byte, so a second, weaker check over the
+//! payload would only cost time.
 //!
 //! snow runs the handshake; the chunks are sealed and opened with the keys of its split by
 //! `ring` or RustCrypto (module `cipher`), in place: the sender copies each plain byte once
-//! (into its outgoing buffer), the receiver reads each chunk straight into the frame's payload
-//! and opens it there.
+//! (into its outgoing buffer), the receiver reads a frame's later chunks, many at a time,
+//! straight into its payload and opens each there, shifting the plain bytes over the length
+//! prefixes and tags in the same pass.
 
 mod cipher;
 mod opening;
@@ -79,6 +82,17 @@ pub enum SealError {
     Straddles {
         /// The sequence number.
         chunk: u64,
+    },
+    /// A chunk's length was not the one its frame's header implies: every chunk but a frame's
+    /// last carries exactly [`MAX_CHUNK_PLAIN`] plain bytes.
+    #[error("sealed chunk {chunk} declares {len} bytes where its frame needs {expected}")]
+    Length {
+        /// The sequence number.
+        chunk: u64,
+        /// The declared length.
+        len: usize,
+        /// The length the frame's header implies.
+        expected: usize,
     },
     /// A frame's first chunk did not hold the whole frame header.
     #[error("sealed chunk {chunk} begins a frame but holds only part of its header")]
@@ -222,7 +236,15 @@ mod tests {
     fn frames_round_trip_with_the_stated_overhead() {
         let (a, b) = LinkKeys::in_memory_pair().unwrap();
         let (mut s, mut o) = (Sealing::new(a), Opening::new(b));
-        let sizes = [0usize, 1, MAX_CHUNK_PLAIN - 28, MAX_CHUNK_PLAIN - 27, 3 * MAX_CHUNK_PLAIN + 5, 1 << 20];
+        let sizes = [
+            0usize,
+            1,
+            MAX_CHUNK_PLAIN - 28,
+            MAX_CHUNK_PLAIN - 27,
+            3 * MAX_CHUNK_PLAIN + 5,
+            1 << 20,
+            (2 << 20) + 3,
+        ];
         let payloads: Vec<Vec<u8>> = sizes.iter().map(|&n| (0..n).map(|i| i as u8).collect()).collect();
         let wire = seal_frames(&mut s, &payloads);
         assert_eq!(wire.len(), sizes.iter().map(|&n| sealed_frame_len(n)).sum::<usize>());
@@ -275,41 +297,39 @@ mod tests {
     }
 
     #[test]
-    fn a_split_header_and_a_chunk_past_its_frame_are_refused() {
+    fn a_split_header_a_chunk_past_its_frame_and_uneven_chunks_are_refused() {
         let frame = |p: &[u8]| {
             let mut plain = FrameHeader::sealed(HEAD.0, HEAD.1, HEAD.2, p.len()).to_bytes().to_vec();
             plain.extend_from_slice(p);
             plain
         };
-        let refused = |wire: Vec<u8>, keys: &LinkKeys| match read_frame_on(
-            Some(&mut Opening::new(keys.clone())),
-            &wire[..],
-            100,
-        ) {
+        let read = |wire: &[u8], keys: &LinkKeys| {
+            read_frame_on(Some(&mut Opening::new(keys.clone())), wire, 1 << 20)
+        };
+        let refused = |wire: Vec<u8>, keys: &LinkKeys| match read(&wire, keys) {
             Err(ReadFrameError::Io(e)) => seal_error(&e).cloned(),
             other => panic!("{other:?}"),
         };
         let (a, b) = LinkKeys::in_memory_pair().unwrap();
-        let mut s = Sealing::new(a.clone());
-        assert_eq!(
-            refused(chunked(&mut s, &frame(b"abc"), &[10]), &b),
-            Some(SealError::SplitHeader { chunk: 0 })
-        );
+        let sealed = |plain: &[u8], cuts: &[usize]| chunked(&mut Sealing::new(a.clone()), plain, cuts);
+        assert_eq!(refused(sealed(&frame(b"abc"), &[10]), &b), Some(SealError::SplitHeader { chunk: 0 }));
         let two = [frame(b"abc"), frame(b"de")].concat();
-        let mut s = Sealing::new(a.clone());
-        assert_eq!(refused(chunked(&mut s, &two, &[]), &b), Some(SealError::Straddles { chunk: 0 }));
-        let mut s = Sealing::new(a);
+        assert_eq!(refused(sealed(&two, &[]), &b), Some(SealError::Straddles { chunk: 0 }));
+        // A chunk shorter than a tag (only a key holder can send one) is refused.
+        assert_eq!(refused(vec![0, 5, 1, 2, 3, 4, 5], &b), Some(SealError::ShortChunk { chunk: 0, len: 5 }));
+        // Every chunk but the last is full, so a frame's header fixes where each chunk ends.
         let cut = frame(b"abc").len() - 1;
-        assert_eq!(refused(chunked(&mut s, &two, &[cut]), &b), Some(SealError::Straddles { chunk: 1 }));
-        // A later chunk shorter than a tag (only a key holder can send one) is refused.
-        let (a, b) = LinkKeys::in_memory_pair().unwrap();
-        let mut wire = chunked(&mut Sealing::new(a), &frame(b"abcdef")[..30], &[]);
-        wire.extend_from_slice(&[0, 5, 1, 2, 3, 4, 5]);
-        assert_eq!(refused(wire, &b), Some(SealError::ShortChunk { chunk: 1, len: 5 }));
-        // A frame cut at a chunk boundary is a whole, valid frame: the chunks' own cuts are free.
-        let (a, b) = LinkKeys::in_memory_pair().unwrap();
-        let wire = chunked(&mut Sealing::new(a), &frame(b"abcdef"), &[30, 31]);
-        assert_eq!(read_frame_on(Some(&mut Opening::new(b)), &wire[..], 100).unwrap().payload, b"abcdef");
+        let uneven = SealError::Length { chunk: 0, len: cut + TAG_LEN, expected: cut + 1 + TAG_LEN };
+        assert_eq!(refused(sealed(&two, &[cut]), &b), Some(uneven));
+        let long = frame(&vec![7u8; MAX_CHUNK_PLAIN + 10]);
+        let whole = sealed(&long, &[MAX_CHUNK_PLAIN]);
+        assert_eq!(read(&whole, &b).unwrap().payload, vec![7u8; MAX_CHUNK_PLAIN + 10]);
+        let uneven = SealError::Length { chunk: 1, len: 5 + TAG_LEN, expected: 38 + TAG_LEN };
+        assert_eq!(refused(sealed(&long, &[MAX_CHUNK_PLAIN, MAX_CHUNK_PLAIN + 5]), &b), Some(uneven));
+        assert!(matches!(
+            read(&whole[..whole.len() - 1], &b),
+            Err(ReadFrameError::Frame(crate::frame::FrameError::Truncated { .. }))
+        ));
     }
 
     #[test]

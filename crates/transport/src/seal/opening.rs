@@ -1,10 +1,15 @@
-//! The receiving direction of a sealed link: each chunk is read straight into the frame's
-//! payload and opened there in place, so its bytes are copied only by the socket read.
+//! The receiving direction of a sealed link: a frame's later chunks are read, many at a time,
+//! straight into its payload and opened there, so their bytes are copied only by the socket
+//! read (which does not zero the memory first) and by the cipher.
 
 use std::io::{self, Read};
 
-use super::{LEN_PREFIX, LinkKeys, SealError, TAG_LEN};
+use super::{CHUNK_OVERHEAD, LEN_PREFIX, LinkKeys, MAX_CHUNK_PLAIN, SealError, TAG_LEN};
 use crate::frame::{Frame, FrameError, FrameHeader, HEADER_LEN, ReadFrameError};
+
+/// Later chunks of a frame read from the socket together before they are opened (about 1 MiB):
+/// few system calls, and the payload needs room for only this many chunks' prefixes and tags.
+const CHUNKS_PER_READ: usize = 16;
 
 /// One link's receiving direction: its keys, the next sequence number expected, a reused
 /// buffer for each frame's first chunk.
@@ -27,57 +32,32 @@ impl Opening {
         let mut buf = std::mem::take(&mut self.first);
         buf.clear();
         buf.extend_from_slice(chunk);
-        let opened = self.open_in_place(&mut buf);
+        let opened = self.open_within(&mut buf, 0);
         self.first = buf;
         self.first.truncate(opened?);
         Ok(&self.first)
     }
 
-    /// Opens `buf` (ciphertext, then tag) in place under the next sequence number.
-    fn open_in_place(&mut self, buf: &mut [u8]) -> Result<usize, SealError> {
+    /// Opens the chunk (ciphertext, then tag) at `buf[src..]` under the next sequence number,
+    /// its plain bytes landing at the start of `buf`; returns their length.
+    fn open_within(&mut self, buf: &mut [u8], src: usize) -> Result<usize, SealError> {
         let seq = self.next;
-        if buf.len() < TAG_LEN {
-            return Err(SealError::ShortChunk { chunk: seq, len: buf.len() });
+        let len = buf.len().saturating_sub(src);
+        if len < TAG_LEN {
+            return Err(SealError::ShortChunk { chunk: seq, len });
         }
         self.next = seq.checked_add(1).ok_or(SealError::Exhausted)?;
-        self.keys.recv().open_in_place(seq, buf).ok_or(SealError::Forged { chunk: seq })
+        self.keys.recv().open_within(seq, buf, src).ok_or(SealError::Forged { chunk: seq })
     }
 
-    /// Reads the next chunk's `len` sealed bytes onto the end of `buf` and opens them there;
-    /// with `ahead` (more chunks of this frame follow, so their bytes are due) it reads the next
-    /// chunk's length prefix in the same call and returns it.
-    fn read_chunk<R: Read>(
-        &mut self,
-        r: &mut R,
-        buf: &mut Vec<u8>,
-        len: usize,
-        ahead: bool,
-    ) -> io::Result<Option<usize>> {
-        if len < TAG_LEN {
-            return Err(SealError::ShortChunk { chunk: self.next, len }.into());
-        }
-        // Zeroed before the read, chunk by chunk while it is in cache (`read_to_end`, which
-        // would not zero, reads in small steps: several system calls per chunk).
-        let at = buf.len();
-        buf.resize(at + len + if ahead { LEN_PREFIX } else { 0 }, 0);
-        r.read_exact(&mut buf[at..])?;
-        let next =
-            buf.get(at + len..).and_then(|p| p.first_chunk::<LEN_PREFIX>()).map(|p| u16::from_be_bytes(*p));
-        let plain = self.open_in_place(&mut buf[at..at + len])?;
-        buf.truncate(at + plain);
-        Ok(next.map(usize::from))
-    }
-
-    /// Reads one sealed frame of at most `max` payload bytes. Its first chunk must hold the
-    /// whole header and no chunk may carry bytes past the frame's end. Once that chunk opened,
-    /// the header is the peer's own (not a corruption on the path), so the payload is allocated
-    /// whole, up to `max`: growing it as chunks arrive would copy it again and again.
+    /// Reads one sealed frame of at most `max` payload bytes (see the module [`super`] for
+    /// what its chunks must be). Once its first chunk opened, the header is the peer's own (not
+    /// a corruption on the path), so the payload is allocated whole, up to `max`: growing it as
+    /// chunks arrive would copy it again and again.
     pub(super) fn read_frame<R: Read>(&mut self, mut r: R, max: usize) -> Result<Frame, ReadFrameError> {
         let Some(len) = read_prefix(&mut r)? else { return Err(ReadFrameError::Closed) };
         let mut first = std::mem::take(&mut self.first);
-        first.clear();
-        let read = self.read_chunk(&mut r, &mut first, len, false);
-        let parsed = read.map_err(ReadFrameError::Io).and_then(|_| self.header_of(&first, max));
+        let parsed = self.read_first(&mut r, &mut first, len).and_then(|_| self.header_of(&first, max));
         let header = match parsed {
             Ok(header) => header,
             Err(e) => {
@@ -85,23 +65,12 @@ impl Opening {
                 return Err(e);
             }
         };
-        let mut payload = Vec::with_capacity(header.len + TAG_LEN + LEN_PREFIX);
+        let later = (header.len + HEADER_LEN - first.len()).div_ceil(MAX_CHUNK_PLAIN);
+        let mut payload = Vec::with_capacity(header.len + CHUNK_OVERHEAD * later.min(CHUNKS_PER_READ));
         payload.extend_from_slice(&first[HEADER_LEN..]);
         self.first = first;
-        let mut next = None;
         while payload.len() < header.len {
-            let len = match next {
-                Some(len) => len,
-                None => read_prefix(&mut r)?.ok_or(FrameError::Truncated {
-                    needed: HEADER_LEN + header.len,
-                    have: HEADER_LEN + payload.len(),
-                })?,
-            };
-            let left = header.len - payload.len();
-            if len.saturating_sub(TAG_LEN) > left {
-                return Err(io::Error::from(SealError::Straddles { chunk: self.next }).into());
-            }
-            next = self.read_chunk(&mut r, &mut payload, len, len.saturating_sub(TAG_LEN) < left)?;
+            self.read_chunks(&mut r, &mut payload, header.len)?;
         }
         if header.payload_crc != 0 {
             return Err(FrameError::PayloadChecksum { found: header.payload_crc, computed: 0 }.into());
@@ -109,15 +78,76 @@ impl Opening {
         Ok(Frame { kind: header.kind, sender: header.sender, tag: header.tag, payload })
     }
 
-    /// The checked header at the start of a frame's opened first chunk `plain`.
+    /// Reads a frame's first chunk, of `len` sealed bytes, into `buf` and opens it there.
+    fn read_first<R: Read>(
+        &mut self,
+        r: &mut R,
+        buf: &mut Vec<u8>,
+        len: usize,
+    ) -> Result<(), ReadFrameError> {
+        if len < TAG_LEN {
+            return Err(io::Error::from(SealError::ShortChunk { chunk: self.next, len }).into());
+        }
+        buf.clear();
+        buf.resize(len, 0);
+        r.read_exact(buf)?;
+        let plain = self.open_within(buf, 0).map_err(io::Error::from)?;
+        buf.truncate(plain);
+        Ok(())
+    }
+
+    /// Reads the next (up to [`CHUNKS_PER_READ`]) chunks of a frame of `total` payload bytes
+    /// onto the end of `payload` in one go, then opens each in place, its plain bytes shifted
+    /// left over the prefixes and tags before it. `read_to_end` fills the payload's spare
+    /// capacity without zeroing it first.
+    fn read_chunks<R: Read>(
+        &mut self,
+        r: &mut R,
+        payload: &mut Vec<u8>,
+        total: usize,
+    ) -> Result<(), ReadFrameError> {
+        let at = payload.len();
+        let left = total - at;
+        let chunks = left.div_ceil(MAX_CHUNK_PLAIN).min(CHUNKS_PER_READ);
+        let plain = left.min(chunks * MAX_CHUNK_PLAIN);
+        let wire = plain + chunks * CHUNK_OVERHEAD;
+        let got = r.take(wire as u64).read_to_end(payload)?;
+        if got < wire {
+            let (needed, have) = (HEADER_LEN + total, HEADER_LEN + at);
+            return Err(FrameError::Truncated { needed, have }.into());
+        }
+        let (mut dst, mut src) = (at, at);
+        for k in 0..chunks {
+            let expected = (plain - k * MAX_CHUNK_PLAIN).min(MAX_CHUNK_PLAIN) + TAG_LEN;
+            let prefix = [payload[src], payload[src + 1]];
+            let len = usize::from(u16::from_be_bytes(prefix));
+            if len != expected {
+                return Err(io::Error::from(SealError::Length { chunk: self.next, len, expected }).into());
+            }
+            let end = src + LEN_PREFIX + len;
+            dst +=
+                self.open_within(&mut payload[dst..end], src + LEN_PREFIX - dst).map_err(io::Error::from)?;
+            src = end;
+        }
+        payload.truncate(dst);
+        Ok(())
+    }
+
+    /// The checked header at the start of a frame's opened first chunk `plain`; a frame longer
+    /// than its first chunk must have filled it.
     fn header_of(&self, plain: &[u8], max: usize) -> Result<FrameHeader, ReadFrameError> {
         let chunk = self.next.saturating_sub(1);
         let Some(bytes) = plain.first_chunk::<HEADER_LEN>() else {
             return Err(io::Error::from(SealError::SplitHeader { chunk }).into());
         };
         let header = FrameHeader::parse(bytes, max)?;
-        if plain.len() - HEADER_LEN > header.len {
+        let frame = HEADER_LEN + header.len;
+        if plain.len() > frame {
             return Err(io::Error::from(SealError::Straddles { chunk }).into());
+        }
+        if plain.len() < frame.min(MAX_CHUNK_PLAIN) {
+            let (len, expected) = (plain.len() + TAG_LEN, frame.min(MAX_CHUNK_PLAIN) + TAG_LEN);
+            return Err(io::Error::from(SealError::Length { chunk, len, expected }).into());
         }
         Ok(header)
     }
