@@ -114,6 +114,14 @@ impl From<SealError> for io::Error {
     }
 }
 
+/// A sealed stream's error as a frame reader's: an I/O error around the [`SealError`] (see
+/// [`seal_error`]), like every failure of the stream itself.
+impl From<SealError> for ReadFrameError {
+    fn from(e: SealError) -> ReadFrameError {
+        ReadFrameError::Io(e.into())
+    }
+}
+
 /// The [`SealError`] inside an I/O error, if that is what it is.
 pub fn seal_error(e: &io::Error) -> Option<&SealError> {
     e.get_ref().and_then(|inner| inner.downcast_ref::<SealError>())

@@ -86,12 +86,12 @@ impl Opening {
         len: usize,
     ) -> Result<(), ReadFrameError> {
         if len < TAG_LEN {
-            return Err(io::Error::from(SealError::ShortChunk { chunk: self.next, len }).into());
+            return Err(SealError::ShortChunk { chunk: self.next, len }.into());
         }
         buf.clear();
         buf.resize(len, 0);
         r.read_exact(buf)?;
-        let plain = self.open_within(buf, 0).map_err(io::Error::from)?;
+        let plain = self.open_within(buf, 0)?;
         buf.truncate(plain);
         Ok(())
     }
@@ -122,11 +122,10 @@ impl Opening {
             let prefix = [payload[src], payload[src + 1]];
             let len = usize::from(u16::from_be_bytes(prefix));
             if len != expected {
-                return Err(io::Error::from(SealError::Length { chunk: self.next, len, expected }).into());
+                return Err(SealError::Length { chunk: self.next, len, expected }.into());
             }
             let end = src + LEN_PREFIX + len;
-            dst +=
-                self.open_within(&mut payload[dst..end], src + LEN_PREFIX - dst).map_err(io::Error::from)?;
+            dst += self.open_within(&mut payload[dst..end], src + LEN_PREFIX - dst)?;
             src = end;
         }
         payload.truncate(dst);
@@ -138,16 +137,16 @@ impl Opening {
     fn header_of(&self, plain: &[u8], max: usize) -> Result<FrameHeader, ReadFrameError> {
         let chunk = self.next.saturating_sub(1);
         let Some(bytes) = plain.first_chunk::<HEADER_LEN>() else {
-            return Err(io::Error::from(SealError::SplitHeader { chunk }).into());
+            return Err(SealError::SplitHeader { chunk }.into());
         };
         let header = FrameHeader::parse(bytes, max)?;
         let frame = HEADER_LEN + header.len;
         if plain.len() > frame {
-            return Err(io::Error::from(SealError::Straddles { chunk }).into());
+            return Err(SealError::Straddles { chunk }.into());
         }
         if plain.len() < frame.min(MAX_CHUNK_PLAIN) {
             let (len, expected) = (plain.len() + TAG_LEN, frame.min(MAX_CHUNK_PLAIN) + TAG_LEN);
-            return Err(io::Error::from(SealError::Length { chunk, len, expected }).into());
+            return Err(SealError::Length { chunk, len, expected }.into());
         }
         Ok(header)
     }
