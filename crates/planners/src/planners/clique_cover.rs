@@ -23,7 +23,7 @@ const BOTH_UP_TO_WORKERS: usize = 64;
 /// same cachers; at `n = 100` workers almost every point's cachers are unique, the tables hold
 /// one point each and send what uncoded sends, while cliques of 5 to 8 requests abound.
 ///
-/// The planner grows one packet at a time (`src/receiver_packing.rs` has the details):
+/// The planner grows one packet at a time (`src/receiver_packing/` has the details):
 /// 1. *Seed*: the open request whose point has the fewest cachers (ties in a seeded random
 ///    order): it fits the fewest packets, so it is served while partners are plentiful. Only
 ///    its cachers may join its packet.
@@ -35,8 +35,17 @@ const BOTH_UP_TO_WORKERS: usize = 64;
 ///    can join (its option cached by the fewest workers), so a later receiver need cache one of
 ///    a member's options, not one point chosen early: packets grow about one receiver larger
 ///    than when each request is fixed as it joins.
-/// 3. *Trials*: the packet is grown again from other first joiners (up to 64, the best not tried
-///    yet first) while the budget allows, and the largest is kept.
+/// 3. *Trials*: the packet is grown again from other first joiners (up to 64, the richest in
+///    options first) while the budget allows, and the largest is kept.
+/// 4. *Passes by a size floor*: where the budget is ample and the first 1024 packets' median
+///    size is at least 3, the first pass then keeps only packets that reach that median (a
+///    seed that misses waits) until few seeds reach it, and a second pass packs what is left:
+///    large cliques are taken while they are plentiful, not spent on whatever a seed reaches.
+///
+/// Where every candidate has at most 256 options (sparse side information, as at n = 1000),
+/// a packet is grown on a matrix of the seed's candidates built for it (on builder threads
+/// when there are several cores), otherwise on bitsets over the workers' request ranges; the
+/// plan and the work counted are the same with or without the threads.
 ///
 /// Up to 64 workers, and wherever the budget was so tight that the receiver sets examined
 /// fewer than 8 workers a step (n = 1000, q = 1e6 at 10 s), it also runs the
