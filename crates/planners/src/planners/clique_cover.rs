@@ -35,15 +35,17 @@ const BOTH_UP_TO_WORKERS: usize = 64;
 ///    can join (its option cached by the fewest workers), so a later receiver need cache one of
 ///    a member's options, not one point chosen early: packets grow about one receiver larger
 ///    than when each request is fixed as it joins.
-/// 3. *Trials*: the packet is grown again from other first joiners (up to 64, the richest in
-///    options first) while the budget allows, and the largest is kept.
-/// 4. *Passes by a size floor*: where the budget is ample and the first 1024 packets' median
+/// 3. *Trials*: the packet is grown again from other first joiners (up to 64; the best not
+///    tried yet, on the matrices below the richest in options) while the budget allows, and
+///    the largest is kept.
+/// 4. *Passes by a size floor* (from 500 000 requests, the instances of a million points;
+///    smaller ones pack in one pass): where the budget is ample and the first 1024 packets' median
 ///    size is at least 3, the first pass then keeps only packets that reach that median (a
 ///    seed that misses waits) until few seeds reach it, and a second pass packs what is left:
 ///    large cliques are taken while they are plentiful, not spent on whatever a seed reaches.
 ///
-/// Where every candidate has at most 256 options (sparse side information, as at n = 1000),
-/// a packet is grown on a matrix of the seed's candidates built for it (on builder threads
+/// From the same size, where the first seed's candidates have at most 256 options each
+/// (sparse side information, as at n = 1000), a packet is grown on a matrix of the seed's candidates built for it (on builder threads
 /// when there are several cores), otherwise on bitsets over the workers' request ranges; the
 /// plan and the work counted are the same with or without the threads.
 ///

@@ -28,9 +28,11 @@
 //! the second pass keeps every packet. (At n = 1000, q = 1e6, alpha = 0.1 the floor is 5 and
 //! the passes send 0.218 of uncoded against 0.224 in one pass; at n = 100, alpha = 0.3 it is 8.)
 //!
-//! Two engines grow a packet: [`compact`], on a matrix of the seed's candidates built for it
+//! Both the passes and the matrices apply from [`STAGED_FROM_REQUESTS`] requests. Two engines
+//! grow a packet: [`compact`], on a matrix of the seed's candidates built for it
 //! (on builder threads, [`builders`], when there are several cores), and [`range`], on bitsets
-//! over the workers' request ranges, where some candidate has too many options for a matrix.
+//! over the workers' request ranges, where the first seed's candidates have too many options
+//! for a matrix (and for every instance below that size).
 //!
 //! Work is counted in touches: a bitset range read or written costs [`ACCESS_TOUCHES`] (its
 //! cache miss) plus one a word; [`TOUCHES_PER_UNIT`] make a work unit. The count depends on the
@@ -91,6 +93,11 @@ const FLOOR_PASS_SHARE: f64 = 0.75;
 /// Trials per packet in the pass after a floor pass, which packs what is left (at n = 1000,
 /// q = 1e6, alpha = 0.1, 8 trials send as few as 64 in a fraction of the time).
 const LAST_PASS_TRIALS: usize = 8;
+
+/// Requests from which the packer uses the matrices and the passes by a floor (the instances
+/// of a million points): below, the one-pass range packer runs every trial within the usual
+/// budgets (n = 200, q = 1e5 in about 2 s) and its plans stay those of the earlier versions.
+const STAGED_FROM_REQUESTS: usize = 500_000;
 
 /// How the receiver-set packer searches.
 #[derive(Clone, Copy, Debug)]
@@ -185,16 +192,19 @@ pub(crate) fn pack_by_receivers(
     params: &ReceiverPacking,
     rng: &mut SeededRng,
 ) -> (Plan, bool) {
-    let (plan, starved, _) = pack_with_builders(requests, params, rng, builders_for(requests));
+    let staged = requests.len() >= STAGED_FROM_REQUESTS;
+    let (plan, starved, _) = pack_with_builders(requests, params, rng, staged, builders_for(requests));
     (plan, starved)
 }
 
-/// [`pack_by_receivers`] with `builders` builder threads; also returns the floor of the floor
-/// pass, if one ran.
+/// [`pack_by_receivers`], `staged` (with the matrices and the passes by a floor, else on the
+/// range bitsets in one pass) and with `builders` builder threads; also returns the floor of
+/// the floor pass, if one ran.
 fn pack_with_builders(
     requests: &Requests,
     params: &ReceiverPacking,
     rng: &mut SeededRng,
+    staged: bool,
     builders: usize,
 ) -> (Plan, bool, Option<usize>) {
     let rows = requests.cacher_rows();
@@ -218,13 +228,14 @@ fn pack_with_builders(
     let mut effort = Effort::new(params);
     // One engine for the whole run, chosen on the first seed: the matrices where its
     // candidates have few enough options (later seeds' candidates have fewer), else the ranges.
-    packer.matrices = order.first().is_some_and(|&seed| {
-        let open = &packer.open;
-        packer.compact.build(requests, &rows, |k| open[k], seed as usize)
-    });
+    packer.matrices = staged
+        && order.first().is_some_and(|&seed| {
+            let open = &packer.open;
+            packer.compact.build(requests, &rows, |k| open[k], seed as usize)
+        });
     let builders = if packer.matrices { builders } else { 0 };
     let first = with_builders(requests, &rows, &order, &shared_open, builders, |prebuilt| {
-        packer.first_pass(&order, &prebuilt, &mut effort, budget)
+        packer.first_pass(&order, &prebuilt, &mut effort, budget, staged)
     });
     let floor = match first {
         FirstPass::Done => None,
@@ -245,13 +256,14 @@ impl Packer<'_> {
     /// size), then, when their median size reaches [`MIN_FLOOR`] and the budget is ample (the
     /// probe kept every trial, and its work per request, over the requests left, fits the
     /// budget left), the floor pass; otherwise the probe goes on to the end of the order,
-    /// keeping every packet, as one pass.
+    /// keeping every packet, as one pass (always without `floors`).
     fn first_pass(
         &mut self,
         order: &[u32],
         prebuilt: &Prebuilt,
         effort: &mut Effort,
         budget: u64,
+        floors: bool,
     ) -> FirstPass {
         let mut sizes = Vec::with_capacity(PROBE_PACKETS);
         let mut floor = 0;
@@ -279,7 +291,7 @@ impl Packer<'_> {
                         self.touches as f64 / self.served as f64 * (self.requests.len() - self.served) as f64;
                     let ample = effort.trials == effort.most_trials
                         && projected <= budget.saturating_sub(self.touches) as f64;
-                    if median >= MIN_FLOOR && ample {
+                    if floors && median >= MIN_FLOOR && ample {
                         floor = median;
                         let left = budget.saturating_sub(self.touches) as f64;
                         floor_end = self.touches.saturating_add((left * FLOOR_PASS_SHARE) as u64);
@@ -464,7 +476,7 @@ mod tests {
         let inst = floored_instance();
         let requests = Requests::of(&inst);
         let params = ReceiverPacking { evals_per_step: 32, trials: 8, budget: u64::MAX };
-        let (alone, _, floor) = pack_with_builders(&requests, &params, &mut seeded(4), 0);
+        let (alone, _, floor) = pack_with_builders(&requests, &params, &mut seeded(4), true, 0);
         assert!(verify(&inst, &alone).unwrap().is_valid());
         assert_eq!(alone.total_parts(), inst.uncoded_transmissions());
         let floor = floor.expect("a floor pass");
@@ -473,7 +485,7 @@ mod tests {
         let floored = alone.iter().skip(PROBE_PACKETS).take_while(|p| p.len() >= floor).count();
         assert!(floored > 100, "{floored} packets of the floor pass");
         for builders in [1, 3] {
-            assert_eq!(pack_with_builders(&requests, &params, &mut seeded(4), builders).0, alone);
+            assert_eq!(pack_with_builders(&requests, &params, &mut seeded(4), true, builders).0, alone);
         }
     }
 
@@ -482,11 +494,15 @@ mod tests {
         let inst = floored_instance();
         let requests = Requests::of(&inst);
         let params = ReceiverPacking { evals_per_step: 32, trials: 8, budget: 20_000 };
-        let (alone, _, _) = pack_with_builders(&requests, &params, &mut seeded(5), 0);
+        let (alone, _, _) = pack_with_builders(&requests, &params, &mut seeded(5), true, 0);
         assert!(verify(&inst, &alone).unwrap().is_valid());
-        assert_eq!(pack_with_builders(&requests, &params, &mut seeded(5), 2).0, alone);
+        assert_eq!(pack_with_builders(&requests, &params, &mut seeded(5), true, 2).0, alone);
         let ample = ReceiverPacking { budget: u64::MAX, ..params };
-        assert_ne!(pack_with_builders(&requests, &ample, &mut seeded(5), 0).0, alone, "the budget binds");
+        assert_ne!(
+            pack_with_builders(&requests, &ample, &mut seeded(5), true, 0).0,
+            alone,
+            "the budget binds"
+        );
     }
 
     #[test]
