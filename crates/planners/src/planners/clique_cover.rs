@@ -38,16 +38,17 @@ const BOTH_UP_TO_WORKERS: usize = 64;
 /// 3. *Trials*: the packet is grown again from other first joiners (up to 64; the best not
 ///    tried yet, on the matrices below the richest in options) while the budget allows, and
 ///    the largest is kept.
-/// 4. *Passes by a size floor* (from 500 000 requests, the instances of a million points;
-///    smaller ones pack in one pass): where the budget is ample and the first 1024 packets' median
+/// 4. *Passes by a size floor* (from 500 000 requests, with 1500 work units a request, where
+///    the matrices below apply; elsewhere one pass): where the first 1024 packets' median
 ///    size is at least 3, the first pass then keeps only packets that reach that median (a
 ///    seed that misses waits) until few seeds reach it, and a second pass packs what is left:
 ///    large cliques are taken while they are plentiful, not spent on whatever a seed reaches.
 ///
-/// From the same size, where the first seed's candidates have at most 256 options each
-/// (sparse side information, as at n = 1000), a packet is grown on a matrix of the seed's candidates built for it (on builder threads
-/// when there are several cores), otherwise on bitsets over the workers' request ranges; the
-/// plan and the work counted are the same with or without the threads.
+/// With the same size and budget, where the first seed's candidates have at most 256 options
+/// each (sparse side information, as at n = 1000, alpha = 0.1), a packet is grown on a matrix
+/// of the seed's candidates built for it (on builder threads when there are several cores),
+/// otherwise on bitsets over the workers' request ranges; the plan and the work counted are
+/// the same with or without the threads.
 ///
 /// Up to 64 workers, and wherever the budget was so tight that the receiver sets examined
 /// fewer than 8 workers a step (n = 1000, q = 1e6 at 10 s), it also runs the

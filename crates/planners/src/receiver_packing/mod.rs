@@ -26,10 +26,13 @@
 //! pass; its trials stop as soon as one reaches the floor). It stops when fewer than
 //! [`STOP_RATE`] of its recent seeds reach the floor, or at [`FLOOR_PASS_SHARE`] of the budget;
 //! the second pass keeps every packet. (At n = 1000, q = 1e6, alpha = 0.1 the floor is 5 and
-//! the passes send 0.218 of uncoded against 0.224 in one pass; at n = 100, alpha = 0.3 it is 8.)
+//! the passes sent 0.218 of uncoded against 0.224 in one pass, both with an unbounded budget,
+//! when this was written.)
 //!
-//! Both the passes and the matrices apply from [`STAGED_FROM_REQUESTS`] requests. Two engines
-//! grow a packet: [`compact`], on a matrix of the seed's candidates built for it
+//! The matrices and the passes apply together, from [`STAGED_FROM_REQUESTS`] requests and
+//! with [`STAGED_UNITS_PER_REQUEST`] work units a request, where the first seed's candidates
+//! fit a matrix; elsewhere the packer makes one pass on the range bitsets. Two engines grow a
+//! packet: [`compact`], on a matrix of the seed's candidates built for it
 //! (on builder threads, [`builders`], when there are several cores), and [`range`], on bitsets
 //! over the workers' request ranges, where the first seed's candidates have too many options
 //! for a matrix (and for every instance below that size).
@@ -94,10 +97,18 @@ const FLOOR_PASS_SHARE: f64 = 0.75;
 /// q = 1e6, alpha = 0.1, 8 trials send as few as 64 in a fraction of the time).
 const LAST_PASS_TRIALS: usize = 8;
 
-/// Requests from which the packer uses the matrices and the passes by a floor (the instances
-/// of a million points): below, the one-pass range packer runs every trial within the usual
-/// budgets (n = 200, q = 1e5 in about 2 s) and its plans stay those of the earlier versions.
+/// Requests from which the packer may use the matrices and the passes by a floor (the
+/// instances of a million points): below, the one-pass range packer runs every trial within
+/// the usual budgets (n = 200, q = 1e5 in about 2 s) and its plans stay those of the earlier
+/// versions.
 const STAGED_FROM_REQUESTS: usize = 500_000;
+
+/// Work units per request the budget must give for the matrices and the passes: each seed's
+/// matrix costs its build whatever the budget, and the floor pass builds some seeds' twice, so
+/// below this the one pass on the range bitsets, whose trials and steps shrink with the budget,
+/// does better (at n = 1000, q = 1e6, alpha = 0.1 the passes take about 1600 units a request;
+/// at n = 500, alpha = 0.1 with 10 s, about 220 a request, they sent more than one pass).
+const STAGED_UNITS_PER_REQUEST: u64 = 1500;
 
 /// How the receiver-set packer searches.
 #[derive(Clone, Copy, Debug)]
@@ -192,14 +203,15 @@ pub(crate) fn pack_by_receivers(
     params: &ReceiverPacking,
     rng: &mut SeededRng,
 ) -> (Plan, bool) {
-    let staged = requests.len() >= STAGED_FROM_REQUESTS;
+    let staged = requests.len() >= STAGED_FROM_REQUESTS
+        && params.budget >= STAGED_UNITS_PER_REQUEST.saturating_mul(requests.len() as u64);
     let (plan, starved, _) = pack_with_builders(requests, params, rng, staged, builders_for(requests));
     (plan, starved)
 }
 
-/// [`pack_by_receivers`], `staged` (with the matrices and the passes by a floor, else on the
-/// range bitsets in one pass) and with `builders` builder threads; also returns the floor of
-/// the floor pass, if one ran.
+/// [`pack_by_receivers`], `staged` (on the matrices and in passes by a floor where the first
+/// seed's candidates fit a matrix, else on the range bitsets in one pass) and with `builders`
+/// builder threads; also returns the floor of the floor pass, if one ran.
 fn pack_with_builders(
     requests: &Requests,
     params: &ReceiverPacking,
@@ -234,8 +246,9 @@ fn pack_with_builders(
             packer.compact.build(requests, &rows, |k| open[k], seed as usize)
         });
     let builders = if packer.matrices { builders } else { 0 };
+    let floors = packer.matrices;
     let first = with_builders(requests, &rows, &order, &shared_open, builders, |prebuilt| {
-        packer.first_pass(&order, &prebuilt, &mut effort, budget, staged)
+        packer.first_pass(&order, &prebuilt, &mut effort, budget, floors)
     });
     let floor = match first {
         FirstPass::Done => None,
