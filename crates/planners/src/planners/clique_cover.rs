@@ -44,11 +44,11 @@ const BOTH_UP_TO_WORKERS: usize = 64;
 ///    seed that misses waits) until few seeds reach it, and a second pass packs what is left:
 ///    large cliques are taken while they are plentiful, not spent on whatever a seed reaches.
 ///
-/// With the same size and budget, where the first seed's candidates have at most 256 options
-/// each (sparse side information, as at n = 1000, alpha = 0.1), a packet is grown on a matrix
-/// of the seed's candidates built for it (on builder threads when there are several cores),
-/// otherwise on bitsets over the workers' request ranges; the plan and the work counted are
-/// the same with or without the threads.
+/// With the same size and budget, where the first seed has at most 160 candidates with at most
+/// 256 options each (sparse side information, as at n = 1000, alpha = 0.1), a packet is grown
+/// on a matrix of the seed's candidates built for it (on builder threads when there are several
+/// cores), otherwise on bitsets over the workers' request ranges; the plan and the work counted
+/// are the same with or without the threads.
 ///
 /// Up to 64 workers, and wherever the budget was so tight that the receiver sets examined
 /// fewer than 8 workers a step (n = 1000, q = 1e6 at 10 s), it also runs the

@@ -25,6 +25,13 @@ use super::{ACCESS_TOUCHES, PICK_SCAN};
 /// options (32 words) and the matrix still packs in 0.6 of the range bitsets' time.
 pub(super) const MAX_OPTION_WORDS: usize = 4;
 
+/// The most candidates for which the matrix is built. Filling it writes, for every option,
+/// a bit for each candidate caching it, which the work count does not follow: at n = 1000,
+/// alpha = 0.3 (about 300 candidates, 90 of them caching each option) the matrices took five
+/// times their budget; at alpha = 0.1 (about 100 candidates, 10 caching each option) the count
+/// holds.
+pub(super) const MAX_CANDIDATES: usize = 160;
+
 /// A seed's candidates, their options and the pair matrix, and one trial's state.
 #[derive(Default)]
 pub(super) struct Compact {
@@ -62,9 +69,9 @@ pub(super) struct Compact {
 
 impl Compact {
     /// Builds the matrix for `seed` against the open set read word by word through `open`;
-    /// false (the matrix unusable, found at the first such candidate) when some candidate has
-    /// more than [`MAX_OPTION_WORDS`] words of options. Counts no touches: [`Compact::refresh`]
-    /// does.
+    /// false (the matrix unusable) when some candidate has more than [`MAX_OPTION_WORDS`] words
+    /// of options (found at the first such candidate) or there are more than [`MAX_CANDIDATES`]
+    /// candidates. Counts no touches: [`Compact::refresh`] does.
     pub(super) fn build(
         &mut self,
         requests: &Requests,
@@ -116,6 +123,9 @@ impl Compact {
             self.start.push(self.options.len() as u32);
         }
         self.kw = most.div_ceil(64).max(1);
+        if self.workers.len() > MAX_CANDIDATES {
+            return false;
+        }
         let (m, kw) = (self.workers.len(), self.kw);
         self.pair.clear();
         self.pair.resize(m * m * kw, 0);
