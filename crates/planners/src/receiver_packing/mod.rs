@@ -14,8 +14,8 @@
 //! later receiver to cache that very point; deferring the choice asks it to cache one of the
 //! member's options, so packets grow about one receiver larger. The packet starts from the open
 //! request with the fewest cachers (ties in a seeded random order); that request is fixed, so
-//! only its cachers may join. Each packet takes several trials, each from another first joiner
-//! (the richest in options first), and keeps the largest.
+//! only its cachers may join. Each packet takes several trials, each from another first joiner,
+//! and keeps the largest.
 //!
 //! **Passes by a size floor.** A random greedy packing of a k-uniform hypergraph whose vertices
 //! lie in `d` edges each leaves about `d^(-1/(k-1))` of them uncovered: taking large cliques
@@ -32,10 +32,9 @@
 //! The matrices and the passes apply together, from [`STAGED_FROM_REQUESTS`] requests and
 //! with [`STAGED_UNITS_PER_REQUEST`] work units a request, where the first seed's candidates
 //! fit a matrix; elsewhere the packer makes one pass on the range bitsets. Two engines grow a
-//! packet: [`compact`], on a matrix of the seed's candidates built for it
-//! (on builder threads, [`builders`], when there are several cores), and [`range`], on bitsets
-//! over the workers' request ranges, where the first seed's candidates have too many options
-//! for a matrix (and for every instance below that size).
+//! packet: [`compact`], on a matrix of the seed's candidates built for it (on builder threads,
+//! [`builders`], when there are several cores), and [`range`], on bitsets over the workers'
+//! request ranges.
 //!
 //! Work is counted in touches: a bitset range read or written costs [`ACCESS_TOUCHES`] (its
 //! cache miss) plus one a word; [`TOUCHES_PER_UNIT`] make a work unit. The count depends on the
@@ -93,8 +92,8 @@ const MIN_FLOOR_SEEDS: u64 = 4096;
 /// The share of the budget left after the probe that the floor pass may spend.
 const FLOOR_PASS_SHARE: f64 = 0.75;
 
-/// Trials per packet in the pass after a floor pass, which packs what is left (at n = 1000,
-/// q = 1e6, alpha = 0.1, 8 trials send as few as 64 in a fraction of the time).
+/// Trials per packet in the pass after a floor pass, which packs the leftovers: their packets
+/// are small whatever the trials, and the matrices' builds, not the trials, are its cost.
 const LAST_PASS_TRIALS: usize = 8;
 
 /// Requests from which the packer may use the matrices and the passes by a floor (the
