@@ -18,7 +18,7 @@
 use crate::bits;
 use crate::requests::{CacherRows, Requests};
 
-use super::{ACCESS_TOUCHES, PICK_SCAN};
+use super::{ACCESS_TOUCHES, PICK_SCAN, keep_best};
 
 /// The most words per candidate's options (4096 options) for which the matrix is built; past
 /// it the range bitsets are used. At `n = 100`, `q = 1e6`, `a = 0.3` candidates have about 2000
@@ -266,17 +266,11 @@ impl Compact {
                 score = (count > 0).then_some(s * count as f64);
             }
             *touches += ((1 + self.members.len()) * kw) as u64;
-            match score {
-                None => {
-                    self.alive.remove(i);
-                }
-                Some(s) => {
-                    if best.is_none_or(|(b, _)| s > b) {
-                        best = Some((s, i));
-                    }
-                    examined += 1;
-                    i += 1;
-                }
+            if keep_best(score, i, &mut best) {
+                examined += 1;
+                i += 1;
+            } else {
+                self.alive.remove(i);
             }
         }
         best.map(|(_, i)| i)

@@ -163,6 +163,17 @@ impl Effort {
     }
 }
 
+/// One examined candidate of a best-joiner scan: with a `score` it is weighed against `best`
+/// (the first of equal scores stays) and true is returned; without one it can never join, and
+/// the caller drops it.
+fn keep_best(score: Option<f64>, i: usize, best: &mut Option<(f64, usize)>) -> bool {
+    let Some(s) = score else { return false };
+    if best.is_none_or(|(b, _)| s > b) {
+        *best = Some((s, i));
+    }
+    true
+}
+
 /// How the first pass ended.
 enum FirstPass {
     /// Every request is served (no floor was set).

@@ -4,7 +4,7 @@
 use crate::bits;
 use crate::requests::{CacherRows, Requests};
 
-use super::{ACCESS_TOUCHES, PICK_SCAN};
+use super::{ACCESS_TOUCHES, PICK_SCAN, keep_best};
 
 /// A member of the packet or a worker that may join, and its options: `words` words of the
 /// request bitset from word `first`, kept at `offset` of its buffer.
@@ -155,17 +155,11 @@ impl RangeGrower {
                 *touches += ACCESS_TOUCHES + words as u64;
                 score = (count > 0).then(|| s + (count as f64).ln());
             }
-            match score {
-                None => {
-                    self.joiners.swap_remove(i);
-                }
-                Some(s) => {
-                    if best.is_none_or(|(b, _)| s > b) {
-                        best = Some((s, i));
-                    }
-                    examined += 1;
-                    i += 1;
-                }
+            if keep_best(score, i, &mut best) {
+                examined += 1;
+                i += 1;
+            } else {
+                self.joiners.swap_remove(i);
             }
         }
         best.map(|(_, i)| i)
