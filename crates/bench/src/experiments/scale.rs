@@ -135,7 +135,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
 pub const SAMPLE: &str = "every row at q = 1e5 (all schemes, n and alphas); at q = 1e6 uncoded, coded and \
                           ubershuffle at every n and alpha, and clique-cover at the headline's points (n = 100, \
                           alpha = 0.3 and n = 1000, alpha = 0.1); left out: ubershuffle-opt, auto and the other \
-                          clique-cover rows at q = 1e6 (about 6 of the full run's 9 minutes), checked by digest \
+                          clique-cover rows at q = 1e6 (most of the full run's time), checked by digest \
                           and invariants";
 
 /// The headline's points: (n, q, alpha), clique-cover at each.
