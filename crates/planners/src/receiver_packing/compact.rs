@@ -50,6 +50,9 @@ pub(super) struct Compact {
     bit_list: Vec<u32>,
     /// Words per option set.
     kw: usize,
+    /// Words the most open options of a candidate take, as of the last refresh: the work is
+    /// counted in these, not in `kw` (which depends on when the matrix was built).
+    open_kw: usize,
     /// `pair[(c * m + v) * kw..][..kw]`: the options of `c` that `v` caches.
     pair: Vec<u64>,
     /// Every open option of each candidate (`m * kw` words).
@@ -148,33 +151,15 @@ impl Compact {
     /// Fills `all` and `pair`, candidate by candidate, from its options' cachers.
     fn fill(&mut self, rows: &CacherRows, seed_row: &[u64], m: usize, kw: usize) {
         let words = seed_row.len();
-        // The set bits of a row are listed without a branch a word (a branch a word is
-        // mispredicted most of the time here, at about one bit in ten words): four are written
-        // blindly from each word and the count advances by its true population.
-        self.bit_list.resize(words * 64 + 4, 0);
+        self.bit_list.resize(words * 64 + 1, 0);
         for c in 0..m {
             let (lo, hi) = (self.start[c] as usize, self.start[c + 1] as usize);
             self.load_masked(rows, seed_row, lo, hi);
             for j in 0..hi - lo {
                 bits::set(&mut self.all[c * kw..(c + 1) * kw], j);
-                let masked = &self.masked[j * words..(j + 1) * words];
-                let mut n = 0;
-                for (k, &word) in masked.iter().enumerate() {
-                    let base = (k * 64) as u32;
-                    let mut w = word;
-                    for _ in 0..4 {
-                        self.bit_list[n] = base + w.trailing_zeros();
-                        n += usize::from(w != 0);
-                        w &= w.wrapping_sub(1);
-                    }
-                    while w != 0 {
-                        self.bit_list[n] = base + w.trailing_zeros();
-                        n += 1;
-                        w &= w - 1;
-                    }
-                }
+                let listed = list_ones(&self.masked[j * words..(j + 1) * words], &mut self.bit_list);
                 let (word, bit) = (j / 64, 1u64 << (j % 64));
-                for &v in &self.bit_list[..n] {
+                for &v in &self.bit_list[..listed] {
                     let lv = self.local[v as usize];
                     if lv != u32::MAX {
                         self.pair[(c * m + lv as usize) * kw + word] |= bit;
@@ -214,17 +199,17 @@ impl Compact {
         let counts = &self.counts;
         self.by_options.sort_by_key(|&c| std::cmp::Reverse(counts[c as usize]));
         let startable = self.by_options.len() as u64;
-        let open_kw = self.by_options.first().map_or(1, |&c| counts[c as usize].div_ceil(64).max(1)) as u64;
+        self.open_kw =
+            self.by_options.first().map_or(1, |&c| counts[c as usize].div_ceil(64).max(1) as usize);
         self.scan_touches
             + (open_options * (ACCESS_TOUCHES as usize + rows.words())) as u64
-            + startable * startable * open_kw
+            + startable * startable * self.open_kw as u64
     }
 
     /// One trial from the `t`-th richest candidate, examining at most `evals` candidates a step;
     /// stops early when even every candidate left could not bring the packet (with its seed) to
     /// `target` (0: no target). Returns the members.
     pub(super) fn trial(&mut self, t: usize, evals: usize, target: usize, touches: &mut u64) -> usize {
-        let kw = self.kw;
         self.own.clone_from(&self.all);
         let first = self.by_options[t];
         self.alive.clear();
@@ -232,12 +217,12 @@ impl Compact {
         self.members.clear();
         self.member_options.clear();
         self.join(first as usize);
-        *touches += (self.by_options.len() * kw) as u64;
+        *touches += (self.by_options.len() * self.open_kw) as u64;
         while target == 0 || self.members.len() + 1 + self.alive.len() >= target {
             let Some(pos) = self.best(evals, touches) else { break };
             let c = self.alive.remove(pos) as usize;
             self.join(c);
-            *touches += ((self.alive.len() + self.members.len()) * kw) as u64;
+            *touches += ((self.alive.len() + self.members.len()) * self.open_kw) as u64;
         }
         self.members.len()
     }
@@ -265,7 +250,7 @@ impl Compact {
                     bits::and_count(&self.member_options[k * kw..(k + 1) * kw], self.pair(mem as usize, c));
                 score = (count > 0).then_some(s * count as f64);
             }
-            *touches += ((1 + self.members.len()) * kw) as u64;
+            *touches += ((1 + self.members.len()) * self.open_kw) as u64;
             if keep_best(score, i, &mut best) {
                 examined += 1;
                 i += 1;
@@ -312,6 +297,83 @@ impl Compact {
                 }
             }
             chosen.push(best.1);
+        }
+    }
+}
+
+/// Lists the set bits of `row` (sparse: about one bit in two words) into `list`, which must
+/// have room for all of them plus one; returns how many. A branch a word would be mispredicted
+/// about half the time here, so the loop runs over a mask of the non-zero words (one
+/// misprediction, at its end), writes each word's first two bits blindly (the second counts
+/// only if it is there) and loops only for a third.
+fn list_ones(row: &[u64], list: &mut [u32]) -> usize {
+    let mut listed = 0;
+    for (block, chunk) in row.chunks(64).enumerate() {
+        let mut nonzero = 0u64;
+        for (k, &w) in chunk.iter().enumerate() {
+            nonzero |= u64::from(w != 0) << k;
+        }
+        while nonzero != 0 {
+            let k = nonzero.trailing_zeros() as usize;
+            nonzero &= nonzero - 1;
+            let base = ((block * 64 + k) * 64) as u32;
+            let mut w = chunk[k];
+            list[listed] = base + w.trailing_zeros();
+            listed += 1;
+            w &= w - 1;
+            list[listed] = base + w.trailing_zeros();
+            listed += usize::from(w != 0);
+            w &= w.wrapping_sub(1);
+            while w != 0 {
+                list[listed] = base + w.trailing_zeros();
+                listed += 1;
+                w &= w - 1;
+            }
+        }
+    }
+    listed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::GeneratorParams;
+
+    /// A matrix built ahead, while more options were open, refreshed, grows the same packets
+    /// and counts the same work as one built now (here the richest candidate's options shrink
+    /// from two words to one between the builds).
+    #[test]
+    fn a_matrix_built_ahead_and_refreshed_grows_and_counts_as_one_built_now() {
+        let inst =
+            GeneratorParams { workers: 40, points: 20_000, alpha: 0.2, seed: 2 }.check().unwrap().generate();
+        let requests = Requests::of(&inst);
+        let rows = requests.cacher_rows();
+        let all_open = vec![u64::MAX; requests.row_words()];
+        let mut open = all_open.clone();
+        // Closes about half the requests, in no pattern the instance knows of.
+        for r in 0..requests.len() {
+            if (r as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 63 == 1 {
+                bits::clear(&mut open, r);
+            }
+        }
+        let seed = (0..requests.len()).find(|&r| bits::get(&open, r)).unwrap();
+        let (mut ahead, mut now) = (Compact::default(), Compact::default());
+        assert!(ahead.build(&requests, &rows, |k| all_open[k], seed));
+        assert!(now.build(&requests, &rows, |k| open[k], seed));
+        assert!(ahead.kw > now.kw, "the test needs option sets of different widths");
+        assert_eq!(ahead.refresh(&open, &rows), now.refresh(&open, &rows));
+        assert_eq!(ahead.startable(), now.startable());
+        for trial in 0..now.startable().min(6) {
+            for (evals, target) in [(64, 0), (3, 0), (64, 5)] {
+                let (mut spent_ahead, mut spent_now) = (0, 0);
+                let members = now.trial(trial, evals, target, &mut spent_now);
+                assert_eq!(ahead.trial(trial, evals, target, &mut spent_ahead), members);
+                assert_eq!(spent_ahead, spent_now);
+                let (mut picked_ahead, mut picked_now) = (vec![seed], vec![seed]);
+                now.pick(&rows, &mut picked_now, &mut spent_now);
+                ahead.pick(&rows, &mut picked_ahead, &mut spent_ahead);
+                assert_eq!((picked_ahead, spent_ahead), (picked_now, spent_now));
+            }
         }
     }
 }

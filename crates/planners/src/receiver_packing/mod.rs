@@ -258,7 +258,7 @@ fn pack_with_builders(
     let builders = if packer.matrices { builders } else { 0 };
     let floors = packer.matrices;
     let first = with_builders(requests, &rows, &order, &shared_open, builders, |prebuilt| {
-        packer.first_pass(&order, &prebuilt, &mut effort, budget, floors)
+        packer.first_pass(&order, prebuilt, &mut effort, budget, floors)
     });
     let floor = match first {
         FirstPass::Done => None,
@@ -268,7 +268,7 @@ fn pack_with_builders(
         effort.most_trials = effort.most_trials.min(LAST_PASS_TRIALS);
         effort.trials = effort.trials.min(effort.most_trials);
         with_builders(requests, &rows, &order, &shared_open, builders, |prebuilt| {
-            packer.last_pass(&order, &prebuilt, &mut effort, budget);
+            packer.last_pass(&order, prebuilt, &mut effort, budget);
         });
     }
     (packer.plan, effort.starved, floor)
@@ -283,7 +283,7 @@ impl Packer<'_> {
     fn first_pass(
         &mut self,
         order: &[u32],
-        prebuilt: &Prebuilt,
+        prebuilt: &Prebuilt<'_>,
         effort: &mut Effort,
         budget: u64,
         floors: bool,
@@ -300,7 +300,7 @@ impl Packer<'_> {
             if floor == 0 {
                 let left = self.requests.len() - self.served;
                 effort.adapt(self.touches, self.served, left, budget.saturating_sub(self.touches));
-                self.grow(seed, built, (effort.evals, effort.trials, 0));
+                self.grow(seed, built, prebuilt, (effort.evals, effort.trials, 0));
                 if sizes.len() < PROBE_PACKETS {
                     sizes.push(self.chosen.len());
                 }
@@ -322,7 +322,7 @@ impl Packer<'_> {
                 }
                 continue;
             }
-            self.grow(seed, built, (effort.evals, effort.trials, floor));
+            self.grow(seed, built, prebuilt, (effort.evals, effort.trials, floor));
             let hit = self.chosen.len() >= floor;
             if hit {
                 self.keep();
@@ -337,7 +337,7 @@ impl Packer<'_> {
     }
 
     /// The pass after a floor pass: every open seed of the order grows a packet and keeps it.
-    fn last_pass(&mut self, order: &[u32], prebuilt: &Prebuilt, effort: &mut Effort, budget: u64) {
+    fn last_pass(&mut self, order: &[u32], prebuilt: &Prebuilt<'_>, effort: &mut Effort, budget: u64) {
         let (touches_before, served_before) = (self.touches, self.served);
         for (position, &seed) in order.iter().enumerate() {
             let built = prebuilt.take(position);
@@ -351,18 +351,26 @@ impl Packer<'_> {
                 self.requests.len() - self.served,
                 budget.saturating_sub(self.touches),
             );
-            self.grow(seed, built, (effort.evals, effort.trials, 0));
+            self.grow(seed, built, prebuilt, (effort.evals, effort.trials, 0));
             self.keep();
         }
     }
 
     /// Grows a packet from `seed` into `self.chosen` (the seed first), on the matrix `built`
-    /// ahead or built now, or else on the range bitsets; `target`: see [`Compact::trial`].
-    fn grow(&mut self, seed: usize, built: Option<Built>, (evals, trials, target): (usize, usize, usize)) {
+    /// ahead (handed back to `prebuilt` after) or built now, or else on the range bitsets;
+    /// `target`: see [`Compact::trial`].
+    fn grow(
+        &mut self,
+        seed: usize,
+        built: Option<Built>,
+        prebuilt: &Prebuilt<'_>,
+        (evals, trials, target): (usize, usize, usize),
+    ) {
         let ready = self.matrices
             && match built {
-                Some(Built::Ready(compact)) => {
-                    self.compact = *compact;
+                Some(Built::Ready(mut compact)) => {
+                    std::mem::swap(&mut self.compact, &mut compact);
+                    prebuilt.recycle(compact);
                     true
                 }
                 _ => {
