@@ -383,15 +383,22 @@ mod tests {
     use super::*;
     use crate::GeneratorParams;
 
+    /// The requests and cacher rows of an instance whose candidates have about a hundred
+    /// options each (two words).
+    fn requests_and_rows() -> (Requests, CacherRows) {
+        let inst =
+            GeneratorParams { workers: 40, points: 20_000, alpha: 0.2, seed: 2 }.check().unwrap().generate();
+        let requests = Requests::of(&inst);
+        let rows = requests.cacher_rows();
+        (requests, rows)
+    }
+
     /// A matrix built ahead, while more options were open, refreshed, grows the same packets
     /// and counts the same work as one built now (here the richest candidate's options shrink
     /// from two words to one between the builds).
     #[test]
     fn a_matrix_built_ahead_and_refreshed_grows_and_counts_as_one_built_now() {
-        let inst =
-            GeneratorParams { workers: 40, points: 20_000, alpha: 0.2, seed: 2 }.check().unwrap().generate();
-        let requests = Requests::of(&inst);
-        let rows = requests.cacher_rows();
+        let (requests, rows) = requests_and_rows();
         let all_open = vec![u64::MAX; requests.row_words()];
         let mut open = all_open.clone();
         // Closes about half the requests, in no pattern the instance knows of.
@@ -426,10 +433,7 @@ mod tests {
     /// misses it ([`Compact::last_two`] tries other second-to-last members).
     #[test]
     fn a_target_is_reached_whenever_the_greedy_reaches_it_and_more_often() {
-        let inst =
-            GeneratorParams { workers: 40, points: 20_000, alpha: 0.2, seed: 2 }.check().unwrap().generate();
-        let requests = Requests::of(&inst);
-        let rows = requests.cacher_rows();
+        let (requests, rows) = requests_and_rows();
         let open = vec![u64::MAX; requests.row_words()];
         let mut compact = Compact::default();
         let (mut greedy_hits, mut target_hits) = ([0; 3], [0; 3]);
