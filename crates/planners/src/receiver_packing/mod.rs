@@ -425,8 +425,8 @@ impl Packer<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packing::MAX_EVALS_PER_STEP;
-    use crate::{GeneratorParams, ShuffleInstance, arbitrary_instance, seeded, verify};
+    use crate::packing::{MAX_EVALS_PER_STEP, PackingParams};
+    use crate::{GeneratorParams, ShuffleInstance, arbitrary_instance, seeded, verify, work_units};
 
     fn pack(inst: &ShuffleInstance, seed: u64) -> Plan {
         let requests = Requests::of(inst);
@@ -477,9 +477,9 @@ mod tests {
         }
     }
 
-    /// Packet sizes by build order at a scale point, unbounded budget: where the packing loses
-    /// (`UBS_N=100 UBS_Q=1000000 UBS_A=0.3 cargo test --release -p ubershuffle-planners --lib
-    /// size_profile -- --ignored --nocapture`).
+    /// Packet sizes by build order at a scale point, with an unbounded budget or the budget of
+    /// `UBS_SECONDS`: where the packing loses (`UBS_N=100 UBS_Q=1000000 UBS_A=0.3 cargo test
+    /// --release -p ubershuffle-planners --lib size_profile -- --ignored --nocapture`).
     #[test]
     #[ignore = "a measurement, not a check"]
     fn size_profile() {
@@ -487,8 +487,13 @@ mod tests {
         let (n, q, a) = (var("UBS_N", 100.0) as usize, var("UBS_Q", 100_000.0) as usize, var("UBS_A", 0.3));
         let inst = GeneratorParams { workers: n, points: q, alpha: a, seed: 1 }.check().unwrap().generate();
         let requests = Requests::of(&inst);
-        let params =
-            ReceiverPacking { evals_per_step: MAX_EVALS_PER_STEP, trials: MAX_TRIALS, budget: u64::MAX };
+        let budget = match var("UBS_SECONDS", 0.0) {
+            s if s > 0.0 => {
+                PackingParams::within(work_units(std::time::Duration::from_secs_f64(s)), &inst).budget
+            }
+            _ => u64::MAX,
+        };
+        let params = ReceiverPacking { evals_per_step: MAX_EVALS_PER_STEP, trials: MAX_TRIALS, budget };
         let (plan, _) = pack_by_receivers(&requests, &params, &mut seeded(1));
         assert!(verify(&inst, &plan).unwrap().is_valid());
         let (ratio, sizes) = ratio_and_sizes(&inst, &plan);
