@@ -6,29 +6,165 @@ use crate::requests::{CacherRows, Requests};
 
 use super::{ACCESS_TOUCHES, PICK_SCAN, keep_best};
 
-/// A member of the packet or a worker that may join, and its options: `words` words of the
-/// request bitset from word `first`, kept at `offset` of its buffer.
+/// A member of the packet or a worker that may join, and its options: the `words` words of the
+/// request bitset from word `first`, kept from `offset` of its [`Pool`]. While `kept == words`
+/// they are all kept, in order; once fewer than a [`SPARSE_BELOW`]th are non-zero, only the
+/// non-zero ones are, in order, each with its position in the range. Work is counted on the
+/// whole range either way, so the plan and its count do not depend on the layout.
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     worker: u32,
     first: u32,
     words: u32,
     offset: u32,
+    kept: u32,
+}
+
+/// An entry turns sparse once fewer than one in this many of its words are non-zero. Deep in a
+/// packet most options are gone (at n = 100, q = 1e6, alpha = 0.3, half the words a scan reads
+/// at the fourth member are zero, and three in four at the fifth), and a sparse entry reads the
+/// rows at its non-zero words only.
+const SPARSE_BELOW: u32 = 4;
+
+/// When entries turn sparse: [`Layout::Adaptive`] in the packer; the tests also run the
+/// others to check that the layout changes neither the packets nor the work counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Layout {
+    /// Below a [`SPARSE_BELOW`]th of non-zero words.
+    #[default]
+    Adaptive,
+    /// Never.
+    #[cfg(test)]
+    Dense,
+    /// At the first intersection.
+    #[cfg(test)]
+    Sparse,
+}
+
+/// The option words of several entries: `words[offset..offset + kept]` and, for a sparse entry,
+/// their positions in its range at the same indices of `at`.
+#[derive(Default)]
+struct Pool {
+    /// The entries' words.
+    words: Vec<u64>,
+    /// A sparse entry's words' positions in its range (unused for a dense entry's).
+    at: Vec<u32>,
+}
+
+impl Pool {
+    /// Empties the pool.
+    fn clear(&mut self) {
+        self.words.clear();
+        self.at.clear();
+    }
+
+    /// Copies the pool `from`.
+    fn copy_from(&mut self, from: &Pool) {
+        self.words.clone_from(&from.words);
+        self.at.clone_from(&from.at);
+    }
+
+    /// The number of options of `e`.
+    #[inline]
+    fn count(&self, e: &Entry) -> usize {
+        bits::count(&self.words[e.offset as usize..(e.offset + e.kept) as usize])
+    }
+
+    /// The number of options of `e` that the row of bits `row` (over all requests) holds.
+    #[inline]
+    fn and_count(&self, e: &Entry, row: &[u64]) -> usize {
+        let (first, offset, kept) = (e.first as usize, e.offset as usize, e.kept as usize);
+        if e.kept == e.words {
+            return bits::and_count(&self.words[offset..offset + kept], &row[first..first + kept]);
+        }
+        let (words, at) = (&self.words[offset..offset + kept], &self.at[offset..offset + kept]);
+        words.iter().zip(at).map(|(w, &k)| (w & row[first + k as usize]).count_ones() as usize).sum()
+    }
+
+    /// Keeps the options of `e` that `row` holds, turning `e` sparse when few words are left.
+    #[inline]
+    fn and_assign(&mut self, e: &mut Entry, row: &[u64], layout: Layout) {
+        let (first, offset, kept) = (e.first as usize, e.offset as usize, e.kept as usize);
+        let (words, at) = (&mut self.words[offset..offset + kept], &mut self.at[offset..offset + kept]);
+        if e.kept == e.words {
+            let mut non_zero = 0;
+            for (w, r) in words.iter_mut().zip(&row[first..first + kept]) {
+                *w &= r;
+                non_zero += u32::from(*w != 0);
+            }
+            let sparse = match layout {
+                Layout::Adaptive => non_zero * SPARSE_BELOW < e.words,
+                #[cfg(test)]
+                Layout::Dense => false,
+                #[cfg(test)]
+                Layout::Sparse => true,
+            };
+            if !sparse {
+                return;
+            }
+            let mut n = 0;
+            for k in 0..kept {
+                let w = words[k];
+                words[n] = w;
+                at[n] = k as u32;
+                n += usize::from(w != 0);
+            }
+            e.kept = n as u32;
+        } else {
+            let mut n = 0;
+            for t in 0..kept {
+                let k = at[t];
+                let w = words[t] & row[first + k as usize];
+                words[n] = w;
+                at[n] = k;
+                n += usize::from(w != 0);
+            }
+            e.kept = n as u32;
+        }
+    }
+
+    /// Appends the options of `e` (from `from`) and returns the entry that holds them here.
+    fn push(&mut self, from: &Pool, e: &Entry) -> Entry {
+        let (offset, kept) = (e.offset as usize, e.kept as usize);
+        let here = self.words.len();
+        self.words.extend_from_slice(&from.words[offset..offset + kept]);
+        self.at.extend_from_slice(&from.at[offset..offset + kept]);
+        Entry { offset: here as u32, ..*e }
+    }
+
+    /// The requests among the options of `e`, in increasing order.
+    fn options(&self, e: &Entry) -> impl Iterator<Item = usize> + '_ {
+        let (first, offset, kept) = (e.first as usize, e.offset as usize, e.kept as usize);
+        let dense = e.kept == e.words;
+        let (words, at) = (&self.words[offset..offset + kept], &self.at[offset..offset + kept]);
+        words.iter().zip(at).enumerate().flat_map(move |(t, (&w, &k))| {
+            let base = (first + if dense { t } else { k as usize }) * 64;
+            let mut w = w;
+            std::iter::from_fn(move || {
+                (w != 0).then(|| {
+                    let bit = w.trailing_zeros() as usize;
+                    w &= w - 1;
+                    base + bit
+                })
+            })
+        })
+    }
 }
 
 /// The range-bitset packer's scratch for one seed.
 #[derive(Default)]
 pub(super) struct RangeGrower {
     members: Vec<Entry>,
-    member_words: Vec<u64>,
+    member_pool: Pool,
     joiners: Vec<Entry>,
-    joiner_words: Vec<u64>,
+    joiner_pool: Pool,
     chosen: Vec<usize>,
     /// The first joiners tried.
     firsts: Vec<u32>,
     /// The workers that may join the seed, and their options, before the first trial.
     start_joiners: Vec<Entry>,
-    start_words: Vec<u64>,
+    start_pool: Pool,
+    layout: Layout,
 }
 
 /// What one grown packet reads: the requests, their cachers and the open set.
@@ -63,32 +199,35 @@ impl RangeGrower {
         touches: &mut u64,
     ) {
         self.members.clear();
-        self.member_words.clear();
+        self.member_pool.clear();
         self.joiners.clear();
-        self.joiner_words.clear();
+        self.joiner_pool.clear();
         let home = view.requests.cached_by(view.requests.receiver(seed));
         // Work is summed locally and added once: adding through `touches` in these loops kept
         // them from being vectorised (measured: the whole packing ran slower).
         let mut spent = 0;
         for u in bits::Ones::new(view.rows.of(seed)) {
             let Some((first, words, head, tail)) = span(view.requests, u) else { continue };
-            let offset = self.joiner_words.len();
+            let pool = &mut self.joiner_pool.words;
+            let offset = pool.len();
             for k in 0..words {
-                self.joiner_words.push(view.open[first + k] & home[first + k]);
+                pool.push(view.open[first + k] & home[first + k]);
             }
-            self.joiner_words[offset] &= head;
-            self.joiner_words[offset + words - 1] &= tail;
+            pool[offset] &= head;
+            pool[offset + words - 1] &= tail;
             spent += ACCESS_TOUCHES + 2 * words as u64;
             self.joiners.push(Entry {
                 worker: u as u32,
                 first: first as u32,
                 words: words as u32,
                 offset: offset as u32,
+                kept: words as u32,
             });
         }
         *touches += spent;
+        self.joiner_pool.at.resize(self.joiner_pool.words.len(), 0);
         self.start_joiners.clone_from(&self.joiners);
-        self.start_words.clone_from(&self.joiner_words);
+        self.start_pool.copy_from(&self.joiner_pool);
         best.clear();
         self.firsts.clear();
         if target > 0 && self.joiners.len() + 1 < target {
@@ -100,9 +239,9 @@ impl RangeGrower {
             }
             if trial > 0 {
                 self.joiners.clone_from(&self.start_joiners);
-                self.joiner_words.clone_from(&self.start_words);
+                self.joiner_pool.copy_from(&self.start_pool);
                 self.members.clear();
-                self.member_words.clear();
+                self.member_pool.clear();
             }
             // Each trial starts from another first joiner (the best not tried yet).
             let firsts = std::mem::take(&mut self.firsts);
@@ -145,18 +284,14 @@ impl RangeGrower {
                 i += 1;
                 continue;
             }
-            let own = bits::count(&self.joiner_words[j.offset as usize..(j.offset + j.words) as usize]);
+            let own = self.joiner_pool.count(&j);
             spent += ACCESS_TOUCHES + u64::from(j.words);
             let mut score = if own == 0 { None } else { Some((own as f64).ln()) };
             let row = view.requests.cached_by(j.worker as usize);
             for m in &self.members {
                 let Some(s) = score else { break };
-                let (first, words) = (m.first as usize, m.words as usize);
-                let count = bits::and_count(
-                    &self.member_words[m.offset as usize..m.offset as usize + words],
-                    &row[first..first + words],
-                );
-                spent += ACCESS_TOUCHES + words as u64;
+                let count = self.member_pool.and_count(m, row);
+                spent += ACCESS_TOUCHES + u64::from(m.words);
                 score = (count > 0).then(|| s + (count as f64).ln());
             }
             if keep_best(score, i, &mut best) {
@@ -176,37 +311,24 @@ impl RangeGrower {
         let j = self.joiners.swap_remove(i);
         let row = view.requests.cached_by(j.worker as usize);
         let mut spent = 0;
-        for m in &self.members {
-            let (first, offset) = (m.first as usize, m.offset as usize);
-            for k in 0..m.words as usize {
-                self.member_words[offset + k] &= row[first + k];
-            }
+        for m in &mut self.members {
+            self.member_pool.and_assign(m, row, self.layout);
             spent += ACCESS_TOUCHES + u64::from(m.words);
         }
-        for o in &self.joiners {
-            let (first, offset) = (o.first as usize, o.offset as usize);
-            for k in 0..o.words as usize {
-                self.joiner_words[offset + k] &= row[first + k];
-            }
+        for o in &mut self.joiners {
+            self.joiner_pool.and_assign(o, row, self.layout);
             spent += ACCESS_TOUCHES + u64::from(o.words);
         }
         *touches += spent;
-        let offset = self.member_words.len();
-        let (from, words) = (j.offset as usize, j.words as usize);
-        self.member_words.extend_from_slice(&self.joiner_words[from..from + words]);
-        self.members.push(Entry { offset: offset as u32, ..j });
+        let member = self.member_pool.push(&self.joiner_pool, &j);
+        self.members.push(member);
     }
 
     /// Member `m`'s request: among its first [`PICK_SCAN`] options, the one cached by the fewest
     /// workers (the hardest to place later).
     fn pick(&self, view: &View<'_>, m: Entry, touches: &mut u64) -> usize {
-        let words = &self.member_words[m.offset as usize..(m.offset + m.words) as usize];
         let mut best = (usize::MAX, usize::MAX);
-        for (scanned, bit) in bits::Ones::new(words).enumerate() {
-            if scanned == PICK_SCAN {
-                break;
-            }
-            let r = m.first as usize * 64 + bit;
+        for r in self.member_pool.options(&m).take(PICK_SCAN) {
             let cachers = bits::count(view.rows.of(r));
             *touches += ACCESS_TOUCHES + view.rows.words() as u64;
             if cachers < best.0 {
@@ -214,5 +336,44 @@ impl RangeGrower {
             }
         }
         best.1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{GeneratorParams, bits};
+
+    #[test]
+    fn the_layout_of_the_options_changes_neither_packets_nor_work() {
+        let inst =
+            GeneratorParams { workers: 60, points: 30_000, alpha: 0.3, seed: 7 }.check().unwrap().generate();
+        let requests = Requests::of(&inst);
+        let rows = requests.cacher_rows();
+        let mut open = vec![u64::MAX; requests.row_words()];
+        let layouts = [Layout::Adaptive, Layout::Dense, Layout::Sparse];
+        let mut growers: Vec<RangeGrower> =
+            layouts.iter().map(|&layout| RangeGrower { layout, ..RangeGrower::default() }).collect();
+        let (mut grown, mut sparse_members) = (0, 0);
+        for seed in (0..requests.len()).step_by(7) {
+            if !bits::get(&open, seed) {
+                continue;
+            }
+            let view = View { requests: &requests, rows: &rows, open: &open };
+            let mut results = Vec::new();
+            for grower in &mut growers {
+                let (mut best, mut touches) = (Vec::new(), 0);
+                grower.grow(&view, seed, (16, 4, 0), &mut best, &mut touches);
+                results.push((best, touches));
+            }
+            assert!(results.iter().all(|r| *r == results[0]), "seed {seed}: {results:?}");
+            sparse_members += growers[0].members.iter().filter(|m| m.kept < m.words).count();
+            for &r in &results[0].0 {
+                bits::clear(&mut open, r);
+            }
+            grown += 1;
+        }
+        assert!(grown > 1000, "{grown} packets");
+        assert!(sparse_members > 1000, "{sparse_members} sparse members in the adaptive layout");
     }
 }
