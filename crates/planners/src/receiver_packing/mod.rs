@@ -128,19 +128,21 @@ pub(crate) struct ReceiverPacking {
 /// The effort per packet: trials and workers examined a step, shrunk (trials first) while the
 /// work of a pass so far, projected over the requests left, would overrun the budget, and
 /// grown back (evals first) while it would not.
-struct Effort {
+struct Effort<'a> {
     evals: usize,
     trials: usize,
     most_evals: usize,
     most_trials: usize,
     /// Whether some packet examined fewer than [`STARVED_EVALS`] workers a step.
     starved: bool,
+    /// Called once, when the packing first counts as starved.
+    on_starved: &'a dyn Fn(),
 }
 
-impl Effort {
-    fn new(params: &ReceiverPacking) -> Self {
+impl<'a> Effort<'a> {
+    fn new(params: &ReceiverPacking, on_starved: &'a dyn Fn()) -> Self {
         let (most_evals, most_trials) = (params.evals_per_step.max(1), params.trials.max(1));
-        Effort { evals: most_evals, trials: most_trials, most_evals, most_trials, starved: false }
+        Effort { evals: most_evals, trials: most_trials, most_evals, most_trials, starved: false, on_starved }
     }
 
     /// Adapts to `spent` touches for `served` requests so far in this pass, with `left`
@@ -157,7 +159,10 @@ impl Effort {
                 self.trials = ((self.trials as f64 * share) as usize).max(1);
             } else {
                 self.evals = ((self.evals as f64 * share) as usize).max(1);
-                self.starved |= self.evals < STARVED_EVALS;
+                if self.evals < STARVED_EVALS && !self.starved {
+                    self.starved = true;
+                    (self.on_starved)();
+                }
             }
         } else if self.evals < self.most_evals {
             self.evals = (self.evals * 2).min(self.most_evals);
@@ -211,15 +216,18 @@ struct Packer<'a> {
 /// receiver. The trials, then the workers examined per step, start at `params`' and shrink
 /// while the work spent so far, projected over the requests left, would overrun the budget.
 /// Also returns whether the budget was so tight that some packet examined fewer than
-/// [`STARVED_EVALS`] workers a step.
+/// [`STARVED_EVALS`] workers a step, and calls `on_starved` the moment that first happens (so
+/// that a caller may start a fallback beside the rest of the packing).
 pub(crate) fn pack_by_receivers(
     requests: &Requests,
     params: &ReceiverPacking,
     rng: &mut SeededRng,
+    on_starved: &dyn Fn(),
 ) -> (Plan, bool) {
     let staged = requests.len() >= STAGED_FROM_REQUESTS
         && params.budget >= STAGED_UNITS_PER_REQUEST.saturating_mul(requests.len() as u64);
-    let (plan, starved, _) = pack_with_builders(requests, params, rng, staged, builders_for(requests));
+    let (plan, starved, _) =
+        pack_with_builders(requests, params, rng, staged, builders_for(requests), on_starved);
     (plan, starved)
 }
 
@@ -232,6 +240,7 @@ fn pack_with_builders(
     rng: &mut SeededRng,
     staged: bool,
     builders: usize,
+    on_starved: &dyn Fn(),
 ) -> (Plan, bool, Option<usize>) {
     let rows = requests.cacher_rows();
     let order = seed_order(requests, &rows, rng);
@@ -251,7 +260,7 @@ fn pack_with_builders(
         plan: Plan::with_capacity(requests.len() / 4, requests.len()),
     };
     let budget = params.budget.saturating_mul(TOUCHES_PER_UNIT);
-    let mut effort = Effort::new(params);
+    let mut effort = Effort::new(params, on_starved);
     // One engine for the whole run, chosen on the first seed: the matrices where its
     // candidates have few enough options (later seeds' candidates have fewer), else the ranges.
     packer.matrices = staged
@@ -288,7 +297,7 @@ impl Packer<'_> {
         &mut self,
         order: &[u32],
         prebuilt: &Prebuilt<'_>,
-        effort: &mut Effort,
+        effort: &mut Effort<'_>,
         budget: u64,
         floors: bool,
     ) -> FirstPass {
@@ -341,7 +350,7 @@ impl Packer<'_> {
     }
 
     /// The pass after a floor pass: every open seed of the order grows a packet and keeps it.
-    fn last_pass(&mut self, order: &[u32], prebuilt: &Prebuilt<'_>, effort: &mut Effort, budget: u64) {
+    fn last_pass(&mut self, order: &[u32], prebuilt: &Prebuilt<'_>, effort: &mut Effort<'_>, budget: u64) {
         let (touches_before, served_before) = (self.touches, self.served);
         for (position, &seed) in order.iter().enumerate() {
             let built = prebuilt.take(position);
@@ -431,7 +440,7 @@ mod tests {
     fn pack(inst: &ShuffleInstance, seed: u64) -> Plan {
         let requests = Requests::of(inst);
         let params = ReceiverPacking { evals_per_step: 128, trials: 4, budget: u64::MAX };
-        pack_by_receivers(&requests, &params, &mut seeded(seed)).0
+        pack_by_receivers(&requests, &params, &mut seeded(seed), &|| {}).0
     }
 
     #[test]
@@ -470,7 +479,7 @@ mod tests {
         let requests = Requests::of(&inst);
         for trials in [1, 4, 16, 64] {
             let params = ReceiverPacking { evals_per_step: 128, trials, budget: u64::MAX };
-            let (plan, _) = pack_by_receivers(&requests, &params, &mut seeded(1));
+            let (plan, _) = pack_by_receivers(&requests, &params, &mut seeded(1), &|| {});
             assert!(verify(&inst, &plan).unwrap().is_valid());
             let (ratio, sizes) = ratio_and_sizes(&inst, &plan);
             println!("{trials} trials: {ratio:.4} x uncoded, packets by size {sizes:?}");
@@ -494,7 +503,7 @@ mod tests {
             _ => u64::MAX,
         };
         let params = ReceiverPacking { evals_per_step: MAX_EVALS_PER_STEP, trials: MAX_TRIALS, budget };
-        let (plan, _) = pack_by_receivers(&requests, &params, &mut seeded(1));
+        let (plan, _) = pack_by_receivers(&requests, &params, &mut seeded(1), &|| {});
         assert!(verify(&inst, &plan).unwrap().is_valid());
         let (ratio, sizes) = ratio_and_sizes(&inst, &plan);
         println!("{ratio:.4} x uncoded; packets by size {sizes:?}");
@@ -516,7 +525,7 @@ mod tests {
         let inst = floored_instance();
         let requests = Requests::of(&inst);
         let params = ReceiverPacking { evals_per_step: 32, trials: 8, budget: u64::MAX };
-        let (alone, _, floor) = pack_with_builders(&requests, &params, &mut seeded(4), true, 0);
+        let (alone, _, floor) = pack_with_builders(&requests, &params, &mut seeded(4), true, 0, &|| {});
         assert!(verify(&inst, &alone).unwrap().is_valid());
         assert_eq!(alone.total_parts(), inst.uncoded_transmissions());
         let floor = floor.expect("a floor pass");
@@ -525,7 +534,10 @@ mod tests {
         let floored = alone.iter().skip(PROBE_PACKETS).take_while(|p| p.len() >= floor).count();
         assert!(floored > 100, "{floored} packets of the floor pass");
         for builders in [1, 3] {
-            assert_eq!(pack_with_builders(&requests, &params, &mut seeded(4), true, builders).0, alone);
+            assert_eq!(
+                pack_with_builders(&requests, &params, &mut seeded(4), true, builders, &|| {}).0,
+                alone
+            );
         }
     }
 
@@ -534,12 +546,12 @@ mod tests {
         let inst = floored_instance();
         let requests = Requests::of(&inst);
         let params = ReceiverPacking { evals_per_step: 32, trials: 8, budget: 20_000 };
-        let (alone, _, _) = pack_with_builders(&requests, &params, &mut seeded(5), true, 0);
+        let (alone, _, _) = pack_with_builders(&requests, &params, &mut seeded(5), true, 0, &|| {});
         assert!(verify(&inst, &alone).unwrap().is_valid());
-        assert_eq!(pack_with_builders(&requests, &params, &mut seeded(5), true, 2).0, alone);
+        assert_eq!(pack_with_builders(&requests, &params, &mut seeded(5), true, 2, &|| {}).0, alone);
         let ample = ReceiverPacking { budget: u64::MAX, ..params };
         assert_ne!(
-            pack_with_builders(&requests, &ample, &mut seeded(5), true, 0).0,
+            pack_with_builders(&requests, &ample, &mut seeded(5), true, 0, &|| {}).0,
             alone,
             "the budget binds"
         );
@@ -551,9 +563,17 @@ mod tests {
             GeneratorParams { workers: 40, points: 2000, alpha: 0.3, seed: 1 }.check().unwrap().generate();
         let requests = Requests::of(&inst);
         let params = ReceiverPacking { evals_per_step: 128, trials: 4, budget: 0 };
-        let (plan, starved) = pack_by_receivers(&requests, &params, &mut seeded(1));
+        let calls = std::cell::Cell::new(0);
+        let (plan, starved) =
+            pack_by_receivers(&requests, &params, &mut seeded(1), &|| calls.set(calls.get() + 1));
         assert!(verify(&inst, &plan).unwrap().is_valid());
         assert!(plan.len() < inst.uncoded_transmissions());
         assert!(starved);
+        assert_eq!(calls.get(), 1, "told once that it starves");
+        let ample = ReceiverPacking { budget: u64::MAX, ..params };
+        let (_, starved) =
+            pack_by_receivers(&requests, &ample, &mut seeded(1), &|| calls.set(calls.get() + 1));
+        assert!(!starved);
+        assert_eq!(calls.get(), 1, "not told when it does not starve");
     }
 }
