@@ -110,7 +110,7 @@ struct Slot {
 /// The packer's state.
 struct Packer<'a> {
     requests: &'a Requests,
-    rows: CacherRows,
+    rows: &'a CacherRows,
     open: Vec<u64>,
     allowed: Vec<u64>,
     slots: Vec<Slot>,
@@ -146,8 +146,14 @@ impl PacketSink for NoSink {
 /// The candidates examined per step start at `params.evals_per_step` and shrink (down to one a
 /// worker) while the work spent so far, projected over the requests left, would overrun the
 /// budget, so the packing ends near its budget at the latest.
-pub(crate) fn pack_requests(requests: &Requests, params: &PackingParams, rng: &mut SeededRng) -> Plan {
-    pack_requests_into(requests, params, rng, &mut NoSink)
+/// `rows` are the requests' cachers ([`Requests::cacher_rows`]).
+pub(crate) fn pack_requests(
+    requests: &Requests,
+    rows: &CacherRows,
+    params: &PackingParams,
+    rng: &mut SeededRng,
+) -> Plan {
+    pack_requests_into(requests, rows, params, rng, &mut NoSink)
 }
 
 /// [`pack_requests`], telling `sink` about every packet as it closes, so that it may close
@@ -156,12 +162,12 @@ pub(crate) fn pack_requests(requests: &Requests, params: &PackingParams, rng: &m
 /// the requests the sink closed are not served.
 pub(crate) fn pack_requests_into(
     requests: &Requests,
+    rows: &CacherRows,
     params: &PackingParams,
     rng: &mut SeededRng,
     sink: &mut dyn PacketSink,
 ) -> Plan {
-    let rows = requests.cacher_rows();
-    let order = seed_order(requests, &rows, rng);
+    let order = seed_order(requests, rows, rng);
     let mut packer = Packer {
         requests,
         open: vec![u64::MAX; requests.row_words()],
@@ -355,7 +361,7 @@ mod tests {
         let requests = Requests::of(&inst);
         for evals_per_step in [32, 64, 128, 256] {
             let params = PackingParams { evals_per_step, budget: u64::MAX };
-            let plan = pack_requests(&requests, &params, &mut seeded(1));
+            let plan = pack_requests(&requests, &requests.cacher_rows(), &params, &mut seeded(1));
             assert!(verify(&inst, &plan).unwrap().is_valid());
             let ratio = plan.len() as f64 / inst.uncoded_transmissions() as f64;
             println!("{evals_per_step} candidates a step: {ratio:.4} x uncoded");

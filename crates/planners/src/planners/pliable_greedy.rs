@@ -120,7 +120,7 @@ impl PliablePlanner for PliableGreedyPlanner {
         let (requests, offers) = Requests::of_pairs(base, &offered);
         let params = PackingParams::within_for(self.budget, n, cache_entries, total);
         let mut sink = PliableSink { assigner: &mut assigner, offers: &offers, parts: Vec::new() };
-        pack_requests_into(&requests, &params, rng, &mut sink);
+        pack_requests_into(&requests, &requests.cacher_rows(), &params, rng, &mut sink);
         let (batches, packed) = assigner
             .finish(rng)
             .map_err(|reason| PlanError::Failed { planner: Self::NAME.to_string(), reason })?;

@@ -220,6 +220,7 @@ struct Packer<'a> {
 /// that a caller may start a fallback beside the rest of the packing).
 pub(crate) fn pack_by_receivers(
     requests: &Requests,
+    rows: &CacherRows,
     params: &ReceiverPacking,
     rng: &mut SeededRng,
     on_starved: &dyn Fn(),
@@ -227,7 +228,7 @@ pub(crate) fn pack_by_receivers(
     let staged = requests.len() >= STAGED_FROM_REQUESTS
         && params.budget >= STAGED_UNITS_PER_REQUEST.saturating_mul(requests.len() as u64);
     let (plan, starved, _) =
-        pack_with_builders(requests, params, rng, staged, builders_for(requests), on_starved);
+        pack_with_builders(requests, rows, params, rng, staged, builders_for(requests), on_starved);
     (plan, starved)
 }
 
@@ -236,18 +237,18 @@ pub(crate) fn pack_by_receivers(
 /// builder threads; also returns the floor of the floor pass, if one ran.
 fn pack_with_builders(
     requests: &Requests,
+    rows: &CacherRows,
     params: &ReceiverPacking,
     rng: &mut SeededRng,
     staged: bool,
     builders: usize,
     on_starved: &dyn Fn(),
 ) -> (Plan, bool, Option<usize>) {
-    let rows = requests.cacher_rows();
-    let order = seed_order(requests, &rows, rng);
+    let order = seed_order(requests, rows, rng);
     let shared_open: Vec<AtomicU64> = (0..requests.row_words()).map(|_| AtomicU64::new(u64::MAX)).collect();
     let mut packer = Packer {
         requests,
-        rows: &rows,
+        rows,
         open: vec![u64::MAX; requests.row_words()],
         shared_open: &shared_open,
         matrices: false,
@@ -266,11 +267,11 @@ fn pack_with_builders(
     packer.matrices = staged
         && order.first().is_some_and(|&seed| {
             let open = &packer.open;
-            packer.compact.build(requests, &rows, |k| open[k], seed as usize)
+            packer.compact.build(requests, rows, |k| open[k], seed as usize)
         });
     let builders = if packer.matrices { builders } else { 0 };
     let floors = packer.matrices;
-    let first = with_builders(requests, &rows, &order, &shared_open, builders, |prebuilt| {
+    let first = with_builders(requests, rows, &order, &shared_open, builders, |prebuilt| {
         packer.first_pass(&order, prebuilt, &mut effort, budget, floors)
     });
     let floor = match first {
@@ -280,7 +281,7 @@ fn pack_with_builders(
     if floor.is_some() {
         effort.most_trials = effort.most_trials.min(LAST_PASS_TRIALS);
         effort.trials = effort.trials.min(effort.most_trials);
-        with_builders(requests, &rows, &order, &shared_open, builders, |prebuilt| {
+        with_builders(requests, rows, &order, &shared_open, builders, |prebuilt| {
             packer.last_pass(&order, prebuilt, &mut effort, budget);
         });
     }
@@ -437,10 +438,38 @@ mod tests {
     use crate::packing::{MAX_EVALS_PER_STEP, PackingParams};
     use crate::{GeneratorParams, ShuffleInstance, arbitrary_instance, seeded, verify, work_units};
 
+    /// [`pack_by_receivers`] on the requests' own cachers, telling `on_starved`.
+    fn by_receivers(
+        requests: &Requests,
+        params: &ReceiverPacking,
+        seed: u64,
+        on_starved: &dyn Fn(),
+    ) -> (Plan, bool) {
+        pack_by_receivers(requests, &requests.cacher_rows(), params, &mut seeded(seed), on_starved)
+    }
+
+    /// [`pack_with_builders`], staged, on the requests' own cachers.
+    fn staged(
+        requests: &Requests,
+        params: &ReceiverPacking,
+        seed: u64,
+        builders: usize,
+    ) -> (Plan, bool, Option<usize>) {
+        pack_with_builders(
+            requests,
+            &requests.cacher_rows(),
+            params,
+            &mut seeded(seed),
+            true,
+            builders,
+            &|| {},
+        )
+    }
+
     fn pack(inst: &ShuffleInstance, seed: u64) -> Plan {
         let requests = Requests::of(inst);
         let params = ReceiverPacking { evals_per_step: 128, trials: 4, budget: u64::MAX };
-        pack_by_receivers(&requests, &params, &mut seeded(seed), &|| {}).0
+        by_receivers(&requests, &params, seed, &|| {}).0
     }
 
     #[test]
@@ -479,7 +508,7 @@ mod tests {
         let requests = Requests::of(&inst);
         for trials in [1, 4, 16, 64] {
             let params = ReceiverPacking { evals_per_step: 128, trials, budget: u64::MAX };
-            let (plan, _) = pack_by_receivers(&requests, &params, &mut seeded(1), &|| {});
+            let (plan, _) = by_receivers(&requests, &params, 1, &|| {});
             assert!(verify(&inst, &plan).unwrap().is_valid());
             let (ratio, sizes) = ratio_and_sizes(&inst, &plan);
             println!("{trials} trials: {ratio:.4} x uncoded, packets by size {sizes:?}");
@@ -503,7 +532,7 @@ mod tests {
             _ => u64::MAX,
         };
         let params = ReceiverPacking { evals_per_step: MAX_EVALS_PER_STEP, trials: MAX_TRIALS, budget };
-        let (plan, _) = pack_by_receivers(&requests, &params, &mut seeded(1), &|| {});
+        let (plan, _) = by_receivers(&requests, &params, 1, &|| {});
         assert!(verify(&inst, &plan).unwrap().is_valid());
         let (ratio, sizes) = ratio_and_sizes(&inst, &plan);
         println!("{ratio:.4} x uncoded; packets by size {sizes:?}");
@@ -525,7 +554,7 @@ mod tests {
         let inst = floored_instance();
         let requests = Requests::of(&inst);
         let params = ReceiverPacking { evals_per_step: 32, trials: 8, budget: u64::MAX };
-        let (alone, _, floor) = pack_with_builders(&requests, &params, &mut seeded(4), true, 0, &|| {});
+        let (alone, _, floor) = staged(&requests, &params, 4, 0);
         assert!(verify(&inst, &alone).unwrap().is_valid());
         assert_eq!(alone.total_parts(), inst.uncoded_transmissions());
         let floor = floor.expect("a floor pass");
@@ -534,10 +563,7 @@ mod tests {
         let floored = alone.iter().skip(PROBE_PACKETS).take_while(|p| p.len() >= floor).count();
         assert!(floored > 100, "{floored} packets of the floor pass");
         for builders in [1, 3] {
-            assert_eq!(
-                pack_with_builders(&requests, &params, &mut seeded(4), true, builders, &|| {}).0,
-                alone
-            );
+            assert_eq!(staged(&requests, &params, 4, builders).0, alone);
         }
     }
 
@@ -546,15 +572,11 @@ mod tests {
         let inst = floored_instance();
         let requests = Requests::of(&inst);
         let params = ReceiverPacking { evals_per_step: 32, trials: 8, budget: 20_000 };
-        let (alone, _, _) = pack_with_builders(&requests, &params, &mut seeded(5), true, 0, &|| {});
+        let (alone, _, _) = staged(&requests, &params, 5, 0);
         assert!(verify(&inst, &alone).unwrap().is_valid());
-        assert_eq!(pack_with_builders(&requests, &params, &mut seeded(5), true, 2, &|| {}).0, alone);
+        assert_eq!(staged(&requests, &params, 5, 2).0, alone);
         let ample = ReceiverPacking { budget: u64::MAX, ..params };
-        assert_ne!(
-            pack_with_builders(&requests, &ample, &mut seeded(5), true, 0, &|| {}).0,
-            alone,
-            "the budget binds"
-        );
+        assert_ne!(staged(&requests, &ample, 5, 0).0, alone, "the budget binds");
     }
 
     #[test]
@@ -564,15 +586,13 @@ mod tests {
         let requests = Requests::of(&inst);
         let params = ReceiverPacking { evals_per_step: 128, trials: 4, budget: 0 };
         let calls = std::cell::Cell::new(0);
-        let (plan, starved) =
-            pack_by_receivers(&requests, &params, &mut seeded(1), &|| calls.set(calls.get() + 1));
+        let (plan, starved) = by_receivers(&requests, &params, 1, &|| calls.set(calls.get() + 1));
         assert!(verify(&inst, &plan).unwrap().is_valid());
         assert!(plan.len() < inst.uncoded_transmissions());
         assert!(starved);
         assert_eq!(calls.get(), 1, "told once that it starves");
         let ample = ReceiverPacking { budget: u64::MAX, ..params };
-        let (_, starved) =
-            pack_by_receivers(&requests, &ample, &mut seeded(1), &|| calls.set(calls.get() + 1));
+        let (_, starved) = by_receivers(&requests, &ample, 1, &|| calls.set(calls.get() + 1));
         assert!(!starved);
         assert_eq!(calls.get(), 1, "not told when it does not starve");
     }

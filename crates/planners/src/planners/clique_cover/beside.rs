@@ -32,9 +32,13 @@ pub(super) fn pack_both(
     mut greedy_rng: SeededRng,
     beside: bool,
 ) -> (Plan, Option<Plan>) {
-    let greedy = |greedy_rng: &mut SeededRng| pack_requests(packers.requests, &packers.greedy, greedy_rng);
+    // One copy of the cachers for both: a row of ceil(n / 64) words per request.
+    let rows = packers.requests.cacher_rows();
+    let greedy =
+        |greedy_rng: &mut SeededRng| pack_requests(packers.requests, &rows, &packers.greedy, greedy_rng);
     if !beside {
-        let (by_receivers, starved) = pack_by_receivers(packers.requests, &packers.by_receivers, rng, &|| {});
+        let (by_receivers, starved) =
+            pack_by_receivers(packers.requests, &rows, &packers.by_receivers, rng, &|| {});
         let greedy = (packers.greedy_always || starved).then(|| greedy(&mut greedy_rng));
         return (by_receivers, greedy);
     }
@@ -48,7 +52,9 @@ pub(super) fn pack_both(
             // However the receiver sets end, the helper learns whether to run.
             let undecided = DecideOnDrop(&decision);
             let (plan, starved) =
-                pack_by_receivers(packers.requests, &packers.by_receivers, rng, &|| decision.decide(true));
+                pack_by_receivers(packers.requests, &rows, &packers.by_receivers, rng, &|| {
+                    decision.decide(true)
+                });
             decision.decide(starved);
             drop(undecided);
             plan
