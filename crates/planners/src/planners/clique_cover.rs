@@ -121,18 +121,6 @@ impl ShufflePlanner for CliqueCoverPlanner {
     }
 
     fn plan(&self, inst: &ShuffleInstance, rng: &mut SeededRng) -> Result<Plan, PlanError> {
-        self.plan_packing(inst, rng, second_core())
-    }
-}
-
-impl CliqueCoverPlanner {
-    /// [`ShufflePlanner::plan`], with the greedy `beside` the receiver sets or after them.
-    fn plan_packing(
-        &self,
-        inst: &ShuffleInstance,
-        rng: &mut SeededRng,
-        beside: bool,
-    ) -> Result<Plan, PlanError> {
         self.fits(inst)?;
         let requests = Requests::of(inst);
         let within = PackingParams::within(self.budget, inst);
@@ -149,7 +137,7 @@ impl CliqueCoverPlanner {
         // The request-by-request greedy draws from a copy of the generator, so that it makes
         // the plan it made alone.
         let greedy_rng = rng.clone();
-        let (by_receivers, greedy) = pack_both(&packers, rng, greedy_rng, beside);
+        let (by_receivers, greedy) = pack_both(&packers, rng, greedy_rng, second_core());
         Ok(match greedy {
             Some(greedy) if greedy.len() < by_receivers.len() => greedy,
             _ => by_receivers,
