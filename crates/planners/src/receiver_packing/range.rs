@@ -173,7 +173,7 @@ pub(super) struct RangeGrower {
     chosen: Vec<usize>,
     /// The first joiners tried.
     firsts: Vec<u32>,
-    /// The workers that may join the seed, and their options, before the first trial.
+    /// The workers that may join the seed, and their options (all dense), each trial's start.
     start_joiners: Vec<Entry>,
     start_pool: Pool,
     layout: Layout,
@@ -210,17 +210,15 @@ impl RangeGrower {
         best: &mut Vec<usize>,
         touches: &mut u64,
     ) {
-        self.members.clear();
-        self.member_pool.clear();
-        self.joiners.clear();
-        self.joiner_pool.clear();
+        self.start_joiners.clear();
+        self.start_pool.clear();
         let home = view.requests.cached_by(view.requests.receiver(seed));
         // Work is summed locally and added once: adding through `touches` in these loops kept
         // them from being vectorised (measured: the whole packing ran slower).
         let mut spent = 0;
         for u in bits::Ones::new(view.rows.of(seed)) {
             let Some((first, words, head, tail)) = span(view.requests, u) else { continue };
-            let pool = &mut self.joiner_pool.words;
+            let pool = &mut self.start_pool.words;
             let offset = pool.len();
             for k in 0..words {
                 pool.push(view.open[first + k] & home[first + k]);
@@ -228,7 +226,7 @@ impl RangeGrower {
             pool[offset] &= head;
             pool[offset + words - 1] &= tail;
             spent += ACCESS_TOUCHES + 2 * words as u64;
-            self.joiners.push(Entry {
+            self.start_joiners.push(Entry {
                 worker: u as u32,
                 first: first as u32,
                 words: words as u32,
@@ -237,24 +235,19 @@ impl RangeGrower {
             });
         }
         *touches += spent;
-        self.joiner_pool.at.resize(self.joiner_pool.words.len(), 0);
-        self.start_joiners.clone_from(&self.joiners);
-        self.start_pool.copy_dense_from(&self.joiner_pool);
         best.clear();
         self.firsts.clear();
-        if target > 0 && self.joiners.len() + 1 < target {
+        if target > 0 && self.start_joiners.len() + 1 < target {
             return;
         }
-        for trial in 0..trials {
+        for _ in 0..trials {
             if target > 0 && best.len() >= target {
                 break;
             }
-            if trial > 0 {
-                self.joiners.clone_from(&self.start_joiners);
-                self.joiner_pool.copy_dense_from(&self.start_pool);
-                self.members.clear();
-                self.member_pool.clear();
-            }
+            self.joiners.clone_from(&self.start_joiners);
+            self.joiner_pool.copy_dense_from(&self.start_pool);
+            self.members.clear();
+            self.member_pool.clear();
             // Each trial starts from another first joiner (the best not tried yet).
             let firsts = std::mem::take(&mut self.firsts);
             let first = self.best_joiner(view, evals, &firsts, touches);
