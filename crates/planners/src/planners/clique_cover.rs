@@ -54,12 +54,12 @@ const BOTH_UP_TO_WORKERS: usize = 64;
 /// are the same with or without the threads.
 ///
 /// Up to 64 workers, and wherever the budget was so tight that the receiver sets examined
-/// fewer than 8 workers a step for even one packet (n = 1000, q = 1e6 at 10 s throughout; most
-/// million-point instances for their first few packets, whose work projected over the whole
-/// pass overruns the budget until cheaper packets follow), it also runs the
-/// request-by-request greedy of `src/packing.rs` (each candidate request fixed as it joins,
-/// the packer `clique-cover` had before) with the same budget and seed, and keeps the smaller
-/// plan, so it never sends more than that greedy. Where there is a second core the greedy runs
+/// fewer than 8 workers a step for a packet past the first 1 % of their pass (n = 1000,
+/// q = 1e6 at 10 s throughout; a squeeze of the first packets alone, whose work projected over
+/// the whole pass overruns the budget until cheaper packets follow, does not count), it also
+/// runs the request-by-request greedy of `src/packing.rs` (each candidate request fixed as it
+/// joins, the packer `clique-cover` had before) with the same budget and seed, and keeps the
+/// smaller plan, so it never sends more than that greedy. Where there is a second core the greedy runs
 /// on it beside the receiver sets (from the start up to 64 workers, else from the moment they
 /// first starve), so that the plan takes about as long as the longer of the two, not their
 /// sum; the plan is the same either way.
