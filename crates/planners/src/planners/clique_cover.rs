@@ -59,10 +59,10 @@ const BOTH_UP_TO_WORKERS: usize = 64;
 /// the whole pass overruns the budget until cheaper packets follow, does not count), it also
 /// runs the request-by-request greedy of `src/packing.rs` (each candidate request fixed as it
 /// joins, the packer `clique-cover` had before) with the same budget and seed, and keeps the
-/// smaller plan, so it never sends more than that greedy. Where there is a second core the greedy runs
-/// on it beside the receiver sets (from the start up to 64 workers, else from the moment they
-/// first starve), so that the plan takes about as long as the longer of the two, not their
-/// sum; the plan is the same either way.
+/// smaller plan, so it never sends more than that greedy. Where there is a second core the
+/// greedy runs on it beside the receiver sets (from the start up to 64 workers, else from the
+/// moment they first starve), so that the plan takes about as long as the longer of the two,
+/// not their sum; the plan is the same either way.
 ///
 /// Bitset indexing makes each step a few words per receiver range; the cost is polynomial in
 /// every parameter. Work is counted in units ([`crate::WORK_PER_SECOND`] to a second of
