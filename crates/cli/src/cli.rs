@@ -121,6 +121,11 @@ pub struct PlanArgs {
     /// the seed and the budget, not on the machine's load.
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     pub time_budget: f64,
+    /// Budget for the clique family's bound: the search for the largest cliques through every
+    /// request, in seconds of one core, counted in work units so the bound depends only on the
+    /// instance and the budget (0: no search; the bound then counts each request's cachers).
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    pub clique_search: f64,
     /// Also write the plan as JSON to this file ({"transmissions": [[[point, worker], ...], ...]}).
     #[arg(long, value_name = "FILE")]
     pub plan_out: Option<PathBuf>,

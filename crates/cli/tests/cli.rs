@@ -97,6 +97,8 @@ fn generated_plan_has_every_field() {
         "lower_bound",
         "lower_bound_kind",
         "clique_family_bound",
+        "clique_family_bound_kind",
+        "clique_family_search_threshold",
         "clique_family_estimate",
         "verified",
         "plan_seconds",
@@ -109,7 +111,16 @@ fn generated_plan_has_every_field() {
     let t = v["transmissions"].as_u64().expect("count");
     assert!(t < v["uncoded_transmissions"].as_u64().expect("count"));
     assert!(t >= v["lower_bound"].as_u64().expect("bound"));
-    assert!(v["clique_family_bound"].as_u64().expect("bound") >= v["lower_bound"].as_u64().expect("bound"));
+    let family = v["clique_family_bound"].as_u64().expect("bound");
+    assert!(family >= v["lower_bound"].as_u64().expect("bound") && family <= t);
+    assert_eq!(v["clique_family_bound_kind"], "search");
+    assert!(v["clique_family_search_threshold"].as_u64().expect("threshold") >= 3);
+    // Without the search the bound counts cachers, and is no larger.
+    let cachers =
+        json(&["plan", "-n", "20", "-q", "10000", "-a", "0.4", "--seed", "3", "--clique-search", "0"]);
+    assert_eq!(cachers["clique_family_bound_kind"], "cachers");
+    assert_eq!(cachers["clique_family_search_threshold"], 0);
+    assert!(cachers["clique_family_bound"].as_u64().expect("bound") <= family);
     // Same seed, same count.
     let again = json(&["plan", "--workers", "20", "--points", "10000", "--alpha", "0.4", "--seed", "3"]);
     assert_eq!(again["transmissions"], v["transmissions"]);

@@ -75,6 +75,8 @@ fn huge_requests_are_one_line_errors_within_a_small_memory_limit() {
         (&["plan", "-n", "2", "-q", "4294967295", "-a", "0.9"], "over the cap"),
         (&["instance", "-n", "2", "-q", "4294967295", "-a", "0.9"], "over the cap"),
         (&["plan", "-n", "3", "-q", "30", "--time-budget", "1e300"], "--time-budget must be a positive"),
+        (&["plan", "-n", "3", "-q", "30", "--clique-search=-1"], "--clique-search must be a number"),
+        (&["plan", "-n", "3", "-q", "30", "--clique-search", "nan"], "--clique-search must be a number"),
         (&["gradient-coding", "--runs", "1000000000000"], "exceed the Monte Carlo reach"),
         (&["plan", "--policy", "global", "-n", "2", "-q", "4294967295"], "over the cap"),
     ];

@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use crate::bounds::{best_lower_bound, clique_family};
+use crate::bounds::{CliqueFamily, best_lower_bound, clique_family};
 use crate::{
     CheckedGeneratorParams, PlannerOptions, UnknownScheme, VerifyError, planner_by_name, rng::seeded_stream,
 };
@@ -36,12 +36,6 @@ pub struct ScaleRow {
     pub lower_bound: usize,
     /// Which bound it is.
     pub lower_bound_kind: &'static str,
-    /// A lower bound on every plan of the clique family (XOR packets each receiver decodes
-    /// alone: [`crate::bounds::clique_family`]).
-    pub clique_bound: usize,
-    /// An estimate (not a bound) of the fewest packets of the clique family, from expected
-    /// clique counts.
-    pub clique_estimate: usize,
     /// Seconds to plan (or to refuse).
     pub plan_seconds: f64,
     /// Seconds to verify the plan.
@@ -103,7 +97,6 @@ pub fn measure_scale_point(
     let started = Instant::now();
     let bound = best_lower_bound(&inst);
     let lower_bound_seconds = started.elapsed().as_secs_f64();
-    let family = clique_family(&inst, &bound);
     let p = params.params();
     let mut rows = Vec::with_capacity(planners.len());
     for (scheme, planner) in planners {
@@ -121,8 +114,6 @@ pub fn measure_scale_point(
             uncoded: inst.uncoded_transmissions(),
             lower_bound: bound.value,
             lower_bound_kind: bound.kind,
-            clique_bound: family.bound,
-            clique_estimate: family.estimate,
             plan_seconds,
             verify_seconds: 0.0,
             lower_bound_seconds,
@@ -144,6 +135,38 @@ pub fn measure_scale_point(
     Ok(rows)
 }
 
+/// The clique family's figures at one point of the sweep ([`crate::bounds::clique_family`]).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct FamilyPoint {
+    /// The bound, its kind, the search's work and the estimate.
+    pub family: CliqueFamily,
+    /// Requests (the uncoded count).
+    pub uncoded: usize,
+    /// Seconds to compute the figures, the search included.
+    pub seconds: f64,
+}
+
+/// Generates the instance of `params` and computes the clique family's figures for it, searching
+/// for its largest cliques within `search_work` work units.
+///
+/// ```
+/// use ubershuffle_core::GeneratorParams;
+/// use ubershuffle_planners::bounds::DEFAULT_SEARCH_WORK;
+/// use ubershuffle_planners::scale::measure_clique_family;
+/// let params = GeneratorParams { workers: 40, points: 4000, alpha: 0.3, seed: 1 }.check()?;
+/// let point = measure_clique_family(&params, DEFAULT_SEARCH_WORK);
+/// assert_eq!(point.family.bound_kind.name(), "search");
+/// assert!(point.family.bound <= point.uncoded);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn measure_clique_family(params: &CheckedGeneratorParams, search_work: u64) -> FamilyPoint {
+    let inst = params.generate();
+    let started = Instant::now();
+    let family = clique_family(&inst, &best_lower_bound(&inst), search_work);
+    FamilyPoint { family, uncoded: inst.uncoded_transmissions(), seconds: started.elapsed().as_secs_f64() }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,10 +184,9 @@ mod tests {
         assert!(rows[0].transmissions.is_none());
         assert!(rows[0].refused.as_deref().unwrap().contains("at most 128 workers"));
         let clique = rows[1].transmissions.unwrap();
-        assert!(clique < rows[1].uncoded && clique >= rows[1].clique_bound);
-        assert!(
-            rows[1].clique_bound >= rows[1].lower_bound && rows[1].clique_estimate >= rows[1].clique_bound
-        );
+        let family = measure_clique_family(&params, crate::bounds::DEFAULT_SEARCH_WORK).family;
+        assert!(clique < rows[1].uncoded && clique >= family.bound);
+        assert!(family.bound >= rows[1].lower_bound && family.estimate >= family.bound);
         assert_eq!(rows[2].made_by, "clique-cover");
         assert!(measure_scale_point(&params, &["nope"], &PlannerOptions::default()).is_err());
     }

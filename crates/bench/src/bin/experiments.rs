@@ -94,12 +94,13 @@ fn after_help() -> String {
 }
 
 fn main() -> ExitCode {
-    // A child process of the `scale` experiment: one scheme on one point, its row on stdout.
+    // A child process of the `scale` experiment: one scheme on one point, or one point's clique
+    // family figures, as JSON on stdout.
     let argv: Vec<String> = std::env::args().collect();
     if let [_, flag, spec] = argv.as_slice()
-        && flag == scale::CHILD_FLAG
+        && scale::is_child_flag(flag)
     {
-        return match scale::child(spec) {
+        return match scale::child(flag, spec) {
             Ok(line) => {
                 println!("{line}");
                 ExitCode::SUCCESS

@@ -165,10 +165,21 @@ fn scale(f: &mut Findings<'_>) {
     f.derived("clique_bound_over_uncoded", ratio("clique_bound", "uncoded"));
     f.derived("clique_estimate_over_uncoded", ratio("clique_estimate", "uncoded"));
     f.at_most("lower_bound", "transmissions");
-    f.at_most("clique_bound", "lower_bound");
+    // Every scheme of the sweep sends packets each receiver decodes alone: the clique family.
+    f.at_most("clique_bound", "transmissions");
+    f.at_most("lower_bound", "clique_bound");
     f.at_most("clique_bound", "clique_estimate");
     let point = ["workers", "points", "alpha"];
-    for column in ["uncoded", "lower_bound", "clique_bound", "clique_estimate", "instance_bytes"] {
+    for column in [
+        "uncoded",
+        "lower_bound",
+        "clique_bound",
+        "clique_bound_kind",
+        "clique_search_threshold",
+        "clique_search_work",
+        "clique_estimate",
+        "instance_bytes",
+    ] {
         f.same_within(&point, column);
     }
     // `uncoded` is the uncoded scheme's count at the point; a refused scheme sends nothing.
@@ -184,6 +195,11 @@ fn scale(f: &mut Findings<'_>) {
         }
         if sheet.text(row, "refused").is_empty() == sheet.text(row, "transmissions").is_empty() {
             f.flag(row, "transmissions", "must be empty exactly when the scheme refused".into());
+        }
+        let searched = sheet.text(row, "clique_search_threshold") != "0";
+        let kind = sheet.text(row, "clique_bound_kind");
+        if kind != if searched { "search" } else { "cachers" } {
+            f.flag(row, "clique_bound_kind", format!("{kind:?} does not match the search's threshold"));
         }
     }
 }

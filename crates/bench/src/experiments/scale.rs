@@ -17,7 +17,8 @@ use anyhow::{Context as _, bail};
 use serde::{Deserialize, Serialize};
 use ubershuffle_core::limits::peak_rss_bytes;
 use ubershuffle_core::{GeneratorParams, PlannerOptions};
-use ubershuffle_planners::scale::measure_scale_point;
+use ubershuffle_planners::bounds::SEARCH_WORK_PER_SECOND;
+use ubershuffle_planners::scale::{measure_clique_family, measure_scale_point};
 
 use super::Context;
 use crate::report::{Headline, LineChart, Report, Row, Series, markdown_table};
@@ -36,8 +37,15 @@ const QUICK_BUDGET: Duration = Duration::from_secs(2);
 /// The full run's budget from n = 1000 workers, where `clique-cover`'s two passes (see
 /// `planners/src/receiver_packing/`) need about 70 s on two cores at q = 1e6, alpha = 0.1.
 const FULL_LARGE_BUDGET: (usize, Duration) = (1000, Duration::from_secs(90));
-/// The flag of the child mode.
+/// The flag of the child mode that measures one scheme on one point.
 pub const CHILD_FLAG: &str = "--scale-point";
+/// The flag of the child mode that computes one point's clique family figures.
+pub const FAMILY_FLAG: &str = "--scale-family";
+/// Work units of the largest-clique search behind the clique family's bound, in the full and
+/// the quick run: 150 and 60 seconds of one core (where the search takes all of it, about 90
+/// and 35 s on two).
+const FULL_SEARCH_WORK: u64 = 150 * SEARCH_WORK_PER_SECOND;
+const QUICK_SEARCH_WORK: u64 = 60 * SEARCH_WORK_PER_SECOND;
 
 /// One scheme on one point of the sweep.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -54,6 +62,9 @@ pub struct ScalePoint {
     bound_over_uncoded: f64,
     clique_bound: usize,
     clique_bound_over_uncoded: f64,
+    clique_bound_kind: String,
+    clique_search_threshold: usize,
+    clique_search_work: u64,
     clique_estimate: usize,
     clique_estimate_over_uncoded: f64,
     refused: String,
@@ -62,11 +73,53 @@ pub struct ScalePoint {
     verify_seconds: f64,
     lower_bound_seconds: f64,
     max_rss_bytes: Option<u64>,
+    /// Seconds for the clique family's figures (once a point, in a child of its own).
+    clique_bound_seconds: f64,
 }
 
 impl Row for ScalePoint {
     const MACHINE_COLUMNS: &'static [&'static str] =
-        &["plan_seconds", "verify_seconds", "lower_bound_seconds", "max_rss_bytes"];
+        &["plan_seconds", "verify_seconds", "lower_bound_seconds", "max_rss_bytes", "clique_bound_seconds"];
+}
+
+impl ScalePoint {
+    /// Takes the clique family's figures of its point.
+    fn set_family(&mut self, answer: &FamilyAnswer) {
+        let f = &answer.columns;
+        self.clique_bound = f.clique_bound;
+        self.clique_bound_over_uncoded = f.clique_bound_over_uncoded;
+        self.clique_bound_kind.clone_from(&f.clique_bound_kind);
+        self.clique_search_threshold = f.clique_search_threshold;
+        self.clique_search_work = f.clique_search_work;
+        self.clique_estimate = f.clique_estimate;
+        self.clique_estimate_over_uncoded = f.clique_estimate_over_uncoded;
+        self.clique_bound_seconds = answer.seconds;
+    }
+}
+
+/// The clique family's figures of a point, the same in every row of the point.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct FamilyColumns {
+    /// The bound on every plan of the clique family.
+    clique_bound: usize,
+    clique_bound_over_uncoded: f64,
+    /// What it rests on: `search` (the largest cliques, found at and above a threshold) or
+    /// `cachers` (each request's cachers only).
+    clique_bound_kind: String,
+    /// The search's threshold, 0 without a finished search.
+    clique_search_threshold: usize,
+    /// Work units the search spent (within the run's budget).
+    clique_search_work: u64,
+    /// The estimate from expected clique counts (not a bound).
+    clique_estimate: usize,
+    clique_estimate_over_uncoded: f64,
+}
+
+/// The family child's answer: the point's figures and their seconds.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct FamilyAnswer {
+    columns: FamilyColumns,
+    seconds: f64,
 }
 
 /// The sweep of a run.
@@ -76,6 +129,8 @@ struct Sweep {
     budget: Duration,
     /// From this many workers on, this budget instead.
     large: Option<(usize, Duration)>,
+    /// Work units of the largest-clique search behind the clique family's bound.
+    search_work: u64,
 }
 
 impl Sweep {
@@ -100,20 +155,35 @@ impl Sweep {
 /// Runs the sweep, each (point, scheme) in a child process.
 pub fn run(ctx: &Context) -> anyhow::Result<Report> {
     let sweep = if ctx.quick {
-        Sweep { workers: &[10, 20, 40, 100, 200], points: &[100_000], budget: QUICK_BUDGET, large: None }
+        Sweep {
+            workers: &[10, 20, 40, 100, 200],
+            points: &[100_000],
+            budget: QUICK_BUDGET,
+            large: None,
+            search_work: QUICK_SEARCH_WORK,
+        }
     } else {
         Sweep {
             workers: &[10, 20, 40, 100, 200, 500, 1000],
             points: &[100_000, 1_000_000],
             budget: FULL_BUDGET,
             large: Some(FULL_LARGE_BUDGET),
+            search_work: FULL_SEARCH_WORK,
         }
     };
     let cells = cells(ctx, &sweep);
     let bar = ctx.progress(cells.len() as u64, NAME);
-    let mut rows = Vec::new();
+    let mut rows: Vec<ScalePoint> = Vec::new();
+    let mut family: Option<((usize, usize, f64), FamilyAnswer)> = None;
     for (n, q, alpha, scheme) in cells {
-        rows.push(in_child(n, q, alpha, scheme, sweep.budget_at(n))?);
+        let answer = match family.take() {
+            Some((point, answer)) if point == (n, q, alpha) => answer,
+            _ => family_in_child(n, q, alpha, sweep.search_work)?,
+        };
+        let mut row = in_child(n, q, alpha, scheme, sweep.budget_at(n))?;
+        row.set_family(&answer);
+        rows.push(row);
+        family = Some(((n, q, alpha), answer));
         bar.inc(1);
     }
     bar.finish_and_clear();
@@ -175,9 +245,53 @@ fn in_child(n: usize, q: usize, alpha: f64, scheme: &str, budget: Duration) -> a
     serde_json::from_slice(&out.stdout).with_context(|| format!("scale point {point}: unreadable row"))
 }
 
-/// The child's side: measures `spec` (`n,q,alpha,scheme,budget_seconds`) and returns its row as
-/// one line of JSON.
-pub fn child(spec: &str) -> anyhow::Result<String> {
+/// Computes the clique family's figures of one point in a child process of this program.
+fn family_in_child(n: usize, q: usize, alpha: f64, work: u64) -> anyhow::Result<FamilyAnswer> {
+    let exe = std::env::current_exe().context("cannot find this program to run a scale point")?;
+    let point = format!("{n},{q},{alpha},{work}");
+    let out = Command::new(exe).args([FAMILY_FLAG, &point]).output().context("cannot run a scale point")?;
+    if !out.status.success() {
+        bail!("clique family of {point}: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    serde_json::from_slice(&out.stdout)
+        .with_context(|| format!("clique family of {point}: unreadable answer"))
+}
+
+/// Whether `flag` starts one of this experiment's child modes ([`child`]).
+pub fn is_child_flag(flag: &str) -> bool {
+    flag == CHILD_FLAG || flag == FAMILY_FLAG
+}
+
+/// The child's side: with [`CHILD_FLAG`] measures `spec` (`n,q,alpha,scheme,budget_seconds`)
+/// and returns its row, with [`FAMILY_FLAG`] computes the clique family's figures of `spec`
+/// (`n,q,alpha,search_work`); one line of JSON.
+pub fn child(flag: &str, spec: &str) -> anyhow::Result<String> {
+    if flag == FAMILY_FLAG {
+        return family_child(spec);
+    }
+    scheme_child(spec)
+}
+
+fn family_child(spec: &str) -> anyhow::Result<String> {
+    let parts: Vec<&str> = spec.split(',').collect();
+    let [n, q, alpha, work] = parts.as_slice() else { bail!("{FAMILY_FLAG} takes n,q,alpha,search_work") };
+    let params =
+        GeneratorParams { workers: n.parse()?, points: q.parse()?, alpha: alpha.parse()?, seed: SEED };
+    let point = measure_clique_family(&params.check()?, work.parse()?);
+    let (f, uncoded) = (point.family, point.uncoded.max(1) as f64);
+    let columns = FamilyColumns {
+        clique_bound: f.bound,
+        clique_bound_over_uncoded: f.bound as f64 / uncoded,
+        clique_bound_kind: f.bound_kind.name().to_string(),
+        clique_search_threshold: f.bound_kind.threshold(),
+        clique_search_work: f.search_work,
+        clique_estimate: f.estimate,
+        clique_estimate_over_uncoded: f.estimate as f64 / uncoded,
+    };
+    Ok(serde_json::to_string(&FamilyAnswer { columns, seconds: point.seconds })?)
+}
+
+fn scheme_child(spec: &str) -> anyhow::Result<String> {
     let parts: Vec<&str> = spec.split(',').collect();
     let [n, q, alpha, scheme, budget] = parts.as_slice() else {
         bail!("{CHILD_FLAG} takes n,q,alpha,scheme,budget")
@@ -198,16 +312,20 @@ pub fn child(spec: &str) -> anyhow::Result<String> {
         over_uncoded: r.ratio(),
         lower_bound: r.lower_bound,
         bound_over_uncoded: r.lower_bound as f64 / r.uncoded.max(1) as f64,
-        clique_bound: r.clique_bound,
-        clique_bound_over_uncoded: r.clique_bound as f64 / r.uncoded.max(1) as f64,
-        clique_estimate: r.clique_estimate,
-        clique_estimate_over_uncoded: r.clique_estimate as f64 / r.uncoded.max(1) as f64,
+        clique_bound: 0,
+        clique_bound_over_uncoded: 0.0,
+        clique_bound_kind: String::new(),
+        clique_search_threshold: 0,
+        clique_search_work: 0,
+        clique_estimate: 0,
+        clique_estimate_over_uncoded: 0.0,
         refused: r.refused.clone().unwrap_or_default(),
         instance_bytes: r.instance_bytes,
         plan_seconds: r.plan_seconds,
         verify_seconds: r.verify_seconds,
         lower_bound_seconds: r.lower_bound_seconds,
         max_rss_bytes: peak_rss_bytes(),
+        clique_bound_seconds: 0.0,
     };
     Ok(serde_json::to_string(&row)?)
 }
@@ -282,10 +400,15 @@ fn summary(sweep: &Sweep, rows: &[ScalePoint]) -> String {
                     of("clique-cover"),
                     of("auto"),
                     format!("{:.3}", b.bound_over_uncoded),
+                    match b.clique_search_threshold {
+                        0 => format!("{:.3} (cachers)", b.clique_bound_over_uncoded),
+                        k => format!("{:.3} (search {k})", b.clique_bound_over_uncoded),
+                    },
                     format!(
-                        "{} ({:.1}x the bound)",
+                        "{} ({:.1}x the bound, {:.2}x the family's)",
                         b.made_by,
-                        b.transmissions.unwrap_or(0) as f64 / b.lower_bound.max(1) as f64
+                        b.transmissions.unwrap_or(0) as f64 / b.lower_bound.max(1) as f64,
+                        b.transmissions.unwrap_or(0) as f64 / b.clique_bound.max(1) as f64
                     ),
                     format!("{:.2}", b.plan_seconds + b.verify_seconds),
                     b.max_rss_bytes.map_or("-".into(), |m| format!("{:.0}", m as f64 / (1 << 20) as f64)),
@@ -297,10 +420,14 @@ fn summary(sweep: &Sweep, rows: &[ScalePoint]) -> String {
     format!(
         "Transmissions divided by uncoded's, seed {SEED}; every plan passed `verify`. The schemes that search had a \
          budget of {} (work units). \"refused\": the scheme stopped at once past its reach ({refusals} of {} \
-         scheme-points; the reasons are in the CSV). The last columns are the best plan's scheme and its gap to the \
-         lower bound, its plan + verify seconds and the peak memory of its process (MiB).\n\n{}",
+         scheme-points; the reasons are in the CSV). \"clique family bound\": a bound on every plan whose packets each \
+         receiver decodes alone, as every scheme here sends; \"search k\": every clique of k requests or more was \
+         found (within {:.0} s of one core's work), \"cachers\": the search did not finish and the bound counts each \
+         request's cachers. The last columns are the best plan's scheme and its gap to the lower bound and to the \
+         family's, its plan + verify seconds and the peak memory of its process (MiB).\n\n{}",
         sweep.describe_budget(),
         rows.len(),
+        sweep.search_work as f64 / SEARCH_WORK_PER_SECOND as f64,
         markdown_table(
             &[
                 "q",
@@ -312,6 +439,7 @@ fn summary(sweep: &Sweep, rows: &[ScalePoint]) -> String {
                 "clique-cover",
                 "auto",
                 "lower bound",
+                "clique family bound",
                 "best (gap)",
                 "best s",
                 "best MiB"
@@ -330,7 +458,10 @@ fn headlines(rows: &[ScalePoint]) -> Vec<Headline> {
         let Some(ratio) = c.over_uncoded else { continue };
         out.push(Headline {
             what: format!("clique-cover transmissions / uncoded, n = {n}, q = {q}, alpha = {alpha}"),
-            ours: format!("{ratio:.3} (lower bound {:.3})", c.bound_over_uncoded),
+            ours: format!(
+                "{ratio:.3} (lower bound {:.3}, clique family bound {:.3})",
+                c.bound_over_uncoded, c.clique_bound_over_uncoded
+            ),
             paper: "(ours; the papers stop at n = 20)".into(),
             table: format!("{NAME}.csv"),
             rows: format!("scheme=clique-cover, workers={n}, points={q}, alpha={alpha}"),

@@ -9,7 +9,7 @@ use ubershuffle_core::theory::theorem1_coded_transmissions;
 use ubershuffle_core::{
     Plan, PlannerOptions, ShuffleInstance, ShufflePlanner, Tried, VerifyReport, rng::seeded_stream, verify,
 };
-use ubershuffle_planners::bounds::{best_lower_bound, clique_family};
+use ubershuffle_planners::bounds::{SEARCH_WORK_PER_SECOND, best_lower_bound, clique_family};
 use ubershuffle_planners::planner_by_name;
 use ubershuffle_plugin_host::PluginLibrary;
 
@@ -47,11 +47,14 @@ struct Outcome<'a> {
     tried: &'a [Tried],
     plan_seconds: f64,
     verify_seconds: f64,
+    /// Work units for the clique family's bound (`--clique-search`).
+    search_work: u64,
 }
 
 /// Plans, verifies, prints; exits non-zero if the plan does not decode.
 pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     let budget = super::master::seconds("--time-budget", args.time_budget)?;
+    let search_work = clique_search_work(args.clique_search)?;
     let options = PlannerOptions::default().with_time_budget(budget);
     let planner = choose_planner(args, &options)?;
     if planner.as_pliable().is_some() {
@@ -85,7 +88,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     let report =
         verify(inst, plan).with_context(|| format!("scheme {} returned a malformed plan", planner.name()))?;
     let verify_seconds = started.elapsed().as_secs_f64();
-    let outcome = Outcome { inst, plan, made_by, tried, plan_seconds, verify_seconds };
+    let outcome = Outcome { inst, plan, made_by, tried, plan_seconds, verify_seconds, search_work };
     let mut extra = plan_no_excess::fields(outcome.inst);
     if let (Some(chain), Some(first)) = (chain.as_mut(), &epoch) {
         report.ensure_valid()?;
@@ -110,7 +113,7 @@ fn print_outcome(
     let started = Instant::now();
     let bound = best_lower_bound(inst);
     let bound_seconds = started.elapsed().as_secs_f64();
-    let family = clique_family(inst, &bound);
+    let family = clique_family(inst, &bound, o.search_work);
     let theorem1 = theorem1_coded_transmissions(inst.workers(), inst.points(), inst.cache_size());
     if args.json {
         let mut out = json!({
@@ -125,6 +128,8 @@ fn print_outcome(
             "lower_bound": bound.value,
             "lower_bound_kind": bound.kind,
             "clique_family_bound": family.bound,
+            "clique_family_bound_kind": family.bound_kind.name(),
+            "clique_family_search_threshold": family.bound_kind.threshold(),
             "clique_family_estimate": family.estimate,
             "theorem1_transmissions": theorem1,
             "verified": report.is_valid(),
@@ -149,7 +154,11 @@ fn print_outcome(
         let bound = format!("{} ({})", bound.value, bound.kind);
         let times = [o.plan_seconds, bound_seconds, o.verify_seconds];
         let mut rows = table_rows(scheme, o, report.is_valid(), &bound, theorem1, times, &extra);
-        rows.insert(7, ("clique family: bound".into(), family.bound.to_string()));
+        let rests_on = match family.bound_kind.threshold() {
+            0 => "each request's cachers".to_string(),
+            k => format!("every clique of {k} or more found"),
+        };
+        rows.insert(7, ("clique family: bound".into(), format!("{} ({rests_on})", family.bound)));
         let estimate = format!("{} (expected clique counts, not a bound)", family.estimate);
         rows.insert(8, ("clique family: estimate".into(), estimate));
         print_table(&rows.iter().map(|(k, v)| (k.as_str(), v.clone())).collect::<Vec<_>>())?;
@@ -158,6 +167,14 @@ fn print_outcome(
         bail!("scheme {scheme} produced a plan that does not decode: {e}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The work units of `--clique-search SECONDS`.
+fn clique_search_work(seconds: f64) -> anyhow::Result<u64> {
+    if !(seconds.is_finite() && seconds >= 0.0) {
+        bail!("--clique-search must be a number of seconds, 0 or more");
+    }
+    Ok((seconds * SEARCH_WORK_PER_SECOND as f64).min(u64::MAX as f64) as u64)
 }
 
 /// The human-readable table of [`print_outcome`].

@@ -7,11 +7,14 @@
 pub(crate) mod acyclic;
 mod attia_tandon;
 mod clique_family;
+mod largest_cliques;
 mod max_need;
 
 pub use acyclic::{EXACT_MAX_WORKERS, acyclic_subgraph_bound};
 pub use attia_tandon::{THEOREM2_KIND, THEOREM2_LOCAL_KIND, attia_tandon_bound, theorem2_ordering};
-pub use clique_family::{CliqueFamily, clique_family};
+pub use clique_family::{
+    CliqueBoundKind, CliqueFamily, DEFAULT_SEARCH_WORK, SEARCH_WORK_PER_SECOND, clique_family,
+};
 pub use max_need::max_need_bound;
 
 use crate::ShuffleInstance;
