@@ -6,10 +6,13 @@
 //!
 //! Two figures, apart from the general bounds of this module's siblings (which hold for every
 //! scheme, so for this family too):
-//! - a *bound* valid for the family: a request of point `p` lies in no clique larger than
-//!   `1 + c(p)`, `c(p)` the workers caching `p` that need something (every other receiver of
-//!   its packet caches `p`), so a partition has at least `sum over requests of 1 / (1 + c(p))`
-//!   packets (each packet of `k` requests adds `k` terms of at most `1 / k`); the figure is the
+//! - a *bound* valid for the family: a partition of the requests into cliques has at least
+//!   `sum over requests r of 1 / w(r)` packets when no clique through `r` has more than `w(r)`
+//!   requests (each packet of `k` requests adds `k` terms of at most `1 / k`). `w(r)` comes from
+//!   the search for the largest cliques ([`super::largest_cliques`], [`CliqueBoundKind::Search`])
+//!   where it finishes within its budget, and is never above `1 + c(p)`, `c(p)` the workers
+//!   caching `r`'s point `p` that need something (every other receiver of its packet caches
+//!   `p`: [`CliqueBoundKind::Cachers`], all there is without the search). The figure is the
 //!   largest of that sum, the largest need of one receiver (a packet serves a receiver once) and
 //!   the general bound;
 //! - an *estimate* from expected clique counts, not a bound: with `R` requests per receiver and
@@ -24,7 +27,9 @@
 //!   beat it.
 
 use super::LowerBound;
-use super::largest_cliques::{CliqueSizes, MAX_CANDIDATES, largest_cliques, probe_work, probed_receivers};
+use super::largest_cliques::{
+    CliqueSizes, MAX_CANDIDATES, largest_cliques, probe_work, probed_receivers, too_wide,
+};
 use crate::ShuffleInstance;
 use crate::requests::Requests;
 
@@ -158,8 +163,16 @@ fn sum_of_shares(pairs: impl Iterator<Item = (usize, usize)>) -> usize {
 /// in a clique of 2 (finding the requests in none at all would cost as much as all the rest).
 const LOWEST_THRESHOLD: usize = 3;
 
-/// A probe of a threshold's cost searches from one receiver in this many.
+/// A probe of a threshold's cost searches from one receiver in this many, or in fewer where
+/// that would be under [`PROBED_RECEIVERS`] (the cost falls steeply with the receiver's number,
+/// so a sparse probe of few workers misjudges it).
 const PROBE_EVERY: usize = 16;
+
+/// The receivers a probe wants at least, where the workers allow one in two.
+const PROBED_RECEIVERS: usize = 10;
+
+/// Workers up to which the thresholds run in turn without probes.
+const UNPROBED_WORKERS: usize = 16;
 
 /// The factor (a ratio) a probe's estimate is taken with: the receivers it skips may cost more
 /// than the ones it samples.
@@ -167,8 +180,8 @@ const MARGIN: (u64, u64) = (5, 4);
 
 /// The largest-clique search within `budget`, at the lowest threshold it can afford, from just
 /// above the largest clique the estimate expects (`likely`, by cachers) down to
-/// [`LOWEST_THRESHOLD`]. Above [`PROBE_EVERY`] workers, probes from one receiver in
-/// [`PROBE_EVERY`] (the middle of each run, as the cost falls with the receiver's number)
+/// [`LOWEST_THRESHOLD`]. Above [`UNPROBED_WORKERS`] workers, probes from one receiver in a few
+/// ([`PROBE_EVERY`] at most; the middle of each run, as the cost falls with the receiver's number)
 /// estimate each threshold's cost, going down while it fits what is left with a
 /// [`MARGIN`] for it and for the next threshold up; the search runs at the lowest threshold that
 /// fits, keeping enough for the next one up should it not finish. With fewer workers the
@@ -183,7 +196,8 @@ fn search_largest(
     let requests: usize = by_cachers.iter().sum();
     let most_cachers = by_cachers.iter().rposition(|&count| count > 0).unwrap_or(0);
     let cached: usize = by_cachers.iter().enumerate().map(|(c, &count)| c * count).sum();
-    // With more cachers than a mask holds on average, the first receivers' anchors have too.
+    // With more cachers than a mask holds on average, the first receivers' anchors have too
+    // (and the request index would be built for nothing).
     if budget == 0 || most_cachers == 0 || cached > MAX_CANDIDATES * requests {
         return (None, 0);
     }
@@ -192,14 +206,18 @@ fn search_largest(
     let top = (expected + 2).min(most_cachers + 2).max(LOWEST_THRESHOLD);
     let requests = Requests::of(inst);
     let rows = requests.cacher_rows();
+    if too_wide(&requests, &rows) {
+        return (None, 0);
+    }
     let (threads, n) = (threads(), inst.workers());
     let mut spent = 0u64;
+    // A search that does not finish has spent its cap.
     let run = |threshold: usize, cap: u64, spent: &mut u64| {
         let searched = largest_cliques(&requests, &rows, threshold, cap, threads);
         *spent += searched.as_ref().map_or(cap, |sizes| sizes.work);
         searched.ok()
     };
-    if n <= PROBE_EVERY {
+    if n <= UNPROBED_WORKERS {
         let mut best = None;
         for threshold in (LOWEST_THRESHOLD..=top).rev() {
             match run(threshold, budget - spent, &mut spent) {
@@ -211,12 +229,13 @@ fn search_largest(
     }
     // (threshold, its estimated cost with the margin), from the top down.
     let mut affordable: Vec<(usize, u64)> = Vec::new();
-    let probed = probed_receivers(n, PROBE_EVERY).max(1) as u64;
+    let every = (n / PROBED_RECEIVERS).clamp(2, PROBE_EVERY);
+    let probed = probed_receivers(n, every).max(1) as u64;
     for threshold in (LOWEST_THRESHOLD..=top).rev() {
         let reserve = affordable.last().map_or(0, |&(_, up)| up);
         // A probe past this share of what is left already says the threshold does not fit.
         let cap = (budget - spent).saturating_sub(reserve).saturating_mul(probed) / n as u64;
-        let Ok(work) = probe_work(&requests, &rows, threshold, cap, threads, PROBE_EVERY) else {
+        let Ok(work) = probe_work(&requests, &rows, threshold, cap, threads, every) else {
             spent += cap;
             break;
         };

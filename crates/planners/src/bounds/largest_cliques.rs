@@ -4,24 +4,35 @@
 //! A clique of the request graph (module `clique_family`) is a set `S` of distinct receivers
 //! and, for each `u` of `S`, one request of `u` whose point every other receiver of `S` caches.
 //! Each clique is found once, from its *anchor*: the request of its lowest-numbered receiver
-//! `w`. From an anchor of point `p` the other receivers are among `U`, the workers numbered
-//! above `w` that cache `p`; each `u` of `U` brings its *options*, its requests whose point `w`
-//! caches, each as a mask of the members of `U` caching its point. A set `T` of `U` completes
-//! a clique with the anchor exactly when every `u` of `T` has an option whose mask holds
-//! `T \ {u}`; then every such option of every member lies in a clique of `|T| + 1`.
+//! `w`. From an anchor of point `p` the other receivers are among its *candidates*, the
+//! workers numbered above `w` that cache `p`; each candidate `u` brings its *options*, its
+//! requests whose point `w` caches, each as a mask of the candidates caching its point. A set
+//! `T` of candidates completes a clique with the anchor exactly when every `u` of `T` has an
+//! option whose mask holds `T \ {u}`; then every such option of every member lies in a clique
+//! of `|T| + 1`. The anchors of one receiver with the same candidates share one search, and the
+//! options of a candidate with the same mask one entry.
 //!
-//! The search grows `T` in the order of `U`, keeping each member's options that hold the rest
-//! of `T` and each later worker's options that hold all of `T` (a worker may join while it has
-//! one and some option of every member holds it). A branch is cut when it cannot reach the
-//! threshold: a member `u` of a clique `T'` grown from it has an option holding `T' \ {u}`, so
-//! `|T'|` is at most one more than the most of `T` and the candidates left that one option of
-//! `u` holds.
+//! The search is a branch and bound over `T`, keeping each member's options that hold the rest
+//! of `T` and each candidate's options that hold all of `T` (a candidate stays while it has one
+//! and some option of every member holds it). A node is cut when its growth cannot reach the
+//! threshold (or, past it, a larger clique than its own):
+//! - a member `u` of a clique `T'` grown from it has an option holding `T' \ {u}`, so `|T'|` is
+//!   at most one more than the most of `T` and the candidates that one option of `u` holds (and
+//!   a candidate that cannot reach it so is dropped);
+//! - the candidates that join are pairwise joined in the *pair graph* (two candidates are
+//!   joined when some option of every member holds both and each has an option holding the
+//!   other), so there are no more of them than the colours of a greedy colouring; the node
+//!   branches on its candidates by colour, highest first, and stops where the colours left
+//!   cannot reach the goal, as in Tomita's MCQ for maximum cliques.
 //!
 //! Run at a threshold `k`, the search finds every clique of `k` requests or more, and with it
 //! the largest clique through every request that lies in one; every other request lies in no
-//! clique larger than `k - 1`. Work is counted in mask tests (and, for building an option, one
-//! a word of its cachers), never read from a clock, so whether a search fits its budget depends
-//! only on the instance and the threshold.
+//! clique larger than `k - 1`. Work is counted in mask tests (and one a word of an option's
+//! cachers when it is built), never read from a clock, so whether a search fits its budget
+//! depends only on the instance and the threshold. `search_cost` (an ignored test) prints the
+//! work, seconds and bound of each threshold for one instance:
+//! `UBS_POINT=100,100000,0.3 UBS_TOP=10 UBS_BOTTOM=9 cargo test --release -p ubershuffle-planners
+//! --lib search_cost -- --ignored --nocapture`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -108,6 +119,22 @@ pub(crate) fn probe_work(
 ) -> Result<u64, SearchStop> {
     let every = every.max(1);
     search(requests, rows, threshold, budget, threads, (every / 2, every)).map(|(_, work)| work)
+}
+
+/// Whether some request has more than [`MAX_CANDIDATES`] cachers numbered above its receiver:
+/// then a search might meet an anchor with more candidates than a mask holds, and none runs.
+pub(crate) fn too_wide(requests: &Requests, rows: &CacherRows) -> bool {
+    (0..requests.workers()).any(|w| {
+        let above = |k: usize, word: u64| match k.cmp(&(w / 64)) {
+            std::cmp::Ordering::Less => 0,
+            std::cmp::Ordering::Equal => word & u64::MAX.checked_shl(w as u32 % 64 + 1).unwrap_or(0),
+            std::cmp::Ordering::Greater => word,
+        };
+        requests.of_receiver(w).any(|r| {
+            let count: u32 = rows.of(r).iter().enumerate().map(|(k, &c)| above(k, c).count_ones()).sum();
+            count as usize > MAX_CANDIDATES
+        })
+    })
 }
 
 /// The receivers [`probe_work`] searches from, of `workers`.
@@ -411,10 +438,12 @@ impl<'a> Search<'a> {
                         both &= both - 1;
                     }
                 }
+                built += u64::from(mask.count_ones());
                 options.push((mask, o));
             }
             options.sort_unstable();
-            built += options.len() as u64;
+            // A sort's comparisons.
+            built += options.len() as u64 * u64::from(usize::BITS - options.len().leading_zeros());
             let start = self.masks.len();
             for same in options.chunk_by(|x, y| x.0 == y.0) {
                 self.masks.push(same[0].0);
@@ -768,6 +797,24 @@ mod tests {
                     assert!(found.at_most(r) >= omega);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn an_instance_with_more_cachers_above_a_receiver_than_a_mask_holds_is_too_wide() {
+        let narrow =
+            GeneratorParams { workers: 150, points: 450, alpha: 0.6, seed: 2 }.check().unwrap().generate();
+        let wide =
+            GeneratorParams { workers: 200, points: 400, alpha: 0.85, seed: 1 }.check().unwrap().generate();
+        for (inst, expected) in [(narrow, false), (wide, true)] {
+            let requests = Requests::of(&inst);
+            let rows = requests.cacher_rows();
+            let most_above = (0..requests.len())
+                .map(|r| bits::Ones::new(rows.of(r)).filter(|&u| u > requests.receiver(r)).count())
+                .max()
+                .unwrap();
+            assert_eq!(most_above > MAX_CANDIDATES, expected, "{most_above}");
+            assert_eq!(too_wide(&requests, &rows), expected);
         }
     }
 
