@@ -124,17 +124,13 @@ pub(crate) fn probe_work(
 /// Whether some request has more than [`MAX_CANDIDATES`] cachers numbered above its receiver:
 /// then a search might meet an anchor with more candidates than a mask holds, and none runs.
 pub(crate) fn too_wide(requests: &Requests, rows: &CacherRows) -> bool {
-    (0..requests.workers()).any(|w| {
-        let above = |k: usize, word: u64| match k.cmp(&(w / 64)) {
-            std::cmp::Ordering::Less => 0,
-            std::cmp::Ordering::Equal => word & u64::MAX.checked_shl(w as u32 % 64 + 1).unwrap_or(0),
-            std::cmp::Ordering::Greater => word,
-        };
-        requests.of_receiver(w).any(|r| {
-            let count: u32 = rows.of(r).iter().enumerate().map(|(k, &c)| above(k, c).count_ones()).sum();
-            count as usize > MAX_CANDIDATES
-        })
-    })
+    (0..requests.workers())
+        .any(|w| requests.of_receiver(w).any(|r| cachers_above(rows.of(r), w) > MAX_CANDIDATES))
+}
+
+/// How many of the workers in `cachers` (a row of [`CacherRows`]) are numbered above `w`.
+fn cachers_above(cachers: &[u64], w: usize) -> usize {
+    bits::count_range(cachers, w + 1..cachers.len() * 64)
 }
 
 /// The receivers [`probe_work`] searches from, of `workers`.
@@ -221,12 +217,6 @@ impl Options {
         let n = requests.workers();
         let cached = requests.cached_by(w);
         let from = requests.of_receiver(w).end;
-        // The workers numbered above `w`.
-        let above = |k: usize| match k.cmp(&(w / 64)) {
-            std::cmp::Ordering::Less => 0,
-            std::cmp::Ordering::Equal => u64::MAX.checked_shl(w as u32 % 64 + 1).unwrap_or(0),
-            std::cmp::Ordering::Greater => u64::MAX,
-        };
         self.ids.clear();
         let mut read = (cached.len() - from / 64) as u64;
         for (k, &word) in cached.iter().enumerate().skip(from / 64) {
@@ -236,9 +226,7 @@ impl Options {
                 left &= left - 1;
                 let cachers = rows.of(o);
                 read += cachers.len() as u64;
-                let held: usize =
-                    cachers.iter().enumerate().map(|(j, &c)| (c & above(j)).count_ones() as usize).sum();
-                if held + 1 >= need {
+                if cachers_above(cachers, w) + 1 >= need {
                     self.ids.push(o as u32);
                 }
             }
