@@ -75,11 +75,49 @@ struct Buffered {
 /// Marks a transmission this worker does not need in `Decoder::by_seq`.
 const NOT_NEEDED: u32 = u32::MAX;
 
-/// One worker's decoder.
+/// Where a decoder finds the points it knows and keeps the points it learns: a worker's
+/// [`RecordStore`] of fixed-width records, or a [`SegmentTarget`](crate::SegmentTarget) over
+/// records of uneven size.
+pub trait DecodeStore {
+    /// Bytes per point (every payload's length).
+    fn width(&self) -> usize;
+    /// Point ids run below this.
+    fn universe(&self) -> usize;
+    /// Whether `point` is known.
+    fn contains(&self, point: u32) -> bool;
+    /// The bytes of a known point: `width()` bytes, or fewer when the rest is zero padding.
+    fn get(&self, point: u32) -> Option<&[u8]>;
+    /// Keeps a learned point (`width()` bytes); `Ok(false)` if it was known already.
+    fn insert(&mut self, point: u32, bytes: &[u8]) -> Result<bool, CodecError>;
+}
+
+impl DecodeStore for RecordStore {
+    fn width(&self) -> usize {
+        RecordStore::width(self)
+    }
+
+    fn universe(&self) -> usize {
+        RecordStore::universe(self)
+    }
+
+    fn contains(&self, point: u32) -> bool {
+        RecordStore::contains(self, point)
+    }
+
+    fn get(&self, point: u32) -> Option<&[u8]> {
+        RecordStore::get(self, point)
+    }
+
+    fn insert(&mut self, point: u32, bytes: &[u8]) -> Result<bool, CodecError> {
+        RecordStore::insert(self, point, bytes)
+    }
+}
+
+/// One worker's decoder, over its store `S` (by default a [`RecordStore`]).
 #[derive(Debug)]
-pub struct Decoder {
+pub struct Decoder<S = RecordStore> {
     worker: usize,
-    store: RecordStore,
+    store: S,
     wanted: Vec<u32>,
     /// For every transmission of the plan, its index in `scheduled`, or `NOT_NEEDED`.
     by_seq: Vec<u32>,
@@ -89,17 +127,42 @@ pub struct Decoder {
     scratch: Vec<u8>,
 }
 
-impl Decoder {
+impl Decoder<RecordStore> {
     /// A decoder for `worker`, which holds `store` (its cache) and must end holding `wanted`.
     /// Fails at once, with [`DecodeError::Undecodable`], if the plan cannot deliver `wanted`.
     pub fn new(
         worker: usize,
         plan: &Plan,
-        store: RecordStore,
+        mut store: RecordStore,
+        wanted: impl IntoIterator<Item = u32>,
+    ) -> Result<Self, DecodeError> {
+        let known = store.ids().to_vec();
+        let wanted: Vec<u32> = wanted.into_iter().collect();
+        // Room for every point it will learn, so decoding never moves the cache in memory.
+        store.reserve(wanted.len());
+        Decoder::over(worker, plan, store, known, wanted)
+    }
+
+    /// Gives up on this plan and hands back the store: the cache plus whatever was decoded so
+    /// far (a worker whose epoch was restarted restores its cache from it).
+    pub fn abandon(self) -> RecordStore {
+        self.store
+    }
+}
+
+impl<S: DecodeStore> Decoder<S> {
+    /// A decoder for `worker` over `store`, which knows the points `known` (its cache) and
+    /// must end knowing `wanted`. Fails at once, with [`DecodeError::Undecodable`], if the plan
+    /// cannot deliver `wanted`.
+    pub fn over(
+        worker: usize,
+        plan: &Plan,
+        store: S,
+        known: impl IntoIterator<Item = u32>,
         wanted: impl IntoIterator<Item = u32>,
     ) -> Result<Self, DecodeError> {
         let wanted: Vec<u32> = wanted.into_iter().collect();
-        let peeling = peel(store.universe(), plan, store.ids().iter().copied())?;
+        let peeling = peel(store.universe(), plan, known)?;
         let schedule =
             peeling.schedule(plan, &wanted).map_err(|points| DecodeError::Undecodable { worker, points })?;
         let mut by_seq = vec![NOT_NEEDED; plan.len()];
@@ -111,9 +174,6 @@ impl Decoder {
                 Scheduled { parts: plan.transmission(seq).to_vec(), learns, done: false }
             })
             .collect();
-        // Room for every point it will learn, so decoding never moves the cache in memory.
-        let mut store = store;
-        store.reserve(scheduled.len());
         let mut wanted = wanted;
         wanted.sort_unstable();
         wanted.dedup();
@@ -223,7 +283,14 @@ impl Decoder {
         let learns = entry.learns;
         for part in entry.parts.iter().filter(|p| p.point != learns) {
             let known = self.store.get(part.point).ok_or(CodecError::UnknownPoint { point: part.point })?;
-            xor_into(&mut self.scratch, known);
+            // A shorter point is zero-padded: only its bytes change the payload.
+            let width = self.scratch.len();
+            let into = self.scratch.get_mut(..known.len()).ok_or(CodecError::WrongWidth {
+                point: part.point,
+                len: known.len(),
+                width,
+            })?;
+            xor_into(into, known);
         }
         self.store.insert(learns, &self.scratch)?;
         for waiting in self.waiting_on.remove(&learns).unwrap_or_default() {
@@ -237,14 +304,13 @@ impl Decoder {
         Ok(())
     }
 
-    /// Gives up on this plan and hands back the store: the cache plus whatever was decoded so
-    /// far (a worker whose epoch was restarted restores its cache from it).
-    pub fn abandon(self) -> RecordStore {
-        self.store
+    /// The store as it stands (the cache plus what was decoded so far).
+    pub fn store(&self) -> &S {
+        &self.store
     }
 
     /// Ends decoding: the new records, or the points still missing.
-    pub fn finish(self) -> Result<Decoded, DecodeError> {
+    pub fn finish(self) -> Result<Decoded<S>, DecodeError> {
         let missing: Vec<u32> = self.wanted.iter().copied().filter(|&p| !self.store.contains(p)).collect();
         if !missing.is_empty() {
             return Err(DecodeError::Missing { worker: self.worker, points: missing });
@@ -256,13 +322,13 @@ impl Decoder {
 /// A worker's records after decoding: its cache, the intermediate points it learned, and the
 /// new points it wanted.
 #[derive(Debug)]
-pub struct Decoded {
+pub struct Decoded<S = RecordStore> {
     worker: usize,
-    store: RecordStore,
+    store: S,
     wanted: Vec<u32>,
 }
 
-impl Decoded {
+impl<S: DecodeStore> Decoded<S> {
     /// The worker.
     pub fn worker(&self) -> usize {
         self.worker
@@ -274,7 +340,7 @@ impl Decoded {
     }
 
     /// Everything the worker holds now (cache, intermediate and new points).
-    pub fn into_store(self) -> RecordStore {
+    pub fn into_store(self) -> S {
         self.store
     }
 }

@@ -5,13 +5,19 @@ mod decode;
 mod encode;
 mod packet;
 mod records;
+mod segment_codec;
+mod segments;
 pub mod xor;
 
 pub use batch::PacketBatch;
-pub use decode::{DecodeError, Decoded, Decoder};
+pub use decode::{DecodeError, DecodeStore, Decoded, Decoder};
 pub use encode::Encoder;
 pub use packet::Packet;
 pub use records::{RecordStore, Records};
+pub use segment_codec::{
+    RecordSource, RecordWriter, SegmentEncoder, SegmentTarget, UnevenRecords, UnevenStore,
+};
+pub use segments::{MAX_DEFAULT_SEGMENTS, RecordIndex, SegmentError, Segmentation, default_segment_bytes};
 
 /// Why records or packets are malformed.
 #[derive(Debug, thiserror::Error, PartialEq, Eq, Clone)]
@@ -51,6 +57,41 @@ pub enum CodecError {
     UnknownPoint {
         /// The point.
         point: u32,
+    },
+    /// Record sizes add up past `u64::MAX` bytes.
+    #[error("the records' sizes add up past 2^64 bytes")]
+    TooManyBytes,
+    /// More records than 32-bit ids allow.
+    #[error("{records} records is more than 32-bit ids allow")]
+    TooManyRecords {
+        /// Records given.
+        records: usize,
+    },
+    /// More segments than 32-bit ids allow.
+    #[error(
+        "{bytes} bytes in segments of {segment_bytes} bytes make more than 2^32 segments: use larger segments"
+    )]
+    TooManySegments {
+        /// The segment size.
+        segment_bytes: usize,
+        /// The records' bytes.
+        bytes: u64,
+    },
+    /// A record's bytes differ in length from the index's size.
+    #[error("record {point} has {len} bytes, the index says {size}")]
+    WrongSize {
+        /// The record.
+        point: u32,
+        /// Bytes given.
+        len: usize,
+        /// The index's size.
+        size: u64,
+    },
+    /// A decoded segment has non-zero bytes where its record ends (a corrupt packet or cache).
+    #[error("segment {segment} decodes with non-zero padding past its record's end")]
+    DirtyPadding {
+        /// The segment.
+        segment: u32,
     },
     /// A packet's bytes do not parse.
     #[error("malformed packet: {reason}")]

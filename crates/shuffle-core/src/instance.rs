@@ -137,6 +137,25 @@ impl ShuffleInstance {
         Self::from_stored(workers, points, cache, assignment)
     }
 
+    /// Validates and builds an instance whose batches may differ in size by any amount: the
+    /// segment-level instance of records of uneven size (`ubershuffle_codes::Segmentation`),
+    /// where a batch holds as many points as its records have segments. Everything else is
+    /// checked as in [`ShuffleInstance::new`]; every planner and [`crate::verify`] take such an
+    /// instance, but the papers' closed forms (Theorem 1, the bounds that assume equal batches)
+    /// describe balanced instances only, and its JSON form reads back only when balanced.
+    pub fn new_uneven(
+        workers: usize,
+        points: usize,
+        cache: Vec<Vec<u32>>,
+        assignment: Vec<Vec<u32>>,
+    ) -> Result<Self, InstanceError> {
+        check_counts(workers, points)?;
+        check_assignment_total(&assignment, points)?;
+        let cache = check_lists("cache", workers, points, cache)?;
+        let cache = cache.into_iter().map(|list| StoredPoints::compact(list, points)).collect();
+        Self::build(workers, points, cache, assignment, false)
+    }
+
     /// Builds an instance from caches already stored compactly (each sorted, in range and
     /// duplicate-free by construction); validates the assignment.
     pub(crate) fn from_stored(
@@ -144,6 +163,17 @@ impl ShuffleInstance {
         points: usize,
         cache: Vec<StoredPoints>,
         assignment: Vec<Vec<u32>>,
+    ) -> Result<Self, InstanceError> {
+        Self::build(workers, points, cache, assignment, true)
+    }
+
+    /// [`ShuffleInstance::from_stored`], the balance of the batches checked when `balanced`.
+    fn build(
+        workers: usize,
+        points: usize,
+        cache: Vec<StoredPoints>,
+        assignment: Vec<Vec<u32>>,
+        balanced: bool,
     ) -> Result<Self, InstanceError> {
         check_counts(workers, points)?;
         if cache.len() != workers {
@@ -171,7 +201,7 @@ impl ShuffleInstance {
         let sizes = assignment.iter().map(Vec::len).enumerate();
         let (small_worker, small) = sizes.clone().min_by_key(|&(_, s)| s).unwrap_or((0, 0));
         let (large_worker, large) = sizes.max_by_key(|&(_, s)| s).unwrap_or((0, 0));
-        if large > small + 1 {
+        if balanced && large > small + 1 {
             return Err(InstanceError::Unbalanced { small_worker, small, large_worker, large });
         }
         let needs = assignment
