@@ -4,7 +4,7 @@
 use std::fmt::Display;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 /// A failure of the Rust side, before it becomes a Python exception.
@@ -14,6 +14,8 @@ pub enum Failure {
     Value(String),
     /// An internal failure: `RuntimeError`.
     Internal(String),
+    /// A file could not be made, read or written: `OSError`.
+    Os(String),
 }
 
 /// The result type of the Rust side.
@@ -49,6 +51,7 @@ impl From<Failure> for PyErr {
         match f {
             Failure::Value(m) => PyValueError::new_err(m),
             Failure::Internal(m) => PyRuntimeError::new_err(m),
+            Failure::Os(m) => PyOSError::new_err(m),
         }
     }
 }

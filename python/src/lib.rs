@@ -6,8 +6,10 @@
 mod errors;
 mod exchange;
 mod exchange_host;
+mod plane;
 mod planning;
 mod sampler;
+mod store;
 
 use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::prelude::*;
@@ -252,6 +254,13 @@ fn plan_epochs<'py>(
     Ok(out)
 }
 
+/// The default segment size for coded delivery of records at `offsets` (int64, `records + 1`).
+#[pyfunction]
+fn default_segment_bytes(offsets: PyReadonlyArray1<'_, i64>) -> PyResult<usize> {
+    let index = store::index_from_offsets(offsets.as_slice()?)?;
+    Ok(ubershuffle_codes::default_segment_bytes(&index))
+}
+
 /// Panics on purpose (for the test that a panic becomes `RuntimeError`).
 #[pyfunction]
 fn _panic_for_test(py: Python<'_>) -> PyResult<()> {
@@ -266,10 +275,15 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(verify, m)?)?;
     m.add_function(wrap_pyfunction!(lower_bound, m)?)?;
     m.add_function(wrap_pyfunction!(plan_epochs, m)?)?;
+    m.add_function(wrap_pyfunction!(default_segment_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
     m.add_class::<sampler::SamplerCore>()?;
     m.add_class::<sampler::EpochIter>()?;
     m.add_class::<exchange::ExchangeCore>()?;
     m.add_class::<exchange_host::HostCore>()?;
+    m.add_class::<store::StoreCore>()?;
+    m.add_class::<plane::TransferCore>()?;
+    m.add_class::<plane::CodedSendCore>()?;
+    m.add_class::<plane::CodedRecvCore>()?;
     Ok(())
 }

@@ -12,7 +12,7 @@ use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use ubershuffle_core::ShufflePlanner;
-use ubershuffle_core::epoch_chain::{ChainParams, ChainState, EpochChain, PlannedEpoch};
+use ubershuffle_core::epoch_chain::{ChainParams, ChainState, DrawnEpoch, EpochChain, PlannedEpoch};
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_core::pliable::Randomness;
 use ubershuffle_core::rng::{seeded_stream, shuffle};
@@ -320,6 +320,120 @@ impl SamplerCore {
     }
 }
 
+/// The next epoch's draw, the scheme's planner and its candidates (for a pliable scheme).
+pub(crate) type NextDraw = (DrawnEpoch, Box<dyn ShufflePlanner>, Option<Randomness>);
+
+/// What the data planes (`ubershuffle.torch`) read off a sampler core: every rank's records
+/// this epoch, the epoch that follows, and the next epoch's draw for coded delivery.
+impl SamplerCore {
+    /// Every rank's target this epoch, sorted: what it must hold while the epoch trains. A
+    /// chain epoch's cache (its batch, plus with alpha the other records it keeps for coded
+    /// delivery); a remainder epoch's share.
+    pub(crate) fn targets(&self) -> Vec<Vec<u32>> {
+        match &self.current {
+            Current::Chain { chain, .. } => chain.state().caches.clone(),
+            Current::Remainder { lists, real } => lists
+                .iter()
+                .zip(real)
+                .map(|(l, &n)| {
+                    let mut own = l[..n].to_vec();
+                    own.sort_unstable();
+                    own
+                })
+                .collect(),
+        }
+    }
+
+    /// Every rank's batch this epoch, sorted.
+    pub(crate) fn batches(&self) -> Vec<Vec<u32>> {
+        match &self.current {
+            Current::Chain { chain, .. } => chain.state().batches.clone(),
+            Current::Remainder { .. } => self.targets(),
+        }
+    }
+
+    /// A copy moved on to the next epoch (as `set_epoch(epoch + 1)`).
+    pub(crate) fn stepped(&self) -> Outcome<SamplerCore> {
+        let (start, current) = Self::advanced(
+            &self.config,
+            self.world,
+            self.segment_start,
+            &self.current,
+            self.epoch,
+            self.epoch + 1,
+        )?;
+        Ok(SamplerCore {
+            config: self.config.clone(),
+            world: self.world,
+            epoch: self.epoch + 1,
+            segment_start: start,
+            current,
+        })
+    }
+
+    /// The next epoch's draw, when it is a step of this epoch's chain (`None` when the next
+    /// epoch starts a new segment: nothing is cached for it), with the scheme's planner and
+    /// candidates.
+    pub(crate) fn draw_next(
+        &self,
+    ) -> Outcome<Option<NextDraw>> {
+        let Current::Chain { chain, .. } = &self.current else { return Ok(None) };
+        let drawn = chain.draw(&chain.all_workers(), 0).map_err(bad_error)?;
+        let planner = Self::planner(&self.config)?;
+        Ok(Some((drawn, planner, self.config.candidates.filter(|_| self.config.pliable))))
+    }
+
+    /// A fingerprint of where the chain stands (epoch, ranks, every batch and cache), equal on
+    /// every rank that follows the same chain.
+    pub(crate) fn digest(&self) -> u64 {
+        let mut h = mix(self.epoch ^ mix(self.world as u64 ^ mix(self.segment_start)));
+        let mut fold = |lists: &[Vec<u32>]| {
+            for list in lists {
+                h = mix(h ^ list.len() as u64);
+                for &p in list {
+                    h = mix(h ^ u64::from(p));
+                }
+            }
+        };
+        fold(&self.batches());
+        fold(&self.targets());
+        h
+    }
+
+    /// The segment start and current epoch after moving from epoch `at` to `epoch`: one chain
+    /// step for the next epoch, a replay from the segment's start for an earlier one, and after
+    /// a remainder epoch a new segment over `world`.
+    fn advanced(
+        config: &Config,
+        world: usize,
+        segment_start: u64,
+        current: &Current,
+        at: u64,
+        epoch: u64,
+    ) -> Outcome<(u64, Current)> {
+        let (mut start, mut current, mut at) = (segment_start, current.clone(), at);
+        if matches!(current, Current::Remainder { .. }) && epoch > at {
+            // The remainder epoch ends its world's change: a new segment over `world`.
+            start = at + 1;
+            current = Self::new_chain(config, world, start)?;
+            at = start;
+        } else if epoch < at {
+            if epoch < start {
+                return Err(bad(format!(
+                    "epoch {epoch} comes before this sampler's world-size change at epoch {start}: load a state saved before it"
+                )));
+            }
+            current = Self::new_chain(config, world, start)?;
+            at = start;
+        }
+        while at < epoch {
+            at += 1;
+            Self::step(config, &mut current)?;
+        }
+        Ok((start, current))
+    }
+}
+
 /// Points whose rank changed from `old` batches to the planned epoch's.
 fn moved(old: &[Vec<u32>], planned: &PlannedEpoch) -> usize {
     old.iter().enumerate().map(|(w, b)| difference(&planned.instance.assignment(w).to_vec(), b).len()).sum()
@@ -444,32 +558,30 @@ impl SamplerCore {
         if epoch == self.epoch {
             return Ok(());
         }
-        let (config, world) = (self.config.clone(), self.world);
-        let (mut start, mut current, mut at) = (self.segment_start, self.current.clone(), self.epoch);
-        let result = guarded(py, move || {
-            if matches!(current, Current::Remainder { .. }) && epoch > at {
-                // The remainder epoch ends its world's change: a new segment over `world`.
-                start = at + 1;
-                current = Self::new_chain(&config, world, start)?;
-                at = start;
-            } else if epoch < at {
-                if epoch < start {
-                    return Err(bad(format!(
-                        "epoch {epoch} comes before this sampler's world-size change at epoch {start}: load a state saved before it"
-                    )));
-                }
-                current = Self::new_chain(&config, world, start)?;
-                at = start;
-            }
-            while at < epoch {
-                at += 1;
-                Self::step(&config, &mut current)?;
-            }
-            Ok((start, current))
-        })?;
+        let (config, world, at) = (self.config.clone(), self.world, self.epoch);
+        let (start, current) = (self.segment_start, self.current.clone());
+        let result = guarded(py, move || Self::advanced(&config, world, start, &current, at, epoch))?;
         (self.segment_start, self.current) = result;
         self.epoch = epoch;
         Ok(())
+    }
+
+    /// Every rank's target this epoch (what it holds while the epoch trains), int64 arrays.
+    #[pyo3(name = "targets")]
+    fn py_targets<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, PyArray1<i64>>> {
+        self.targets().iter().map(|t| crate::store::ids_array(py, t)).collect()
+    }
+
+    /// A copy at the next epoch (computed without the GIL).
+    #[pyo3(name = "stepped")]
+    fn py_stepped(&self, py: Python<'_>) -> PyResult<SamplerCore> {
+        guarded(py, || self.stepped())
+    }
+
+    /// A fingerprint of where the chain stands, equal on every rank that follows it.
+    #[pyo3(name = "digest")]
+    fn py_digest(&self) -> u64 {
+        self.digest()
     }
 
     /// The number of samples each rank serves this epoch.

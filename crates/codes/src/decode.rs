@@ -85,8 +85,9 @@ pub trait DecodeStore {
     fn universe(&self) -> usize;
     /// Whether `point` is known.
     fn contains(&self, point: u32) -> bool;
-    /// The bytes of a known point: `width()` bytes, or fewer when the rest is zero padding.
-    fn get(&self, point: u32) -> Option<&[u8]>;
+    /// XORs the bytes of the known point `point` into `dst` (`width()` bytes); a point
+    /// shorter than the width is zero-padded.
+    fn xor_known_into(&self, point: u32, dst: &mut [u8]) -> Result<(), CodecError>;
     /// Keeps a learned point (`width()` bytes); `Ok(false)` if it was known already.
     fn insert(&mut self, point: u32, bytes: &[u8]) -> Result<bool, CodecError>;
 }
@@ -104,8 +105,13 @@ impl DecodeStore for RecordStore {
         RecordStore::contains(self, point)
     }
 
-    fn get(&self, point: u32) -> Option<&[u8]> {
-        RecordStore::get(self, point)
+    fn xor_known_into(&self, point: u32, dst: &mut [u8]) -> Result<(), CodecError> {
+        let known = self.get(point).ok_or(CodecError::UnknownPoint { point })?;
+        if known.len() != dst.len() {
+            return Err(CodecError::WrongWidth { point, len: dst.len(), width: known.len() });
+        }
+        xor_into(dst, known);
+        Ok(())
     }
 
     fn insert(&mut self, point: u32, bytes: &[u8]) -> Result<bool, CodecError> {
@@ -199,6 +205,11 @@ impl<S: DecodeStore> Decoder<S> {
         self.scheduled.len()
     }
 
+    /// Of the packets this worker needs, those that XOR several points.
+    pub fn coded_packets_needed(&self) -> usize {
+        self.scheduled.iter().filter(|s| s.parts.len() > 1).count()
+    }
+
     /// Whether packet `seq` is one this worker needs (the others can be dropped unread).
     pub fn needs_packet(&self, seq: u32) -> bool {
         self.entry(seq).is_some_and(|s| !s.done)
@@ -282,15 +293,7 @@ impl<S: DecodeStore> Decoder<S> {
         entry.done = true;
         let learns = entry.learns;
         for part in entry.parts.iter().filter(|p| p.point != learns) {
-            let known = self.store.get(part.point).ok_or(CodecError::UnknownPoint { point: part.point })?;
-            // A shorter point is zero-padded: only its bytes change the payload.
-            let width = self.scratch.len();
-            let into = self.scratch.get_mut(..known.len()).ok_or(CodecError::WrongWidth {
-                point: part.point,
-                len: known.len(),
-                width,
-            })?;
-            xor_into(into, known);
+            self.store.xor_known_into(part.point, &mut self.scratch)?;
         }
         self.store.insert(learns, &self.scratch)?;
         for waiting in self.waiting_on.remove(&learns).unwrap_or_default() {
@@ -328,15 +331,22 @@ pub struct Decoded<S = RecordStore> {
     wanted: Vec<u32>,
 }
 
+impl Decoded<RecordStore> {
+    /// The points it wanted, sorted, each with its bytes.
+    pub fn new_records(&self) -> impl Iterator<Item = (u32, &[u8])> + '_ {
+        self.wanted.iter().filter_map(|&p| self.store.get(p).map(|b| (p, b)))
+    }
+}
+
 impl<S: DecodeStore> Decoded<S> {
     /// The worker.
     pub fn worker(&self) -> usize {
         self.worker
     }
 
-    /// The points it wanted, sorted, each with its bytes.
-    pub fn new_records(&self) -> impl Iterator<Item = (u32, &[u8])> + '_ {
-        self.wanted.iter().filter_map(|&p| self.store.get(p).map(|b| (p, b)))
+    /// The points it wanted, sorted.
+    pub fn wanted(&self) -> &[u32] {
+        &self.wanted
     }
 
     /// Everything the worker holds now (cache, intermediate and new points).

@@ -5,6 +5,7 @@
 //! record's place and checks that its padding decodes to zeros.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use ubershuffle_core::Plan;
 use ubershuffle_core::rng::{fill_bytes, seeded};
@@ -15,14 +16,34 @@ use crate::{CodecError, RecordIndex, Records, Segmentation};
 
 /// Where records' bytes are read from: a data set, or a rank's store.
 pub trait RecordSource {
-    /// Record `id`'s bytes (for a store being filled, the place they go), or `None` when the
-    /// source has no such record.
-    fn record(&self, id: u32) -> Option<&[u8]>;
+    /// Record `id`'s size if the source holds it.
+    fn size(&self, id: u32) -> Option<u64>;
+
+    /// XORs bytes `at..at + dst.len()` of record `id` into `dst` (for a store being filled,
+    /// the bytes written so far).
+    fn xor_piece_into(&self, id: u32, at: usize, dst: &mut [u8]) -> Result<(), CodecError>;
+}
+
+/// [`RecordSource::xor_piece_into`] over a record's bytes in memory.
+fn xor_piece_of(record: Option<&[u8]>, id: u32, at: usize, dst: &mut [u8]) -> Result<(), CodecError> {
+    let bytes = record.ok_or(CodecError::UnknownPoint { point: id })?;
+    let piece =
+        at.checked_add(dst.len()).and_then(|end| bytes.get(at..end)).ok_or(CodecError::WrongSize {
+            point: id,
+            len: at.saturating_add(dst.len()),
+            size: bytes.len() as u64,
+        })?;
+    xor_into(dst, piece);
+    Ok(())
 }
 
 impl RecordSource for Records {
-    fn record(&self, id: u32) -> Option<&[u8]> {
-        self.get(id)
+    fn size(&self, id: u32) -> Option<u64> {
+        self.get(id).map(|r| r.len() as u64)
+    }
+
+    fn xor_piece_into(&self, id: u32, at: usize, dst: &mut [u8]) -> Result<(), CodecError> {
+        xor_piece_of(self.get(id), id, at, dst)
     }
 }
 
@@ -87,8 +108,12 @@ impl UnevenRecords {
 }
 
 impl RecordSource for UnevenRecords {
-    fn record(&self, id: u32) -> Option<&[u8]> {
-        self.get(id)
+    fn size(&self, id: u32) -> Option<u64> {
+        self.index.size(id)
+    }
+
+    fn xor_piece_into(&self, id: u32, at: usize, dst: &mut [u8]) -> Result<(), CodecError> {
+        xor_piece_of(self.get(id), id, at, dst)
     }
 }
 
@@ -136,8 +161,12 @@ impl UnevenStore {
 }
 
 impl RecordSource for UnevenStore {
-    fn record(&self, id: u32) -> Option<&[u8]> {
-        self.records.get(&id).map(|(b, _)| b.as_slice())
+    fn size(&self, id: u32) -> Option<u64> {
+        self.get(id).map(|r| r.len() as u64)
+    }
+
+    fn xor_piece_into(&self, id: u32, at: usize, dst: &mut [u8]) -> Result<(), CodecError> {
+        xor_piece_of(self.records.get(&id).map(|(b, _)| b.as_slice()), id, at, dst)
     }
 }
 
@@ -184,10 +213,10 @@ impl<'a, R: RecordSource + ?Sized> SegmentEncoder<'a, R> {
                 if std::mem::replace(&mut checked[record as usize], true) {
                     continue;
                 }
-                let bytes = source.record(record).ok_or(CodecError::UnknownPoint { point: record })?;
+                let len = source.size(record).ok_or(CodecError::UnknownPoint { point: record })?;
                 let size = segments.index().size(record).unwrap_or(0);
-                if bytes.len() as u64 != size {
-                    return Err(CodecError::WrongSize { point: record, len: bytes.len(), size });
+                if len != size {
+                    return Err(CodecError::WrongSize { point: record, len: len as usize, size });
                 }
             }
         }
@@ -210,20 +239,17 @@ impl<'a, R: RecordSource + ?Sized> SegmentEncoder<'a, R> {
     }
 
     /// Writes packet `seq` into `out` (`width()` bytes): the XOR of its parts' segments, each
-    /// zero-padded.
-    pub fn encode_into(&self, seq: usize, out: &mut [u8]) {
+    /// zero-padded. Fails only if the source lost a record since `new` checked it.
+    pub fn encode_into(&self, seq: usize, out: &mut [u8]) -> Result<(), CodecError> {
         out.fill(0);
         for part in self.plan.transmission(seq) {
-            let piece = self.piece(part.point);
-            xor_into(&mut out[..piece.len()], piece);
+            let (record, k) =
+                self.segments.record_of(part.point).ok_or(CodecError::UnknownPoint { point: part.point })?;
+            let size = self.segments.index().size(record).unwrap_or(0) as usize;
+            let piece = self.segments.piece(size, k);
+            self.source.xor_piece_into(record, piece.start, &mut out[..piece.len()])?;
         }
-    }
-
-    /// The real bytes of segment `segment` (checked in `new`: the plan's records are there).
-    fn piece(&self, segment: u32) -> &[u8] {
-        let Some((record, k)) = self.segments.record_of(segment) else { return &[] };
-        let bytes = self.source.record(record).unwrap_or(&[]);
-        &bytes[self.segments.piece(bytes.len(), k)]
+        Ok(())
     }
 }
 
@@ -232,18 +258,18 @@ impl<'a, R: RecordSource + ?Sized> SegmentEncoder<'a, R> {
 /// padding checked to be zeros) and the record completed once all its segments are in; any
 /// other learned segment (a two-step decoder's intermediate) is kept aside.
 #[derive(Debug)]
-pub struct SegmentTarget<'a, W> {
-    segments: &'a Segmentation,
+pub struct SegmentTarget<W> {
+    segments: Arc<Segmentation>,
     records: W,
     known: Vec<bool>,
     remaining: HashMap<u32, u32>,
     aside: HashMap<u32, Vec<u8>>,
 }
 
-impl<'a, W: RecordWriter> SegmentTarget<'a, W> {
+impl<W: RecordWriter> SegmentTarget<W> {
     /// A target over `records`, which holds the whole records `held` and must end holding
     /// `wanted` too.
-    pub fn new(segments: &'a Segmentation, records: W, held: &[u32], wanted: &[u32]) -> Self {
+    pub fn new(segments: Arc<Segmentation>, records: W, held: &[u32], wanted: &[u32]) -> Self {
         let mut known = vec![false; segments.segments()];
         for s in segments.expand(held) {
             known[s as usize] = true;
@@ -272,9 +298,14 @@ impl<'a, W: RecordWriter> SegmentTarget<'a, W> {
     pub fn into_records(self) -> W {
         self.records
     }
+
+    /// The records.
+    pub fn records(&self) -> &W {
+        &self.records
+    }
 }
 
-impl<W: RecordWriter> DecodeStore for SegmentTarget<'_, W> {
+impl<W: RecordWriter> DecodeStore for SegmentTarget<W> {
     fn width(&self) -> usize {
         self.segments.segment_bytes()
     }
@@ -287,16 +318,21 @@ impl<W: RecordWriter> DecodeStore for SegmentTarget<'_, W> {
         self.known.get(point as usize).copied().unwrap_or(false)
     }
 
-    fn get(&self, point: u32) -> Option<&[u8]> {
+    fn xor_known_into(&self, point: u32, dst: &mut [u8]) -> Result<(), CodecError> {
         if !self.contains(point) {
-            return None;
+            return Err(CodecError::UnknownPoint { point });
         }
         if let Some(bytes) = self.aside.get(&point) {
-            return Some(bytes);
+            xor_into(dst, bytes);
+            return Ok(());
         }
-        let (record, k) = self.segments.record_of(point)?;
-        let bytes = self.records.record(record)?;
-        bytes.get(self.segments.piece(bytes.len(), k))
+        let (record, k) = self
+            .segments
+            .record_of(point)
+            .ok_or(CodecError::PointOutOfRange { point, points: self.universe() })?;
+        let size = self.segments.index().size(record).unwrap_or(0) as usize;
+        let piece = self.segments.piece(size, k);
+        self.records.xor_piece_into(record, piece.start, &mut dst[..piece.len()])
     }
 
     fn insert(&mut self, point: u32, bytes: &[u8]) -> Result<bool, CodecError> {
@@ -355,7 +391,10 @@ mod tests {
         let encoder = SegmentEncoder::new(&plan, &seg, &records).unwrap();
         let seqs: Vec<u32> = (0..plan.len() as u32).collect();
         let mut wire = Vec::new();
-        PacketBatch::write(&mut wire, &seqs, seg.segment_bytes(), |k, out| encoder.encode_into(k, out));
+        PacketBatch::write(&mut wire, &seqs, seg.segment_bytes(), |k, out| {
+            encoder.encode_into(k, out).unwrap()
+        });
+        let seg = Arc::new(seg);
         for w in 0..inst.workers() {
             let held = inst.cache(w).to_vec();
             let wanted = inst.needs(w).to_vec();
@@ -366,7 +405,7 @@ mod tests {
             for &r in &wanted {
                 store.expect(r, records.index().size(r).unwrap());
             }
-            let target = SegmentTarget::new(&seg, store, &held, &wanted);
+            let target = SegmentTarget::new(Arc::clone(&seg), store, &held, &wanted);
             let known = target.known_segments();
             let mut decoder = Decoder::over(w, &plan, target, known, seg.expand(&wanted)).unwrap();
             decoder.receive_batch(&PacketBatch::from_bytes(&wire, seg.segment_bytes()).unwrap()).unwrap();
@@ -391,10 +430,10 @@ mod tests {
     #[test]
     fn dirty_padding_and_wrong_sizes_are_errors() {
         let records = UnevenRecords::from_records([&b"abc"[..], b"de"]).unwrap();
-        let seg = Segmentation::new(records.index().clone(), 4).unwrap();
+        let seg = Arc::new(Segmentation::new(records.index().clone(), 4).unwrap());
         let mut store = UnevenStore::new();
         store.expect(1, 2);
-        let mut target = SegmentTarget::new(&seg, store, &[], &[1]);
+        let mut target = SegmentTarget::new(Arc::clone(&seg), store, &[], &[1]);
         assert_eq!(target.insert(1, b"de\0\x01"), Err(CodecError::DirtyPadding { segment: 1 }));
         assert!(target.insert(1, b"de").is_err(), "a short payload");
         assert_eq!(target.insert(1, b"de\0\0"), Ok(true));

@@ -511,6 +511,26 @@ impl DrawnEpoch {
     }
 }
 
+impl DrawnEpoch {
+    /// Plans `derived`, an instance made from this epoch's (its segment-level instance over
+    /// records of uneven size, say), with a fixed-assignment `planner` and this epoch's planner
+    /// stream, so the same seed gives the same plan; the caller verifies it on `derived`.
+    pub fn plan_derived(
+        mut self,
+        planner: &dyn ShufflePlanner,
+        derived: &ShuffleInstance,
+    ) -> Result<Planned, ChainError> {
+        check_scheme(planner, self.policy, None)?;
+        if planner.as_pliable().is_some() {
+            return Err(ChainError::Plan(PlanError::Unsupported {
+                planner: planner.name().to_string(),
+                reason: "a pliable scheme chooses the assignment of the epoch itself".into(),
+            }));
+        }
+        Ok(planner.plan_explained(derived, &mut self.planner_rng)?)
+    }
+}
+
 /// One planned epoch: the assignment the workers get, its plan, and what checks them.
 #[derive(Clone, Debug)]
 pub struct PlannedEpoch {

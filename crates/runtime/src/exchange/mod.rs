@@ -7,9 +7,11 @@
 //! the epoch, so the master never runs more than the epoch in flight ahead of the caller.
 
 mod learner;
+mod segment_epoch;
 mod serve;
 mod sink;
 
 pub use learner::RecordsLearner;
+pub use segment_epoch::{SegmentEpoch, SegmentEpochError, plan_segment_epoch};
 pub use serve::{ServeError, ServeOptions, Serving, serve};
 pub use sink::{Delivery, DeliveryFigures, NoSink, RecordSink};

@@ -1,0 +1,313 @@
+//! The Rust side of `ubershuffle.torch.ShuffleGroup`: what moves each epoch and the bytes
+//! themselves. Python only hands buffers to the process group; everything here runs without the
+//! GIL. [`TransferCore`]: records sent whole, rank to rank (peer mode, and every catch-up);
+//! [`CodedSendCore`] and [`CodedRecvCore`]: a store rank's coded delivery and a training
+//! rank's decoding, in rounds.
+
+mod coded;
+mod transfer;
+
+use std::sync::{Arc, Mutex};
+
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1, PyReadwriteArray1};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use ubershuffle_codes::Segmentation;
+use ubershuffle_core::wire::{decode_plan, encode_plan};
+
+use crate::errors::{Failure, Outcome, bad, guarded, one_line};
+use crate::sampler::SamplerCore;
+use crate::store::{MappedStore, SharedStore, StoreCore, ids_array, ids_from, locked};
+use coded::{CodedReceive, CodedSend, round_range};
+use transfer::{Holding, Transfer};
+
+/// Holdings from Python: an int64 array of record ids, or `None` for every record.
+fn holdings(lists: &[Option<PyReadonlyArray1<'_, i64>>], records: usize) -> PyResult<Vec<Holding>> {
+    lists
+        .iter()
+        .map(|l| match l {
+            None => Ok(Holding::All),
+            Some(a) => {
+                let mut ids = ids_from(a.as_slice()?, records)?;
+                ids.sort_unstable();
+                ids.dedup();
+                Ok(Holding::Some(ids))
+            }
+        })
+        .collect()
+}
+
+/// The segmentation of a store's records in segments of `segment_bytes`.
+fn segmentation(store: &MappedStore, segment_bytes: usize) -> Outcome<Arc<Segmentation>> {
+    Segmentation::new(store.index().clone(), segment_bytes).map(Arc::new).map_err(|e| bad(one_line(&e)))
+}
+
+/// Records sent whole between ranks (see [`transfer`]).
+#[pyclass(module = "ubershuffle._native", frozen)]
+pub struct TransferCore {
+    transfer: Transfer,
+    store: Arc<Mutex<MappedStore>>,
+}
+
+#[pymethods]
+impl TransferCore {
+    /// The transfer that brings every rank from `holdings` to `targets` (per rank an int64
+    /// array, or `None`: every record), seen from `rank`, in rounds of `round_bytes`.
+    #[new]
+    fn py_new(
+        py: Python<'_>,
+        store: PyRef<'_, StoreCore>,
+        holdings_: Vec<Option<PyReadonlyArray1<'_, i64>>>,
+        targets: Vec<Option<PyReadonlyArray1<'_, i64>>>,
+        rank: usize,
+        round_bytes: u64,
+    ) -> PyResult<Self> {
+        let shared = store.shared();
+        let records = locked(&shared).index().len();
+        let (held, wanted) = (holdings(&holdings_, records)?, holdings(&targets, records)?);
+        let s = Arc::clone(&shared);
+        let transfer = guarded(py, move || {
+            let index = locked(&s).index().clone();
+            Transfer::plan(&index, &held, &wanted, rank, round_bytes.max(1)).map_err(bad)
+        })?;
+        Ok(TransferCore { transfer, store: shared })
+    }
+
+    /// Number of rounds.
+    #[getter]
+    fn rounds(&self) -> usize {
+        self.transfer.rounds()
+    }
+
+    /// Round `k`'s bytes to and from every peer: `(sent, received)`, one int per rank.
+    fn sizes(&self, k: usize) -> (Vec<u64>, Vec<u64>) {
+        let store = locked(&self.store);
+        let bytes = |lists: &[Vec<u32>]| -> Vec<u64> {
+            let (world, _) = self.transfer.ranks();
+            (0..world).map(|p| lists.get(p).map_or(0, |l| store.index().bytes_of(l))).collect()
+        };
+        (bytes(self.transfer.sends(k)), bytes(self.transfer.recvs(k)))
+    }
+
+    /// Writes round `k`'s records for every peer into `out`, peer by peer, each peer's in id
+    /// order (`out` holds exactly the round's sent bytes).
+    fn pack_into(&self, py: Python<'_>, k: usize, mut out: PyReadwriteArray1<'_, u8>) -> PyResult<()> {
+        let out = out.as_slice_mut()?;
+        let (store, transfer) = (&self.store, &self.transfer);
+        guarded(py, move || {
+            let store = locked(store);
+            let mut at = 0usize;
+            for id in transfer.sends(k).iter().flatten() {
+                let bytes = store
+                    .get(*id)
+                    .ok_or_else(|| bad(format!("record {id} is not held: it cannot be sent")))?;
+                let slot =
+                    out.get_mut(at..at + bytes.len()).ok_or_else(|| bad("the send buffer is too small"))?;
+                slot.copy_from_slice(bytes);
+                at += bytes.len();
+            }
+            if at != out.len() {
+                return Err(bad(format!("the send buffer has {} bytes, round {k} sends {at}", out.len())));
+            }
+            Ok(())
+        })
+    }
+
+    /// Stores round `k`'s records from `buffer` (every peer's, in rank order).
+    fn unpack(&self, py: Python<'_>, k: usize, buffer: PyReadonlyArray1<'_, u8>) -> PyResult<()> {
+        let buffer = buffer.as_slice()?;
+        let (store, transfer) = (&self.store, &self.transfer);
+        guarded(py, move || {
+            let mut store = locked(store);
+            let mut at = 0usize;
+            for &id in transfer.recvs(k).iter().flatten() {
+                let size = store.index().size(id).unwrap_or(0) as usize;
+                let bytes =
+                    buffer.get(at..at + size).ok_or_else(|| bad("the receive buffer is too small"))?;
+                store.put(id, bytes)?;
+                at += size;
+            }
+            if at != buffer.len() {
+                return Err(bad(format!(
+                    "the receive buffer has {} bytes, round {k} brings {at}",
+                    buffer.len()
+                )));
+            }
+            Ok(())
+        })
+    }
+
+    /// The records this rank reads from the source (no rank holds them).
+    fn source_ids<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
+        ids_array(py, self.transfer.source())
+    }
+
+    /// What the transfer moves, at this rank and in all.
+    fn figures<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let f = self.transfer.figures(locked(&self.store).index());
+        let d = PyDict::new(py);
+        d.set_item("records_sent", f.records_sent)?;
+        d.set_item("bytes_sent", f.bytes_sent)?;
+        d.set_item("records_received", f.records_received)?;
+        d.set_item("bytes_received", f.bytes_received)?;
+        d.set_item("source_records", f.source_records)?;
+        d.set_item("source_bytes", f.source_bytes)?;
+        d.set_item("all_records_moved", f.all_records_moved)?;
+        d.set_item("all_bytes_moved", f.all_bytes_moved)?;
+        d.set_item("all_source_records", f.all_source_records)?;
+        Ok(d)
+    }
+}
+
+/// A store rank's coded delivery of the next epoch (see [`coded`]).
+#[pyclass(module = "ubershuffle._native", frozen)]
+pub struct CodedSendCore {
+    send: CodedSend,
+    store: Arc<Mutex<MappedStore>>,
+}
+
+#[pymethods]
+impl CodedSendCore {
+    /// Plans the epoch after `now`'s over segments of `segment_bytes`, in rounds of
+    /// `round_bytes`, to be encoded from `store` (which holds every record).
+    #[new]
+    fn py_new(
+        py: Python<'_>,
+        now: PyRef<'_, SamplerCore>,
+        store: PyRef<'_, StoreCore>,
+        segment_bytes: usize,
+        round_bytes: u64,
+    ) -> PyResult<Self> {
+        let shared = store.shared();
+        let now = &*now;
+        let s = Arc::clone(&shared);
+        let send = guarded(py, move || {
+            let seg = segmentation(&locked(&s), segment_bytes)?;
+            CodedSend::plan(now, seg, round_bytes)
+        })?;
+        Ok(CodedSendCore { send, store: shared })
+    }
+
+    /// The plan as bytes (the workspace's plan wire form), for the training ranks.
+    fn plan_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<u8>>> {
+        let bytes = encode_plan(&self.send.epoch.plan).map_err(|e| Failure::Internal(one_line(&e)))?;
+        Ok(bytes.into_pyarray(py))
+    }
+
+    /// Number of rounds.
+    #[getter]
+    fn rounds(&self) -> usize {
+        self.send.rounds()
+    }
+
+    /// Round `k`'s bytes.
+    fn round_len(&self, k: usize) -> usize {
+        round_range(self.send.epoch.plan.len(), self.send.per_round, k).len()
+            * self.send.segmentation.segment_bytes()
+    }
+
+    /// Encodes round `k` into `out`.
+    fn encode_into(&self, py: Python<'_>, k: usize, mut out: PyReadwriteArray1<'_, u8>) -> PyResult<()> {
+        let out = out.as_slice_mut()?;
+        let (send, store) = (&self.send, &self.store);
+        guarded(py, move || send.encode_into(&locked(store), k, out))
+    }
+
+    /// The plan's figures: packets, coded packets, the uncoded count on segments and on
+    /// records, padding and data bytes, the segment size and the scheme that made it.
+    fn figures<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let e = &self.send.epoch;
+        let d = PyDict::new(py);
+        let width = self.send.segmentation.segment_bytes() as u64;
+        d.set_item("epoch", e.epoch)?;
+        d.set_item("packets", e.plan.len())?;
+        d.set_item("coded_packets", e.plan.iter().filter(|t| t.len() > 1).count())?;
+        d.set_item("uncoded_packets", e.segments.uncoded_transmissions())?;
+        d.set_item("record_uncoded_transmissions", e.records.uncoded_transmissions())?;
+        d.set_item("padding_bytes", e.padding_bytes)?;
+        d.set_item("data_bytes", e.plan.len() as u64 * width - e.padding_bytes)?;
+        d.set_item("segment_bytes", width)?;
+        d.set_item("made_by", &e.made_by)?;
+        Ok(d)
+    }
+}
+
+/// A training rank's decoding of the store's coded delivery (see [`coded`]).
+#[pyclass(module = "ubershuffle._native", frozen)]
+pub struct CodedRecvCore {
+    receive: Mutex<CodedReceive>,
+}
+
+#[pymethods]
+impl CodedRecvCore {
+    /// The decoder of `rank` for the store's `plan` (bytes), from its cache in `now` to its
+    /// batch in `next`, into `store`.
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    fn py_new(
+        py: Python<'_>,
+        now: PyRef<'_, SamplerCore>,
+        next: PyRef<'_, SamplerCore>,
+        plan: PyReadonlyArray1<'_, u8>,
+        store: PyRef<'_, StoreCore>,
+        rank: usize,
+        segment_bytes: usize,
+        round_bytes: u64,
+    ) -> PyResult<Self> {
+        let plan = plan.as_slice()?;
+        let shared = store.shared();
+        let (now, next) = (&*now, &*next);
+        let receive = guarded(py, move || {
+            let plan = decode_plan(plan)
+                .map_err(|e| Failure::Internal(format!("the store's plan: {}", one_line(&e))))?;
+            let seg = segmentation(&locked(&shared), segment_bytes)?;
+            CodedReceive::new(now, next, plan, seg, SharedStore(shared), rank, round_bytes)
+        })?;
+        Ok(CodedRecvCore { receive: Mutex::new(receive) })
+    }
+
+    /// Number of rounds.
+    #[getter]
+    fn rounds(&self) -> usize {
+        self.lock().rounds()
+    }
+
+    /// Round `k`'s bytes.
+    fn round_len(&self, k: usize) -> usize {
+        let r = self.lock();
+        round_range(r.packets, r.per_round, k).len() * r.width
+    }
+
+    /// Decodes round `k` from `buffer` into the store.
+    fn decode(&self, py: Python<'_>, k: usize, buffer: PyReadonlyArray1<'_, u8>) -> PyResult<()> {
+        let buffer = buffer.as_slice()?;
+        let receive = &self.receive;
+        guarded(py, move || receive.lock().unwrap_or_else(|p| p.into_inner()).decode(k, buffer))
+    }
+
+    /// After the last round: the packets this rank needed (and the coded ones), the records it
+    /// received and the plan's padding bytes; an error names what is missing.
+    fn finish<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let r = self.lock();
+        let incomplete = r.decoder.store().incomplete();
+        if let Some(first) = incomplete.first() {
+            return Err(Failure::Internal(format!(
+                "the coded delivery left record {first} incomplete ({} records in all)",
+                incomplete.len()
+            ))
+            .into());
+        }
+        let d = PyDict::new(py);
+        d.set_item("packets_needed", r.decoder.packets_needed())?;
+        d.set_item("coded_packets_needed", r.decoder.coded_packets_needed())?;
+        d.set_item("new_records", ids_array(py, &r.new_records))?;
+        d.set_item("padding_bytes", r.padding_bytes)?;
+        Ok(d)
+    }
+}
+
+impl CodedRecvCore {
+    fn lock(&self) -> std::sync::MutexGuard<'_, CodedReceive> {
+        self.receive.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

@@ -1,0 +1,350 @@
+//! [`MappedStore`]: a rank's records in files of a folder, mapped into memory. Record `i`
+//! lives at its place in the data set laid end to end (`records.bin`, a sparse file: only the
+//! records held take space), `held.u8` has a byte per record (1: every byte of it is there),
+//! and `index.u64` the offsets the store was made for. Every process that maps the files sees
+//! the same bytes (DataLoader workers read the current records, never a copy taken at fork),
+//! and a folder kept across a restart keeps its records.
+
+#![allow(unsafe_code)] // mapping a file is unsafe in Rust's model: see `map`'s SAFETY comment
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{Ordering, fence};
+
+use memmap2::MmapMut;
+use ubershuffle_codes::{CodecError, RecordIndex, RecordSource, RecordWriter};
+
+/// The files of a store.
+const INDEX_FILE: &str = "index.u64";
+const RECORDS_FILE: &str = "records.bin";
+const HELD_FILE: &str = "held.u8";
+/// Pages are released whole.
+const PAGE: u64 = 4096;
+
+/// Why a store cannot be opened or used.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A file of the store could not be made, read or mapped.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// The folder holds a store of another data set.
+    #[error(
+        "{dir} holds a store of another data set ({records} records, {bytes} bytes, against {expected_records} records, {expected_bytes} bytes): remove it or choose another folder"
+    )]
+    OtherData {
+        /// The folder.
+        dir: String,
+        /// Its records.
+        records: usize,
+        /// Its bytes.
+        bytes: u64,
+        /// The data set's records.
+        expected_records: usize,
+        /// The data set's bytes.
+        expected_bytes: u64,
+    },
+    /// A record's bytes do not fit its place.
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io { path: path.display().to_string(), source }
+}
+
+/// A rank's record store (see the module's docs).
+#[derive(Debug)]
+pub struct MappedStore {
+    dir: PathBuf,
+    index: RecordIndex,
+    records: File,
+    data: Option<MmapMut>,
+    held: MmapMut,
+}
+
+/// Maps `file` (of `len` bytes) shared and writable.
+fn map(file: &File, path: &Path) -> Result<MmapMut, StoreError> {
+    // SAFETY: the file is one of a store's, in a folder the store made or was given for it
+    // alone; its length is fixed at creation and never shrinks while mapped. Other processes
+    // only read it (DataLoader workers) or open it again after this one ended (a restart), so
+    // the bytes behind the slices this mapping hands out change only through this mapping.
+    unsafe { MmapMut::map_mut(file) }.map_err(io(path))
+}
+
+impl MappedStore {
+    /// Opens the store in `dir` for the records of `index`, making the folder and its files
+    /// when they are missing; records a folder already holds are kept. A folder made for
+    /// another data set is an error (nothing in it is changed).
+    pub fn open(dir: &Path, index: RecordIndex) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let index_path = dir.join(INDEX_FILE);
+        let records_path = dir.join(RECORDS_FILE);
+        let held_path = dir.join(HELD_FILE);
+        let existing = match std::fs::read(&index_path) {
+            Ok(bytes) => Some(bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(io(&index_path)(e)),
+        };
+        let wanted = offsets_bytes(&index);
+        let reuse = match existing {
+            Some(bytes) if bytes == wanted => true,
+            Some(bytes) => {
+                let offsets: Vec<u64> = bytes
+                    .chunks_exact(8)
+                    .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+                    .collect();
+                return Err(StoreError::OtherData {
+                    dir: dir.display().to_string(),
+                    records: offsets.len().saturating_sub(1),
+                    bytes: offsets.last().copied().unwrap_or(0),
+                    expected_records: index.len(),
+                    expected_bytes: index.total_bytes(),
+                });
+            }
+            None => false,
+        };
+        let open = |path: &Path, len: u64| -> Result<File, StoreError> {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(!reuse)
+                .open(path)
+                .map_err(io(path))?;
+            if file.metadata().map_err(io(path))?.len() != len {
+                file.set_len(len).map_err(io(path))?;
+            }
+            Ok(file)
+        };
+        let records = open(&records_path, index.total_bytes())?;
+        let held_file = open(&held_path, index.len().max(1) as u64)?;
+        if !reuse {
+            // The index goes last: a folder without it is remade from scratch next time.
+            let tmp = dir.join(format!("{INDEX_FILE}.tmp"));
+            let mut f = File::create(&tmp).map_err(io(&tmp))?;
+            f.write_all(&wanted).map_err(io(&tmp))?;
+            f.sync_all().map_err(io(&tmp))?;
+            std::fs::rename(&tmp, &index_path).map_err(io(&index_path))?;
+        }
+        let data = (index.total_bytes() > 0).then(|| map(&records, &records_path)).transpose()?;
+        let held = map(&held_file, &held_path)?;
+        Ok(MappedStore { dir: dir.to_path_buf(), index, records, data, held })
+    }
+
+    /// The folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The data set's index.
+    pub fn index(&self) -> &RecordIndex {
+        &self.index
+    }
+
+    /// Whether record `id` is held whole.
+    pub fn is_held(&self, id: u32) -> bool {
+        (id as usize) < self.index.len() && self.held[id as usize] == 1
+    }
+
+    /// The records held, sorted.
+    pub fn held_ids(&self) -> Vec<u32> {
+        (0..self.index.len() as u32).filter(|&id| self.held[id as usize] == 1).collect()
+    }
+
+    /// The bytes of the records held.
+    pub fn held_bytes(&self) -> u64 {
+        self.held_ids().iter().filter_map(|&id| self.index.size(id)).sum()
+    }
+
+    /// Record `id`'s bytes if held.
+    pub fn get(&self, id: u32) -> Option<&[u8]> {
+        if !self.is_held(id) {
+            return None;
+        }
+        self.place(id)
+    }
+
+    /// Stores record `id` whole (its length must be the index's size).
+    pub fn put(&mut self, id: u32, bytes: &[u8]) -> Result<(), StoreError> {
+        let size =
+            self.index.size(id).ok_or(CodecError::PointOutOfRange { point: id, points: self.index.len() })?;
+        if bytes.len() as u64 != size {
+            return Err(CodecError::WrongSize { point: id, len: bytes.len(), size }.into());
+        }
+        self.write_at(id, 0, bytes)?;
+        self.complete(id)?;
+        Ok(())
+    }
+
+    /// Drops the records `ids`: they are no longer held, and the pages only they used are
+    /// given back to the file system (where it can punch holes: tmpfs, ext4, xfs, btrfs).
+    pub fn evict(&mut self, ids: &[u32]) {
+        for &id in ids {
+            if let Some(flag) = self.held.get_mut(id as usize) {
+                *flag = 0;
+            }
+        }
+        for &id in ids {
+            if let Some(range) = self.index.range(id) {
+                self.release(range.start, range.end);
+            }
+        }
+    }
+
+    /// Drops every record held but those of `keep` (sorted).
+    pub fn retain(&mut self, keep: &[u32]) -> Vec<u32> {
+        let gone: Vec<u32> =
+            self.held_ids().into_iter().filter(|id| keep.binary_search(id).is_err()).collect();
+        self.evict(&gone);
+        gone
+    }
+
+    /// Writes the mapped bytes to the files (for a folder kept across a restart).
+    pub fn flush(&self) -> Result<(), StoreError> {
+        if let Some(data) = &self.data {
+            data.flush().map_err(io(&self.dir.join(RECORDS_FILE)))?;
+        }
+        self.held.flush().map_err(io(&self.dir.join(HELD_FILE)))
+    }
+
+    /// Gives back the whole pages within `start..end` of `records.bin` that no held record
+    /// touches (a page shared with a held neighbour stays).
+    fn release(&self, start: u64, end: u64) {
+        let mut from = start - start % PAGE;
+        let mut to = end.div_ceil(PAGE) * PAGE;
+        if from < start && self.page_in_use(from) {
+            from += PAGE;
+        }
+        if to > end && to - PAGE >= from && self.page_in_use(to - PAGE) {
+            to -= PAGE;
+        }
+        let to = to.min(self.index.total_bytes());
+        if to <= from {
+            return;
+        }
+        let flags = rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE;
+        // A file system that cannot punch holes keeps the bytes: only the space is not
+        // given back.
+        let _ = rustix::fs::fallocate(&self.records, flags, from, to - from);
+    }
+
+    /// Whether a held record has bytes in the page starting at `page`.
+    fn page_in_use(&self, page: u64) -> bool {
+        let offsets = self.index.offsets();
+        // Records whose range meets [page, page + PAGE): the first ending after `page`.
+        let first = offsets.partition_point(|&o| o <= page).saturating_sub(1);
+        (first..self.index.len())
+            .take_while(|&i| offsets[i] < page + PAGE)
+            .any(|i| offsets[i + 1] > page && self.held[i] == 1)
+    }
+}
+
+impl MappedStore {
+    /// Record `id`'s place, held or not.
+    fn place(&self, id: u32) -> Option<&[u8]> {
+        let range = self.index.range(id)?;
+        match &self.data {
+            Some(data) => data.get(range.start as usize..range.end as usize),
+            None => Some(&[]),
+        }
+    }
+}
+
+impl RecordSource for MappedStore {
+    /// The size of a record held.
+    fn size(&self, id: u32) -> Option<u64> {
+        self.is_held(id).then(|| self.index.size(id)).flatten()
+    }
+
+    /// Reads record `id`'s place, held or not: the codec reads only what it knows is there.
+    fn xor_piece_into(&self, id: u32, at: usize, dst: &mut [u8]) -> Result<(), CodecError> {
+        let place =
+            self.place(id).ok_or(CodecError::PointOutOfRange { point: id, points: self.index.len() })?;
+        let piece =
+            at.checked_add(dst.len()).and_then(|end| place.get(at..end)).ok_or(CodecError::WrongSize {
+                point: id,
+                len: at.saturating_add(dst.len()),
+                size: place.len() as u64,
+            })?;
+        ubershuffle_codes::xor::xor_into(dst, piece);
+        Ok(())
+    }
+}
+
+impl RecordWriter for MappedStore {
+    fn write_at(&mut self, id: u32, at: usize, bytes: &[u8]) -> Result<(), CodecError> {
+        let range = self
+            .index
+            .range(id)
+            .ok_or(CodecError::PointOutOfRange { point: id, points: self.index.len() })?;
+        let size = range.end - range.start;
+        let end = (at as u64).checked_add(bytes.len() as u64).filter(|&e| e <= size);
+        let Some(end) = end else {
+            return Err(CodecError::WrongSize { point: id, len: at.saturating_add(bytes.len()), size });
+        };
+        if let Some(data) = &mut self.data {
+            data[(range.start + at as u64) as usize..(range.start + end) as usize].copy_from_slice(bytes);
+        }
+        Ok(())
+    }
+
+    fn complete(&mut self, id: u32) -> Result<(), CodecError> {
+        let points = self.index.len();
+        let flag = self.held.get_mut(id as usize).ok_or(CodecError::PointOutOfRange { point: id, points })?;
+        // The bytes before the flag, for readers in other processes.
+        fence(Ordering::Release);
+        *flag = 1;
+        Ok(())
+    }
+}
+
+/// The offsets as the index file holds them.
+fn offsets_bytes(index: &RecordIndex) -> Vec<u8> {
+    index.offsets().iter().flat_map(|o| o.to_le_bytes()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("ubs-store-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn records_are_kept_across_opens_and_eviction_gives_pages_back() {
+        let d = dir("keep");
+        let sizes = [5000u64, 3, 9000, 0, 4096];
+        let index = RecordIndex::from_sizes(sizes).unwrap();
+        let mut store = MappedStore::open(&d, index.clone()).unwrap();
+        let bytes: Vec<Vec<u8>> =
+            sizes.iter().map(|&s| (0..s).map(|i| (i % 251) as u8 + 1).collect()).collect();
+        for id in [0u32, 2, 3] {
+            store.put(id, &bytes[id as usize]).unwrap();
+        }
+        assert!(store.put(1, b"toolong").is_err());
+        assert_eq!(store.held_ids(), vec![0, 2, 3]);
+        assert_eq!(store.get(2), Some(&bytes[2][..]));
+        assert_eq!(store.get(1), None);
+        store.flush().unwrap();
+        drop(store);
+        let mut store = MappedStore::open(&d, index).unwrap();
+        assert_eq!(store.get(0), Some(&bytes[0][..]), "kept across a reopen");
+        assert_eq!(store.retain(&[2]), vec![0, 3]);
+        assert_eq!(store.held_ids(), vec![2]);
+        assert_eq!(store.get(2), Some(&bytes[2][..]), "a neighbour's eviction keeps shared pages");
+        let other = RecordIndex::from_sizes([1u64, 2]).unwrap();
+        assert!(matches!(MappedStore::open(&d, other), Err(StoreError::OtherData { .. })));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}

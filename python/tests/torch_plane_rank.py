@@ -1,0 +1,156 @@
+"""One rank of a ShuffleGroup job, run by torchrun from test_torch_plane.py.
+
+Usage: torchrun ... torch_plane_rank.py OUT_DIR [key=value ...]. Every rank writes
+OUT_DIR/rank-R.json: per epoch, the indices it served and a checksum of the bytes it read
+(through sg[i] in this process and in DataLoader worker processes), and the epoch's figures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import sys
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, Dataset
+
+from ubershuffle.torch import ShuffleGroup
+
+
+def records(count: int, seed: int) -> list:
+    """Records of uneven size (lognormal-ish, 0 bytes to a few KiB), each a function of its
+    index so any process can check one."""
+    rng = np.random.default_rng(seed)
+    sizes = np.minimum(rng.lognormal(6.5, 0.8, count).astype(np.int64), 20000)
+    sizes[::97] = 0
+    return [expected(i, int(s)) for i, s in enumerate(sizes)]
+
+
+def expected(i: int, size: int) -> bytes:
+    return hashlib.shake_128(f"record {i}".encode()).digest(size) if size else b""
+
+
+class Checked(Dataset):
+    """Reads sg[i] and returns (i, crc of the bytes) — in DataLoader worker processes too."""
+
+    def __init__(self, sg: ShuffleGroup) -> None:
+        self.sg = sg
+
+    def __len__(self) -> int:
+        return len(self.sg)
+
+    def __getitem__(self, i: int) -> tuple:
+        data = self.sg[i]
+        return i, int(hashlib.blake2b(data.tobytes(), digest_size=4).hexdigest(), 16)
+
+
+def main() -> None:
+    out = pathlib.Path(sys.argv[1])
+    opts = dict(a.split("=", 1) for a in sys.argv[2:])
+    dist.init_process_group("gloo")
+    count = int(opts.get("records", 400))
+    data = records(count, 1)
+    sums = {i: int(hashlib.blake2b(r, digest_size=4).hexdigest(), 16) for i, r in enumerate(data)}
+    epochs = int(opts.get("epochs", 3))
+    kwargs = dict(mode=opts.get("mode", "peer"), seed=3, timeout=float(opts.get("timeout", 60)))
+    if opts.get("policy"):
+        kwargs["policy"] = opts["policy"]
+    if opts.get("fraction"):
+        kwargs["fraction"] = float(opts["fraction"])
+    if opts.get("alpha"):
+        kwargs["alpha"] = float(opts["alpha"])
+    if opts.get("store_dir"):
+        kwargs["store_dir"] = opts["store_dir"]
+    if opts.get("segment_bytes"):
+        kwargs["segment_bytes"] = int(opts["segment_bytes"])
+    source = data
+    if kwargs["mode"] == "store" and dist.get_rank() != 0:
+        source = None  # the training ranks learn the index from the store
+    sg = ShuffleGroup(source, **kwargs)
+    rank = dist.get_rank()
+    log_path = out / f"rank-{rank}.json"
+    checkpoint = out / "checkpoint.json"
+    log: dict = {"epochs": {}, "figures": {}}
+    first = 0
+    restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    if opts.get("resume") and checkpoint.exists():
+        saved = json.loads(checkpoint.read_text())
+        state = saved["state"]
+        state["sampler"] = _bytes_back(state["sampler"])
+        sg.load_state_dict(state)
+        first = saved["epoch"]
+        if log_path.exists():
+            log = json.loads(log_path.read_text())
+            log["epochs"] = {e: v for e, v in log["epochs"].items() if int(e) < first}
+    if sg.is_store:
+        served = sg.serve()
+        log["served"] = [{k: v for k, v in f.items()} for f in served]
+        log_path.write_text(json.dumps(log))
+        return
+    loader = DataLoader(
+        Checked(sg), sampler=sg.sampler, batch_size=16, num_workers=2, persistent_workers=True
+    )
+    kill_at = int(opts.get("kill_at", -1))
+    for epoch in range(first, epochs):
+        sg.set_epoch(epoch)
+        sg.sampler.set_epoch(epoch)
+        if kill_at == epoch and restarted == 0:
+            if rank == 1:
+                os._exit(17)  # a rank dies at the start of an epoch; torchrun restarts the job
+            dist.barrier(group=sg.train_group)  # the others wait here until torchrun stops them
+        served, bad = [], []
+        for ids, crcs in loader:
+            for i, c in zip(ids.tolist(), crcs.tolist()):
+                served.append(i)
+                if c != sums[i]:
+                    bad.append(i)
+        for i in sg.sampler:
+            if sg[i].tobytes() != data[i]:
+                bad.append(i)
+        log["epochs"][str(epoch)] = {"served": served, "bad": bad}
+        log["figures"][str(epoch)] = sg.figures(epoch)
+        log_path.write_text(json.dumps(log))
+        if opts.get("save_each") and rank == 0:
+            state = sg.state_dict()
+            state["sampler"] = _bytes_plain(state["sampler"])
+            tmp = checkpoint.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"epoch": epoch + 1, "state": state}))
+            tmp.replace(checkpoint)
+        dist.barrier(group=sg.train_group)
+    log["held"] = len(sg.held())
+    log_path.write_text(json.dumps(log))
+    sg.close()
+    dist.destroy_process_group()
+
+
+def _bytes_plain(v):
+    if isinstance(v, bytes):
+        return {"hex": v.hex()}
+    if isinstance(v, dict):
+        return {k: _bytes_plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_bytes_plain(x) for x in v]
+    return v
+
+
+def _bytes_back(v):
+    if isinstance(v, dict):
+        if set(v) == {"hex"}:
+            return bytes.fromhex(v["hex"])
+        return {k: _bytes_back(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_bytes_back(x) for x in v]
+    return v
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    if os.environ.get("UBS_DUMP_AFTER"):
+        import faulthandler
+
+        faulthandler.dump_traceback_later(float(os.environ["UBS_DUMP_AFTER"]), exit=True)
+    main()

@@ -1,0 +1,155 @@
+"""``RecordStore``: a rank's records, of any size, in files shared by every process.
+
+Record ``i`` lives at its place in the data set laid end to end, in a sparse file (only the
+records held take space: a store may stand for a data set larger than memory or disk allows
+whole), with a byte per record saying whether it is held. The files sit in a folder: the
+``directory`` given (kept across restarts: a process started again reopens it and finds its
+records), or a temporary folder in shared memory (``/dev/shm`` where it exists) removed when
+the store is closed or the process that made it exits.
+
+Reading is zero-copy: ``store[i]`` is a read-only numpy view of the mapped file. Every process
+that maps the files sees the same bytes, so DataLoader worker processes (forked or spawned,
+persistent or not) read the records held now, never a copy taken when they started. Writing
+and eviction go through the Rust side without the GIL; evicting a record gives its pages back
+to the file system.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import tempfile
+import weakref
+from typing import Any
+
+import numpy as np
+
+from . import _native
+
+_INDEX = "index.u64"
+_RECORDS = "records.bin"
+_HELD = "held.u8"
+
+
+def _temporary_folder() -> pathlib.Path:
+    shm = pathlib.Path("/dev/shm")
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else None
+    return pathlib.Path(tempfile.mkdtemp(prefix="ubershuffle-store-", dir=base))
+
+
+def _remove_if_owner(path: pathlib.Path, owner: int) -> None:
+    if os.getpid() == owner:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+class RecordStore:
+    """A rank's records (see the module's docs).
+
+    ``offsets`` are the data set's ``records + 1`` offsets (a
+    :class:`ubershuffle.sources.RecordSource`'s); ``directory`` keeps the store there (made if
+    missing; a folder made for another data set is an error), ``None`` makes a temporary one.
+    """
+
+    def __init__(self, offsets: Any, directory: str | os.PathLike | None = None) -> None:
+        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        self.temporary = directory is None
+        self.directory = _temporary_folder() if directory is None else pathlib.Path(directory)
+        try:
+            self._core = _native.StoreCore(self.directory, offsets)
+        except BaseException:
+            if self.temporary:
+                shutil.rmtree(self.directory, ignore_errors=True)
+            raise
+        self._cleanup = (
+            weakref.finalize(self, _remove_if_owner, self.directory, os.getpid()) if self.temporary else None
+        )
+        self._map(offsets)
+
+    def _map(self, offsets: np.ndarray) -> None:
+        self.offsets = offsets
+        total = int(offsets[-1])
+        self._data = (
+            np.memmap(self.directory / _RECORDS, dtype=np.uint8, mode="r", shape=(total,))
+            if total
+            else np.zeros(0, dtype=np.uint8)
+        )
+        self._held = np.memmap(
+            self.directory / _HELD, dtype=np.uint8, mode="r", shape=(max(len(offsets) - 1, 1),)
+        )
+
+    def __getstate__(self) -> dict:
+        """Pickled (into a spawned DataLoader worker, say) as the folder alone: the copy maps
+        the same files and only reads."""
+        return {"directory": os.fspath(self.directory)}
+
+    def __setstate__(self, state: dict) -> None:
+        self.directory = pathlib.Path(state["directory"])
+        self.temporary = False
+        self._core = None
+        self._cleanup = None
+        self._map(np.fromfile(self.directory / _INDEX, dtype="<u8").astype(np.int64))
+
+    def __len__(self) -> int:
+        """The number of records of the data set (held or not)."""
+        return len(self.offsets) - 1
+
+    def __contains__(self, i: object) -> bool:
+        return isinstance(i, (int, np.integer)) and 0 <= int(i) < len(self) and bool(self._held[int(i)])
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        """Record ``i``'s bytes: a read-only uint8 view. ``KeyError`` if it is not held."""
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
+            raise TypeError(f"record ids are ints, not {type(i).__name__}")
+        i = int(i)
+        if not 0 <= i < len(self) or not self._held[i]:
+            raise KeyError(i)
+        view = self._data[self.offsets[i] : self.offsets[i + 1]]
+        view = view.view(np.ndarray)
+        view.flags.writeable = False
+        return view
+
+    def held(self) -> np.ndarray:
+        """The records held, sorted (int64)."""
+        return np.flatnonzero(self._held[: len(self)]).astype(np.int64)
+
+    def held_bytes(self) -> int:
+        """The bytes of the records held."""
+        held = self.held()
+        return int((self.offsets[held + 1] - self.offsets[held]).sum())
+
+    def _writable(self) -> Any:
+        if self._core is None:
+            raise RuntimeError("this copy of the store only reads (it was pickled into another process)")
+        return self._core
+
+    def put(self, i: int, data: Any) -> None:
+        """Stores record ``i`` (bytes-like; its size must be the record's)."""
+        self._writable().put(int(i), np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8))
+
+    def put_many(self, ids: Any, data: Any) -> None:
+        """Stores the records ``ids`` from ``data``, their bytes back to back."""
+        self._writable().put_many(np.asarray(ids, dtype=np.int64), np.ascontiguousarray(data, dtype=np.uint8))
+
+    def evict(self, ids: Any) -> None:
+        """Drops the records ``ids`` (their pages go back to the file system)."""
+        self._writable().evict(np.asarray(ids, dtype=np.int64))
+
+    def retain(self, keep: Any) -> np.ndarray:
+        """Drops every record held but ``keep``'s; returns those dropped."""
+        return self._writable().retain(np.asarray(keep, dtype=np.int64))
+
+    def flush(self) -> None:
+        """Writes the records to the files (for a folder kept across a restart)."""
+        self._writable().flush()
+
+    def close(self) -> None:
+        """Closes the store; a temporary folder is removed."""
+        self._data = np.zeros(0, dtype=np.uint8)
+        if self._cleanup is not None:
+            self._cleanup()
+        elif self._core is not None:
+            self._core.flush()
+
+    def __repr__(self) -> str:
+        return f"RecordStore({self.directory}, {len(self.held())} of {len(self)} records held)"

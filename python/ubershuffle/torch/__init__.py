@@ -1,0 +1,27 @@
+"""``ubershuffle.torch``: shuffling inside the training job. The job's own
+``torch.distributed`` process group carries the records, rank to rank (``mode="peer"``, the
+partial-local seed's system) or by coded pseudo-broadcast from a store rank (``mode="store"``),
+for records of any size, each epoch's delivery overlapped with the epoch before.
+
+This subpackage imports torch; ``import ubershuffle`` does not.
+
+A torchrun script (4 ranks, peer mode)::
+
+    import torch.distributed as dist
+    from ubershuffle.torch import ShuffleGroup
+
+    dist.init_process_group("gloo")
+    sg = ShuffleGroup("data/jpegs", mode="peer", policy="partial-local", fraction=0.3, seed=0)
+    for epoch in range(epochs):
+        sg.set_epoch(epoch)              # this epoch's records are local; the next one's move now
+        for i in sg.sampler:             # this rank's indices, exactly once per epoch
+            train_on(decode(sg[i]))      # sg[i]: the record's bytes, a read-only uint8 view
+    sg.close()
+"""
+
+from __future__ import annotations
+
+from ._group import ShuffleGroup
+from ._link import ShuffleError, ShuffleTimeout
+
+__all__ = ["ShuffleError", "ShuffleGroup", "ShuffleTimeout"]

@@ -1,0 +1,674 @@
+"""``ShuffleGroup``: the job's own process group carries the records, each epoch's delivery
+overlapped with the epoch before it."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import hashlib
+import json
+import os
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from .. import _native
+from ..sampler import CodedShuffleSampler
+from ..sources import as_source
+from ..store import RecordStore
+from ._link import CONTROL_TAG, Link, ShuffleError
+
+# A training rank's requests to the store (store mode).
+_STEP, _FULFIL, _STOP, _WAIT = 1, 2, 3, 4
+# The store's answer to a step: coded packets, or records sent whole.
+_CODED, _WHOLE = 0, 1
+_CONTROL_LEN = 5
+
+
+def _state_bytes(state: Any) -> bytes:
+    """A sampler state (plain values and bytes) as JSON bytes."""
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, bytes):
+            return {"__bytes__": base64.b64encode(v).decode()}
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        return v
+
+    return json.dumps(plain(state)).encode()
+
+
+def _state_from(data: bytes) -> Any:
+    def back(v: Any) -> Any:
+        if isinstance(v, dict):
+            if set(v) == {"__bytes__"}:
+                return base64.b64decode(v["__bytes__"])
+            return {k: back(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [back(x) for x in v]
+        return v
+
+    return back(json.loads(data.decode()))
+
+
+def _offsets_digest(offsets: np.ndarray) -> int:
+    """A 63-bit fingerprint of a data set's offsets."""
+    digest = hashlib.blake2b(np.ascontiguousarray(offsets, dtype="<i8").tobytes(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & (2**63 - 1)
+
+
+class _Background:
+    """The next epoch's delivery, on a daemon thread; its error is raised where it is joined."""
+
+    def __init__(self, epoch: int, work: Any) -> None:
+        self.epoch = epoch
+        self.error: BaseException | None = None
+        self.figures: dict = {}
+        self.wake = threading.Event()
+        self.thread = threading.Thread(
+            target=self._run, args=(work,), name=f"ubershuffle-epoch-{epoch}", daemon=True
+        )
+        self.thread.start()
+
+    def _run(self, work: Any) -> None:
+        try:
+            work(self)
+        except BaseException as e:  # noqa: BLE001 (raised again by join)
+            self.error = e
+
+    def join(self) -> dict:
+        self.wake.set()
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.figures
+
+
+class _Reader:
+    """What a DataLoader worker process gets of a ShuffleGroup (pickled into it): the record
+    store, read-only, mapped from the same files."""
+
+    def __init__(self, store: RecordStore) -> None:
+        self._store = store
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self._store[i]
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def __contains__(self, i: object) -> bool:
+        return i in self._store
+
+    def held(self) -> np.ndarray:
+        return self._store.held()
+
+
+class ShuffleGroup:
+    """Records of any size, moved between the ranks of the job's own process group, each
+    epoch's delivery in the background of the epoch before.
+
+    ``records`` is the data set (see :func:`ubershuffle.sources.as_source`: a 2-D uint8 array,
+    a folder of files, a list of paths, a sequence of bytes-like objects). ``mode``:
+
+    - ``"peer"`` (the partial-local seed's system): every rank reads only its first batch from
+      the source and holds its batch; each epoch the records that change rank go rank to rank
+      (``policy``: ``"global"``, ``"partial-local"`` with ``fraction`` Q, ``"local"``, or a
+      pliable ``scheme`` with ``candidates``). No rank holds the whole data set: a rank holds
+      its batch plus the next epoch's arrivals, ``(1 + Q) N / M`` records under partial-local.
+    - ``"store"``: rank ``source_rank`` of ``group`` reads the source, holds every record and
+      serves (:meth:`serve`); it does not train. Every other rank caches ``alpha`` of the data
+      (its batch included) and receives each epoch's coded delivery (``scheme``, planned over
+      fixed-size segments of the records) by pseudo-broadcast: the store sends each coded
+      packet once, cut into one piece per rank, and the ranks give each other their pieces.
+      Those ranks train together on :attr:`train_group` (DDP's ``process_group``).
+
+    Ranks and the world come from ``group`` (default: the initialised default group, as
+    torchrun makes it). The records travel on a group of the plane's own over the same ranks,
+    so DDP's collectives on ``group`` never interleave with them. Every wait is bounded by
+    ``timeout`` seconds and names the rank it waited on (:class:`ShuffleTimeout`).
+
+    Per epoch: :meth:`set_epoch` returns once the epoch's records are local and starts the next
+    epoch's delivery in the background; ``sg[i]`` is record ``i`` (a read-only uint8 view;
+    ``KeyError`` when this rank does not hold it now), in this process or in DataLoader worker
+    processes; :attr:`sampler` is this rank's :class:`ubershuffle.CodedShuffleSampler` on the
+    same epoch chain; :meth:`figures` says what each epoch moved and waited. ``store_dir`` keeps
+    the rank's records on disk (in ``store_dir/rank-R``) so a restarted rank reuses them;
+    without it they live in shared memory. :meth:`state_dict` and :meth:`load_state_dict`
+    resume exactly, also on another number of ranks.
+
+    The process group trusts its network, as MPI does: what a peer sends is checked only for
+    shape (sizes, plan, padding), not authenticated. :class:`ubershuffle.Exchange` is the sealed
+    path.
+    """
+
+    def __init__(
+        self,
+        records: Any,
+        *,
+        mode: str = "peer",
+        policy: str = "global",
+        fraction: float | None = None,
+        alpha: float | None = None,
+        scheme: str = "auto",
+        candidates: int | str | None = None,
+        seed: int = 0,
+        store_dir: str | os.PathLike | None = None,
+        group: dist.ProcessGroup | None = None,
+        source_rank: int = 0,
+        timeout: float = 300.0,
+        segment_bytes: int | None = None,
+        round_bytes: int = 16 << 20,
+    ) -> None:
+        if not dist.is_available() or not dist.is_initialized():
+            raise RuntimeError(
+                "torch.distributed is not initialised: call torch.distributed.init_process_group() "
+                "first (torchrun sets the environment it reads)"
+            )
+        if mode not in ("peer", "store"):
+            raise ValueError(f'mode must be "peer" or "store", got {mode!r}')
+        if mode == "peer" and alpha is not None:
+            raise ValueError('alpha is the cache of mode="store"; a peer holds its batch (pass alpha=None)')
+        if not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if not (isinstance(round_bytes, int) and round_bytes > 0):
+            raise ValueError(f"round_bytes must be a positive int, got {round_bytes!r}")
+        self.mode = mode
+        self.group = group if group is not None else dist.group.WORLD
+        self._ranks = dist.get_process_group_ranks(self.group)
+        self.rank: int = dist.get_rank(self.group)
+        """This process's rank in ``group``."""
+        self.world: int = dist.get_world_size(self.group)
+        """Ranks in ``group``."""
+        if mode == "store" and not (isinstance(source_rank, int) and 0 <= source_rank < self.world):
+            raise ValueError(
+                f"source_rank must be a rank of the group (0 to {self.world - 1}), got {source_rank!r}"
+            )
+        if mode == "store" and self.world < 2:
+            raise ValueError('mode="store" needs at least two ranks: the store and one that trains')
+        self.source_rank = source_rank if mode == "store" else None
+        self.is_store = mode == "store" and self.rank == source_rank
+        """Whether this rank is the store (it serves; it does not train)."""
+        self.timeout = float(timeout)
+        self._round_bytes = int(round_bytes)
+        backend = dist.get_backend(self.group)
+        device = (
+            torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+        )
+        plane = dist.new_group(
+            self._ranks,
+            backend=backend,
+            timeout=datetime.timedelta(seconds=self.timeout + 60),
+            use_local_synchronization=True,
+        )
+        self._link = Link(plane, self._ranks, self.rank, self.timeout, device)
+        self._trainers = [r for r in range(self.world) if r != self.source_rank]
+        """The group ranks that train, in order (their sampler ranks are their places here)."""
+        self.train_group: dist.ProcessGroup | None = self.group
+        """The group the training ranks train on (DDP's ``process_group``): ``group`` in peer
+        mode, a group of all ranks but the store in store mode (``None`` at the store)."""
+        if mode == "store":
+            self.train_group = (
+                None
+                if self.is_store
+                else dist.new_group([self._ranks[r] for r in self._trainers], use_local_synchronization=True)
+            )
+        self._source = None if records is None else as_source(records)
+        offsets = self._agree_on_index()
+        self._store = RecordStore(
+            offsets, None if store_dir is None else os.path.join(store_dir, f"rank-{self.rank}")
+        )
+        self.segment_bytes = (
+            int(segment_bytes) if segment_bytes else int(_native.default_segment_bytes(offsets))
+        )
+        """Bytes per segment of coded delivery (store mode)."""
+        self._sampler = CodedShuffleSampler(
+            len(offsets) - 1,
+            num_replicas=len(self._trainers),
+            rank=self._trainers.index(self.rank) if not self.is_store else 0,
+            seed=seed,
+            policy=policy,
+            fraction=fraction,
+            alpha=alpha,
+            scheme=scheme,
+            candidates=candidates,
+        )
+        self._figures: dict = {}
+        self._local: int | None = None
+        self._background: _Background | None = None
+        self._closed = False
+        self._startup_reads = (0, 0)
+        if self.is_store:
+            self._startup_reads = self._load_everything()
+
+    # -- set-up ---------------------------------------------------------------------------
+
+    def _agree_on_index(self) -> np.ndarray:
+        """Every rank's offsets, checked equal (peer mode), or the store's, sent to the ranks
+        that have no source (store mode)."""
+        link = self._link
+        if self.mode == "store":
+            if self.is_store:
+                if self._source is None:
+                    raise ValueError(f"the store (rank {self.rank}) needs the records")
+                offsets = self._source.offsets
+                for r in self._trainers:
+                    link.send_ints(r, [len(offsets)], "the data set's size")
+                    link.exchange({r: offsets}, {}, "the data set's offsets")
+                return offsets
+            n = int(link.recv_ints(self.source_rank, 1, "the data set's size")[0])
+            offsets = link.exchange({}, {self.source_rank: (n, torch.int64)}, "the data set's offsets")[
+                self.source_rank
+            ]
+            if self._source is not None and not np.array_equal(self._source.offsets, offsets):
+                raise ValueError(f"rank {self.rank}'s records differ from the store's (sizes or count)")
+            return offsets
+        if self._source is None:
+            raise ValueError(f'mode="peer" needs the records on every rank (rank {self.rank} has none)')
+        offsets = self._source.offsets
+        mine = np.asarray([len(offsets), int(offsets[-1]), _offsets_digest(offsets)], dtype=np.int64)
+        theirs = link.all_to_all({p: mine for p in range(self.world)}, "the data set's fingerprint")
+        for p, other in theirs.items():
+            if not np.array_equal(other, mine):
+                raise ValueError(f"rank {self.rank}'s records differ from rank {p}'s (sizes or count)")
+        return offsets
+
+    def _load_everything(self) -> tuple:
+        """The store reads every record it does not hold yet from the source."""
+        assert self._source is not None
+        held = np.zeros(len(self._store), dtype=bool)
+        held[self._store.held()] = True
+        missing = np.flatnonzero(~held)
+        return len(missing), self._source.load(self._store, missing)
+
+    # -- what a training script calls -----------------------------------------------------
+
+    @property
+    def sampler(self) -> CodedShuffleSampler | None:
+        """This rank's sampler (``None`` at the store)."""
+        return None if self.is_store else self._sampler
+
+    def __len__(self) -> int:
+        """The number of records of the data set."""
+        return len(self._store)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        """Record ``i``'s bytes (a read-only uint8 view); ``KeyError`` if not held now."""
+        return self._store[i]
+
+    def __contains__(self, i: object) -> bool:
+        return i in self._store
+
+    def __reduce__(self) -> tuple:
+        # DataLoader workers started by spawn get the store alone (read-only, same files).
+        return (_Reader, (self._store,))
+
+    def held(self) -> np.ndarray:
+        """The records this rank holds now, sorted (int64)."""
+        return self._store.held()
+
+    def figures(self, epoch: int) -> dict:
+        """What epoch ``epoch``'s delivery moved and cost at this rank: ``bytes_sent``,
+        ``bytes_received`` (payload on the plane's group), ``padding_bytes``, ``packets``,
+        ``coded_packets``, ``records_received``, ``source_records`` and ``source_bytes`` (read
+        from the source), ``transfer_seconds`` (the delivery, in the background or not),
+        ``exposed_seconds`` (what :meth:`set_epoch` waited), ``held_records``, ``held_bytes``
+        and ``kind`` (``"step"``: along the chain; ``"catch-up"``: a start, a resume, a jump)."""
+        if epoch not in self._figures:
+            raise KeyError(f"no figures for epoch {epoch} at rank {self.rank}")
+        return dict(self._figures[epoch])
+
+    def set_epoch(self, epoch: int) -> None:
+        """Makes ``epoch``'s records local, then starts delivering the next epoch's in the
+        background. Call it at the start of every epoch, as ``DistributedSampler.set_epoch``,
+        on every training rank."""
+        self._check_open()
+        if self.is_store:
+            raise RuntimeError("the store rank serves (call serve()); it has no epochs of its own")
+        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)):
+            raise TypeError(f"epoch must be an int, got {type(epoch).__name__}")
+        epoch = int(epoch)
+        start = time.perf_counter()
+        figures: dict
+        if self._background is not None and self._background.epoch == epoch and self._local == epoch - 1:
+            figures = self._background.join()
+            self._background = None
+            self._sampler.set_epoch(epoch)
+        else:
+            self._drain()
+            self._sampler.set_epoch(epoch)
+            figures = self._catch_up(epoch)
+        self._store.retain(self._target())
+        self._local = epoch
+        figures["exposed_seconds"] = time.perf_counter() - start
+        figures["held_records"] = len(self._store.held())
+        figures["held_bytes"] = self._store.held_bytes()
+        self._figures[epoch] = figures
+        self._background = _Background(epoch + 1, self._deliver_next)
+
+    def state_dict(self) -> dict:
+        """The sampler's state (epoch, position, chain): plain values and bytes."""
+        return {"version": 1, "mode": self.mode, "sampler": self._sampler.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continues from ``state`` (also on another number of ranks: the sampler's rules);
+        the next :meth:`set_epoch` brings this rank the records it lacks, from the ranks that
+        hold them (a ``store_dir`` kept across the restart still holds its records) or the
+        source."""
+        self._check_open()
+        if not isinstance(state, dict) or state.get("version") != 1 or "sampler" not in state:
+            raise ValueError("state must be a dict from ShuffleGroup.state_dict()")
+        if state.get("mode") != self.mode:
+            raise ValueError(f"the state is of mode={state.get('mode')!r}, this group's is {self.mode!r}")
+        if self.is_store:
+            return  # the store takes the training ranks' state when they catch up
+        self._drain()
+        self._sampler.load_state_dict(state["sampler"])
+        self._local = None
+
+    def close(self) -> None:
+        """Ends the plane: waits for a delivery in flight, tells the store (store mode), and
+        closes the record store (a temporary one is removed)."""
+        if self._closed:
+            return
+        try:
+            self._drain()
+            if self.mode == "store" and not self.is_store:
+                self._control(_STOP, 0)
+        finally:
+            self._closed = True
+            self._store.close()
+
+    def __enter__(self) -> ShuffleGroup:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        role = "store" if self.is_store else "rank"
+        held = len(self.held())
+        return f"ShuffleGroup(mode={self.mode!r}, {role} {self.rank} of {self.world}, {held} records held)"
+
+    # -- the deliveries -------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the ShuffleGroup is closed")
+
+    def _drain(self) -> None:
+        """Waits for the delivery in flight (every rank runs it: it must finish)."""
+        if self._background is not None:
+            background, self._background = self._background, None
+            background.join()
+
+    def _me(self) -> int:
+        """This rank's place among the training ranks (the sampler's rank)."""
+        return self._trainers.index(self.rank)
+
+    def _target(self) -> np.ndarray:
+        return self._sampler._core.targets()[self._me()]
+
+    def _by_group_rank(self, lists: list, store: Any = None) -> list:
+        """Per-training-rank lists placed at their group ranks (the store's entry ``store``)."""
+        out: list = [store] * self.world
+        for place, r in enumerate(self._trainers):
+            out[r] = lists[place]
+        return out
+
+    def _run_transfer(self, transfer: Any, what: str) -> dict:
+        """Sends and receives a transfer's rounds, then reads from the source what no rank held."""
+        sent0, got0 = self._link.bytes_sent, self._link.bytes_received
+        for k in range(transfer.rounds):
+            sent, received = transfer.sizes(k)
+            out = np.empty(int(sum(sent)), dtype=np.uint8)
+            transfer.pack_into(k, out)
+            ends = np.cumsum(sent)
+            sends = {p: out[ends[p] - sent[p] : ends[p]] for p in range(self.world) if sent[p]}
+            recvs = {p: (received[p], torch.uint8) for p in range(self.world) if received[p]}
+            got = self._link.exchange(sends, recvs, f"round {k} of {what}")
+            if got:
+                transfer.unpack(k, np.concatenate([got[p] for p in sorted(got)]))
+        source = transfer.source_ids()
+        source_bytes = 0
+        if len(source):
+            if self._source is None:
+                raise ShuffleError(
+                    f"rank {self.rank} must read {len(source)} records from the source but has none"
+                )
+            source_bytes = self._source.load(self._store, source)
+        f = transfer.figures()
+        return {
+            "bytes_sent": self._link.bytes_sent - sent0,
+            "bytes_received": self._link.bytes_received - got0,
+            "records_received": int(f["records_received"]),
+            "source_records": int(len(source)),
+            "source_bytes": int(source_bytes),
+            "padding_bytes": 0,
+            "packets": int(f["records_sent"]) if self.is_store else int(f["records_received"]),
+            "coded_packets": 0,
+        }
+
+    def _catch_up(self, epoch: int) -> dict:
+        """Brings every rank its target of ``epoch`` from whatever it holds (a start, a resume,
+        a jump): in peer mode from the ranks that hold each record, else from the source; in
+        store mode from the store."""
+        start = time.perf_counter()
+        held = self._store.held()
+        core = self._sampler._core
+        if self.mode == "peer":
+            holdings = self._link.all_to_all(
+                {p: held for p in range(self.world)}, f"what each rank holds at epoch {epoch}"
+            )
+            holdings[self.rank] = held
+            lists = [holdings[p] for p in range(self.world)]
+            transfer = _native.TransferCore(
+                self._store._core, lists, core.targets(), self.rank, self._round_bytes
+            )
+            figures = self._run_transfer(transfer, f"catching up to epoch {epoch}")
+        else:
+            state = _state_bytes(self._sampler.state_dict()) if self._me() == 0 else b""
+            self._control(_FULFIL, epoch, len(state), len(held))
+            store = self.source_rank
+            if state:
+                self._link.exchange({store: np.frombuffer(state, dtype=np.uint8)}, {}, "the sampler's state")
+            self._link.exchange({store: held}, {}, "what this rank holds")
+            lists = self._by_group_rank([np.zeros(0, dtype=np.int64)] * len(self._trainers))
+            lists[self.rank] = held
+            targets = self._by_group_rank([np.zeros(0, dtype=np.int64)] * len(self._trainers))
+            targets[self.rank] = self._target()
+            transfer = _native.TransferCore(self._store._core, lists, targets, self.rank, self._round_bytes)
+            figures = self._run_transfer(transfer, f"catching up to epoch {epoch}")
+        figures.update(kind="catch-up", transfer_seconds=time.perf_counter() - start)
+        return figures
+
+    def _deliver_next(self, background: _Background) -> None:
+        """The delivery of epoch ``background.epoch`` from the current one (background)."""
+        start = time.perf_counter()
+        now = self._sampler._core
+        nxt = now.stepped()
+        epoch = background.epoch
+        if self.mode == "peer":
+            transfer = _native.TransferCore(
+                self._store._core, now.targets(), nxt.targets(), self.rank, self._round_bytes
+            )
+            figures = self._run_transfer(transfer, f"epoch {epoch}'s delivery")
+        else:
+            figures = self._receive_step(now, nxt, epoch)
+            background.figures = figures
+            figures.update(kind="step", transfer_seconds=time.perf_counter() - start)
+            # Tell the store this rank is alive while the epoch trains.
+            while not background.wake.wait(self.timeout / 3):
+                self._control(_WAIT, epoch)
+            return
+        figures.update(kind="step", transfer_seconds=time.perf_counter() - start)
+        background.figures = figures
+
+    def _control(self, op: int, epoch: int, *extra: int) -> None:
+        """A training rank's request to the store."""
+        digest = int(self._sampler._core.digest()) & (2**63 - 1)
+        values = [op, epoch, digest, *extra] + [0] * (_CONTROL_LEN - 3 - len(extra))
+        self._link.send_ints(self.source_rank, values, "a request to the store", CONTROL_TAG)
+
+    def _receive_step(self, now: Any, nxt: Any, epoch: int) -> dict:
+        """A training rank's side of the store's delivery of ``epoch``."""
+        link, store = self._link, self.source_rank
+        sent0, got0 = link.bytes_sent, link.bytes_received
+        self._control(_STEP, epoch)
+        kind, plan_len = (int(v) for v in link.recv_ints(store, 2, f"the store's answer for epoch {epoch}"))
+        if kind == _WHOLE:
+            targets = self._by_group_rank([np.zeros(0, dtype=np.int64)] * len(self._trainers))
+            holdings = list(targets)
+            holdings[self.rank] = now.targets()[self._me()]
+            targets[self.rank] = nxt.targets()[self._me()]
+            transfer = _native.TransferCore(
+                self._store._core, holdings, targets, self.rank, self._round_bytes
+            )
+            return self._run_transfer(transfer, f"epoch {epoch}'s delivery")
+        plan = link.scatter_gather(store, self._trainers, None, plan_len, f"the plan of epoch {epoch}")
+        receiver = _native.CodedRecvCore(
+            now, nxt, plan, self._store._core, self._me(), self.segment_bytes, self._round_bytes
+        )
+        for k in range(receiver.rounds):
+            data = link.scatter_gather(
+                store, self._trainers, None, receiver.round_len(k), f"round {k} of epoch {epoch}"
+            )
+            receiver.decode(k, data)
+        done = receiver.finish()
+        return {
+            "bytes_sent": link.bytes_sent - sent0,
+            "bytes_received": link.bytes_received - got0,
+            "records_received": len(done["new_records"]),
+            "source_records": 0,
+            "source_bytes": 0,
+            "padding_bytes": int(done["padding_bytes"]),
+            "packets": int(done["packets_needed"]),
+            "coded_packets": int(done["coded_packets_needed"]),
+        }
+
+    # -- the store ------------------------------------------------------------------------
+
+    def serve(self) -> list:
+        """The store's loop (store mode, at ``source_rank``): serves the training ranks'
+        requests until they all :meth:`close`; returns the figures of every epoch served."""
+        self._check_open()
+        if not self.is_store:
+            raise RuntimeError("serve() runs at the store rank (source_rank) of mode='store'")
+        served = []
+        reads, read_bytes = self._startup_reads
+        try:
+            while True:
+                requests = self._requests()
+                ops = {int(v[0]) for v in requests.values()}
+                epochs = {int(v[1]) for v in requests.values()}
+                if ops == {_STOP}:
+                    return served
+                if len(ops) != 1 or len(epochs) != 1:
+                    raise ShuffleError(
+                        f"the training ranks disagree: requests {sorted(ops)} for epochs {sorted(epochs)}"
+                    )
+                op, epoch = ops.pop(), epochs.pop()
+                start = time.perf_counter()
+                sent0 = self._link.bytes_sent
+                figures = (
+                    self._serve_catch_up(epoch, requests)
+                    if op == _FULFIL
+                    else self._serve_step(epoch, requests)
+                )
+                figures.update(
+                    epoch=epoch,
+                    transfer_seconds=time.perf_counter() - start,
+                    bytes_sent=self._link.bytes_sent - sent0,
+                    source_records=reads,
+                    source_bytes=read_bytes,
+                )
+                reads, read_bytes = 0, 0
+                self._figures[epoch] = figures
+                served.append(figures)
+        finally:
+            self.close()
+
+    def _requests(self) -> dict:
+        """Every training rank's next request (their keep-alives skipped)."""
+        requests = {}
+        for r in self._trainers:
+            while True:
+                values = self._link.recv_ints(r, _CONTROL_LEN, "its next request", CONTROL_TAG)
+                if int(values[0]) != _WAIT:
+                    requests[r] = values
+                    break
+        return requests
+
+    def _check_digests(self, requests: dict, epoch: int) -> None:
+        mine = int(self._sampler._core.digest()) & (2**63 - 1)
+        for r, values in requests.items():
+            if int(values[2]) != mine:
+                raise ShuffleError(
+                    f"rank {r}'s epoch chain differs from the store's at epoch {epoch} "
+                    "(the same seed, policy, fraction, alpha and scheme on every rank?)"
+                )
+
+    def _serve_catch_up(self, epoch: int, requests: dict) -> dict:
+        link = self._link
+        first = self._trainers[0]
+        state_len = int(requests[first][3])
+        if state_len:
+            state = link.exchange({}, {first: (state_len, torch.uint8)}, "the sampler's state")[first]
+            self._sampler.load_state_dict(_state_from(state.tobytes()))
+        self._sampler.set_epoch(epoch)
+        self._check_digests(requests, epoch)
+        held = {
+            r: link.exchange({}, {r: (int(v[4]), torch.int64)}, "what it holds")[r]
+            for r, v in requests.items()
+        }
+        holdings = [held.get(r) for r in range(self.world)]
+        targets = self._by_group_rank(self._sampler._core.targets())
+        transfer = _native.TransferCore(self._store._core, holdings, targets, self.rank, self._round_bytes)
+        figures = self._run_transfer(transfer, f"catching up to epoch {epoch}")
+        figures.update(kind="catch-up")
+        return figures
+
+    def _serve_step(self, epoch: int, requests: dict) -> dict:
+        now = self._sampler._core
+        if now.epoch + 1 != epoch:
+            raise ShuffleError(
+                f"the training ranks ask for epoch {epoch}, the store stands at epoch {now.epoch}"
+            )
+        self._check_digests(requests, epoch - 1)
+        link = self._link
+        nxt = now.stepped()
+        # After a change of world size the next epoch starts a new chain: nothing is cached
+        # for it, so its records are sent whole.
+        sender = (
+            None
+            if now.is_remainder
+            else _native.CodedSendCore(now, self._store._core, self.segment_bytes, self._round_bytes)
+        )
+        if sender is None:
+            for r in self._trainers:
+                link.send_ints(r, [_WHOLE, 0], f"the answer for epoch {epoch}")
+            holdings = self._by_group_rank(now.targets())
+            targets = self._by_group_rank(nxt.targets())
+            transfer = _native.TransferCore(
+                self._store._core, holdings, targets, self.rank, self._round_bytes
+            )
+            figures = self._run_transfer(transfer, f"epoch {epoch}'s delivery")
+        else:
+            plan = sender.plan_bytes()
+            for r in self._trainers:
+                link.send_ints(r, [_CODED, len(plan)], f"the answer for epoch {epoch}")
+            link.scatter_gather(self.rank, self._trainers, plan, len(plan), f"the plan of epoch {epoch}")
+            for k in range(sender.rounds):
+                data = np.empty(sender.round_len(k), dtype=np.uint8)
+                sender.encode_into(k, data)
+                link.scatter_gather(self.rank, self._trainers, data, len(data), f"round {k} of epoch {epoch}")
+            figures = dict(sender.figures())
+        self._sampler.set_epoch(epoch)
+        figures.update(kind="step")
+        return figures

@@ -1,0 +1,147 @@
+"""Point-to-point messages over the plane's process group, every wait bounded.
+
+All traffic of a :class:`~ubershuffle.torch.ShuffleGroup` goes through :class:`Link`: sends and
+receives posted together (``isend``/``irecv``, so a rank's uplink and downlink run at once),
+then waited on one by one against one deadline, so that a peer that died or hangs is named
+(:class:`ShuffleTimeout`). With an NCCL group the buffers travel as CUDA tensors on the current
+device (copied there and back); with gloo they are CPU tensors sharing memory with numpy.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+DATA_TAG = 0
+"""The tag of records and packets."""
+CONTROL_TAG = 1
+"""The tag of a training rank's requests to the store."""
+
+
+class ShuffleTimeout(TimeoutError):
+    """A rank waited longer than the group's ``timeout`` for a peer: the message names both
+    and what was awaited. The plane's group is left unusable: end the process (torchrun
+    restarts the job from its last saved state)."""
+
+
+class ShuffleError(RuntimeError):
+    """A peer failed or closed its connection, or sent what the plan does not allow."""
+
+
+class Link:
+    """This rank's messages to and from the other ranks of ``group`` (``ranks``: the group's
+    global ranks in group-rank order)."""
+
+    def __init__(
+        self, group: dist.ProcessGroup, ranks: list, rank: int, timeout: float, device: torch.device
+    ) -> None:
+        self.group = group
+        self.ranks = list(ranks)
+        self.rank = rank
+        self.timeout = float(timeout)
+        self.device = device
+        self.bytes_sent = 0
+        """Payload bytes this link has sent."""
+        self.bytes_received = 0
+        """Payload bytes this link has received."""
+
+    def _wire(self, array: np.ndarray) -> torch.Tensor:
+        tensor = torch.from_numpy(np.ascontiguousarray(array))
+        return tensor if self.device.type == "cpu" else tensor.to(self.device)
+
+    def exchange(self, sends: Mapping, recvs: Mapping, what: str, tag: int = DATA_TAG) -> dict:
+        """Sends ``sends[peer]`` (uint8 or int64 numpy arrays) and receives ``recvs[peer]``
+        (``(nbytes_or_count, dtype)``) from every peer named, all at once; returns the received
+        numpy arrays by peer. Empty messages are skipped on both ends."""
+        posted = []
+        for peer, array in sends.items():
+            if len(array):
+                self.bytes_sent += int(array.nbytes)
+                work = dist.isend(self._wire(array), dst=self.ranks[peer], group=self.group, tag=tag)
+                posted.append((peer, "sending", work, None))
+        buffers = {}
+        for peer, (count, dtype) in recvs.items():
+            buffer = torch.empty(int(count), dtype=dtype, device=self.device)
+            buffers[peer] = buffer
+            if count:
+                work = dist.irecv(buffer, src=self.ranks[peer], group=self.group, tag=tag)
+                posted.append((peer, "receiving", work, buffer))
+        self.wait(posted, what)
+        got = {peer: b.cpu().numpy() for peer, b in buffers.items()}
+        self.bytes_received += sum(int(a.nbytes) for a in got.values())
+        return got
+
+    def wait(self, posted: list, what: str) -> None:
+        """Waits on each posted operation until one deadline; a failure names the peer."""
+        deadline = time.monotonic() + self.timeout
+        for peer, doing, work, _ in posted:
+            left = max(deadline - time.monotonic(), 0.001)
+            try:
+                work.wait(timeout=datetime.timedelta(seconds=left))
+            except RuntimeError as e:
+                text = str(e)
+                if "imed out" in text or time.monotonic() >= deadline:
+                    raise ShuffleTimeout(
+                        f"rank {self.rank} waited {self.timeout:g} s for rank {peer} ({doing} {what})"
+                    ) from None
+                first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
+                raise ShuffleError(f"rank {self.rank}, {doing} {what} with rank {peer}: {first}") from None
+
+    def send_ints(self, peer: int, values: list, what: str, tag: int = DATA_TAG) -> None:
+        """Sends a few int64 values to ``peer``."""
+        self.exchange({peer: np.asarray(values, dtype=np.int64)}, {}, what, tag)
+
+    def recv_ints(self, peer: int, count: int, what: str, tag: int = DATA_TAG) -> np.ndarray:
+        """Receives ``count`` int64 values from ``peer``."""
+        return self.exchange({}, {peer: (count, torch.int64)}, what, tag)[peer]
+
+    def all_to_all(self, arrays: Mapping, what: str) -> dict:
+        """Sends ``arrays[peer]`` (int64) to every other rank, each first told the length;
+        returns what every other rank sent."""
+        peers = [p for p in range(len(self.ranks)) if p != self.rank]
+        lengths = self.exchange(
+            {p: np.asarray([len(arrays[p])], dtype=np.int64) for p in peers},
+            {p: (1, torch.int64) for p in peers},
+            f"{what} (lengths)",
+        )
+        return self.exchange(
+            {p: np.asarray(arrays[p], dtype=np.int64) for p in peers},
+            {p: (int(lengths[p][0]), torch.int64) for p in peers},
+            what,
+        )
+
+    def scatter_gather(
+        self, source: int, receivers: list, data: np.ndarray | None, nbytes: int, what: str
+    ) -> np.ndarray | None:
+        """The UberShuffle paper's pseudo-broadcast (Section 3.1, Van de Geijn's): ``source``
+        cuts ``data`` (``nbytes``) into one piece per receiver and sends piece ``i`` to
+        ``receivers[i]``; the receivers then give each other their pieces. The source's uplink
+        carries the data once, each receiver's about once. Returns the whole data at a
+        receiver, ``None`` at the source."""
+        m = len(receivers)
+        piece = -(-nbytes // m) if m else 0
+        bounds = [(min(i * piece, nbytes), min((i + 1) * piece, nbytes)) for i in range(m)]
+        if self.rank == source:
+            assert data is not None and len(data) == nbytes
+            self.exchange({r: data[a:b] for r, (a, b) in zip(receivers, bounds)}, {}, what)
+            return None
+        me = receivers.index(self.rank)
+        a, b = bounds[me]
+        mine = self.exchange({}, {source: (b - a, torch.uint8)}, f"{what} from the store")[source]
+        others = [r for r in receivers if r != self.rank]
+        got = self.exchange(
+            {r: mine for r in others},
+            {r: (bounds[receivers.index(r)][1] - bounds[receivers.index(r)][0], torch.uint8) for r in others},
+            f"{what} from the other ranks",
+        )
+        out = np.empty(nbytes, dtype=np.uint8)
+        out[a:b] = mine
+        for r in others:
+            lo, hi = bounds[receivers.index(r)]
+            out[lo:hi] = got[r]
+        return out
