@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset
 
-from ubershuffle.torch import ShuffleGroup
+from ubershuffle.torch import ShuffleGroup, init_process_group
 
 
 def records(count: int, seed: int) -> list:
@@ -51,7 +51,7 @@ class Checked(Dataset):
 def main() -> None:
     out = pathlib.Path(sys.argv[1])
     opts = dict(a.split("=", 1) for a in sys.argv[2:])
-    dist.init_process_group("gloo")
+    init_process_group("gloo")
     count = int(opts.get("records", 400))
     data = records(count, 1)
     sums = {i: int(hashlib.blake2b(r, digest_size=4).hexdigest(), 16) for i, r in enumerate(data)}
@@ -108,13 +108,13 @@ def main() -> None:
                 served.append(i)
                 if c != sums[i]:
                     bad.append(i)
-        for i in sg.sampler:
-            if sg[i].tobytes() != data[i]:
-                bad.append(i)
+        for i in sg.held():
+            if sg[int(i)].tobytes() != data[i]:
+                bad.append(int(i))
         log["epochs"][str(epoch)] = {"served": served, "bad": bad}
         log["figures"][str(epoch)] = sg.figures(epoch)
         log_path.write_text(json.dumps(log))
-        if opts.get("save_each") and rank == 0:
+        if opts.get("save_each") and rank == sg._trainers[0]:
             state = sg.state_dict()
             state["sampler"] = _bytes_plain(state["sampler"])
             tmp = checkpoint.with_suffix(".tmp")

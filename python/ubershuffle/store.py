@@ -129,15 +129,17 @@ class RecordStore:
 
     def put_many(self, ids: Any, data: Any) -> None:
         """Stores the records ``ids`` from ``data``, their bytes back to back."""
-        self._writable().put_many(np.asarray(ids, dtype=np.int64), np.ascontiguousarray(data, dtype=np.uint8))
+        self._writable().put_many(
+            np.ascontiguousarray(ids, dtype=np.int64), np.ascontiguousarray(data, dtype=np.uint8)
+        )
 
     def evict(self, ids: Any) -> None:
         """Drops the records ``ids`` (their pages go back to the file system)."""
-        self._writable().evict(np.asarray(ids, dtype=np.int64))
+        self._writable().evict(np.ascontiguousarray(ids, dtype=np.int64))
 
     def retain(self, keep: Any) -> np.ndarray:
         """Drops every record held but ``keep``'s; returns those dropped."""
-        return self._writable().retain(np.asarray(keep, dtype=np.int64))
+        return self._writable().retain(np.ascontiguousarray(keep, dtype=np.int64))
 
     def flush(self) -> None:
         """Writes the records to the files (for a folder kept across a restart)."""

@@ -7,10 +7,9 @@ This subpackage imports torch; ``import ubershuffle`` does not.
 
 A torchrun script (4 ranks, peer mode)::
 
-    import torch.distributed as dist
-    from ubershuffle.torch import ShuffleGroup
+    from ubershuffle.torch import ShuffleGroup, init_process_group
 
-    dist.init_process_group("gloo")
+    init_process_group("gloo")           # torch.distributed's, safe across torchrun's restarts
     sg = ShuffleGroup("data/jpegs", mode="peer", policy="partial-local", fraction=0.3, seed=0)
     for epoch in range(epochs):
         sg.set_epoch(epoch)              # this epoch's records are local; the next one's move now
@@ -22,6 +21,7 @@ A torchrun script (4 ranks, peer mode)::
 from __future__ import annotations
 
 from ._group import ShuffleGroup
+from ._init import init_process_group
 from ._link import ShuffleError, ShuffleTimeout
 
-__all__ = ["ShuffleError", "ShuffleGroup", "ShuffleTimeout"]
+__all__ = ["ShuffleError", "ShuffleGroup", "ShuffleTimeout", "init_process_group"]

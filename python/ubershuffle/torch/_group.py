@@ -422,6 +422,15 @@ class ShuffleGroup:
             out[r] = lists[place]
         return out
 
+    def _from_store(self, missing: dict) -> Any:
+        """The transfer in which the store sends training ranks the records they miss
+        (``missing``: by training rank; a training rank knows only its own). Only the store
+        sends, so each pair's rounds are the same in every rank's view."""
+        empty = np.zeros(0, dtype=np.int64)
+        holdings = self._by_group_rank([empty] * len(self._trainers))
+        targets = self._by_group_rank([missing.get(place, empty) for place in range(len(self._trainers))])
+        return _native.TransferCore(self._store._core, holdings, targets, self.rank, self._round_bytes)
+
     def _run_transfer(self, transfer: Any, what: str) -> dict:
         """Sends and receives a transfer's rounds, then reads from the source what no rank held."""
         sent0, got0 = self._link.bytes_sent, self._link.bytes_received
@@ -479,12 +488,8 @@ class ShuffleGroup:
             if state:
                 self._link.exchange({store: np.frombuffer(state, dtype=np.uint8)}, {}, "the sampler's state")
             self._link.exchange({store: held}, {}, "what this rank holds")
-            lists = self._by_group_rank([np.zeros(0, dtype=np.int64)] * len(self._trainers))
-            lists[self.rank] = held
-            targets = self._by_group_rank([np.zeros(0, dtype=np.int64)] * len(self._trainers))
-            targets[self.rank] = self._target()
-            transfer = _native.TransferCore(self._store._core, lists, targets, self.rank, self._round_bytes)
-            figures = self._run_transfer(transfer, f"catching up to epoch {epoch}")
+            missing = {self._me(): np.setdiff1d(self._target(), held)}
+            figures = self._run_transfer(self._from_store(missing), f"catching up to epoch {epoch}")
         figures.update(kind="catch-up", transfer_seconds=time.perf_counter() - start)
         return figures
 
@@ -523,14 +528,9 @@ class ShuffleGroup:
         self._control(_STEP, epoch)
         kind, plan_len = (int(v) for v in link.recv_ints(store, 2, f"the store's answer for epoch {epoch}"))
         if kind == _WHOLE:
-            targets = self._by_group_rank([np.zeros(0, dtype=np.int64)] * len(self._trainers))
-            holdings = list(targets)
-            holdings[self.rank] = now.targets()[self._me()]
-            targets[self.rank] = nxt.targets()[self._me()]
-            transfer = _native.TransferCore(
-                self._store._core, holdings, targets, self.rank, self._round_bytes
-            )
-            return self._run_transfer(transfer, f"epoch {epoch}'s delivery")
+            me = self._me()
+            missing = {me: np.setdiff1d(nxt.targets()[me], now.targets()[me])}
+            return self._run_transfer(self._from_store(missing), f"epoch {epoch}'s delivery")
         plan = link.scatter_gather(store, self._trainers, None, plan_len, f"the plan of epoch {epoch}")
         receiver = _native.CodedRecvCore(
             now, nxt, plan, self._store._core, self._me(), self.segment_bytes, self._round_bytes
@@ -623,14 +623,12 @@ class ShuffleGroup:
             self._sampler.load_state_dict(_state_from(state.tobytes()))
         self._sampler.set_epoch(epoch)
         self._check_digests(requests, epoch)
-        held = {
-            r: link.exchange({}, {r: (int(v[4]), torch.int64)}, "what it holds")[r]
-            for r, v in requests.items()
-        }
-        holdings = [held.get(r) for r in range(self.world)]
-        targets = self._by_group_rank(self._sampler._core.targets())
-        transfer = _native.TransferCore(self._store._core, holdings, targets, self.rank, self._round_bytes)
-        figures = self._run_transfer(transfer, f"catching up to epoch {epoch}")
+        targets = self._sampler._core.targets()
+        missing = {}
+        for place, r in enumerate(self._trainers):
+            held = link.exchange({}, {r: (int(requests[r][4]), torch.int64)}, "what it holds")[r]
+            missing[place] = np.setdiff1d(targets[place], held)
+        figures = self._run_transfer(self._from_store(missing), f"catching up to epoch {epoch}")
         figures.update(kind="catch-up")
         return figures
 
@@ -653,12 +651,9 @@ class ShuffleGroup:
         if sender is None:
             for r in self._trainers:
                 link.send_ints(r, [_WHOLE, 0], f"the answer for epoch {epoch}")
-            holdings = self._by_group_rank(now.targets())
-            targets = self._by_group_rank(nxt.targets())
-            transfer = _native.TransferCore(
-                self._store._core, holdings, targets, self.rank, self._round_bytes
-            )
-            figures = self._run_transfer(transfer, f"epoch {epoch}'s delivery")
+            was, will = now.targets(), nxt.targets()
+            missing = {place: np.setdiff1d(will[place], was[place]) for place in range(len(self._trainers))}
+            figures = self._run_transfer(self._from_store(missing), f"epoch {epoch}'s delivery")
         else:
             plan = sender.plan_bytes()
             for r in self._trainers:

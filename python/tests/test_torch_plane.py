@@ -1,0 +1,136 @@
+"""ubershuffle.torch.ShuffleGroup under torchrun with 4 gloo ranks: every index of every epoch
+served exactly once with the right bytes (read in the training process and in persistent
+DataLoader worker processes), for records of uneven size, in both modes; the bytes moved are
+the chain's, to the byte; a killed rank's job resumes from its last saved state (torchrun
+--max-restarts), also onto another number of ranks. Skipped when torch is not installed."""
+
+from __future__ import annotations
+
+import collections
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch", reason="torch is not installed: the ShuffleGroup tests need it")
+
+from ubershuffle import CodedShuffleSampler  # noqa: E402
+
+RANK_SCRIPT = pathlib.Path(__file__).with_name("torch_plane_rank.py")
+sys.path.insert(0, str(RANK_SCRIPT.parent))
+import torch_plane_rank  # noqa: E402
+
+RECORDS = torch_plane_rank.records(400, 1)
+SIZES = np.array([len(r) for r in RECORDS], dtype=np.int64)
+
+
+def run_job(out: pathlib.Path, nproc: int, *options: str, restarts: int = 0, timeout: float = 240) -> list:
+    """Runs the rank script under torchrun; returns every rank's log."""
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        f"--max-restarts={restarts}",
+        str(RANK_SCRIPT),
+        str(out),
+        *options,
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-40:])
+        pytest.fail(f"torchrun exited with {done.returncode}:\n{tail}")
+    return [json.loads((out / f"rank-{r}.json").read_text()) for r in range(nproc)]
+
+
+def check_served(logs: list, epochs: range, ranks: int) -> None:
+    """Every index served exactly once per epoch, but for DistributedSampler's padding, and
+    every byte read right."""
+    per_rank = -(-len(RECORDS) // ranks)
+    for e in map(str, epochs):
+        served = collections.Counter()
+        for log in logs:
+            assert log["epochs"][e]["bad"] == [], f"epoch {e}: wrong bytes"
+            served.update(log["epochs"][e]["served"])
+        assert set(served) == set(range(len(RECORDS))), f"epoch {e}: indices missing"
+        assert sum(served.values()) == per_rank * ranks, f"epoch {e}: {sum(served.values())} served"
+
+
+def test_peer_partial_local_moves_the_chain_s_records_rank_to_rank(tmp_path):
+    logs = run_job(tmp_path, 4, "policy=partial-local", "fraction=0.3", "epochs=4")
+    check_served(logs, range(4), 4)
+    sampler = CodedShuffleSampler(
+        len(RECORDS), num_replicas=4, rank=0, seed=3, policy="partial-local", fraction=0.3
+    )
+    batches = []
+    for e in range(4):
+        sampler.set_epoch(e)
+        batches.append([sampler._core.batch(r) for r in range(4)])
+    for r, log in enumerate(logs):
+        first = log["figures"]["0"]
+        assert first["kind"] == "catch-up"
+        assert first["source_records"] == len(batches[0][r]), "a rank reads its own batch, no more"
+        assert first["source_bytes"] == SIZES[batches[0][r]].sum()
+        for e in range(1, 4):
+            f = log["figures"][str(e)]
+            arrived = np.setdiff1d(batches[e][r], batches[e - 1][r])
+            assert f["kind"] == "step" and f["source_records"] == 0
+            assert f["records_received"] == len(arrived)
+            assert f["bytes_received"] == SIZES[arrived].sum(), "to the byte"
+        # A rank holds its batch and the next epoch's arrivals: at most (1 + Q) N / M.
+        assert log["held"] <= 1.3 * len(RECORDS) / 4
+    sent = sum(log["figures"]["2"]["bytes_sent"] for log in logs)
+    assert sent == sum(log["figures"]["2"]["bytes_received"] for log in logs)
+
+
+def test_store_mode_codes_from_one_rank_to_the_others(tmp_path):
+    logs = run_job(tmp_path, 4, "mode=store", "alpha=0.5", "epochs=3")
+    store, trainers = logs[0], logs[1:]
+    check_served(trainers, range(3), 3)
+    for e in ("1", "2"):
+        figures = [t["figures"][e] for t in trainers]
+        assert all(f["kind"] == "step" and f["coded_packets"] > 0 for f in figures)
+    steps = [f for f in store["served"] if f["kind"] == "step"]
+    assert steps, "the store served coded steps"
+    for f in steps:
+        assert f["packets"] < f["uncoded_packets"], "coding sends fewer packets than uncoded"
+        assert f["data_bytes"] + f["padding_bytes"] == f["packets"] * f["segment_bytes"]
+        # The store's uplink carries every packet once (and the plan): pseudo-broadcast.
+        assert (
+            f["packets"] * f["segment_bytes"]
+            <= f["bytes_sent"]
+            <= 1.1 * f["packets"] * f["segment_bytes"] + 65536
+        )
+
+
+@pytest.mark.parametrize("mode", ["peer", "store"])
+def test_a_killed_rank_s_job_resumes_from_its_last_state(tmp_path, mode):
+    store_dir = tmp_path / "stores"
+    options = [f"mode={mode}", "epochs=4", "save_each=1", "resume=1", "kill_at=2", f"store_dir={store_dir}"]
+    if mode == "store":
+        options.append("alpha=0.5")
+    logs = run_job(tmp_path / "run", 4, *options, restarts=1)
+    trainers = logs[1:] if mode == "store" else logs
+    check_served(trainers, range(4), len(trainers))
+    for log in trainers:
+        resumed = log["figures"]["2"]
+        assert resumed["kind"] == "catch-up", "the restarted job caught up from what the ranks kept"
+        assert resumed["source_records"] == 0
+        if mode == "peer":
+            # The stores in store_dir kept every rank's records: nothing had to move.
+            assert resumed["records_received"] == 0
+
+
+def test_a_job_resumes_on_another_number_of_ranks(tmp_path):
+    store_dir = tmp_path / "stores"
+    common = ["policy=partial-local", "fraction=0.3", "save_each=1", "resume=1", f"store_dir={store_dir}"]
+    run_job(tmp_path / "run", 4, *common, "epochs=2")
+    logs = run_job(tmp_path / "run", 3, *common, "epochs=4")
+    check_served(logs, range(2, 4), 3)
+    reads = sum(log["figures"]["2"]["source_records"] for log in logs)
+    assert reads <= len(RECORDS) / 4, "only the fourth rank's records come from the source again"
