@@ -27,8 +27,11 @@ RECORDS = torch_plane_rank.records(400, 1)
 SIZES = np.array([len(r) for r in RECORDS], dtype=np.int64)
 
 
-def run_job(out: pathlib.Path, nproc: int, *options: str, restarts: int = 0, timeout: float = 240) -> list:
-    """Runs the rank script under torchrun; returns every rank's log."""
+def run_job(
+    out: pathlib.Path, nproc: int, *options: str, restarts: int = 0, timeout: float = 240, fails: bool = False
+) -> list:
+    """Runs the rank script under torchrun; returns every rank's log (``fails``: the job must
+    fail, and the logs of the ranks that wrote one are returned)."""
     out.mkdir(parents=True, exist_ok=True)
     cmd = [
         sys.executable,
@@ -42,6 +45,9 @@ def run_job(out: pathlib.Path, nproc: int, *options: str, restarts: int = 0, tim
         *options,
     ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if fails:
+        assert done.returncode != 0, "the job was meant to fail"
+        return [json.loads(p.read_text()) for p in sorted(out.glob("rank-*.json"))]
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-40:])
         pytest.fail(f"torchrun exited with {done.returncode}:\n{tail}")
@@ -134,3 +140,11 @@ def test_a_job_resumes_on_another_number_of_ranks(tmp_path):
     check_served(logs, range(2, 4), 3)
     reads = sum(log["figures"]["2"]["source_records"] for log in logs)
     assert reads <= len(RECORDS) / 4, "only the fourth rank's records come from the source again"
+
+
+def test_a_frozen_rank_is_named_by_the_ranks_that_wait_for_it(tmp_path):
+    logs = run_job(tmp_path, 4, "timeout=5", "stall=2", "epochs=3", fails=True)
+    messages = [log["timeout"] for log in logs if "timeout" in log]
+    assert messages, "the ranks waiting on the frozen one raised ShuffleTimeout"
+    for message in messages:
+        assert "waited 5 s for rank 2" in message, message

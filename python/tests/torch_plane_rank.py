@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import pathlib
+import signal
 import sys
 
 import numpy as np
@@ -95,8 +96,19 @@ def main() -> None:
         Checked(sg), sampler=sg.sampler, batch_size=16, num_workers=2, persistent_workers=True
     )
     kill_at = int(opts.get("kill_at", -1))
+    stall = int(opts.get("stall", -1))
+    (out / f"pid-{rank}").write_text(str(os.getpid()))
     for epoch in range(first, epochs):
-        sg.set_epoch(epoch)
+        try:
+            sg.set_epoch(epoch)
+        except TimeoutError as e:
+            # A rank stopped answering (the stall scenario): say who noticed what, end it.
+            log["timeout"] = str(e)
+            log_path.write_text(json.dumps(log))
+            os.kill(int((out / f"pid-{stall}").read_text()), signal.SIGKILL)
+            os._exit(3)
+        if epoch == 0 and rank == stall:
+            os.kill(os.getpid(), signal.SIGSTOP)  # frozen, its delivery thread too
         sg.sampler.set_epoch(epoch)
         if kill_at == epoch and restarted == 0:
             if rank == 1:
@@ -120,7 +132,8 @@ def main() -> None:
             tmp = checkpoint.with_suffix(".tmp")
             tmp.write_text(json.dumps({"epoch": epoch + 1, "state": state}))
             tmp.replace(checkpoint)
-        dist.barrier(group=sg.train_group)
+        if stall < 0:
+            dist.barrier(group=sg.train_group)
     log["held"] = len(sg.held())
     log_path.write_text(json.dumps(log))
     sg.close()
