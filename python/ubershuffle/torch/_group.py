@@ -406,7 +406,8 @@ class ShuffleGroup:
         """Waits for the delivery in flight (every rank runs it: it must finish)."""
         if self._background is not None:
             background, self._background = self._background, None
-            background.join()
+            # A delivery whose epoch never started keeps its figures (no exposed time).
+            self._figures.setdefault(background.epoch, background.join())
 
     def _me(self) -> int:
         """This rank's place among the training ranks (the sampler's rank)."""
