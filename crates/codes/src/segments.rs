@@ -8,8 +8,7 @@
 //! packet then XORs `S`-byte segments, so the only padding is each record's last segment: on
 //! average `S / 2` bytes a record, whatever the spread of sizes. Padding whole records to the
 //! longest in a packet instead costs the gap between the longest part and the others, which
-//! for sizes as spread as ImageNet's JPEGs is a third of the data or more (measured by the
-//! `docs/uneven-records.md`).
+//! grows with the spread of sizes (measured in `docs/uneven-records.md`).
 
 use std::ops::Range;
 
@@ -95,11 +94,10 @@ pub const MAX_DEFAULT_SEGMENTS: u64 = 1 << 22;
 /// The default segment size for the records of `index`. Records all of one size (up to
 /// 1 MiB) are one segment each: no padding, and the plans of fixed-width records. Otherwise the
 /// power of two at or below a thirty-second of the mean record, between 512 bytes and 1 MiB,
-/// doubled while the data set would have more than [`MAX_DEFAULT_SEGMENTS`] segments. Measured on 2000 records of
-/// lognormal sizes (mean 110 KB, coefficient of variation 0.7) at 4 workers caching half: 2 KiB
-/// segments cost 1.04x the record-level plan's transmissions times the mean record, 16 KiB
-/// 1.10x, 64 KiB 1.30x (coarser segments pair worse), while planning time grows with the
-/// number of segments (`docs/uneven-records.md`).
+/// doubled while the data set would have more than [`MAX_DEFAULT_SEGMENTS`] segments. Smaller
+/// segments pair better and pad less but cost planning time, which grows with their number;
+/// `python/benchmarks/bench_segments.py` measures both for every size (results/segments.csv,
+/// docs/uneven-records.md).
 pub fn default_segment_bytes(index: &RecordIndex) -> usize {
     const SMALLEST: usize = 512;
     const LARGEST: usize = 1 << 20;
