@@ -1,5 +1,5 @@
 """A torch DDP training run on CPU (gloo backend) with CodedShuffleSampler in place of
-DistributedSampler. Run by hand (torch is not installed in CI):
+DistributedSampler (CI runs it; torch is installed there for ubershuffle.torch's tests):
 
     pip install torch --index-url https://download.pytorch.org/whl/cpu
     python python/examples/ddp_gloo.py --world 2 --epochs 3

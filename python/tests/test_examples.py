@@ -1,5 +1,5 @@
-"""The examples run (the numpy ones here; the torch DDP example only where torch is
-installed: CI does not install torch, so that test skips and says so)."""
+"""The examples run (the numpy ones everywhere; the torch ones where torch is installed, as in
+CI; elsewhere those tests skip and say so)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def test_exchange_torch_ddp_example_imports_without_torch():
 
 
 def test_ddp_gloo_example():
-    pytest.importorskip("torch", reason="torch is not installed (CI keeps it out); run ddp_gloo.py by hand")
+    pytest.importorskip("torch", reason="torch is not installed: the ddp_gloo example needs it")
     out = subprocess.run(
         [sys.executable, str(EXAMPLES / "ddp_gloo.py"), "--world", "2", "--epochs", "2"],
         capture_output=True,
