@@ -95,7 +95,7 @@ def test_peer_partial_local_moves_the_chain_s_records_rank_to_rank(tmp_path):
 
 
 def test_store_mode_codes_from_one_rank_to_the_others(tmp_path):
-    logs = run_job(tmp_path, 4, "mode=store", "alpha=0.5", "epochs=3")
+    logs = run_job(tmp_path, 4, "mode=store", "alpha=0.5", "epochs=3", "spawn=1")
     store, trainers = logs[0], logs[1:]
     check_served(trainers, range(3), 3)
     for e in ("1", "2"):

@@ -92,8 +92,16 @@ def main() -> None:
         log["served"] = [{k: v for k, v in f.items()} for f in served]
         log_path.write_text(json.dumps(log))
         return
+    # Worker processes forked (the default) or spawned (the group is pickled into them as a
+    # reader of the rank's store), persistent: they must read each epoch's records.
+    context = "spawn" if opts.get("spawn") else None
     loader = DataLoader(
-        Checked(sg), sampler=sg.sampler, batch_size=16, num_workers=2, persistent_workers=True
+        Checked(sg),
+        sampler=sg.sampler,
+        batch_size=16,
+        num_workers=2,
+        persistent_workers=True,
+        multiprocessing_context=context,
     )
     kill_at = int(opts.get("kill_at", -1))
     stall = int(opts.get("stall", -1))
