@@ -374,9 +374,7 @@ impl SamplerCore {
     /// The next epoch's draw, when it is a step of this epoch's chain (`None` when the next
     /// epoch starts a new segment: nothing is cached for it), with the scheme's planner and
     /// candidates.
-    pub(crate) fn draw_next(
-        &self,
-    ) -> Outcome<Option<NextDraw>> {
+    pub(crate) fn draw_next(&self) -> Outcome<Option<NextDraw>> {
         let Current::Chain { chain, .. } = &self.current else { return Ok(None) };
         let drawn = chain.draw(&chain.all_workers(), 0).map_err(bad_error)?;
         let planner = Self::planner(&self.config)?;

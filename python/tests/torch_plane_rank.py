@@ -20,6 +20,7 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset
 
 from ubershuffle.torch import ShuffleGroup, init_process_group
+from ubershuffle.torch._group import _state_bytes, _state_from
 
 
 def records(count: int, seed: int) -> list:
@@ -80,9 +81,7 @@ def main() -> None:
     restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     if opts.get("resume") and checkpoint.exists():
         saved = json.loads(checkpoint.read_text())
-        state = saved["state"]
-        state["sampler"] = _bytes_back(state["sampler"])
-        sg.load_state_dict(state)
+        sg.load_state_dict(_state_from(json.dumps(saved["state"]).encode()))
         first = saved["epoch"]
         if log_path.exists():
             log = json.loads(log_path.read_text())
@@ -135,8 +134,7 @@ def main() -> None:
         log["figures"][str(epoch)] = sg.figures(epoch)
         log_path.write_text(json.dumps(log))
         if opts.get("save_each") and rank == sg._trainers[0]:
-            state = sg.state_dict()
-            state["sampler"] = _bytes_plain(state["sampler"])
+            state = json.loads(_state_bytes(sg.state_dict()))
             tmp = checkpoint.with_suffix(".tmp")
             tmp.write_text(json.dumps({"epoch": epoch + 1, "state": state}))
             tmp.replace(checkpoint)
@@ -146,26 +144,6 @@ def main() -> None:
     log_path.write_text(json.dumps(log))
     sg.close()
     dist.destroy_process_group()
-
-
-def _bytes_plain(v):
-    if isinstance(v, bytes):
-        return {"hex": v.hex()}
-    if isinstance(v, dict):
-        return {k: _bytes_plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_bytes_plain(x) for x in v]
-    return v
-
-
-def _bytes_back(v):
-    if isinstance(v, dict):
-        if set(v) == {"hex"}:
-            return bytes.fromhex(v["hex"])
-        return {k: _bytes_back(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_bytes_back(x) for x in v]
-    return v
 
 
 if __name__ == "__main__":

@@ -24,8 +24,9 @@ pub trait RecordSource {
     fn xor_piece_into(&self, id: u32, at: usize, dst: &mut [u8]) -> Result<(), CodecError>;
 }
 
-/// [`RecordSource::xor_piece_into`] over a record's bytes in memory.
-fn xor_piece_of(record: Option<&[u8]>, id: u32, at: usize, dst: &mut [u8]) -> Result<(), CodecError> {
+/// [`RecordSource::xor_piece_into`] over record `id`'s bytes in memory (`None`: the source
+/// has no such record): XORs bytes `at..at + dst.len()` of it into `dst`.
+pub fn xor_piece_of(record: Option<&[u8]>, id: u32, at: usize, dst: &mut [u8]) -> Result<(), CodecError> {
     let bytes = record.ok_or(CodecError::UnknownPoint { point: id })?;
     let piece =
         at.checked_add(dst.len()).and_then(|end| bytes.get(at..end)).ok_or(CodecError::WrongSize {

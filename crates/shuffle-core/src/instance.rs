@@ -130,11 +130,7 @@ impl ShuffleInstance {
         cache: Vec<Vec<u32>>,
         assignment: Vec<Vec<u32>>,
     ) -> Result<Self, InstanceError> {
-        check_counts(workers, points)?;
-        check_assignment_total(&assignment, points)?;
-        let cache = check_lists("cache", workers, points, cache)?;
-        let cache = cache.into_iter().map(|list| StoredPoints::compact(list, points)).collect();
-        Self::from_stored(workers, points, cache, assignment)
+        Self::from_lists(workers, points, cache, assignment, true)
     }
 
     /// Validates and builds an instance whose batches may differ in size by any amount: the
@@ -149,11 +145,22 @@ impl ShuffleInstance {
         cache: Vec<Vec<u32>>,
         assignment: Vec<Vec<u32>>,
     ) -> Result<Self, InstanceError> {
+        Self::from_lists(workers, points, cache, assignment, false)
+    }
+
+    /// [`ShuffleInstance::new`], the balance of the batches checked when `balanced`.
+    fn from_lists(
+        workers: usize,
+        points: usize,
+        cache: Vec<Vec<u32>>,
+        assignment: Vec<Vec<u32>>,
+        balanced: bool,
+    ) -> Result<Self, InstanceError> {
         check_counts(workers, points)?;
         check_assignment_total(&assignment, points)?;
         let cache = check_lists("cache", workers, points, cache)?;
         let cache = cache.into_iter().map(|list| StoredPoints::compact(list, points)).collect();
-        Self::build(workers, points, cache, assignment, false)
+        Self::build(workers, points, cache, assignment, balanced)
     }
 
     /// Builds an instance from caches already stored compactly (each sorted, in range and

@@ -264,16 +264,7 @@ impl RecordSource for MappedStore {
 
     /// Reads record `id`'s place, held or not: the codec reads only what it knows is there.
     fn xor_piece_into(&self, id: u32, at: usize, dst: &mut [u8]) -> Result<(), CodecError> {
-        let place =
-            self.place(id).ok_or(CodecError::PointOutOfRange { point: id, points: self.index.len() })?;
-        let piece =
-            at.checked_add(dst.len()).and_then(|end| place.get(at..end)).ok_or(CodecError::WrongSize {
-                point: id,
-                len: at.saturating_add(dst.len()),
-                size: place.len() as u64,
-            })?;
-        ubershuffle_codes::xor::xor_into(dst, piece);
-        Ok(())
+        ubershuffle_codes::xor_piece_of(self.place(id), id, at, dst)
     }
 }
 
