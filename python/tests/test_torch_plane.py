@@ -148,3 +148,62 @@ def test_a_frozen_rank_is_named_by_the_ranks_that_wait_for_it(tmp_path):
     assert messages, "the ranks waiting on the frozen one raised ShuffleTimeout"
     for message in messages:
         assert "waited 5 s for rank 2" in message, message
+
+
+@pytest.fixture
+def one_rank_group():
+    """A process group of this process alone (gloo), destroyed afterwards."""
+    import socket
+
+    import torch.distributed as dist
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    yield dist
+    dist.destroy_process_group()
+
+
+def test_bad_settings_are_one_line_errors(one_rank_group, tmp_path):
+    from ubershuffle.torch import ShuffleGroup
+
+    data = RECORDS[:20]
+    cases = [
+        (dict(mode="relay"), ValueError, 'mode must be "peer" or "store"'),
+        (dict(mode="peer", alpha=0.5), ValueError, "alpha is the cache of mode"),
+        (dict(mode="store"), ValueError, "needs at least two ranks"),
+        (dict(timeout=0), ValueError, "timeout must be a positive number"),
+        (dict(policy="sideways"), ValueError, "policy"),
+    ]
+    for kwargs, error, text in cases:
+        with pytest.raises(error, match=text) as caught:
+            ShuffleGroup(data, **kwargs)
+        assert "\n" not in str(caught.value), str(caught.value)
+    with pytest.raises(TypeError, match="records must be"):
+        ShuffleGroup(42)
+
+
+def test_one_rank_holds_everything_and_reads_it_once(one_rank_group):
+    from ubershuffle.torch import ShuffleGroup
+
+    data = RECORDS[:50]
+    with ShuffleGroup(data, seed=1) as sg:
+        for epoch in range(3):
+            sg.set_epoch(epoch)
+            assert sorted(sg.sampler) == list(range(50))
+            assert all(sg[i].tobytes() == data[i] for i in sg.sampler)
+        assert sg.figures(0)["source_records"] == 50
+        assert sg.figures(2)["source_records"] == 0 and sg.figures(2)["records_received"] == 0
+        with pytest.raises(KeyError):
+            sg.figures(9)
+    with pytest.raises(RuntimeError, match="closed"):
+        sg.set_epoch(3)
+
+
+def test_nccl_moves_the_records_as_cuda_tensors(tmp_path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
+        pytest.skip("NCCL needs a GPU per rank: this machine has none (the NCCL path is untested here)")
+    logs = run_job(tmp_path, 2, "backend=nccl", "policy=partial-local", "fraction=0.3", "epochs=2")
+    check_served(logs, range(2), 2)

@@ -53,7 +53,10 @@ class Checked(Dataset):
 def main() -> None:
     out = pathlib.Path(sys.argv[1])
     opts = dict(a.split("=", 1) for a in sys.argv[2:])
-    init_process_group("gloo")
+    backend = opts.get("backend", "gloo")
+    init_process_group(backend)
+    if backend == "nccl":
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     count = int(opts.get("records", 400))
     data = records(count, 1)
     sums = {i: int(hashlib.blake2b(r, digest_size=4).hexdigest(), 16) for i, r in enumerate(data)}
