@@ -20,7 +20,7 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset
 
 from ubershuffle.torch import ShuffleGroup, init_process_group
-from ubershuffle.torch._group import _state_bytes, _state_from
+from ubershuffle.torch._protocol import state_bytes, state_from
 
 
 def records(count: int, seed: int) -> list:
@@ -84,7 +84,7 @@ def main() -> None:
     restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     if opts.get("resume") and checkpoint.exists():
         saved = json.loads(checkpoint.read_text())
-        sg.load_state_dict(_state_from(json.dumps(saved["state"]).encode()))
+        sg.load_state_dict(state_from(json.dumps(saved["state"]).encode()))
         first = saved["epoch"]
         if log_path.exists():
             log = json.loads(log_path.read_text())
@@ -137,7 +137,7 @@ def main() -> None:
         log["figures"][str(epoch)] = sg.figures(epoch)
         log_path.write_text(json.dumps(log))
         if opts.get("save_each") and rank == sg._trainers[0]:
-            state = json.loads(_state_bytes(sg.state_dict()))
+            state = json.loads(state_bytes(sg.state_dict()))
             tmp = checkpoint.with_suffix(".tmp")
             tmp.write_text(json.dumps({"epoch": epoch + 1, "state": state}))
             tmp.replace(checkpoint)

@@ -3,12 +3,8 @@ overlapped with the epoch before it."""
 
 from __future__ import annotations
 
-import base64
 import datetime
-import hashlib
-import json
 import os
-import threading
 import time
 from typing import Any
 
@@ -20,97 +16,13 @@ from .. import _native
 from ..sampler import CodedShuffleSampler
 from ..sources import as_source
 from ..store import RecordStore
+from ._background import Background, Reader
 from ._link import CONTROL_TAG, Link, ShuffleError
-
-# A training rank's requests to the store (store mode).
-_STEP, _FULFIL, _STOP, _WAIT = 1, 2, 3, 4
-# The store's answer to a step: coded packets, or records sent whole.
-_CODED, _WHOLE = 0, 1
-_CONTROL_LEN = 5
+from ._protocol import CONTROL_LEN, FULFIL, STEP, STOP, WAIT, WHOLE, offsets_digest, state_bytes
+from ._serve import StoreSide
 
 
-def _state_bytes(state: Any) -> bytes:
-    """A sampler state (plain values and bytes) as JSON bytes."""
-
-    def plain(v: Any) -> Any:
-        if isinstance(v, bytes):
-            return {"__bytes__": base64.b64encode(v).decode()}
-        if isinstance(v, dict):
-            return {k: plain(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [plain(x) for x in v]
-        return v
-
-    return json.dumps(plain(state)).encode()
-
-
-def _state_from(data: bytes) -> Any:
-    def back(v: Any) -> Any:
-        if isinstance(v, dict):
-            if set(v) == {"__bytes__"}:
-                return base64.b64decode(v["__bytes__"])
-            return {k: back(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [back(x) for x in v]
-        return v
-
-    return back(json.loads(data.decode()))
-
-
-def _offsets_digest(offsets: np.ndarray) -> int:
-    """A 63-bit fingerprint of a data set's offsets."""
-    digest = hashlib.blake2b(np.ascontiguousarray(offsets, dtype="<i8").tobytes(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") & (2**63 - 1)
-
-
-class _Background:
-    """The next epoch's delivery, on a daemon thread; its error is raised where it is joined."""
-
-    def __init__(self, epoch: int, work: Any) -> None:
-        self.epoch = epoch
-        self.error: BaseException | None = None
-        self.figures: dict = {}
-        self.wake = threading.Event()
-        self.thread = threading.Thread(
-            target=self._run, args=(work,), name=f"ubershuffle-epoch-{epoch}", daemon=True
-        )
-        self.thread.start()
-
-    def _run(self, work: Any) -> None:
-        try:
-            work(self)
-        except BaseException as e:  # noqa: BLE001 (raised again by join)
-            self.error = e
-
-    def join(self) -> dict:
-        self.wake.set()
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
-        return self.figures
-
-
-class _Reader:
-    """What a DataLoader worker process gets of a ShuffleGroup (pickled into it): the record
-    store, read-only, mapped from the same files."""
-
-    def __init__(self, store: RecordStore) -> None:
-        self._store = store
-
-    def __getitem__(self, i: int) -> np.ndarray:
-        return self._store[i]
-
-    def __len__(self) -> int:
-        return len(self._store)
-
-    def __contains__(self, i: object) -> bool:
-        return i in self._store
-
-    def held(self) -> np.ndarray:
-        return self._store.held()
-
-
-class ShuffleGroup:
+class ShuffleGroup(StoreSide):
     """Records of any size, moved between the ranks of the job's own process group, each
     epoch's delivery in the background of the epoch before.
 
@@ -241,7 +153,7 @@ class ShuffleGroup:
         )
         self._figures: dict = {}
         self._local: int | None = None
-        self._background: _Background | None = None
+        self._background: Background | None = None
         self._closed = False
         self._startup_reads = (0, 0)
         if self.is_store:
@@ -272,7 +184,7 @@ class ShuffleGroup:
         if self._source is None:
             raise ValueError(f'mode="peer" needs the records on every rank (rank {self.rank} has none)')
         offsets = self._source.offsets
-        mine = np.asarray([len(offsets), int(offsets[-1]), _offsets_digest(offsets)], dtype=np.int64)
+        mine = np.asarray([len(offsets), int(offsets[-1]), offsets_digest(offsets)], dtype=np.int64)
         theirs = link.all_to_all({p: mine for p in range(self.world)}, "the data set's fingerprint")
         for p, other in theirs.items():
             if not np.array_equal(other, mine):
@@ -307,7 +219,7 @@ class ShuffleGroup:
 
     def __reduce__(self) -> tuple:
         # DataLoader workers started by spawn get the store alone (read-only, same files).
-        return (_Reader, (self._store,))
+        return (Reader, (self._store,))
 
     def held(self) -> np.ndarray:
         """The records this rank holds now, sorted (int64)."""
@@ -350,7 +262,7 @@ class ShuffleGroup:
         figures["held_records"] = len(self._store.held())
         figures["held_bytes"] = self._store.held_bytes()
         self._figures[epoch] = figures
-        self._background = _Background(epoch + 1, self._deliver_next)
+        self._background = Background(epoch + 1, self._deliver_next)
 
     def state_dict(self) -> dict:
         """The sampler's state (epoch, position, chain): plain values and bytes."""
@@ -380,7 +292,7 @@ class ShuffleGroup:
         try:
             self._drain()
             if self.mode == "store" and not self.is_store:
-                self._control(_STOP, 0)
+                self._control(STOP, 0)
         finally:
             self._closed = True
             self._store.close()
@@ -483,8 +395,8 @@ class ShuffleGroup:
             )
             figures = self._run_transfer(transfer, f"catching up to epoch {epoch}")
         else:
-            state = _state_bytes(self._sampler.state_dict()) if self._me() == 0 else b""
-            self._control(_FULFIL, epoch, len(state), len(held))
+            state = state_bytes(self._sampler.state_dict()) if self._me() == 0 else b""
+            self._control(FULFIL, epoch, len(state), len(held))
             store = self.source_rank
             if state:
                 self._link.exchange({store: np.frombuffer(state, dtype=np.uint8)}, {}, "the sampler's state")
@@ -494,7 +406,7 @@ class ShuffleGroup:
         figures.update(kind="catch-up", transfer_seconds=time.perf_counter() - start)
         return figures
 
-    def _deliver_next(self, background: _Background) -> None:
+    def _deliver_next(self, background: Background) -> None:
         """The delivery of epoch ``background.epoch`` from the current one (background)."""
         start = time.perf_counter()
         now = self._sampler._core
@@ -511,7 +423,7 @@ class ShuffleGroup:
             figures.update(kind="step", transfer_seconds=time.perf_counter() - start)
             # Tell the store this rank is alive while the epoch trains.
             while not background.wake.wait(self.timeout / 3):
-                self._control(_WAIT, epoch)
+                self._control(WAIT, epoch)
             return
         figures.update(kind="step", transfer_seconds=time.perf_counter() - start)
         background.figures = figures
@@ -519,16 +431,16 @@ class ShuffleGroup:
     def _control(self, op: int, epoch: int, *extra: int) -> None:
         """A training rank's request to the store."""
         digest = int(self._sampler._core.digest()) & (2**63 - 1)
-        values = [op, epoch, digest, *extra] + [0] * (_CONTROL_LEN - 3 - len(extra))
+        values = [op, epoch, digest, *extra] + [0] * (CONTROL_LEN - 3 - len(extra))
         self._link.send_ints(self.source_rank, values, "a request to the store", CONTROL_TAG)
 
     def _receive_step(self, now: Any, nxt: Any, epoch: int) -> dict:
         """A training rank's side of the store's delivery of ``epoch``."""
         link, store = self._link, self.source_rank
         sent0, got0 = link.bytes_sent, link.bytes_received
-        self._control(_STEP, epoch)
+        self._control(STEP, epoch)
         kind, plan_len = (int(v) for v in link.recv_ints(store, 2, f"the store's answer for epoch {epoch}"))
-        if kind == _WHOLE:
+        if kind == WHOLE:
             me = self._me()
             missing = {me: np.setdiff1d(nxt.targets()[me], now.targets()[me])}
             return self._run_transfer(self._from_store(missing), f"epoch {epoch}'s delivery")
@@ -552,119 +464,3 @@ class ShuffleGroup:
             "packets": int(done["packets_needed"]),
             "coded_packets": int(done["coded_packets_needed"]),
         }
-
-    # -- the store ------------------------------------------------------------------------
-
-    def serve(self) -> list:
-        """The store's loop (store mode, at ``source_rank``): serves the training ranks'
-        requests until they all :meth:`close`; returns the figures of every epoch served."""
-        self._check_open()
-        if not self.is_store:
-            raise RuntimeError("serve() runs at the store rank (source_rank) of mode='store'")
-        served = []
-        reads, read_bytes = self._startup_reads
-        try:
-            while True:
-                requests = self._requests()
-                ops = {int(v[0]) for v in requests.values()}
-                epochs = {int(v[1]) for v in requests.values()}
-                if ops == {_STOP}:
-                    return served
-                if len(ops) != 1 or len(epochs) != 1:
-                    raise ShuffleError(
-                        f"the training ranks disagree: requests {sorted(ops)} for epochs {sorted(epochs)}"
-                    )
-                op, epoch = ops.pop(), epochs.pop()
-                start = time.perf_counter()
-                sent0 = self._link.bytes_sent
-                figures = (
-                    self._serve_catch_up(epoch, requests)
-                    if op == _FULFIL
-                    else self._serve_step(epoch, requests)
-                )
-                figures.update(
-                    epoch=epoch,
-                    transfer_seconds=time.perf_counter() - start,
-                    bytes_sent=self._link.bytes_sent - sent0,
-                    source_records=reads,
-                    source_bytes=read_bytes,
-                )
-                reads, read_bytes = 0, 0
-                self._figures[epoch] = figures
-                served.append(figures)
-        finally:
-            self.close()
-
-    def _requests(self) -> dict:
-        """Every training rank's next request (their keep-alives skipped)."""
-        requests = {}
-        for r in self._trainers:
-            while True:
-                values = self._link.recv_ints(r, _CONTROL_LEN, "its next request", CONTROL_TAG)
-                if int(values[0]) != _WAIT:
-                    requests[r] = values
-                    break
-        return requests
-
-    def _check_digests(self, requests: dict, epoch: int) -> None:
-        mine = int(self._sampler._core.digest()) & (2**63 - 1)
-        for r, values in requests.items():
-            if int(values[2]) != mine:
-                raise ShuffleError(
-                    f"rank {r}'s epoch chain differs from the store's at epoch {epoch} "
-                    "(the same seed, policy, fraction, alpha and scheme on every rank?)"
-                )
-
-    def _serve_catch_up(self, epoch: int, requests: dict) -> dict:
-        link = self._link
-        first = self._trainers[0]
-        state_len = int(requests[first][3])
-        if state_len:
-            state = link.exchange({}, {first: (state_len, torch.uint8)}, "the sampler's state")[first]
-            self._sampler.load_state_dict(_state_from(state.tobytes()))
-        self._sampler.set_epoch(epoch)
-        self._check_digests(requests, epoch)
-        targets = self._sampler._core.targets()
-        missing = {}
-        for place, r in enumerate(self._trainers):
-            held = link.exchange({}, {r: (int(requests[r][4]), torch.int64)}, "what it holds")[r]
-            missing[place] = np.setdiff1d(targets[place], held)
-        figures = self._run_transfer(self._from_store(missing), f"catching up to epoch {epoch}")
-        figures.update(kind="catch-up")
-        return figures
-
-    def _serve_step(self, epoch: int, requests: dict) -> dict:
-        now = self._sampler._core
-        if now.epoch + 1 != epoch:
-            raise ShuffleError(
-                f"the training ranks ask for epoch {epoch}, the store stands at epoch {now.epoch}"
-            )
-        self._check_digests(requests, epoch - 1)
-        link = self._link
-        nxt = now.stepped()
-        # After a change of world size the next epoch starts a new chain: nothing is cached
-        # for it, so its records are sent whole.
-        sender = (
-            None
-            if now.is_remainder
-            else _native.CodedSendCore(now, self._store._core, self.segment_bytes, self._round_bytes)
-        )
-        if sender is None:
-            for r in self._trainers:
-                link.send_ints(r, [_WHOLE, 0], f"the answer for epoch {epoch}")
-            was, will = now.targets(), nxt.targets()
-            missing = {place: np.setdiff1d(will[place], was[place]) for place in range(len(self._trainers))}
-            figures = self._run_transfer(self._from_store(missing), f"epoch {epoch}'s delivery")
-        else:
-            plan = sender.plan_bytes()
-            for r in self._trainers:
-                link.send_ints(r, [_CODED, len(plan)], f"the answer for epoch {epoch}")
-            link.scatter_gather(self.rank, self._trainers, plan, len(plan), f"the plan of epoch {epoch}")
-            for k in range(sender.rounds):
-                data = np.empty(sender.round_len(k), dtype=np.uint8)
-                sender.encode_into(k, data)
-                link.scatter_gather(self.rank, self._trainers, data, len(data), f"round {k} of epoch {epoch}")
-            figures = dict(sender.figures())
-        self._sampler.set_epoch(epoch)
-        figures.update(kind="step")
-        return figures

@@ -1,0 +1,142 @@
+"""The store's side of store mode: it answers the training ranks' requests."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from .. import _native
+from ._link import CONTROL_TAG, ShuffleError
+from ._protocol import CODED, CONTROL_LEN, FULFIL, STOP, WAIT, WHOLE, state_from
+
+
+class StoreSide:
+    """The store's loop, a part of :class:`ubershuffle.torch.ShuffleGroup`."""
+
+    _link: Any
+    _sampler: Any
+    _store: Any
+    _trainers: list
+    _figures: dict
+    _startup_reads: tuple
+    is_store: bool
+    rank: int
+    segment_bytes: int
+    _round_bytes: int
+
+    def serve(self) -> list:
+        """The store's loop (store mode, at ``source_rank``): serves the training ranks'
+        requests until they all :meth:`close`; returns the figures of every epoch served."""
+        self._check_open()
+        if not self.is_store:
+            raise RuntimeError("serve() runs at the store rank (source_rank) of mode='store'")
+        served = []
+        reads, read_bytes = self._startup_reads
+        try:
+            while True:
+                requests = self._requests()
+                ops = {int(v[0]) for v in requests.values()}
+                epochs = {int(v[1]) for v in requests.values()}
+                if ops == {STOP}:
+                    return served
+                if len(ops) != 1 or len(epochs) != 1:
+                    raise ShuffleError(
+                        f"the training ranks disagree: requests {sorted(ops)} for epochs {sorted(epochs)}"
+                    )
+                op, epoch = ops.pop(), epochs.pop()
+                start = time.perf_counter()
+                sent0 = self._link.bytes_sent
+                figures = (
+                    self._serve_catch_up(epoch, requests)
+                    if op == FULFIL
+                    else self._serve_step(epoch, requests)
+                )
+                figures.update(
+                    epoch=epoch,
+                    transfer_seconds=time.perf_counter() - start,
+                    bytes_sent=self._link.bytes_sent - sent0,
+                    source_records=reads,
+                    source_bytes=read_bytes,
+                )
+                reads, read_bytes = 0, 0
+                self._figures[epoch] = figures
+                served.append(figures)
+        finally:
+            self.close()
+
+    def _requests(self) -> dict:
+        """Every training rank's next request (their keep-alives skipped)."""
+        requests = {}
+        for r in self._trainers:
+            while True:
+                values = self._link.recv_ints(r, CONTROL_LEN, "its next request", CONTROL_TAG)
+                if int(values[0]) != WAIT:
+                    requests[r] = values
+                    break
+        return requests
+
+    def _check_digests(self, requests: dict, epoch: int) -> None:
+        mine = int(self._sampler._core.digest()) & (2**63 - 1)
+        for r, values in requests.items():
+            if int(values[2]) != mine:
+                raise ShuffleError(
+                    f"rank {r}'s epoch chain differs from the store's at epoch {epoch} "
+                    "(the same seed, policy, fraction, alpha and scheme on every rank?)"
+                )
+
+    def _serve_catch_up(self, epoch: int, requests: dict) -> dict:
+        link = self._link
+        first = self._trainers[0]
+        state_len = int(requests[first][3])
+        if state_len:
+            state = link.exchange({}, {first: (state_len, torch.uint8)}, "the sampler's state")[first]
+            self._sampler.load_state_dict(state_from(state.tobytes()))
+        self._sampler.set_epoch(epoch)
+        self._check_digests(requests, epoch)
+        targets = self._sampler._core.targets()
+        missing = {}
+        for place, r in enumerate(self._trainers):
+            held = link.exchange({}, {r: (int(requests[r][4]), torch.int64)}, "what it holds")[r]
+            missing[place] = np.setdiff1d(targets[place], held)
+        figures = self._run_transfer(self._from_store(missing), f"catching up to epoch {epoch}")
+        figures.update(kind="catch-up")
+        return figures
+
+    def _serve_step(self, epoch: int, requests: dict) -> dict:
+        now = self._sampler._core
+        if now.epoch + 1 != epoch:
+            raise ShuffleError(
+                f"the training ranks ask for epoch {epoch}, the store stands at epoch {now.epoch}"
+            )
+        self._check_digests(requests, epoch - 1)
+        link = self._link
+        nxt = now.stepped()
+        # After a change of world size the next epoch starts a new chain: nothing is cached
+        # for it, so its records are sent whole.
+        sender = (
+            None
+            if now.is_remainder
+            else _native.CodedSendCore(now, self._store._core, self.segment_bytes, self._round_bytes)
+        )
+        if sender is None:
+            for r in self._trainers:
+                link.send_ints(r, [WHOLE, 0], f"the answer for epoch {epoch}")
+            was, will = now.targets(), nxt.targets()
+            missing = {place: np.setdiff1d(will[place], was[place]) for place in range(len(self._trainers))}
+            figures = self._run_transfer(self._from_store(missing), f"epoch {epoch}'s delivery")
+        else:
+            plan = sender.plan_bytes()
+            for r in self._trainers:
+                link.send_ints(r, [CODED, len(plan)], f"the answer for epoch {epoch}")
+            link.scatter_gather(self.rank, self._trainers, plan, len(plan), f"the plan of epoch {epoch}")
+            for k in range(sender.rounds):
+                data = np.empty(sender.round_len(k), dtype=np.uint8)
+                sender.encode_into(k, data)
+                link.scatter_gather(self.rank, self._trainers, data, len(data), f"round {k} of epoch {epoch}")
+            figures = dict(sender.figures())
+        self._sampler.set_epoch(epoch)
+        figures.update(kind="step")
+        return figures
