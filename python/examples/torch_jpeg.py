@@ -141,7 +141,6 @@ def main() -> None:
     for epoch in range(args.epochs):
         start = time.perf_counter()
         sg.set_epoch(epoch)
-        sg.sampler.set_epoch(epoch)
         total, count = 0.0, 0
         for x, y in loader:
             opt.zero_grad()
