@@ -273,15 +273,7 @@ pub(crate) fn broadcast_among<L: Links + ?Sized>(
 const NAME: usize = 8;
 
 /// The next message with `tag` from any of `from` that belongs to the broadcast named `id`
-/// (its name still in front). Names are compared as numbers: a message of an older broadcast
-/// (left over from one a failure abandoned) is dropped; one of a newer broadcast (the root
-/// moved on while this rank still waits in an abandoned one) is set aside for that broadcast
-/// ([`Links::hold`]). Each wait is bounded by `timeout`.
-///
-/// An honest rank has left at most a few messages of each broadcast a failure abandoned (a
-/// ring's pieces, an acknowledgement), and an epoch abandons at most one broadcast per rank;
-/// a sender of more than [`stale_cap`] such messages within one call is flooding (each is
-/// read, so the inbox bound does not stop it) and fails the call naming it.
+/// (its name still in front), with a tally of stale messages of its own (one wait).
 fn recv_named<L: Links + ?Sized>(
     links: &mut L,
     from: &[usize],
@@ -289,20 +281,56 @@ fn recv_named<L: Links + ?Sized>(
     id: u64,
     timeout: Duration,
 ) -> Result<(usize, Vec<u8>), TransportError> {
-    let mut passed = 0;
+    recv_named_tallied(links, from, tag, id, timeout, &mut StaleTally::default())
+}
+
+/// The next message with `tag` from any of `from` that belongs to the broadcast named `id`
+/// (its name still in front). Names are compared as numbers: a message of an older broadcast
+/// (left over from one a failure abandoned) is dropped; one of a newer broadcast (the root
+/// moved on while this rank still waits in an abandoned one) is set aside for that broadcast
+/// ([`Links::hold`]). Each wait is bounded by `timeout`.
+///
+/// An honest rank has left at most a few messages of each broadcast a failure abandoned (a
+/// ring's pieces, an acknowledgement), and an epoch abandons at most one broadcast per rank;
+/// a sender of more than [`stale_cap`] such messages within the waits that share `tally`
+/// is flooding (each is read, so the inbox bound does not stop it) and fails the call naming
+/// it. The tally is per sender, so that messages of honest senders read in between do not
+/// reset a flooder's count.
+fn recv_named_tallied<L: Links + ?Sized>(
+    links: &mut L,
+    from: &[usize],
+    tag: Tag,
+    id: u64,
+    timeout: Duration,
+    tally: &mut StaleTally,
+) -> Result<(usize, Vec<u8>), TransportError> {
     loop {
         let (sender, msg) = links.recv_from(from, tag, timeout, OP)?;
         let name = msg.first_chunk::<NAME>().map(|n| u64::from_le_bytes(*n));
         match name {
             Some(name) if name == id => return Ok((sender, msg)),
             Some(name) if name > id => links.hold(sender, tag, msg),
-            _ => passed += 1,
+            _ => {
+                if tally.pass(sender) > stale_cap(links.size()) {
+                    let detail =
+                        format!("sent more than {} messages of finished broadcasts", stale_cap(links.size()));
+                    return Err(TransportError::Protocol { peer: sender, op: OP, detail });
+                }
+            }
         }
-        if passed > stale_cap(links.size()) {
-            let detail =
-                format!("sent more than {} messages of finished broadcasts", stale_cap(links.size()));
-            return Err(TransportError::Protocol { peer: sender, op: OP, detail });
-        }
+    }
+}
+
+/// Messages of finished broadcasts passed over, per sender, across the waits of one step.
+#[derive(Default)]
+struct StaleTally(std::collections::HashMap<usize, usize>);
+
+impl StaleTally {
+    /// Counts one more stale message from `sender`; its count so far.
+    fn pass(&mut self, sender: usize) -> usize {
+        let n = self.0.entry(sender).or_insert(0);
+        *n += 1;
+        *n
     }
 }
 
@@ -473,8 +501,9 @@ fn collect_acks<L: Links + ?Sized>(
     let mut waiting = receivers.to_vec();
     let mut ok = Vec::with_capacity(receivers.len());
     let timeout = links.wait_timeout() * 2;
+    let mut tally = StaleTally::default();
     while !waiting.is_empty() {
-        let acked = recv_named(links, &waiting, TAG_ACK, id, timeout)
+        let acked = recv_named_tallied(links, &waiting, TAG_ACK, id, timeout, &mut tally)
             .and_then(|(from, msg)| parse_ack(from, &msg[NAME..], OP).map(|()| from));
         match acked {
             Ok(from) => {
