@@ -3,7 +3,8 @@
     torchrun --standalone --nproc-per-node 4 python/examples/torch_jpeg.py --mode peer
     torchrun --standalone --nproc-per-node 5 python/examples/torch_jpeg.py --mode store
 
-The data set is made here, once, from scikit-learn's digits (1797 handwritten digits of 8x8,
+The data set is made once (``digits_jpeg.make_data``, shared with the network-namespace
+benchmark) from scikit-learn's digits (1797 handwritten digits of 8x8,
 shipped in the wheel): each image upscaled to 32x32 and JPEG-encoded at a quality between 30
 and 95, so records vary in size (a few hundred bytes to about 1.3 KB), one file each under
 ``--data`` (training and held-out images in folders of their own, labels beside them).
@@ -22,7 +23,6 @@ Needs torch, Pillow and scikit-learn (``pip install torch pillow scikit-learn``)
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import pathlib
@@ -32,73 +32,11 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from PIL import Image
+from digits_jpeg import Digits, Net, held_out, make_data
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
 from ubershuffle.torch import ShuffleGroup, init_process_group
-
-HELD_OUT = 297
-
-
-def make_data(root: pathlib.Path) -> None:
-    """Writes the JPEG digits under ``root`` (train/, test/, labels-*.npy) unless present."""
-    if (root / "labels-test.npy").exists():
-        return
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    for part in ("train", "test"):
-        (root / part).mkdir(parents=True, exist_ok=True)
-    split = len(digits.images) - HELD_OUT
-    for i, image in enumerate(digits.images):
-        pixels = (image * (255 / 16)).astype(np.uint8)
-        big = Image.fromarray(pixels).resize((32, 32), Image.BICUBIC)
-        part, k = ("train", i) if i < split else ("test", i - split)
-        big.save(root / part / f"{k:05d}.jpg", quality=30 + (i * 37) % 66)
-    np.save(root / "labels-train.npy", digits.target[:split])
-    np.save(root / "labels-test.npy", digits.target[split:])
-
-
-def decode(jpeg: np.ndarray) -> torch.Tensor:
-    """A JPEG's bytes as a 1x32x32 float tensor in [0, 1]."""
-    with Image.open(io.BytesIO(jpeg.tobytes())) as image:
-        return torch.from_numpy(np.asarray(image.convert("L"), dtype=np.float32) / 255).unsqueeze(0)
-
-
-class Digits(Dataset):
-    """The training records the ShuffleGroup holds, decoded when read (in worker processes)."""
-
-    def __init__(self, sg: ShuffleGroup, labels: np.ndarray) -> None:
-        self.sg, self.labels = sg, labels
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def __getitem__(self, i: int) -> tuple:
-        return decode(self.sg[i]), int(self.labels[i])
-
-
-class Net(torch.nn.Module):
-    """Two convolutions and a linear layer."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv1 = torch.nn.Conv2d(1, 8, 3, padding=1)
-        self.conv2 = torch.nn.Conv2d(8, 16, 3, padding=1)
-        self.fc = torch.nn.Linear(16 * 8 * 8, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        return self.fc(x.flatten(1))
-
-
-def held_out(root: pathlib.Path) -> tuple:
-    files = sorted((root / "test").glob("*.jpg"))
-    images = torch.stack([decode(np.frombuffer(f.read_bytes(), dtype=np.uint8)) for f in files])
-    return images, torch.from_numpy(np.load(root / "labels-test.npy"))
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

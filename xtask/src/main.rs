@@ -86,6 +86,12 @@ enum Task {
     /// 2 to 8 workers; measures the TCP broadcast and a few epochs of the loop between real
     /// processes in them against the emulator's model at the same rate (results/netns.csv).
     Netns(netns::NetnsArgs),
+    /// Linux, root: real PyTorch DDP jobs (gloo) between network namespaces shaped by `tc`, a
+    /// store node and 4 training ranks, one job per arm (store mode coded and uncoded, peer mode
+    /// partial-local and local, a replicated data set): exposed data time, epoch time, bytes
+    /// on every link, held-out accuracy against wall time, the emulator's prediction beside
+    /// the store arms (results/netns-train.csv).
+    NetnsTrain(netns::train::NetnsTrainArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -149,6 +155,7 @@ fn main() -> anyhow::Result<()> {
         Task::SealBench => seal_bench::run(),
         Task::Cluster(args) => cluster::run(&args, &workspace_root(), &target_dir()),
         Task::Netns(args) => netns::run(&args, &workspace_root(), &target_dir()),
+        Task::NetnsTrain(args) => netns::train::run(&args, &workspace_root(), &target_dir()),
     }
 }
 

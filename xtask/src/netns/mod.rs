@@ -12,6 +12,8 @@ mod host;
 mod measure;
 mod model;
 mod topology;
+pub mod train;
+mod train_report;
 
 use std::path::{Path, PathBuf};
 
@@ -233,7 +235,7 @@ fn measure(plan: &NetnsRun, exe: &Path) -> anyhow::Result<Measured> {
 }
 
 /// Makes one namespace, shapes its loopback and removes it: proof that the kernel lets us.
-fn probe(topology: &Topology) -> anyhow::Result<()> {
+pub(super) fn probe(topology: &Topology) -> anyhow::Result<()> {
     let _guard = host::NetworkGuard::arm(topology.owner)?;
     let ns = format!("{}probe", topology.prefix());
     host::run(&["ip", "netns", "add", &ns].map(String::from).to_vec())
