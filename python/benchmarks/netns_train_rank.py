@@ -160,7 +160,7 @@ def main() -> None:
         sampler = DistributedSampler(range(len(files)), num_replicas=world, rank=rank, seed=args.seed)
         place = rank
     else:
-        kwargs = {k: v for k, v in s.items()}
+        kwargs = dict(s)
         mode = kwargs.pop("mode")
         source = files if (mode == "peer" or rank == 0) else None
         sg = ShuffleGroup(source, mode=mode, seed=args.seed, timeout=900.0, **kwargs)
@@ -194,7 +194,8 @@ def main() -> None:
     first = place == 0
     test_x, test_y = held_out(args.data) if first else (None, None)
     if first:
-        log["chain_bytes"] = [] if args.arm == "f" else chain_bytes(sizes, trainers, args.seed, args.epochs, s)
+        chain = [] if args.arm == "f" else chain_bytes(sizes, trainers, args.seed, args.epochs, s)
+        log["chain_bytes"] = chain
     epochs = []
     for epoch in range(args.epochs):
         dist.barrier(train_group)

@@ -38,6 +38,7 @@ from torch.utils.data import DataLoader
 
 from ubershuffle.torch import ShuffleGroup, init_process_group
 
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=["peer", "store"], default="peer")

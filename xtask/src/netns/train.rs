@@ -205,7 +205,8 @@ impl NetnsTrainArgs {
             arms = Arm::ALL.to_vec();
         }
         let order: Vec<Arm> = (0..self.repeats).flat_map(|_| arms.iter().copied()).collect();
-        let (epochs, side, grain) = if self.short { (2, 64, 0.0) } else { (self.epochs, self.side, self.grain) };
+        let (epochs, side, grain) =
+            if self.short { (2, 64, 0.0) } else { (self.epochs, self.side, self.grain) };
         let readme = self.out.is_none();
         let out = match &self.out {
             Some(path) => crate::from_here(path)?,
@@ -412,7 +413,10 @@ pub fn run(args: &NetnsTrainArgs, root: &Path, target: &Path) -> anyhow::Result<
     );
     let started = Instant::now();
     let jobs = measure(&plan, &script, &data, &work)?;
-    eprintln!("xtask: namespaces removed after {:.0} s; the emulator's prediction for arms b and c", started.elapsed().as_secs_f64());
+    eprintln!(
+        "xtask: namespaces removed after {:.0} s; the emulator's prediction for arms b and c",
+        started.elapsed().as_secs_f64()
+    );
     train_report::report(&plan, &setting, &jobs, root)
 }
 
@@ -468,7 +472,12 @@ fn measure(plan: &TrainRun, script: &Path, data: &Path, work: &Path) -> anyhow::
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let t = Instant::now();
         let ranks = run_job(plan, arm, script, data, &dir)?;
-        eprintln!("xtask: arm {} ({}) done in {:.1} s", arm.letter(), arm.describe(plan.fraction), t.elapsed().as_secs_f64());
+        eprintln!(
+            "xtask: arm {} ({}) done in {:.1} s",
+            arm.letter(),
+            arm.describe(plan.fraction),
+            t.elapsed().as_secs_f64()
+        );
         jobs.push(Job { arm, repeat, ranks });
     }
     Ok(jobs)
@@ -481,7 +490,13 @@ fn placement(topology: &Topology, arm: Arm) -> Vec<Node> {
 }
 
 /// Runs one arm's job: a process per rank in its namespace; returns every rank's log.
-fn run_job(plan: &TrainRun, arm: Arm, script: &Path, data: &Path, dir: &Path) -> anyhow::Result<Vec<RankLog>> {
+fn run_job(
+    plan: &TrainRun,
+    arm: Arm,
+    script: &Path,
+    data: &Path,
+    dir: &Path,
+) -> anyhow::Result<Vec<RankLog>> {
     let topology = &plan.topology;
     let nodes = placement(topology, arm);
     let master = topology.address(nodes[0]);
@@ -521,7 +536,9 @@ fn run_job(plan: &TrainRun, arm: Arm, script: &Path, data: &Path, dir: &Path) ->
             match child.try_wait() {
                 Ok(Some(status)) if status.success() => {}
                 Ok(Some(status)) => {
-                    failed.get_or_insert_with(|| format!("rank {rank} exited with {status}{}", last_line(dir, rank)));
+                    failed.get_or_insert_with(|| {
+                        format!("rank {rank} exited with {status}{}", last_line(dir, rank))
+                    });
                 }
                 Ok(None) => still.push((rank, child)),
                 Err(e) => {
@@ -548,7 +565,8 @@ fn run_job(plan: &TrainRun, arm: Arm, script: &Path, data: &Path, dir: &Path) ->
     (0..nodes.len())
         .map(|rank| {
             let path = dir.join(format!("rank-{rank}.json"));
-            let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            let text =
+                std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
             serde_json::from_str(&text).with_context(|| format!("{} is not a rank's log", path.display()))
         })
         .collect()

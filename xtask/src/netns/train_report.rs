@@ -141,13 +141,16 @@ pub fn report(plan: &TrainRun, setting: &Setting, jobs: &[Job], root: &Path) -> 
     write_csv(&beside(out, "-summary.csv"), &goals)?;
     let chart = accuracy_chart(&rows, setting);
     let svg = chart.to_svg().map_err(|e| anyhow::anyhow!("the chart: {e}"))?;
-    std::fs::write(beside(out, ".svg"), svg).with_context(|| format!("cannot write {}", beside(out, ".svg").display()))?;
+    std::fs::write(beside(out, ".svg"), svg)
+        .with_context(|| format!("cannot write {}", beside(out, ".svg").display()))?;
     if plan.readme {
         write_section(root, setting, &rows, &goals)?;
     }
     print_summary(&rows, &goals, &checks);
     if plan.short {
-        eprintln!("netns-train: the short form checks bytes only; its times and accuracy are not the experiment's");
+        eprintln!(
+            "netns-train: the short form checks bytes only; its times and accuracy are not the experiment's"
+        );
     }
     let shown = out.strip_prefix(root).unwrap_or(out).display().to_string();
     eprintln!("xtask: wrote {shown} (and -links.csv, -summary.csv, .svg beside it)");
@@ -161,7 +164,8 @@ pub fn report(plan: &TrainRun, setting: &Setting, jobs: &[Job], root: &Path) -> 
 
 /// `out` with its `.csv` replaced by `tail`.
 fn beside(out: &Path, tail: &str) -> PathBuf {
-    let stem = out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "netns-train".into());
+    let stem =
+        out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "netns-train".into());
     out.with_file_name(format!("{stem}{tail}"))
 }
 
@@ -294,7 +298,10 @@ fn byte_checks(job: &Job, epochs: usize) -> Vec<Check> {
                     let want = first.chain_bytes.get(e - 1).and_then(|v| v.get(k)).copied();
                     check(
                         want == Some(log.bytes_received),
-                        format!("rank {k} received {} plane bytes for epoch {e}, the plan {want:?}", log.bytes_received),
+                        format!(
+                            "rank {k} received {} plane bytes for epoch {e}, the plan {want:?}",
+                            log.bytes_received
+                        ),
                     );
                 }
                 let sent: u64 = t.epochs.iter().map(|l| l.bytes_sent).sum::<u64>()
@@ -312,23 +319,36 @@ fn byte_checks(job: &Job, epochs: usize) -> Vec<Check> {
                 let packets = f.packets * f.segment_bytes;
                 check(
                     f.data_bytes + f.padding_bytes == packets,
-                    format!("epoch {}: data {} + padding {} = packets {packets}", f.epoch, f.data_bytes, f.padding_bytes),
+                    format!(
+                        "epoch {}: data {} + padding {} = packets {packets}",
+                        f.epoch, f.data_bytes, f.padding_bytes
+                    ),
                 );
                 let overhead = f.bytes_sent.saturating_sub(packets);
                 check(
                     f.bytes_sent >= packets && overhead <= packets / 20 + (64 << 10),
-                    format!("epoch {}: the store sent {} plane bytes for packets of {packets}", f.epoch, f.bytes_sent),
+                    format!(
+                        "epoch {}: the store sent {} plane bytes for packets of {packets}",
+                        f.epoch, f.bytes_sent
+                    ),
                 );
-                let chain: Option<u64> = first.chain_bytes.get(f.epoch.wrapping_sub(1)).map(|v| v.iter().sum());
+                let chain: Option<u64> =
+                    first.chain_bytes.get(f.epoch.wrapping_sub(1)).map(|v| v.iter().sum());
                 if job.arm == Arm::B {
                     check(
                         chain.is_some_and(|c| f.data_bytes <= c),
-                        format!("epoch {}: coded data bytes {} at most the uncoded plan's {chain:?}", f.epoch, f.data_bytes),
+                        format!(
+                            "epoch {}: coded data bytes {} at most the uncoded plan's {chain:?}",
+                            f.epoch, f.data_bytes
+                        ),
                     );
                 } else {
                     check(
                         chain == Some(f.data_bytes),
-                        format!("epoch {}: uncoded data bytes {} equal the plan's {chain:?}", f.epoch, f.data_bytes),
+                        format!(
+                            "epoch {}: uncoded data bytes {} equal the plan's {chain:?}",
+                            f.epoch, f.data_bytes
+                        ),
                     );
                 }
             }
@@ -337,7 +357,9 @@ fn byte_checks(job: &Job, epochs: usize) -> Vec<Check> {
             let ratio = tx as f64 / sent.max(1) as f64;
             check(
                 (1.0..=1.1).contains(&ratio),
-                format!("the store's link sent {tx} bytes for {sent} plane bytes (ratio {ratio:.4}, 1 to 1.1)"),
+                format!(
+                    "the store's link sent {tx} bytes for {sent} plane bytes (ratio {ratio:.4}, 1 to 1.1)"
+                ),
             );
         }
         Arm::F => {
@@ -382,12 +404,19 @@ fn goals(rows: &[Row]) -> Vec<Goal> {
         goal("b_vs_c_shuffle", "shuffle time, coded (b) / uncoded (c)", v, "<= 0.6", v <= 0.6);
         let v = med(rows, 'b', |r| r.epoch_s) / med(rows, 'c', |r| r.epoch_s);
         goal("b_vs_c_epoch", "epoch time, coded (b) / uncoded (c)", v, "<= 0.8", v <= 0.8);
-        let v = med(rows, 'b', |r| r.plane_store_sent_bytes as f64) / med(rows, 'c', |r| r.plane_store_sent_bytes as f64);
+        let v = med(rows, 'b', |r| r.plane_store_sent_bytes as f64)
+            / med(rows, 'c', |r| r.plane_store_sent_bytes as f64);
         goal("b_vs_c_bytes", "store's bytes, coded (b) / uncoded (c)", v, "(the plan's ratio)", true);
         for arm in ['b', 'c'] {
             let v = med(rows, arm, |r| r.shuffle_s / r.model_shuffle_s.unwrap_or(f64::NAN));
             let key = format!("{arm}_measured_vs_model");
-            goal(&key, &format!("shuffle time of ({arm}), measured / emulator"), v, "0.85 to 1.15", (0.85..=1.15).contains(&v));
+            goal(
+                &key,
+                &format!("shuffle time of ({arm}), measured / emulator"),
+                v,
+                "0.85 to 1.15",
+                (0.85..=1.15).contains(&v),
+            );
         }
     }
     if has('a') && has('d') {
@@ -399,7 +428,13 @@ fn goals(rows: &[Row]) -> Vec<Goal> {
         let v = med(rows, 'a', |r| r.epoch_s) / med(rows, 'd', |r| r.epoch_s);
         goal("a_vs_d_epoch", "epoch time, (a) / (d)", v, ">= 2", v >= 2.0);
         let v = (last_accuracy(rows, 'a') - last_accuracy(rows, 'd')).abs() * 100.0;
-        goal("a_vs_d_accuracy", "|accuracy (a) - accuracy (d)| after the last epoch, points", v, "<= 1", v <= 1.0);
+        goal(
+            "a_vs_d_accuracy",
+            "accuracy gap between (a) and (d) after the last epoch, points",
+            v,
+            "<= 1",
+            v <= 1.0,
+        );
     }
     if has('a') {
         let v = med(rows, 'a', |r| r.shuffle_s / r.epoch_s);
@@ -418,11 +453,15 @@ fn accuracy_chart(rows: &[Row], setting: &Setting) -> LineChart {
                 .filter(|r| r.arm == arm.letter() && r.repeat == 0)
                 .map(|r| (r.wall_s, r.held_out_accuracy))
                 .collect();
-            (!points.is_empty()).then(|| Series::solid(format!("({}) {}", arm.letter(), r_name(*arm, setting)), points))
+            (!points.is_empty())
+                .then(|| Series::solid(format!("({}) {}", arm.letter(), r_name(*arm, setting)), points))
         })
         .collect();
     LineChart {
-        title: format!("Held-out accuracy against wall time, {} ranks at {} Mbit/s", setting.ranks, setting.mbit),
+        title: format!(
+            "Held-out accuracy against wall time, {} ranks at {} Mbit/s",
+            setting.ranks, setting.mbit
+        ),
         x_label: "wall time since the job's start (s)".into(),
         y_label: "held-out accuracy".into(),
         log_x: false,
@@ -456,12 +495,16 @@ fn num(v: f64, digits: usize) -> String {
 /// Replaces results/README.md's `netns-train` section (the others stay as they are).
 fn write_section(root: &Path, setting: &Setting, rows: &[Row], goals: &[Goal]) -> anyhow::Result<()> {
     let path = root.join("results").join("README.md");
-    let existing = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let existing =
+        std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
     let marker = "<!-- experiment ";
-    let preamble = existing.find(marker).map_or(existing.as_str(), |at| &existing[..at]).trim_end().to_string() + "\n";
+    let preamble =
+        existing.find(marker).map_or(existing.as_str(), |at| &existing[..at]).trim_end().to_string() + "\n";
     let order: Vec<String> = existing
         .match_indices(marker)
-        .filter_map(|(at, _)| existing[at + marker.len()..].split_once(" begin -->").map(|(n, _)| n.to_string()))
+        .filter_map(|(at, _)| {
+            existing[at + marker.len()..].split_once(" begin -->").map(|(n, _)| n.to_string())
+        })
         .filter(|n| !n.contains(' '))
         .collect();
     let order: Vec<&str> = order.iter().map(String::as_str).collect();
@@ -524,7 +567,14 @@ store's bytes of the epoch by pseudo-broadcast on its link model at the same rat
     }
     s.push_str("\nThe issue's goals:\n\n| goal | measured | wanted | met |\n| --- | --- | --- | --- |\n");
     for g in goals.iter().filter(|g| !g.goal.is_empty() && !g.goal.starts_with('(')) {
-        let _ = writeln!(s, "| {} | {} | {} | {} |", g.measure, num(g.value, 3), g.goal, if g.met { "yes" } else { "no" });
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            g.measure,
+            num(g.value, 3),
+            g.goal,
+            if g.met { "yes" } else { "no" }
+        );
     }
     s.push_str(
         "\nData: [`netns-train.csv`](netns-train.csv) (per arm and epoch), [`netns-train-links.csv`](netns-train-links.csv) \
@@ -553,7 +603,13 @@ fn print_summary(rows: &[Row], goals: &[Goal], checks: &[Check]) {
         );
     }
     for g in goals {
-        let verdict = if g.goal.is_empty() || g.goal.starts_with('(') { "    " } else if g.met { "met " } else { "MISS" };
+        let verdict = if g.goal.is_empty() || g.goal.starts_with('(') {
+            "    "
+        } else if g.met {
+            "met "
+        } else {
+            "MISS"
+        };
         eprintln!("  {verdict} {:>9} {:>12}  {}", num(g.value, 4), g.goal, g.measure);
     }
     for c in checks.iter().filter(|c| !c.ok) {
