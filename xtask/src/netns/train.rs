@@ -609,7 +609,7 @@ mod tests {
     fn flags_are_checked_with_one_line_errors() {
         for (flags, wanted) in [
             (&["--ranks", "9"][..], "--ranks 9: use 2 to 8"),
-            (&["--mbit", "-1"][..], "--mbit -1: use a rate above 0"),
+            (&["--mbit", "0"][..], "--mbit 0: use a rate above 0"),
             (&["--arm", "g"][..], "--arm g: use a letter from a to f"),
             (&["--arm", "a,a"][..], "--arm a: named twice"),
             (&["--epochs", "1"][..], "--epochs must be at least 2"),
