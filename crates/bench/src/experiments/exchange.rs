@@ -72,13 +72,17 @@ struct Checking {
 
 impl RecordSink for Checking {
     fn epoch(&mut self, d: Delivery<'_>) -> Result<(), RuntimeError> {
-        for &id in &d.new_ids {
-            if d.store.get(id) != self.truth.get(id) {
-                return Err(RuntimeError::WorkerFailed {
-                    worker: 0,
-                    message: format!("record {id} differs"),
-                });
-            }
+        let mut differs = None;
+        d.store.read(&d.new_ids, &mut |records| {
+            differs = d
+                .new_ids
+                .iter()
+                .zip(records)
+                .find(|&(&id, r)| Some(*r) != self.truth.get(id))
+                .map(|(&id, _)| id);
+        })?;
+        if let Some(id) = differs {
+            return Err(RuntimeError::WorkerFailed { worker: 0, message: format!("record {id} differs") });
         }
         self.checked.push((d.epoch, d.new_ids.len()));
         Ok(())
