@@ -31,7 +31,13 @@ use crate::store::{MappedStore, StoreCore, ids_array, locked};
 
 /// What the worker thread tells Python.
 enum Event {
-    Joined { worker: u32, workers: u32, capacity: u32, width: u32, offsets: Vec<i64> },
+    Joined {
+        worker: u32,
+        workers: u32,
+        capacity: u32,
+        width: u32,
+        offsets: Vec<i64>,
+    },
     Records(usize),
     CacheReady,
     Epoch(EpochEvent),
@@ -87,8 +93,10 @@ impl RecordWriter for RankStore {
 impl ReadRecords for RankStore {
     fn read(&self, ids: &[u32], read: &mut dyn FnMut(&[&[u8]])) -> Result<(), CodecError> {
         let store = self.lock();
-        let views =
-            ids.iter().map(|&id| store.get(id).ok_or(CodecError::UnknownPoint { point: id })).collect::<Result<Vec<_>, _>>()?;
+        let views = ids
+            .iter()
+            .map(|&id| store.get(id).ok_or(CodecError::UnknownPoint { point: id }))
+            .collect::<Result<Vec<_>, _>>()?;
         read(&views);
         Ok(())
     }
@@ -123,7 +131,8 @@ impl WorkerStore for RankStore {
 
     fn taken(&mut self, before: &[u32], after: &[u32]) -> Result<(), CodecError> {
         let mut store = locked(&self.store);
-        let gone: Vec<u32> = store.held_ids().into_iter().filter(|id| after.binary_search(id).is_err()).collect();
+        let gone: Vec<u32> =
+            store.held_ids().into_iter().filter(|id| after.binary_search(id).is_err()).collect();
         self.retired = gone
             .iter()
             .filter(|id| before.binary_search(id).is_ok())
@@ -149,7 +158,11 @@ impl ChannelSink {
 }
 
 impl RecordSink for ChannelSink {
-    fn store(&mut self, job: &JobSpec, shape: &RecordShape) -> Result<Option<Box<dyn WorkerStore>>, RuntimeError> {
+    fn store(
+        &mut self,
+        job: &JobSpec,
+        shape: &RecordShape,
+    ) -> Result<Option<Box<dyn WorkerStore>>, RuntimeError> {
         let offsets: Vec<i64> = match shape {
             RecordShape::Segmented(s) => s.index().offsets().iter().map(|&o| o as i64).collect(),
             _ => (0..=i64::from(job.points)).map(|i| i * i64::from(job.record_width)).collect(),
@@ -275,7 +288,9 @@ impl ExchangeCore {
     fn attach(&self, store: PyRef<'_, StoreCore>) -> PyResult<()> {
         let sender = hold(&self.stores).take();
         match sender {
-            Some(s) => s.try_send(store.shared()).map_err(|_| PyRuntimeError::new_err("the exchange has ended")),
+            Some(s) => {
+                s.try_send(store.shared()).map_err(|_| PyRuntimeError::new_err("the exchange has ended"))
+            }
             None => Err(PyRuntimeError::new_err("the exchange has a store already, or was closed")),
         }
     }
@@ -412,4 +427,41 @@ fn epoch_dict<'py>(py: Python<'py>, d: &Bound<'py, PyDict>, e: EpochEvent) -> Py
     d.set_item("receive_seconds", f.receive_seconds)?;
     d.set_item("decode_seconds", f.decode_seconds)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use ubershuffle_codes::RecordIndex;
+
+    #[test]
+    fn a_taken_epoch_drops_what_the_rank_no_longer_keeps_and_a_restart_gets_it_back() {
+        let dir = std::env::temp_dir().join(format!("ubs-rank-store-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let index = RecordIndex::from_sizes([3u64, 5000, 0, 7, 4096]).unwrap();
+        let shared = Arc::new(Mutex::new(MappedStore::open(&dir, index).unwrap()));
+        let mut store = RankStore { store: Arc::clone(&shared), retired: Vec::new() };
+        let bytes = |id: u32| -> Vec<u8> { vec![id as u8 + 1; [3, 5000, 0, 7, 4096][id as usize]] };
+        for id in [0, 1, 2, 3] {
+            store.put(id, &bytes(id)).unwrap();
+        }
+        // The epoch started from [0, 1, 2] and keeps [0, 3]; 3 arrived with it.
+        store.start_epoch(&[0, 1, 2]).unwrap();
+        store.taken(&[0, 1, 2], &[0, 3]).unwrap();
+        assert_eq!(locked(&shared).held_ids(), vec![0, 3], "only the cache it keeps");
+        // The master restarts the epoch from the cache before it: it is whole again.
+        store.start_epoch(&[0, 1, 2]).unwrap();
+        assert_eq!(locked(&shared).held_ids(), vec![0, 1, 2, 3]);
+        let mut read = Vec::new();
+        store.read(&[1, 2], &mut |views| read = views.iter().map(|v| v.to_vec()).collect()).unwrap();
+        assert_eq!(read, vec![bytes(1), bytes(2)]);
+        // The next epoch starts from the cache after it: what was set aside is gone for good.
+        store.taken(&[0, 1, 2], &[0, 3]).unwrap();
+        store.start_epoch(&[0, 3]).unwrap();
+        assert!(store.retired.is_empty());
+        assert!(matches!(store.start_epoch(&[1]), Err(CodecError::UnknownPoint { point: 1 })));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

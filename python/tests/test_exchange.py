@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import ubershuffle as us
+from ubershuffle.sources import as_source
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -444,34 +445,53 @@ def test_sampler_state_and_record_store_resume_after_every_process_crashes(tmp_p
         assert all(line["agree"] and line["bytes_ok"] for line in epochs), epochs
 
 
-def test_ranks_receive_from_ubershuffle_serve(tmp_path):
-    """The master in a process of its own: `ubershuffle serve` over a records file."""
+@pytest.mark.parametrize("layout", ["fixed", "folder", "blob"])
+def test_ranks_receive_from_ubershuffle_serve(tmp_path, layout):
+    """The master in a process of its own: `ubershuffle serve` over a file of records of one
+    size, a folder of records of uneven size (sorted as `as_source` sorts them), or a blob of
+    them with an index of u64 offsets."""
     from conftest import find_cli
 
     cli = find_cli()
     if cli is None:
         pytest.skip("the ubershuffle binary is not built (cargo build --release -p ubershuffle)")
-    data = exchange_rank.data_set()
-    (tmp_path / "data.bin").write_bytes(data.tobytes())
+    if layout == "fixed":
+        data = list(exchange_rank.data_set())
+        (tmp_path / "data.bin").write_bytes(b"".join(r.tobytes() for r in data))
+        records = ["--records", str(tmp_path / "data.bin"), "--record-size", str(exchange_rank.WIDTH)]
+    else:
+        data = uneven_data_set()
+        folder = tmp_path / "records"
+        for i, r in enumerate(data):
+            (folder / f"{i % 7}").mkdir(parents=True, exist_ok=True)
+            (folder / f"{i % 7}" / f"{i:04d}.bin").write_bytes(r)
+        data = [as_source(folder).record(i).tobytes() for i in range(len(data))]  # in as_source's order
+        records = ["--records-dir", str(folder)]
+        if layout == "blob":
+            (tmp_path / "blob.bin").write_bytes(b"".join(data))
+            offsets = np.cumsum([0] + [len(r) for r in data]).astype("<u8")
+            (tmp_path / "blob.u64").write_bytes(offsets.tobytes())
+            records = ["--records", str(tmp_path / "blob.bin"), "--index", str(tmp_path / "blob.u64")]
     with socket_port() as port:
         address = f"127.0.0.1:{port}"
     master = subprocess.Popen(
-        [str(cli), "serve", "--records", str(tmp_path / "data.bin"), "--record-size", str(data.shape[1]),
-         "--workers", "2", "--alpha", str(exchange_rank.ALPHA), "--seed", str(exchange_rank.SEED),
-         "--epochs", "2", "--listen", address, "--json"],
+        [str(cli), "serve", *records, "--workers", "2", "--alpha", str(exchange_rank.ALPHA),
+         "--seed", str(exchange_rank.SEED), "--epochs", "2", "--listen", address, "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={"UBERSHUFFLE_TOKEN": TOKEN},
     )  # fmt: skip
 
     def check(ex, s, batch):
         assert np.array_equal(np.sort(s.batch()), batch.ids)
-        assert np.array_equal(batch.records, data[batch.ids])
+        assert [ex.store[int(i)].tobytes() for i in batch.ids] == [bytes(data[i]) for i in batch.ids]
         return batch.epoch
 
     results = run_ranks(address, 2, check, policy="global", join_timeout=30)
     out, _ = master.communicate(timeout=60)
     assert master.returncode == 0
     assert all(seen == [0, 1, 2] for seen in results.values())
-    assert [e["epoch"] for e in json.loads(out)["epochs"]] == [1, 2]
+    epochs = json.loads(out)["epochs"]
+    assert [e["epoch"] for e in epochs] == [1, 2]
+    assert all((e["padding_bytes"] > 0) == (layout != "fixed") for e in epochs)
 
 
 def socket_port():
