@@ -21,7 +21,7 @@ use ubershuffle_runtime::cluster_job::ClusterJob;
 use ubershuffle_runtime::exchange::{Delivery, DeliveryFigures, RecordSink};
 use ubershuffle_runtime::protocol::{JobSpec, RecordShape};
 use ubershuffle_runtime::{
-    ReadRecords, RuntimeError, WorkerExit, WorkerOptions, WorkerStore, run_worker_with,
+    ReadRecords, RuntimeError, WorkerExit, WorkerOptions, WorkerStore, read_found, run_worker_with,
 };
 use ubershuffle_transport::Transport;
 use ubershuffle_transport::tcp::{TcpConfig, connect_worker};
@@ -93,12 +93,7 @@ impl RecordWriter for RankStore {
 impl ReadRecords for RankStore {
     fn read(&self, ids: &[u32], read: &mut dyn FnMut(&[&[u8]])) -> Result<(), CodecError> {
         let store = self.lock();
-        let views = ids
-            .iter()
-            .map(|&id| store.get(id).ok_or(CodecError::UnknownPoint { point: id }))
-            .collect::<Result<Vec<_>, _>>()?;
-        read(&views);
-        Ok(())
+        read_found(ids, |id| store.get(id), read)
     }
 }
 

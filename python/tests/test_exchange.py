@@ -60,19 +60,15 @@ def run_ranks(address: str, n: int, check, policy: str = "partial-local", **kw) 
     return results
 
 
+def hosted(data, workers: int, epochs: int, **kw) -> us.Host:
+    """A master on a thread serving ``data`` with the tests' cache ratio, seed and token."""
+    kw = {"alpha": exchange_rank.ALPHA, "seed": exchange_rank.SEED, "token": TOKEN, **kw}
+    return us.Exchange.host(data, workers=workers, epochs=epochs, **kw)
+
+
 def test_four_ranks_receive_exactly_their_batches_in_step_with_the_sampler():
     data = exchange_rank.data_set()
-    host = us.Exchange.host(
-        data,
-        workers=4,
-        alpha=exchange_rank.ALPHA,
-        epochs=3,
-        policy="partial-local",
-        fraction=0.3,
-        seed=exchange_rank.SEED,
-        token=TOKEN,
-        scheme="coded",
-    )
+    host = hosted(data, 4, 3, policy="partial-local", fraction=0.3, scheme="coded")
     cache: dict = {}
     ahead: dict = {}
 
@@ -149,9 +145,7 @@ def uneven_data_set() -> list[bytes]:
 
 def test_records_of_uneven_size_arrive_whole_in_step_with_the_sampler():
     data = uneven_data_set()
-    host = us.Exchange.host(
-        data, workers=3, alpha=exchange_rank.ALPHA, epochs=3, seed=exchange_rank.SEED, token=TOKEN
-    )
+    host = hosted(data, 3, 3)
 
     def check(ex, s, batch):
         assert np.array_equal(np.sort(s.batch()), batch.ids)
@@ -177,15 +171,7 @@ def test_the_next_epoch_arrives_while_the_rank_trains():
     """Once a rank has taken epoch 1, epoch 2's records reach its store without another call
     (before, the master waited for the next call to hear that epoch 1 was taken)."""
     data = exchange_rank.data_set()
-    host = us.Exchange.host(
-        data,
-        workers=2,
-        alpha=exchange_rank.ALPHA,
-        epochs=3,
-        seed=exchange_rank.SEED,
-        token=TOKEN,
-        timeout=30.0,
-    )
+    host = hosted(data, 2, 3, timeout=30.0)
     arrived: dict = {}
 
     def rank() -> None:
@@ -217,9 +203,7 @@ def test_the_next_epoch_arrives_while_the_rank_trains():
 
 
 def test_close_from_another_thread_ends_a_wait():
-    host = us.Exchange.host(
-        exchange_rank.data_set(), workers=2, alpha=exchange_rank.ALPHA, epochs=3, token=TOKEN, timeout=30.0
-    )
+    host = hosted(exchange_rank.data_set(), 2, 3, timeout=30.0)
     exchanges: list = []
     connected = [
         threading.Thread(target=lambda: exchanges.append(us.Exchange.connect(host.address, token=TOKEN)))
@@ -262,7 +246,7 @@ def test_a_forked_reader_sees_the_records_of_later_epochs():
     needed: multiprocessing's fork stands in), reads each later epoch's new records, not the
     zeros of a copy taken at fork."""
     data = exchange_rank.data_set()
-    host = us.Exchange.host(data, workers=2, alpha=exchange_rank.ALPHA, epochs=3, token=TOKEN)
+    host = hosted(data, 2, 3)
     other = threading.Thread(target=lambda: [None for _ in us.Exchange.connect(host.address, token=TOKEN)])
     other.start()
     with us.Exchange.connect(host.address, token=TOKEN) as ex:
@@ -322,15 +306,7 @@ def rank_process(address: str, *args: str) -> subprocess.Popen:
 
 def test_a_killed_rank_is_named_to_the_others_within_the_timeout_and_a_new_process_rejoins():
     timeout, epochs = 2.0, 16
-    host = us.Exchange.host(
-        exchange_rank.data_set(),
-        workers=4,
-        alpha=exchange_rank.ALPHA,
-        epochs=epochs,
-        seed=exchange_rank.SEED,
-        token=TOKEN,
-        timeout=timeout,
-    )
+    host = hosted(exchange_rank.data_set(), 4, epochs, timeout=timeout)
     victim = rank_process(host.address, "--hang-after", "1", "--timeout", str(timeout))
     caught: list = []
     finished: list = []

@@ -43,4 +43,4 @@ pub use phases::{Phase, PhaseTimer};
 pub use run_data::{RunData, ShuffledRecords, SizedRecords};
 pub use spec::{PreparedRun, RunSpec};
 pub use worker::{WorkerExit, WorkerOptions, WorkerSummary, run_worker, run_worker_with};
-pub use worker_store::{MemoryStore, ReadRecords, WorkerStore};
+pub use worker_store::{MemoryStore, ReadRecords, WorkerStore, read_found};

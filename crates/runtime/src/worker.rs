@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ubershuffle_codes::{Decoder, RecordIndex, RecordStore, SegmentTarget, Segmentation};
+use ubershuffle_codes::{DecodeStore, Decoder, RecordIndex, RecordStore, SegmentTarget, Segmentation};
 use ubershuffle_core::limits::Limits;
 use ubershuffle_learners::{Learner, LearnerError, LocalStep, Model};
 use ubershuffle_transport::{Transport, TransportError};
@@ -635,6 +635,22 @@ fn decode<T: Transport>(
 /// What decoding an epoch gave: the checksum of the new records, the work, the padding bytes.
 type DecodedEpoch = (u32, Work, u64);
 
+/// Hands the payloads this worker kept to `decoder` (each with its transmission's parts from
+/// the order); returns the bytes XORed.
+fn feed<S: DecodeStore>(
+    decoder: &mut Decoder<S>,
+    order: &EpochOrder,
+    received: Received,
+) -> Result<u64, Failure> {
+    let mut xored = 0;
+    for (k, payload) in &received.needed {
+        let transmission = order.plan.transmission(*k as usize);
+        xored += (transmission.len() * payload.len()) as u64;
+        decoder.receive(*k, transmission, payload)?;
+    }
+    Ok(xored)
+}
+
 /// [`decode`] into records of one width in memory, record by record. The decoder starts from
 /// the cache the master assumes, copied out of `store` (tens of MB: work that must not stand
 /// between the order and the broadcasts, so it runs once the packets have arrived).
@@ -652,13 +668,7 @@ fn decode_records(
     let wanted: Vec<u32> = order.batch.iter().copied().filter(|&p| !store.contains(p)).collect();
     let cache = std::mem::replace(store, RecordStore::new(0, width)?);
     let mut decoder = Decoder::new(worker as usize, &order.plan, cache, wanted)?;
-    let mut xored = 0;
-    for (k, payload) in &received.needed {
-        let transmission = order.plan.transmission(*k as usize);
-        xored += (transmission.len() * width) as u64;
-        decoder.receive(*k, transmission, payload)?;
-    }
-    drop(received);
+    let xored = feed(&mut decoder, order, received)?;
     let decoded = decoder.finish()?;
     let checksum = records_checksum(decoded.new_records());
     *store = decoded.into_store();
@@ -691,14 +701,7 @@ fn decode_segments(
     let known = target.known_segments();
     let mut decoder =
         Decoder::over(worker as usize, &order.plan, target, known, segmentation.expand(&wanted))?;
-    let width = segmentation.segment_bytes();
-    let mut xored = 0;
-    for (k, payload) in &received.needed {
-        let transmission = order.plan.transmission(*k as usize);
-        xored += (transmission.len() * width) as u64;
-        decoder.receive(*k, transmission, payload)?;
-    }
-    drop(received);
+    let xored = feed(&mut decoder, order, received)?;
     let target = decoder.finish()?.into_store();
     if let Some(&point) = target.incomplete().first() {
         return Err(RuntimeError::from(ubershuffle_codes::CodecError::UnknownPoint { point }).into());

@@ -12,14 +12,23 @@ pub trait ReadRecords {
     fn read(&self, ids: &[u32], read: &mut dyn FnMut(&[&[u8]])) -> Result<(), CodecError>;
 }
 
+/// Hands the records `ids` to `read` as `get` finds them, in order; each must be found.
+pub fn read_found<'a>(
+    ids: &[u32],
+    get: impl Fn(u32) -> Option<&'a [u8]>,
+    read: &mut dyn FnMut(&[&[u8]]),
+) -> Result<(), CodecError> {
+    let views = ids
+        .iter()
+        .map(|&id| get(id).ok_or(CodecError::UnknownPoint { point: id }))
+        .collect::<Result<Vec<_>, _>>()?;
+    read(&views);
+    Ok(())
+}
+
 impl ReadRecords for RecordStore {
     fn read(&self, ids: &[u32], read: &mut dyn FnMut(&[&[u8]])) -> Result<(), CodecError> {
-        let views = ids
-            .iter()
-            .map(|&id| self.get(id).ok_or(CodecError::UnknownPoint { point: id }))
-            .collect::<Result<Vec<_>, _>>()?;
-        read(&views);
-        Ok(())
+        read_found(ids, |id| self.get(id), read)
     }
 }
 
@@ -87,12 +96,7 @@ impl RecordWriter for MemoryStore {
 
 impl ReadRecords for MemoryStore {
     fn read(&self, ids: &[u32], read: &mut dyn FnMut(&[&[u8]])) -> Result<(), CodecError> {
-        let views = ids
-            .iter()
-            .map(|&id| self.records.get(id).ok_or(CodecError::UnknownPoint { point: id }))
-            .collect::<Result<Vec<_>, _>>()?;
-        read(&views);
-        Ok(())
+        read_found(ids, |id| self.records.get(id), read)
     }
 }
 

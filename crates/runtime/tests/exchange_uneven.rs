@@ -34,16 +34,7 @@ struct Checking {
 
 impl RecordSink for Checking {
     fn epoch(&mut self, d: Delivery<'_>) -> Result<(), RuntimeError> {
-        let mut wrong = None;
-        d.store.read(&d.new_ids, &mut |records| {
-            wrong = d
-                .new_ids
-                .iter()
-                .zip(records)
-                .find(|&(&id, r)| Some(*r) != self.truth.get(id))
-                .map(|(&id, _)| id);
-        })?;
-        assert_eq!(wrong, None, "a record decoded wrong");
+        assert_eq!(d.first_differing(&self.truth)?, None, "a record decoded wrong");
         assert!(d.figures.padding_bytes > 0 || d.figures.packets == 0);
         self.taken.push((d.epoch, d.batch.to_vec(), d.new_ids.len()));
         Ok(())

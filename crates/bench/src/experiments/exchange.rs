@@ -72,16 +72,7 @@ struct Checking {
 
 impl RecordSink for Checking {
     fn epoch(&mut self, d: Delivery<'_>) -> Result<(), RuntimeError> {
-        let mut differs = None;
-        d.store.read(&d.new_ids, &mut |records| {
-            differs = d
-                .new_ids
-                .iter()
-                .zip(records)
-                .find(|&(&id, r)| Some(*r) != self.truth.get(id))
-                .map(|(&id, _)| id);
-        })?;
-        if let Some(id) = differs {
+        if let Some(id) = d.first_differing(&self.truth)? {
             return Err(RuntimeError::WorkerFailed { worker: 0, message: format!("record {id} differs") });
         }
         self.checked.push((d.epoch, d.new_ids.len()));

@@ -1,6 +1,8 @@
 //! [`RecordSink`]: where a worker hands the records it holds and receives, for a caller that
 //! trains on them itself (the data plane of [`super`]).
 
+use ubershuffle_codes::{CodecError, RecordSource};
+
 use crate::RuntimeError;
 use crate::protocol::{JobSpec, RecordShape};
 use crate::worker_store::{ReadRecords, WorkerStore};
@@ -42,6 +44,24 @@ pub struct Delivery<'a> {
     pub cache_after: &'a [u32],
     /// What the epoch cost.
     pub figures: DeliveryFigures,
+}
+
+impl Delivery<'_> {
+    /// The first new record whose bytes differ from `truth`'s (a data set's), if any: a check
+    /// of what the worker decoded beyond the master's checksum (tests, experiments).
+    pub fn first_differing(&self, truth: &dyn RecordSource) -> Result<Option<u32>, CodecError> {
+        let mut differing = None;
+        self.store.read(&self.new_ids, &mut |records| {
+            differing = self.new_ids.iter().zip(records).find_map(|(&id, record)| {
+                let mut diff = record.to_vec();
+                let same = truth.size(id) == Some(record.len() as u64)
+                    && truth.xor_piece_into(id, 0, &mut diff).is_ok()
+                    && diff.iter().all(|&b| b == 0);
+                (!same).then_some(id)
+            });
+        })?;
+        Ok(differing)
+    }
 }
 
 /// The ids and figures, not the records.
