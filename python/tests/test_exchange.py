@@ -27,6 +27,12 @@ import exchange_rank  # noqa: E402
 TOKEN = "exchange-test-token-5Fq8Rz2Lw7Kc4Nv9Bx3Hp"
 
 
+def sampler_of(ex, **kw) -> us.CodedShuffleSampler:
+    """The sampler of ``ex``'s rank on the tests' chain."""
+    kw = {"seed": exchange_rank.SEED, "alpha": exchange_rank.ALPHA, **kw}
+    return us.CodedShuffleSampler(exchange_rank.POINTS, num_replicas=ex.world, rank=ex.rank, **kw)
+
+
 def run_ranks(address: str, n: int, check, policy: str = "partial-local", **kw) -> dict:
     """Runs ``n`` ranks on threads; ``check(ex, sampler, batch)`` on every delivered batch."""
     results, errors = {}, []
@@ -34,15 +40,7 @@ def run_ranks(address: str, n: int, check, policy: str = "partial-local", **kw) 
     def rank() -> None:
         try:
             with us.Exchange.connect(address, token=TOKEN, **kw) as ex:
-                s = us.CodedShuffleSampler(
-                    exchange_rank.POINTS,
-                    num_replicas=ex.world,
-                    rank=ex.rank,
-                    seed=exchange_rank.SEED,
-                    alpha=exchange_rank.ALPHA,
-                    policy=policy,
-                    fraction=0.3 if policy == "partial-local" else None,
-                )
+                s = sampler_of(ex, policy=policy, fraction=0.3 if policy == "partial-local" else None)
                 seen = [check(ex, s, ex.local_batch(s.batch()))]
                 for batch in ex:
                     s.set_epoch(batch.epoch)
@@ -176,10 +174,7 @@ def test_the_next_epoch_arrives_while_the_rank_trains():
 
     def rank() -> None:
         with us.Exchange.connect(host.address, token=TOKEN) as ex:
-            ahead = us.CodedShuffleSampler(
-                exchange_rank.POINTS, num_replicas=ex.world, rank=ex.rank, seed=exchange_rank.SEED,
-                alpha=exchange_rank.ALPHA,
-            )  # fmt: skip
+            ahead = sampler_of(ex)
             batch = ex.next_epoch()
             ahead.set_epoch(batch.epoch + 1)
             coming = [int(i) for i in ahead.batch()]
@@ -314,13 +309,7 @@ def test_a_killed_rank_is_named_to_the_others_within_the_timeout_and_a_new_proce
 
     def survivor() -> None:
         with us.Exchange.connect(host.address, token=TOKEN, timeout=timeout) as ex:
-            s = us.CodedShuffleSampler(
-                exchange_rank.POINTS,
-                num_replicas=ex.world,
-                rank=ex.rank,
-                seed=exchange_rank.SEED,
-                alpha=exchange_rank.ALPHA,
-            )
+            s = sampler_of(ex)
 
             def follow(batch) -> int:
                 # Every survivor keeps the sampler's batch, before and after the loss.
