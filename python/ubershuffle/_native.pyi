@@ -101,14 +101,14 @@ class EpochIter:
 
 class ExchangeCore:
     def __init__(self, address: str, token: str, timeout: float, join_timeout: float) -> None: ...
-    def attach(self, store: Any) -> None: ...  # a StoreCore
+    def attach(self, store: StoreCore) -> None: ...
     def next_event(self, timeout: float | None = None) -> dict[str, Any]: ...
     def close(self) -> None: ...
 
 class HostCore:
     def __init__(
         self,
-        store: Any,  # a StoreCore holding every record
+        store: StoreCore,  # holding every record
         workers: int,
         alpha: float,
         policy: str,
