@@ -17,7 +17,7 @@ The next epoch's delivery runs while the rank trains on this one: the worker thr
 records into the store and acknowledges an epoch to the master as soon as :meth:`Exchange.next_epoch`
 returns it. The store holds the cache the master says the rank keeps, plus the records of the
 epoch in flight: when the rank takes an epoch, the worker thread drops the records it no longer
-keeps (within milliseconds, before anything of the next epoch arrives).
+keeps, before anything of the next epoch arrives.
 """
 
 from __future__ import annotations
