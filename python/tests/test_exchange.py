@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import pathlib
 import subprocess
 import sys
@@ -290,6 +291,8 @@ def test_bad_arguments_are_one_line_errors(monkeypatch):
 
 def rank_process(address: str, *args: str) -> subprocess.Popen:
     env = {"UBERSHUFFLE_TOKEN": TOKEN, "PATH": "/usr/bin:/bin"}
+    if "PYTHONPATH" in os.environ:  # a package installed with --target
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return subprocess.Popen(
         [sys.executable, str(HERE / "exchange_rank.py"), address, *args],
         stdout=subprocess.PIPE,
