@@ -65,7 +65,7 @@ def rank_main(address: str, store_dir: str) -> None:
         ids = np.asarray(list(sampler), dtype=np.int64)  # the sampler's order of this epoch
         if not np.array_equal(np.sort(ids), batch.ids):
             raise SystemExit(f"rank {ex.rank}: the sampler and the exchange disagree at epoch {batch.epoch}")
-        if not np.array_equal(ex.store.array[batch.new_ids], truth[batch.new_ids]):
+        if not np.array_equal(ex.store.records(batch.new_ids), truth[batch.new_ids]):
             raise SystemExit(f"rank {ex.rank}: a received record differs at epoch {batch.epoch}")
         checked += len(batch.new_ids)
         received += batch.figures.bytes_received

@@ -46,13 +46,14 @@ def rank_main(address: str, store_dir: str, dist_port: int) -> None:
     )
 
     class StoreDataset(Dataset):
-        """Samples read from the rank's record store (a view of its row, no copy)."""
+        """Samples read from the rank's record store (shared memory: DataLoader worker
+        processes read it too), each copied into a tensor."""
 
         def __len__(self) -> int:
-            return ex.store.points
+            return len(ex.store)
 
         def __getitem__(self, i: int):
-            row = torch.from_numpy(ex.store.array[i].view(np.float32))
+            row = torch.tensor(ex.store[i].view(np.float32))
             return row[:FEATURES], row[FEATURES]
 
     sampler = us.CodedShuffleSampler(POINTS, num_replicas=ex.world, rank=ex.rank, seed=SEED, alpha=ALPHA)

@@ -1,20 +1,20 @@
 //! The exchange's master from Python: `ubershuffle_runtime::exchange::serve` on a background
-//! thread of this process (rank 0 hosting the data plane, `Exchange.host`).
+//! thread of this process (rank 0 hosting the data plane, `Exchange.host`), serving the records
+//! of a record store (`ubershuffle.RecordStore`) that holds the whole data set.
 
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use numpy::PyReadonlyArray2;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use ubershuffle_codes::Records;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
-use ubershuffle_runtime::EpochMetrics;
 use ubershuffle_runtime::exchange::{ServeError, ServeOptions, Serving, serve};
+use ubershuffle_runtime::{EpochMetrics, ShuffledRecords, SizedRecords};
 use ubershuffle_transport::tcp::{MasterListener, TcpConfig};
 
 use crate::errors::{Failure, bad, bad_error, catch, guarded, one_line};
+use crate::store::{SharedStore, StoreCore, locked};
 
 /// How the served run ended: `Ok(lost workers)` or the one-line error.
 type Served = Result<Vec<usize>, String>;
@@ -63,14 +63,14 @@ fn options(
 
 #[pymethods]
 impl HostCore {
-    /// Binds `listen` and serves `records` (a `(points, record_size)` uint8 array, copied) to
-    /// `workers` ranks on a background thread.
+    /// Binds `listen` and serves the records of `store` (which must hold every record of its
+    /// data set) to `workers` ranks on a background thread.
     #[new]
-    #[pyo3(signature = (records, workers, alpha, policy, fraction, scheme, seed, epochs, listen, token, timeout, join_timeout, checkpoint, resume))]
+    #[pyo3(signature = (store, workers, alpha, policy, fraction, scheme, seed, epochs, listen, token, timeout, join_timeout, checkpoint, resume))]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
         py: Python<'_>,
-        records: PyReadonlyArray2<'_, u8>,
+        store: PyRef<'_, StoreCore>,
         workers: usize,
         alpha: f64,
         policy: String,
@@ -85,9 +85,7 @@ impl HostCore {
         checkpoint: Option<String>,
         resume: bool,
     ) -> PyResult<Self> {
-        let view = records.as_array();
-        let width = view.shape()[1];
-        let bytes: Vec<u8> = view.iter().copied().collect();
+        let shared = store.shared();
         let o = catch(|| {
             options(
                 workers,
@@ -104,7 +102,10 @@ impl HostCore {
             )
         })?;
         let (listener, address, serving) = guarded(py, || {
-            let records = Records::from_bytes(width, bytes).map_err(bad_error)?;
+            let index = locked(&shared).index().clone();
+            let records = SizedRecords::new(index, Arc::new(SharedStore(shared)))
+                .map_err(|e| bad(format!("the store does not hold the whole data set: {}", one_line(&e))))?;
+            let records = ShuffledRecords::Sized(records);
             // Settings that do not fit the records, an unknown scheme or another run's
             // checkpoint are refused here, before anything listens.
             let serving = Serving::prepare(records, &o).map_err(|e| match e {

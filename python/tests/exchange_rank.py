@@ -46,7 +46,7 @@ def main() -> None:
             POINTS, num_replicas=ex.world, rank=saved["rank"], seed=SEED, alpha=ALPHA
         )
         before.load_state_dict(saved["sampler"])
-        held = ex.store.present[before.batch()].all()
+        held = all(int(i) in ex.store for i in before.batch())
         print(json.dumps({"rank": ex.rank, "resumed_at": sampler.epoch, "held": bool(held)}), flush=True)
     while True:
         try:

@@ -1,9 +1,14 @@
 """The coded exchange: 4 ranks receive exactly their batches' bytes by coded delivery, in step
-with the sampler; a lost rank is named to the others; a crash of every process resumes."""
+with the sampler, records of any size; the next epoch arrives while a rank trains; a rank's
+store holds its cache; a lost rank is named to the others, who keep the sampler's batches; a
+crash of every process resumes; forked readers see new records; a close from another thread
+ends a wait."""
 
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import pathlib
 import subprocess
 import sys
@@ -14,12 +19,19 @@ import numpy as np
 import pytest
 
 import ubershuffle as us
+from ubershuffle.sources import as_source
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import exchange_rank  # noqa: E402
 
 TOKEN = "exchange-test-token-5Fq8Rz2Lw7Kc4Nv9Bx3Hp"
+
+
+def sampler_of(ex, **kw) -> us.CodedShuffleSampler:
+    """The sampler of ``ex``'s rank on the tests' chain."""
+    kw = {"seed": exchange_rank.SEED, "alpha": exchange_rank.ALPHA, **kw}
+    return us.CodedShuffleSampler(exchange_rank.POINTS, num_replicas=ex.world, rank=ex.rank, **kw)
 
 
 def run_ranks(address: str, n: int, check, policy: str = "partial-local", **kw) -> dict:
@@ -29,15 +41,7 @@ def run_ranks(address: str, n: int, check, policy: str = "partial-local", **kw) 
     def rank() -> None:
         try:
             with us.Exchange.connect(address, token=TOKEN, **kw) as ex:
-                s = us.CodedShuffleSampler(
-                    exchange_rank.POINTS,
-                    num_replicas=ex.world,
-                    rank=ex.rank,
-                    seed=exchange_rank.SEED,
-                    alpha=exchange_rank.ALPHA,
-                    policy=policy,
-                    fraction=0.3 if policy == "partial-local" else None,
-                )
+                s = sampler_of(ex, policy=policy, fraction=0.3 if policy == "partial-local" else None)
                 seen = [check(ex, s, ex.local_batch(s.batch()))]
                 for batch in ex:
                     s.set_epoch(batch.epoch)
@@ -55,20 +59,17 @@ def run_ranks(address: str, n: int, check, policy: str = "partial-local", **kw) 
     return results
 
 
+def hosted(data, workers: int, epochs: int, **kw) -> us.Host:
+    """A master on a thread serving ``data`` with the tests' cache ratio, seed and token."""
+    kw = {"alpha": exchange_rank.ALPHA, "seed": exchange_rank.SEED, "token": TOKEN, **kw}
+    return us.Exchange.host(data, workers=workers, epochs=epochs, **kw)
+
+
 def test_four_ranks_receive_exactly_their_batches_in_step_with_the_sampler():
     data = exchange_rank.data_set()
-    host = us.Exchange.host(
-        data,
-        workers=4,
-        alpha=exchange_rank.ALPHA,
-        epochs=3,
-        policy="partial-local",
-        fraction=0.3,
-        seed=exchange_rank.SEED,
-        token=TOKEN,
-        scheme="coded",
-    )
+    host = hosted(data, 4, 3, policy="partial-local", fraction=0.3, scheme="coded")
     cache: dict = {}
+    ahead: dict = {}
 
     def check(ex, s, batch):
         assert np.array_equal(np.sort(s.batch()), batch.ids), "the sampler and the exchange disagree"
@@ -81,9 +82,19 @@ def test_four_ranks_receive_exactly_their_batches_in_step_with_the_sampler():
             assert batch.figures.new_records == len(batch.new_ids)
             assert batch.figures.coded_packets + batch.figures.uncoded_packets == batch.figures.packets
             assert batch.figures.bytes_received >= batch.figures.packets * data.shape[1]
+            assert batch.figures.padding_bytes == 0  # records of one size: one segment each
+            # The store holds the cache the master says, and besides at most records the last
+            # epoch kept (being dropped now) and records of the next epoch (arriving while this
+            # one trains).
+            assert len(batch.cache) == ex.cache_capacity
+            held = ex.store.held()
+            assert np.isin(batch.cache, held).all()
+            extra, allowed = ahead.get(ex.rank, (np.zeros(0), np.zeros(0)))
+            assert np.isin(extra, np.union1d(allowed, batch.ids)).all()
+            ahead[ex.rank] = (np.setdiff1d(held, batch.cache), before)
             cache[ex.rank] = batch.cache
         else:
-            cache[ex.rank] = np.flatnonzero(ex.store.present)
+            cache[ex.rank] = ex.store.held()
         return batch.epoch
 
     results = run_ranks(host.address, 4, check)
@@ -106,17 +117,153 @@ def test_four_ranks_receive_exactly_their_batches_in_step_with_the_sampler():
     assert all(e["payload_bytes"] == e["transmissions"] * data.shape[1] for e in epochs)
 
 
-def test_memory_mapped_store_holds_the_records(tmp_path):
-    store = us.RecordStore(10, 4, tmp_path / "s")
-    store.array[3] = [1, 2, 3, 4]
-    store.present[3] = True
+def test_a_store_reads_records_of_one_size_as_rows_and_of_uneven_size_as_views(tmp_path):
+    store = us.RecordStore(np.arange(0, 44, 4), tmp_path / "s")
+    store.put_many([3, 4], np.arange(8, dtype=np.uint8))
     store.flush()
-    again = us.RecordStore(10, 4, tmp_path / "s")
-    assert again.records(np.array([3])).tolist() == [[1, 2, 3, 4]]
-    with pytest.raises(KeyError, match="does not hold record 4"):
-        again.records(np.array([3, 4]))
-    with pytest.raises(ValueError, match="a store of shape"):
-        us.RecordStore(11, 4, tmp_path / "s")
+    again = us.RecordStore(np.arange(0, 44, 4), tmp_path / "s")
+    assert again.record_size == 4
+    assert again.records([3, 4]).tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert again.records([4, 3]).tolist() == [[4, 5, 6, 7], [0, 1, 2, 3]]
+    with pytest.raises(KeyError, match="5"):
+        again.records([3, 5])
+    uneven = us.RecordStore([0, 3, 3, 8])
+    uneven.put_many([0, 2], np.frombuffer(b"abcdefgh", dtype=np.uint8))
+    assert uneven.record_size is None
+    assert [bytes(r) for r in uneven.records([2, 0])] == [b"defgh", b"abc"]
+    uneven.close()
+
+
+def uneven_data_set() -> list[bytes]:
+    """Records from 0 to about 3 KB, a few of 20 KB."""
+    rng = np.random.default_rng(exchange_rank.SEED)
+    sizes = rng.integers(0, 3000, size=exchange_rank.POINTS)
+    sizes[::17] = 20_000
+    return [rng.integers(0, 256, size=int(n), dtype=np.uint8).tobytes() for n in sizes]
+
+
+def test_records_of_uneven_size_arrive_whole_in_step_with_the_sampler():
+    data = uneven_data_set()
+    host = hosted(data, 3, 3)
+
+    def check(ex, s, batch):
+        assert np.array_equal(np.sort(s.batch()), batch.ids)
+        assert ex.store.record_size is None
+        records = batch.records
+        assert isinstance(records, list) and len(records) == len(batch)
+        assert all(bytes(r) == data[i] for i, r in zip(batch.ids, records))
+        if batch.epoch > 0:
+            assert batch.figures.padding_bytes > 0
+            assert np.isin(batch.cache, ex.store.held()).all()
+        return batch.epoch
+
+    results = run_ranks(host.address, 3, check, policy="global")
+    assert all(seen == [0, 1, 2, 3] for seen in results.values())
+    epochs = host.join(timeout=30)
+    for e in epochs:
+        # Packets of one segment size (512 bytes, the smallest default), padding counted apart.
+        assert e["payload_bytes"] == e["transmissions"] * 512
+        assert 0 < e["padding_bytes"] < e["payload_bytes"] / 2
+
+
+def test_the_next_epoch_arrives_while_the_rank_trains():
+    """Once a rank has taken epoch 1, epoch 2's records reach its store without another call
+    (before, the master waited for the next call to hear that epoch 1 was taken)."""
+    data = exchange_rank.data_set()
+    host = hosted(data, 2, 3, timeout=30.0)
+    arrived: dict = {}
+
+    def rank() -> None:
+        with us.Exchange.connect(host.address, token=TOKEN) as ex:
+            ahead = sampler_of(ex)
+            batch = ex.next_epoch()
+            ahead.set_epoch(batch.epoch + 1)
+            coming = [int(i) for i in ahead.batch()]
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and not all(i in ex.store for i in coming):
+                time.sleep(0.02)  # "training" on epoch 1
+            arrived[ex.rank] = all(i in ex.store for i in coming)
+            # What the rank no longer keeps is gone: the store holds its cache and the next batch.
+            assert np.array_equal(ex.store.held(), np.union1d(batch.cache, coming))
+            assert np.array_equal(ex.next_epoch().ids, np.sort(coming))
+            for _ in ex:
+                pass
+
+    threads = [threading.Thread(target=rank) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert arrived == {0: True, 1: True}
+    host.join(timeout=30)
+
+
+def test_close_from_another_thread_ends_a_wait():
+    host = hosted(exchange_rank.data_set(), 2, 3, timeout=30.0)
+    exchanges: list = []
+    connected = [
+        threading.Thread(target=lambda: exchanges.append(us.Exchange.connect(host.address, token=TOKEN)))
+        for _ in range(2)
+    ]
+    for t in connected:
+        t.start()
+    for t in connected:
+        t.join(60)
+    waiting, idle = exchanges
+    waiting.next_epoch()  # epoch 1; epoch 2 waits for the idle rank to take its epoch 1
+    outcome: list = []
+
+    def wait() -> None:
+        try:
+            waiting.next_epoch()
+            outcome.append("an epoch")
+        except Exception as e:  # noqa: BLE001 (checked below)
+            outcome.append(e)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.5)
+    started = time.monotonic()
+    waiting.close()  # from this thread, while the other waits: no "Already borrowed"
+    waiter.join(10)
+    assert time.monotonic() - started < 5
+    assert len(outcome) == 1 and isinstance(outcome[0], us.ExchangeClosed), outcome
+    idle.close()
+
+
+def _read_forever(store, requests, answers) -> None:
+    """A persistent DataLoader-like reader: forked once, it reads the records asked for."""
+    while (ids := requests.recv()) is not None:
+        answers.send([bytes(store[int(i)]) for i in ids])
+
+
+def test_a_forked_reader_sees_the_records_of_later_epochs():
+    """A reader forked at epoch 0, as DataLoader forks its persistent workers (torch is not
+    needed: multiprocessing's fork stands in), reads each later epoch's new records, not the
+    zeros of a copy taken at fork."""
+    data = exchange_rank.data_set()
+    host = hosted(data, 2, 3)
+    other = threading.Thread(target=lambda: [None for _ in us.Exchange.connect(host.address, token=TOKEN)])
+    other.start()
+    with us.Exchange.connect(host.address, token=TOKEN) as ex:
+        fork = multiprocessing.get_context("fork")
+        requests, child_requests = fork.Pipe()
+        answers, child_answers = fork.Pipe()
+        reader = fork.Process(
+            target=_read_forever, args=(ex.store, child_requests, child_answers), daemon=True
+        )
+        reader.start()
+        epochs = 0
+        for batch in ex:
+            assert len(batch.new_ids) > 0
+            requests.send(batch.new_ids)
+            assert answers.recv() == [data[i].tobytes() for i in batch.new_ids], f"epoch {batch.epoch}"
+            epochs += 1
+        requests.send(None)
+        reader.join(10)
+    other.join(30)
+    assert epochs == 3
+    host.join(timeout=30)
 
 
 def test_bad_arguments_are_one_line_errors(monkeypatch):
@@ -124,8 +271,10 @@ def test_bad_arguments_are_one_line_errors(monkeypatch):
     data = np.zeros((8, 4), dtype=np.uint8)
     with pytest.raises(ValueError, match="no token"):
         us.Exchange.host(data, workers=2, alpha=0.5, epochs=1)
-    with pytest.raises(ValueError, match="non-empty"):
+    with pytest.raises(TypeError, match="must be 2-D uint8"):
         us.Exchange.host(np.zeros(8, dtype=np.uint8), workers=2, alpha=0.5, epochs=1, token=TOKEN)
+    with pytest.raises(ValueError, match="at least one record"):
+        us.Exchange.host([], workers=2, alpha=0.5, epochs=1, token=TOKEN)
     with pytest.raises(ValueError, match="policy"):
         us.Exchange.host(data, workers=2, alpha=0.5, epochs=1, token=TOKEN, policy="sideways")
     with pytest.raises(ValueError, match="timeout"):
@@ -142,6 +291,8 @@ def test_bad_arguments_are_one_line_errors(monkeypatch):
 
 def rank_process(address: str, *args: str) -> subprocess.Popen:
     env = {"UBERSHUFFLE_TOKEN": TOKEN, "PATH": "/usr/bin:/bin"}
+    if "PYTHONPATH" in os.environ:  # a package installed with --target
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return subprocess.Popen(
         [sys.executable, str(HERE / "exchange_rank.py"), address, *args],
         stdout=subprocess.PIPE,
@@ -153,31 +304,33 @@ def rank_process(address: str, *args: str) -> subprocess.Popen:
 
 def test_a_killed_rank_is_named_to_the_others_within_the_timeout_and_a_new_process_rejoins():
     timeout, epochs = 2.0, 16
-    host = us.Exchange.host(
-        exchange_rank.data_set(),
-        workers=4,
-        alpha=exchange_rank.ALPHA,
-        epochs=epochs,
-        seed=3,
-        token=TOKEN,
-        timeout=timeout,
-    )
+    host = hosted(exchange_rank.data_set(), 4, epochs, timeout=timeout)
     victim = rank_process(host.address, "--hang-after", "1", "--timeout", str(timeout))
     caught: list = []
     finished: list = []
+    disagree: list = []
 
     def survivor() -> None:
         with us.Exchange.connect(host.address, token=TOKEN, timeout=timeout) as ex:
+            s = sampler_of(ex)
+
+            def follow(batch) -> int:
+                # Every survivor keeps the sampler's batch, before and after the loss.
+                s.set_epoch(batch.epoch)
+                if not np.array_equal(np.sort(s.batch()), batch.ids):
+                    disagree.append((ex.rank, batch.epoch))
+                return batch.epoch
+
             try:
                 while True:
-                    ex.next_epoch(timeout=10 * timeout)
+                    follow(ex.next_epoch(timeout=10 * timeout))
             except Exception as e:  # noqa: BLE001 (checked below)
                 caught.append((time.monotonic(), e))
             # The master goes on with the survivors to its last epoch (each epoch "trains" a
             # little, so that the replacement joins while the run goes on).
             last = None
             for batch in ex:
-                last = batch.epoch
+                last = follow(batch)
                 time.sleep(0.25)
             finished.append(last)
 
@@ -198,7 +351,10 @@ def test_a_killed_rank_is_named_to_the_others_within_the_timeout_and_a_new_proce
     rejoined = [json.loads(line) for line in replacement.communicate(timeout=60)[0].splitlines()]
     assert rejoined[-1].get("done"), rejoined
     assert rejoined[0]["rank"] == killed_rank
-    assert all(line["bytes_ok"] for line in rejoined if "epoch" in line) and len(rejoined) > 1
+    assert (
+        all(line["bytes_ok"] and line["agree"] for line in rejoined if "epoch" in line) and len(rejoined) > 1
+    )
+    assert disagree == [], "a survivor's batch left the sampler's"
     assert len(caught) == 3
     for at, e in caught:
         assert isinstance(e, us.RankLost), e
@@ -257,34 +413,53 @@ def test_sampler_state_and_record_store_resume_after_every_process_crashes(tmp_p
         assert all(line["agree"] and line["bytes_ok"] for line in epochs), epochs
 
 
-def test_ranks_receive_from_ubershuffle_serve(tmp_path):
-    """The master in a process of its own: `ubershuffle serve` over a records file."""
+@pytest.mark.parametrize("layout", ["fixed", "folder", "blob"])
+def test_ranks_receive_from_ubershuffle_serve(tmp_path, layout):
+    """The master in a process of its own: `ubershuffle serve` over a file of records of one
+    size, a folder of records of uneven size (sorted as `as_source` sorts them), or a blob of
+    them with an index of u64 offsets."""
     from conftest import find_cli
 
     cli = find_cli()
     if cli is None:
         pytest.skip("the ubershuffle binary is not built (cargo build --release -p ubershuffle)")
-    data = exchange_rank.data_set()
-    (tmp_path / "data.bin").write_bytes(data.tobytes())
+    if layout == "fixed":
+        data = list(exchange_rank.data_set())
+        (tmp_path / "data.bin").write_bytes(b"".join(r.tobytes() for r in data))
+        records = ["--records", str(tmp_path / "data.bin"), "--record-size", str(exchange_rank.WIDTH)]
+    else:
+        data = uneven_data_set()
+        folder = tmp_path / "records"
+        for i, r in enumerate(data):
+            (folder / f"{i % 7}").mkdir(parents=True, exist_ok=True)
+            (folder / f"{i % 7}" / f"{i:04d}.bin").write_bytes(r)
+        data = [as_source(folder).record(i).tobytes() for i in range(len(data))]  # in as_source's order
+        records = ["--records-dir", str(folder)]
+        if layout == "blob":
+            (tmp_path / "blob.bin").write_bytes(b"".join(data))
+            offsets = np.cumsum([0] + [len(r) for r in data]).astype("<u8")
+            (tmp_path / "blob.u64").write_bytes(offsets.tobytes())
+            records = ["--records", str(tmp_path / "blob.bin"), "--index", str(tmp_path / "blob.u64")]
     with socket_port() as port:
         address = f"127.0.0.1:{port}"
     master = subprocess.Popen(
-        [str(cli), "serve", "--records", str(tmp_path / "data.bin"), "--record-size", str(data.shape[1]),
-         "--workers", "2", "--alpha", str(exchange_rank.ALPHA), "--seed", str(exchange_rank.SEED),
-         "--epochs", "2", "--listen", address, "--json"],
+        [str(cli), "serve", *records, "--workers", "2", "--alpha", str(exchange_rank.ALPHA),
+         "--seed", str(exchange_rank.SEED), "--epochs", "2", "--listen", address, "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={"UBERSHUFFLE_TOKEN": TOKEN},
     )  # fmt: skip
 
     def check(ex, s, batch):
         assert np.array_equal(np.sort(s.batch()), batch.ids)
-        assert np.array_equal(batch.records, data[batch.ids])
+        assert [ex.store[int(i)].tobytes() for i in batch.ids] == [bytes(data[i]) for i in batch.ids]
         return batch.epoch
 
     results = run_ranks(address, 2, check, policy="global", join_timeout=30)
     out, _ = master.communicate(timeout=60)
     assert master.returncode == 0
     assert all(seen == [0, 1, 2] for seen in results.values())
-    assert [e["epoch"] for e in json.loads(out)["epochs"]] == [1, 2]
+    epochs = json.loads(out)["epochs"]
+    assert [e["epoch"] for e in epochs] == [1, 2]
+    assert all((e["padding_bytes"] > 0) == (layout != "fixed") for e in epochs)
 
 
 def socket_port():

@@ -50,6 +50,18 @@ class Checked(Dataset):
         return i, int(hashlib.blake2b(data.tobytes(), digest_size=4).hexdigest(), 16)
 
 
+def write_atomic(path: pathlib.Path, text: str) -> None:
+    """Writes ``path`` whole or not at all (torchrun may kill this rank at any moment)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_log(path: pathlib.Path, log: dict) -> None:
+    """This rank's log, written atomically."""
+    write_atomic(path, json.dumps(log))
+
+
 def main() -> None:
     out = pathlib.Path(sys.argv[1])
     opts = dict(a.split("=", 1) for a in sys.argv[2:])
@@ -92,7 +104,7 @@ def main() -> None:
     if sg.is_store:
         served = sg.serve()
         log["served"] = [{k: v for k, v in f.items()} for f in served]
-        log_path.write_text(json.dumps(log))
+        write_log(log_path, log)
         return
     # Worker processes forked (the default) or spawned (the group is pickled into them as a
     # reader of the rank's store), persistent: they must read each epoch's records.
@@ -107,14 +119,14 @@ def main() -> None:
     )
     kill_at = int(opts.get("kill_at", -1))
     stall = int(opts.get("stall", -1))
-    (out / f"pid-{rank}").write_text(str(os.getpid()))
+    write_atomic(out / f"pid-{rank}", str(os.getpid()))
     for epoch in range(first, epochs):
         try:
             sg.set_epoch(epoch)
         except TimeoutError as e:
             # A rank stopped answering (the stall scenario): say who noticed what, end it.
             log["timeout"] = str(e)
-            log_path.write_text(json.dumps(log))
+            write_log(log_path, log)
             os.kill(int((out / f"pid-{stall}").read_text()), signal.SIGKILL)
             os._exit(3)
         if epoch == 0 and rank == stall:
@@ -135,16 +147,14 @@ def main() -> None:
                 bad.append(int(i))
         log["epochs"][str(epoch)] = {"served": served, "bad": bad}
         log["figures"][str(epoch)] = sg.figures(epoch)
-        log_path.write_text(json.dumps(log))
+        write_log(log_path, log)
         if opts.get("save_each") and rank == sg._trainers[0]:
             state = json.loads(state_bytes(sg.state_dict()))
-            tmp = checkpoint.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"epoch": epoch + 1, "state": state}))
-            tmp.replace(checkpoint)
+            write_atomic(checkpoint, json.dumps({"epoch": epoch + 1, "state": state}))
         if stall < 0:
             dist.barrier(group=sg.train_group)
     log["held"] = len(sg.held())
-    log_path.write_text(json.dumps(log))
+    write_log(log_path, log)
     sg.close()
     dist.destroy_process_group()
 

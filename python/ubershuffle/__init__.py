@@ -4,7 +4,8 @@
 (the same instances, seeds and schemes as the ``ubershuffle`` command line, so the counts are
 the same), and offers :class:`CodedShuffleSampler`, a drop-in for
 ``torch.utils.data.DistributedSampler`` whose epochs follow the project's epoch chain, and
-:class:`Exchange`, the data plane that delivers each rank's new batch by coded multicast.
+:class:`Exchange`, the data plane that delivers each rank's new batch by coded multicast into
+its :class:`RecordStore` (records of any size, shared by DataLoader worker processes).
 
 Planning::
 
@@ -27,7 +28,6 @@ from .exchange import (
     ExchangeFinished,
     Host,
     RankLost,
-    RecordStore,
 )
 from .planning import (
     LowerBound,
@@ -41,6 +41,7 @@ from .planning import (
     verify,
 )
 from .sampler import CodedShuffleSampler
+from .store import RecordStore
 
 __all__ = [
     "CodedShuffleSampler",

@@ -101,18 +101,14 @@ class EpochIter:
 
 class ExchangeCore:
     def __init__(self, address: str, token: str, timeout: float, join_timeout: float) -> None: ...
-    def next_event(
-        self,
-        store: npt.NDArray[np.uint8] | None,
-        present: npt.NDArray[np.bool_] | None,
-        timeout: float | None = None,
-    ) -> dict[str, Any]: ...
+    def attach(self, store: StoreCore) -> None: ...
+    def next_event(self, timeout: float | None = None) -> dict[str, Any]: ...
     def close(self) -> None: ...
 
 class HostCore:
     def __init__(
         self,
-        records: npt.NDArray[np.uint8],
+        store: StoreCore,  # holding every record
         workers: int,
         alpha: float,
         policy: str,

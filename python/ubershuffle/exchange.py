@@ -1,33 +1,47 @@
-"""``Exchange``: the coded data plane of a training job. Each rank keeps a local record store
-(its cache of fixed-size records) and, each epoch, receives exactly the records of its new
-batch that it lacks, by the coded delivery the master plans (the runtime's epoch loop over the
-workspace's TCP transport), each checked against the master's checksum.
+"""``Exchange``: the coded data plane of a training job. Each rank keeps its records in a
+:class:`ubershuffle.RecordStore` (its cache, records of any size, in shared memory or in
+``store_dir``) and, each epoch, receives exactly the records of its new batch that it lacks, by
+the coded delivery the master plans (the runtime's epoch loop over the workspace's TCP
+transport, planned and coded on fixed-size segments of the records), each checked against the
+master's checksum.
 
-The master holds the whole data set: ``ubershuffle serve --records FILE --record-size B ...``
-in a process of its own, or :meth:`Exchange.host` on a background thread of any process (rank
-0, say). Its chain (``workers``, ``alpha``, ``policy``, ``fraction``, ``seed``) is the one of
-:class:`ubershuffle.CodedShuffleSampler` for the same values, so the sampler of rank
-``exchange.rank`` serves exactly the indices of each delivered batch.
+The master holds the whole data set: ``ubershuffle serve`` in a process of its own (``--records
+FILE --record-size B``, ``--records FILE --index FILE`` or ``--records-dir DIR``), or
+:meth:`Exchange.host` on a background thread of any process (rank 0, say), which takes what
+:func:`ubershuffle.sources.as_source` takes. Its chain (``workers``, ``alpha``, ``policy``,
+``fraction``, ``seed``) is the one of :class:`ubershuffle.CodedShuffleSampler` for the same
+values, so the sampler of rank ``exchange.rank`` serves exactly the indices of each delivered
+batch, also after a rank is lost (the master keeps every rank's place in the chain).
+
+The next epoch's delivery runs while the rank trains on this one: the worker thread writes its
+records into the store and acknowledges an epoch to the master as soon as :meth:`Exchange.next_epoch`
+returns it. The store holds the cache the master says the rank keeps, plus the records of the
+epoch in flight: when the rank takes an epoch, the worker thread drops the records it no longer
+keeps, before anything of the next epoch arrives.
 """
 
 from __future__ import annotations
 
 import os
-import pathlib
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from . import _native
+from .sources import as_source
+from .store import RecordStore
 
 TOKEN_VAR = "UBERSHUFFLE_TOKEN"
 
 
 class RankLost(RuntimeError):
     """Another rank left the exchange (killed, or slower than the timeout): ``ranks`` names
-    them. The master goes on without them (and takes a restarted process back at an epoch
-    boundary); the batches after a loss are those of the remaining ranks."""
+    them. The master goes on with the rest, each keeping its own batch (the sampler's): the
+    lost ranks' batches are not delivered, so their records go untrained, until a restarted
+    process takes a lost place (at an epoch boundary) and gets that rank's batch from then on.
+    Call :meth:`Exchange.next_epoch` again for the epoch."""
 
     def __init__(self, ranks: list[int]) -> None:
         self.ranks = list(ranks)
@@ -51,75 +65,33 @@ def _token(token: str | None) -> str:
     return token
 
 
-class RecordStore:
-    """A rank's records, row ``i`` holding record ``i``: a ``(points, record_size)`` uint8
-    array, in memory, or with ``directory`` a memory-mapped file there (sparse: only the rows
-    received take space, so the data set may exceed memory), kept across restarts with the
-    mask of the rows it holds."""
-
-    def __init__(self, points: int, record_size: int, directory: str | os.PathLike | None = None) -> None:
-        self.points, self.record_size = int(points), int(record_size)
-        self.directory = None if directory is None else pathlib.Path(directory)
-        if self.directory is None:
-            self.array = np.zeros((self.points, self.record_size), dtype=np.uint8)
-            self.present = np.zeros(self.points, dtype=np.bool_)
-            return
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.array = self._mapped("records.u8", (self.points, self.record_size), np.uint8)
-        self.present = self._mapped("present.u8", (self.points,), np.bool_)
-
-    def _mapped(self, name: str, shape: tuple, dtype: Any) -> np.ndarray:
-        assert self.directory is not None
-        path = self.directory / name
-        size = int(np.prod(shape)) * np.dtype(dtype).itemsize
-        if path.exists() and path.stat().st_size != size:
-            raise ValueError(
-                f"{path} holds {path.stat().st_size} bytes, a store of shape {shape} needs {size}"
-            )
-        mode = "r+" if path.exists() else "w+"
-        return np.memmap(path, dtype=dtype, mode=mode, shape=shape)
-
-    def records(self, ids: np.ndarray) -> np.ndarray:
-        """The records ``ids`` (a view when they are consecutive, else a copy); every one must
-        be held."""
-        ids = np.asarray(ids, dtype=np.int64)
-        missing = ids[~self.present[ids]] if len(ids) else ids
-        if len(missing):
-            raise KeyError(f"the store does not hold record {int(missing[0])} ({len(missing)} missing)")
-        if len(ids) and np.all(np.diff(ids) == 1):
-            return self.array[ids[0] : ids[-1] + 1]
-        return self.array[ids]
-
-    def flush(self) -> None:
-        """Writes a memory-mapped store to its files (a no-op in memory)."""
-        for a in (self.array, self.present):
-            if isinstance(a, np.memmap):
-                a.flush()
-
-
 @dataclass(frozen=True)
 class EpochFigures:
     """What one epoch cost this rank: payload bytes received (broadcasts it took part in
-    included), the plan's packets it needed (``coded_packets`` XORs of several records, the
-    rest single records), the records new to it, and seconds receiving, decoding (and
-    checking), and filling the store."""
+    included), the plan's packets it needed (``coded_packets`` XORs of several records' pieces,
+    the rest single pieces), the bytes of those packets beyond their records' data
+    (``padding_bytes``: records of uneven size travel in fixed-size segments; 0 for records of
+    one size), the records new to it, seconds receiving and decoding (and checking), and how
+    long :meth:`Exchange.next_epoch` waited for the epoch (``wait_seconds``: near 0 when the
+    epoch arrived while the rank trained on the one before)."""
 
     bytes_received: int
     packets: int
     coded_packets: int
     uncoded_packets: int
+    padding_bytes: int
     new_records: int
     receive_seconds: float
     decode_seconds: float
-    fill_seconds: float
+    wait_seconds: float
 
 
 @dataclass(frozen=True)
 class EpochBatch:
     """One epoch's batch at this rank: ``ids`` (sorted), the ``new_ids`` among them that
-    arrived this epoch, the ``cache`` kept for the next epoch, and the epoch's ``figures``.
-    :attr:`records` are the batch's bytes from the store (a view when the ids are
-    consecutive); :meth:`record` is a zero-copy view of one."""
+    arrived this epoch, the ``cache`` kept for the next epoch (the batch included), and the
+    epoch's ``figures``. :attr:`records` are the batch's bytes from the store; :meth:`record`
+    is a zero-copy view of one (``store[i]`` of any id of the batch, as well)."""
 
     epoch: int
     ids: np.ndarray
@@ -129,13 +101,15 @@ class EpochBatch:
     store: RecordStore
 
     @property
-    def records(self) -> np.ndarray:
-        """The batch's records, ``(len(ids), record_size)`` uint8."""
+    def records(self) -> np.ndarray | list[np.ndarray]:
+        """The batch's records: for a data set of one record size a ``(len(ids),
+        record_size)`` uint8 array (a view when the ids are consecutive, else a copy),
+        otherwise a list of zero-copy views (:meth:`RecordStore.records`)."""
         return self.store.records(self.ids)
 
     def record(self, k: int) -> np.ndarray:
-        """A view of the store's row of the ``k``-th id."""
-        return self.store.array[int(self.ids[k])]
+        """A read-only view of the record of the ``k``-th id."""
+        return self.store[int(self.ids[k])]
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -147,20 +121,26 @@ class Exchange:
     new records written into :attr:`store` and checked. Epoch 0's batch is in the starting
     cache: :meth:`local_batch` with the sampler's ``batch()``.
 
-    The master acknowledges an epoch once this rank has taken it, and meanwhile delivers the
-    next one: the timeout (the master's) must exceed one epoch of training.
+    :meth:`next_epoch` hands over an epoch the worker thread has already written into the
+    store and lets the master deliver the next one while the rank trains on it; the master
+    waits for the rank's next call, so its timeout must exceed one epoch of training. Taking
+    an epoch drops from the store the records the rank no longer keeps (the new batch stays):
+    records of the epoch before are not to be read once :meth:`next_epoch` is called (a
+    DataLoader iterates one epoch at a time).
     """
 
     def __init__(self, core: Any, store: RecordStore, joined: dict) -> None:
         self._core = core
         self.store = store
+        """The rank's :class:`ubershuffle.RecordStore`: ``store[i]`` is record ``i``'s bytes
+        (a read-only view) while the rank holds it, in this process and in DataLoader worker
+        processes (forked or spawned, persistent or not)."""
         self.rank: int = int(joined["rank"])
         """This rank's place in the chain (pass it to the sampler as ``rank``)."""
         self.world: int = int(joined["world"])
         """Ranks in the exchange (the sampler's ``num_replicas``)."""
         self.cache_capacity: int = int(joined["cache_capacity"])
         self._group = list(range(self.world))
-        self._closed = False
 
     @classmethod
     def connect(
@@ -174,14 +154,20 @@ class Exchange:
     ) -> Exchange:
         """Joins the master at ``address`` (``HOST:PORT``) with the cluster's ``token``
         (default: ``$UBERSHUFFLE_TOKEN``), waits (without the GIL) until every rank has joined
-        and this rank's starting cache has arrived in its store (in memory, or memory-mapped in
-        ``store_dir``), and returns the exchange."""
+        and this rank's starting cache has arrived in its store (in shared memory, or in
+        ``store_dir``, kept across restarts: records it holds already are reused), and returns
+        the exchange."""
         core = _native.ExchangeCore(str(address), _token(token), float(timeout), float(join_timeout))
-        event = core.next_event(None, None, float(join_timeout) + float(timeout))
+        event = core.next_event(float(join_timeout) + float(timeout))
         if event["kind"] != "joined":
             core.close()
             raise ExchangeClosed(_ended_message(event, "joining the master"))
-        store = RecordStore(event["points"], event["record_size"], store_dir)
+        try:
+            store = RecordStore(event["offsets"], store_dir)
+            core.attach(store._core)
+        except BaseException:
+            core.close()
+            raise
         exchange = cls(core, store, event)
         while True:
             event = exchange._event(2 * float(timeout))
@@ -192,20 +178,20 @@ class Exchange:
                 raise ExchangeClosed(_ended_message(event, "receiving the starting cache"))
 
     def _event(self, timeout: float | None) -> dict:
-        if self._closed:
-            raise ExchangeClosed("the exchange was closed")
-        return self._core.next_event(self.store.array, self.store.present, timeout)
+        return self._core.next_event(timeout)
 
     def next_epoch(self, timeout: float | None = None) -> EpochBatch:
         """Waits (without the GIL; ``timeout`` seconds, ``None``: as long as the master is
         heard from) for the next epoch's delivery and returns its batch. Raises
         :class:`RankLost` when the master announces that ranks left, :class:`ExchangeClosed`
-        after the last epoch or when the connection fails, ``TimeoutError`` past ``timeout``."""
+        after the last epoch, when the connection fails or once :meth:`close` was called (from
+        any thread), ``TimeoutError`` past ``timeout``."""
+        started = time.perf_counter()
         while True:
             event = self._event(timeout)
             kind = event["kind"]
             if kind == "epoch":
-                return self._batch(event)
+                return self._batch(event, time.perf_counter() - started)
             if kind == "members":
                 group = [int(w) for w in event["workers"]]
                 lost = [w for w in self._group if w not in group]
@@ -221,17 +207,17 @@ class Exchange:
                     raise ExchangeFinished("the master finished its epochs")
                 raise ExchangeClosed(_ended_message(event, "waiting for the next epoch"))
 
-    def _batch(self, event: dict) -> EpochBatch:
-        self.store.flush()
+    def _batch(self, event: dict, waited: float) -> EpochBatch:
         figures = EpochFigures(
             bytes_received=int(event["bytes_received"]),
             packets=int(event["packets"]),
             coded_packets=int(event["coded_packets"]),
             uncoded_packets=int(event["uncoded_packets"]),
+            padding_bytes=int(event["padding_bytes"]),
             new_records=len(event["new_ids"]),
             receive_seconds=float(event["receive_seconds"]),
             decode_seconds=float(event["decode_seconds"]),
-            fill_seconds=float(event["fill_seconds"]),
+            wait_seconds=waited,
         )
         return EpochBatch(
             int(event["epoch"]), event["batch"], event["new_ids"], event["cache"], figures, self.store
@@ -243,7 +229,7 @@ class Exchange:
         ids = np.sort(np.asarray(ids, dtype=np.int64))
         self.store.records(ids)  # checks they are held
         empty = np.zeros(0, dtype=np.int64)
-        figures = EpochFigures(0, 0, 0, 0, 0, 0.0, 0.0, 0.0)
+        figures = EpochFigures(0, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0)
         return EpochBatch(int(epoch), ids, empty, empty, figures, self.store)
 
     def __iter__(self) -> Exchange:
@@ -256,10 +242,12 @@ class Exchange:
             raise StopIteration from None
 
     def close(self) -> None:
-        """Leaves the exchange (the master sees this rank gone) and flushes the store."""
-        if not self._closed:
-            self._closed = True
-            self._core.close()
+        """Leaves the exchange (the master sees this rank gone); safe from any thread, also
+        while another waits in :meth:`next_epoch` (which then raises :class:`ExchangeClosed`).
+        A store kept in ``store_dir`` is flushed; a temporary one stays readable until the
+        exchange is garbage collected."""
+        self._core.close()
+        if not self.store.temporary:
             self.store.flush()
 
     def __enter__(self) -> Exchange:
@@ -270,7 +258,7 @@ class Exchange:
 
     @staticmethod
     def host(
-        records: np.ndarray,
+        records: Any,
         *,
         workers: int,
         alpha: float,
@@ -286,37 +274,42 @@ class Exchange:
         checkpoint: str | os.PathLike | None = None,
         resume: bool = False,
     ) -> Host:
-        """Serves ``records`` (a ``(points, record_size)`` uint8 array, copied) to ``workers``
-        ranks on a background thread of this process, ``epochs`` epochs of coded delivery
-        (``ubershuffle serve`` in-process); returns the :class:`Host`, whose ``address`` the
-        ranks connect to.
+        """Serves ``records`` (anything :func:`ubershuffle.sources.as_source` takes: a 2-D
+        uint8 array, a folder, a list of paths, a sequence of bytes-like objects, a blob with
+        its offsets; read once into a temporary :class:`ubershuffle.RecordStore`) to
+        ``workers`` ranks on a background thread of this process, ``epochs`` epochs of coded
+        delivery (``ubershuffle serve`` in-process); returns the :class:`Host`, whose
+        ``address`` the ranks connect to.
 
-        Raises ``ValueError`` at once, before anything listens, for settings that do not fit
-        the records (a cache smaller than a batch, more workers than records), an unknown
-        scheme or a checkpoint of another run; what goes wrong while serving is raised by
-        :meth:`Host.join`."""
-        records = np.ascontiguousarray(records, dtype=np.uint8)
-        if records.ndim != 2 or records.shape[0] == 0 or records.shape[1] == 0:
-            raise ValueError(
-                f"records must be a non-empty (points, record_size) uint8 array, got {records.shape}"
+        Raises ``ValueError`` (``TypeError`` for records of no kind it takes) at once, before
+        anything listens, for settings that do not fit the records (a cache smaller than a
+        batch, more workers than records), an unknown scheme or a checkpoint of another run;
+        what goes wrong while serving is raised by :meth:`Host.join`."""
+        source = as_source(records)
+        token = _token(token)
+        store = RecordStore(source.offsets)
+        try:
+            source.load(store, np.arange(len(source)))
+            core = _native.HostCore(
+                store._core,
+                int(workers),
+                float(alpha),
+                str(policy),
+                None if fraction is None else float(fraction),
+                str(scheme),
+                int(seed),
+                int(epochs),
+                str(listen),
+                token,
+                float(timeout),
+                float(join_timeout),
+                None if checkpoint is None else os.fspath(checkpoint),
+                bool(resume),
             )
-        core = _native.HostCore(
-            records,
-            int(workers),
-            float(alpha),
-            str(policy),
-            None if fraction is None else float(fraction),
-            str(scheme),
-            int(seed),
-            int(epochs),
-            str(listen),
-            _token(token),
-            float(timeout),
-            float(join_timeout),
-            None if checkpoint is None else os.fspath(checkpoint),
-            bool(resume),
-        )
-        return Host(core)
+        except BaseException:
+            store.close()
+            raise
+        return Host(core, store)
 
 
 def _ended_message(event: dict, doing: str) -> str:
@@ -329,10 +322,12 @@ def _ended_message(event: dict, doing: str) -> str:
 
 
 class Host:
-    """A master serving on a background thread (:meth:`Exchange.host`)."""
+    """A master serving on a background thread (:meth:`Exchange.host`), from a temporary
+    record store of the whole data set (removed when the host is garbage collected)."""
 
-    def __init__(self, core: Any) -> None:
+    def __init__(self, core: Any, store: RecordStore) -> None:
         self._core = core
+        self._store = store
         self.address: str = core.address
         """``HOST:PORT`` the ranks connect to."""
 

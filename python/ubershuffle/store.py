@@ -68,6 +68,8 @@ class RecordStore:
 
     def _map(self, offsets: np.ndarray) -> None:
         self.offsets = offsets
+        sizes = np.diff(offsets)
+        self._width = int(sizes[0]) if len(sizes) and bool((sizes == sizes[0]).all()) else None
         total = int(offsets[-1])
         self._data = (
             np.memmap(self.directory / _RECORDS, dtype=np.uint8, mode="r", shape=(total,))
@@ -108,6 +110,30 @@ class RecordStore:
         view = view.view(np.ndarray)
         view.flags.writeable = False
         return view
+
+    @property
+    def record_size(self) -> int | None:
+        """Bytes per record when every record of the data set has the same size, else ``None``."""
+        return self._width
+
+    def records(self, ids: Any) -> np.ndarray | list[np.ndarray]:
+        """The records ``ids``, each held (``KeyError`` names the first that is not): for a data
+        set of one record size a read-only ``(len(ids), record_size)`` uint8 array (a view when
+        the ids are consecutive, else a copy), otherwise a list of read-only views."""
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        inside = (ids >= 0) & (ids < len(self))
+        held = np.zeros(len(ids), dtype=np.bool_)
+        held[inside] = self._held[ids[inside]] != 0
+        if not held.all():
+            raise KeyError(int(ids[np.argmin(held)]))
+        if self._width is None:
+            return [self[int(i)] for i in ids]
+        table = self._data.view(np.ndarray)[: len(self) * self._width].reshape(len(self), self._width)
+        if len(ids) and bool((np.diff(ids) == 1).all()):
+            return table[ids[0] : ids[-1] + 1]
+        rows = table[ids]
+        rows.flags.writeable = False
+        return rows
 
     def held(self) -> np.ndarray:
         """The records held, sorted (int64)."""

@@ -400,17 +400,29 @@ pub struct WorkerArgs {
 
 /// Flags of `ubershuffle serve`.
 #[derive(Debug, Args)]
-#[command(after_help = "Example:\n  \
+#[command(after_help = "Examples:\n  \
     UBERSHUFFLE_TOKEN=s3cret ubershuffle serve --records data.bin --record-size 4096 --workers 4 \\\n    \
-    --alpha 0.5 --epochs 10 --listen 127.0.0.1:7070\n\
-Each rank then calls ubershuffle.Exchange.connect(\"127.0.0.1:7070\") from Python.")]
+    --alpha 0.5 --epochs 10 --listen 127.0.0.1:7070\n  \
+    ubershuffle serve --records-dir images/ --workers 4 --alpha 0.5 --epochs 10 --listen 127.0.0.1:7070\n  \
+    ubershuffle serve --records blob.bin --index blob.u64 --workers 4 --alpha 0.5 --listen 127.0.0.1:7070\n\
+Each rank then calls ubershuffle.Exchange.connect(\"127.0.0.1:7070\") from Python.\n\
+An index (--index) is records + 1 little-endian u64 offsets into --records, the first 0, the last\n\
+its size (a RecordStore's index.u64 and RecordSource.from_blob's offsets have this form).")]
 pub struct ServeArgs {
-    /// The data set: a file of fixed-size records, record i at byte i * record-size.
-    #[arg(long, value_name = "FILE")]
-    pub records: PathBuf,
-    /// Bytes per record.
-    #[arg(long, value_name = "B")]
-    pub record_size: usize,
+    /// The data set in one file: records of one size (--record-size), or laid end to end at
+    /// the offsets of an index file (--index).
+    #[arg(long, value_name = "FILE", required_unless_present = "records_dir")]
+    pub records: Option<PathBuf>,
+    /// Bytes per record of --records: record i at byte i * B.
+    #[arg(long, value_name = "B", requires = "records", conflicts_with = "index")]
+    pub record_size: Option<usize>,
+    /// The offsets of the records of --records: records + 1 little-endian u64 numbers.
+    #[arg(long, value_name = "FILE", requires = "records")]
+    pub index: Option<PathBuf>,
+    /// The data set as a folder, one record a file: every regular file under it (names
+    /// starting with '.' skipped), sorted by path, as ubershuffle.sources.as_source sorts them.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["records", "record_size", "index"])]
+    pub records_dir: Option<PathBuf>,
     /// Workers (Python ranks) to admit.
     #[arg(long, value_name = "N")]
     pub workers: usize,

@@ -65,6 +65,12 @@ pub enum ConfigError {
         /// The learner's.
         expected: usize,
     },
+    /// Records of any size for a learner that reads records of one width.
+    #[error("the training records are of any size, the learner reads records of {expected} bytes")]
+    SizedRecords {
+        /// The learner's width.
+        expected: usize,
+    },
     /// A starting partition that is not one.
     #[error("starting partition: {0}")]
     StartingPartition(String),

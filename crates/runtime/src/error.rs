@@ -125,6 +125,21 @@ impl From<ubershuffle_core::epoch_chain::ChainError> for RuntimeError {
     }
 }
 
+impl From<crate::exchange::SegmentEpochError> for RuntimeError {
+    fn from(e: crate::exchange::SegmentEpochError) -> Self {
+        use crate::exchange::SegmentEpochError;
+        use ubershuffle_codes::SegmentError;
+        match e {
+            SegmentEpochError::Chain(c) => c.into(),
+            SegmentEpochError::Verify(v) => RuntimeError::Verify(v),
+            SegmentEpochError::Segment(SegmentError::Instance(i)) => RuntimeError::Instance(i),
+            SegmentEpochError::Segment(s) => {
+                RuntimeError::Codec(CodecError::MalformedPacket { reason: s.to_string() })
+            }
+        }
+    }
+}
+
 /// How a peer broke the protocol.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
@@ -170,15 +185,23 @@ pub enum ProtocolError {
         /// The attempt under way.
         current_attempt: u32,
     },
-    /// Records whose bytes do not fit the record width.
-    #[error("{records} records in {bytes} bytes do not fit the record width {width}")]
+    /// Records whose bytes do not fit the job's record sizes.
+    #[error("{records} records in {bytes} bytes do not have the job's record sizes")]
     RecordBytes {
         /// Records listed.
         records: usize,
         /// Bytes present.
         bytes: usize,
-        /// The record width.
-        width: usize,
+    },
+    /// A job whose records are neither of one width nor of listed sizes, one per point.
+    #[error("a job of {points} points gives records of {width} bytes and {} sizes", sizes.map_or("no".to_string(), |n| n.to_string()))]
+    JobRecords {
+        /// The job's points.
+        points: u32,
+        /// Its record width (0: uneven).
+        width: u32,
+        /// How many sizes it lists, if any.
+        sizes: Option<usize>,
     },
     /// An order whose plan indices and transmissions disagree.
     #[error("an order lists {indices} plan indices for {transmissions} transmissions")]

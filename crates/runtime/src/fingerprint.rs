@@ -22,9 +22,6 @@ pub struct RunFingerprint(BTreeMap<String, String>);
 impl RunFingerprint {
     /// The fingerprint of a run of `config` planned by `planner` over `data`.
     pub fn of(config: &CheckedRunConfig, planner: &str, data: &RunData) -> RunFingerprint {
-        let digest = |r: &ubershuffle_codes::Records| {
-            format!("{}x{}:{:08x}", r.len(), r.width(), crc32c::crc32c(r.as_bytes()))
-        };
         let mut keys = BTreeMap::new();
         let mut put = |k: &str, v: String| keys.insert(k.to_string(), v);
         put("workers", config.workers.to_string());
@@ -36,7 +33,8 @@ impl RunFingerprint {
         put("planner", planner.to_string());
         put("plan-budget", format!("{}s", config.plan_budget.as_secs_f64()));
         put("candidates", config.candidates.map_or_else(|| "none".to_string(), |c| c.to_string()));
-        put(DATA, format!("train {}, held-out {}", digest(&data.train), digest(&data.held_out)));
+        let held_out = crate::run_data::fixed_digest(&data.held_out);
+        put(DATA, format!("train {}, held-out {held_out}", data.train.digest()));
         RunFingerprint(keys)
     }
 

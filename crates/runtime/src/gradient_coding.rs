@@ -59,7 +59,7 @@ pub fn coded_job(
         .with_policy(ExchangePolicy::Local)
         .with_deadline(deadline)
         .check(roles.records.len())?;
-    let data = RunData { train: roles.records, held_out: plain_role_records(&params, measured)? };
+    let data = RunData { train: roles.records.into(), held_out: plain_role_records(&params, measured)? };
     Ok(CodedJob { config, data, start: roles.blocks, learner })
 }
 

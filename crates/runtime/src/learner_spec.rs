@@ -42,7 +42,7 @@ pub enum LearnerSpec {
     /// No training: the run only moves records of `width` bytes (the data plane of
     /// [`crate::exchange`]).
     Records {
-        /// Bytes per record.
+        /// Bytes per record (0: records of any size).
         width: usize,
     },
 }

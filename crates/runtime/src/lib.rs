@@ -26,6 +26,7 @@ mod routing;
 mod run_data;
 pub mod spec;
 mod worker;
+mod worker_store;
 
 pub use checkpoint::{Checkpoint, ResumePoint};
 pub use config::{CheckedRunConfig, RunConfig};
@@ -39,6 +40,7 @@ pub use learner_spec::LearnerSpec;
 pub use master::{Master, RunReport};
 pub use metrics::{EpochMetrics, metrics_csv};
 pub use phases::{Phase, PhaseTimer};
-pub use run_data::RunData;
+pub use run_data::{RunData, ShuffledRecords, SizedRecords};
 pub use spec::{PreparedRun, RunSpec};
 pub use worker::{WorkerExit, WorkerOptions, WorkerSummary, run_worker, run_worker_with};
+pub use worker_store::{MemoryStore, ReadRecords, WorkerStore, read_found};

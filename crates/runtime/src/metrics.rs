@@ -20,6 +20,11 @@ pub struct EpochMetrics {
     pub transmissions: usize,
     /// What uncoded shuffling would have sent.
     pub uncoded_transmissions: usize,
+    /// Bytes of the transmissions beyond their records' data: records of uneven size travel
+    /// in fixed-size segments, and a packet is as long as its longest part's segment (0 for
+    /// records of one size, which are one segment each).
+    #[serde(default)]
+    pub padding_bytes: u64,
     /// Transmissions sent in broadcasts (each counted once, however many receive it).
     pub broadcast_packets: usize,
     /// Transmission copies sent point to point. With `broadcast_packets`, what went on the

@@ -7,7 +7,9 @@
 //! message of an abandoned attempt is recognised and dropped. Parsing checks every length
 //! first: a malformed message is an error, never a panic.
 
-use ubershuffle_codes::PacketBatch;
+use std::sync::Arc;
+
+use ubershuffle_codes::{PacketBatch, RecordIndex, Segmentation};
 use ubershuffle_core::Plan;
 use ubershuffle_core::wire::{
     ByteReader, decode_plan, encode_plan, push_bytes, push_f64, push_u32, push_u32_list, push_u64,
@@ -60,7 +62,7 @@ pub struct JobSpec {
     pub workers: u32,
     /// Number of data points `q`.
     pub points: u32,
-    /// Bytes per record.
+    /// Bytes per record; 0 for records of uneven size (see `uneven`).
     pub record_width: u32,
     /// Points a worker may cache (`s`).
     pub cache_capacity: u32,
@@ -71,6 +73,74 @@ pub struct JobSpec {
     pub chunk_bytes: u64,
     /// What to train.
     pub learner: LearnerSpec,
+    /// Records of uneven size: every record's size, and the segments their packets carry.
+    pub uneven: Option<UnevenJob>,
+}
+
+/// The records of a job whose records differ in size (sent after the rest of the job, which
+/// says 0 bytes per record).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnevenJob {
+    /// Bytes per segment: the payload of every coded packet.
+    pub segment_bytes: u32,
+    /// Every record's size, in order.
+    pub sizes: Vec<u64>,
+}
+
+impl JobSpec {
+    /// How the job's records read in the master's messages: of one width, or split into
+    /// segments (checked: a peer's sizes).
+    pub fn shape(&self) -> Result<RecordShape, RuntimeError> {
+        match &self.uneven {
+            None if self.record_width > 0 => Ok(RecordShape::Fixed(self.record_width as usize)),
+            Some(u) if self.record_width == 0 && u.sizes.len() == self.points as usize => {
+                let index = RecordIndex::from_sizes(u.sizes.iter().copied())?;
+                let segments = Segmentation::new(index, u.segment_bytes as usize)?;
+                Ok(RecordShape::Segmented(Arc::new(segments)))
+            }
+            _ => Err(ProtocolError::JobRecords {
+                points: self.points,
+                width: self.record_width,
+                sizes: self.uneven.as_ref().map(|u| u.sizes.len()),
+            }
+            .into()),
+        }
+    }
+}
+
+/// How a worker reads the records in the master's messages.
+#[derive(Clone, Debug, Default)]
+pub enum RecordShape {
+    /// Before the job: no record is expected.
+    #[default]
+    Unknown,
+    /// Records, and coded packets, of this many bytes.
+    Fixed(usize),
+    /// Records of these sizes; coded packets carry their segments.
+    Segmented(Arc<Segmentation>),
+}
+
+impl RecordShape {
+    /// Bytes per coded packet (0 before the job).
+    pub fn packet_bytes(&self) -> usize {
+        match self {
+            RecordShape::Unknown => 0,
+            RecordShape::Fixed(width) => *width,
+            RecordShape::Segmented(s) => s.segment_bytes(),
+        }
+    }
+
+    /// The bytes of the records `ids` together (`None` before the job, or for an id out of
+    /// range).
+    pub fn bytes_of(&self, ids: &[u32]) -> Option<u64> {
+        match self {
+            RecordShape::Unknown => None,
+            RecordShape::Fixed(width) => Some(ids.len() as u64 * *width as u64),
+            RecordShape::Segmented(s) => {
+                ids.iter().try_fold(0u64, |sum, &id| s.index().size(id).map(|size| sum + size))
+            }
+        }
+    }
 }
 
 /// One epoch's instructions for one worker.
@@ -314,6 +384,11 @@ impl MasterMessage {
                 push_u64(&mut out, job.seed);
                 push_u64(&mut out, job.chunk_bytes);
                 job.learner.write(&mut out);
+                if let Some(u) = &job.uneven {
+                    push_u32(&mut out, u.segment_bytes);
+                    let sizes: Vec<u8> = u.sizes.iter().flat_map(|s| s.to_le_bytes()).collect();
+                    push_bytes(&mut out, &sizes);
+                }
             }
             MasterMessage::Records { ids, bytes } => {
                 out.push(RECORDS);
@@ -352,28 +427,45 @@ impl MasterMessage {
         Ok(out)
     }
 
-    /// Parses the byte form; `width` is the record width once the job is known (data and
-    /// records messages need it).
-    pub fn from_bytes(bytes: &[u8], width: usize) -> Result<Self, RuntimeError> {
+    /// Parses the byte form; `shape` says how the job's records read (data and records
+    /// messages need it).
+    pub fn from_bytes(bytes: &[u8], shape: &RecordShape) -> Result<Self, RuntimeError> {
         let mut r = ByteReader::new(bytes, "a message from the master");
+        let width = shape.packet_bytes();
         let message = match r.take(1)?[0] {
-            JOB => MasterMessage::Job(JobSpec {
-                worker: r.u32()?,
-                workers: r.u32()?,
-                points: r.u32()?,
-                record_width: r.u32()?,
-                cache_capacity: r.u32()?,
-                seed: r.u64()?,
-                chunk_bytes: r.u64()?,
-                learner: LearnerSpec::read(&mut r)?,
-            }),
+            JOB => {
+                let mut job = JobSpec {
+                    worker: r.u32()?,
+                    workers: r.u32()?,
+                    points: r.u32()?,
+                    record_width: r.u32()?,
+                    cache_capacity: r.u32()?,
+                    seed: r.u64()?,
+                    chunk_bytes: r.u64()?,
+                    learner: LearnerSpec::read(&mut r)?,
+                    uneven: None,
+                };
+                if job.record_width == 0 {
+                    let segment_bytes = r.u32()?;
+                    let sizes = r.bytes()?;
+                    if sizes.len() % 8 != 0 {
+                        return Err(
+                            ProtocolError::JobRecords { points: job.points, width: 0, sizes: None }.into()
+                        );
+                    }
+                    let sizes = sizes
+                        .chunks_exact(8)
+                        .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+                        .collect();
+                    job.uneven = Some(UnevenJob { segment_bytes, sizes });
+                }
+                MasterMessage::Job(job)
+            }
             RECORDS => {
                 let ids = r.u32_list()?;
                 let bytes = r.take(r.remaining())?.to_vec();
-                if width == 0 || bytes.len() != ids.len().saturating_mul(width) {
-                    return Err(
-                        ProtocolError::RecordBytes { records: ids.len(), bytes: bytes.len(), width }.into()
-                    );
+                if shape.bytes_of(&ids) != Some(bytes.len() as u64) {
+                    return Err(ProtocolError::RecordBytes { records: ids.len(), bytes: bytes.len() }.into());
                 }
                 MasterMessage::Records { ids, bytes }
             }
@@ -461,9 +553,12 @@ impl UpdateReport {
 /// The checksum a worker's new records must match: CRC32C over each record's id (little
 /// endian) and bytes, in increasing id order.
 pub fn records_checksum<'a>(records: impl IntoIterator<Item = (u32, &'a [u8])>) -> u32 {
-    records.into_iter().fold(0, |crc, (id, bytes)| {
-        crc32c::crc32c_append(crc32c::crc32c_append(crc, &id.to_le_bytes()), bytes)
-    })
+    records.into_iter().fold(0, |crc, (id, bytes)| records_checksum_append(crc, id, bytes))
+}
+
+/// [`records_checksum`] of the records so far (`crc`) and record `id` after them.
+pub fn records_checksum_append(crc: u32, id: u32, bytes: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c_append(crc, &id.to_le_bytes()), bytes)
 }
 
 #[cfg(test)]
@@ -517,10 +612,27 @@ mod tests {
             seed: 9,
             chunk_bytes: 4096,
             learner,
+            uneven: None,
         };
+        let uneven = JobSpec {
+            record_width: 0,
+            points: 3,
+            uneven: Some(UnevenJob { segment_bytes: 2, sizes: vec![3, 0, 5] }),
+            ..job.clone()
+        };
+        assert!(job.shape().is_ok());
+        let segments = uneven.shape().unwrap();
+        assert_eq!((segments.packet_bytes(), segments.bytes_of(&[0, 2])), (2, Some(8)));
+        let records = MasterMessage::Records { ids: vec![2, 1], bytes: vec![7; 5] };
+        assert_eq!(MasterMessage::from_bytes(&records.to_bytes().unwrap(), &segments).unwrap(), records);
+        let wrong = MasterMessage::Records { ids: vec![2], bytes: vec![7; 4] };
+        assert!(MasterMessage::from_bytes(&wrong.to_bytes().unwrap(), &segments).is_err());
+        assert!(JobSpec { points: 4, ..uneven.clone() }.shape().is_err(), "a size per point");
+        assert!(JobSpec { record_width: 0, ..job.clone() }.shape().is_err(), "no width, no sizes");
         let chunk = DataChunk { epoch: 3, attempt: 1, seqs: vec![7, 9], payloads: vec![5; 8] };
         for m in [
             MasterMessage::Job(job),
+            MasterMessage::Job(uneven),
             MasterMessage::Records { ids: vec![1, 2], bytes: vec![0; 8] },
             MasterMessage::Order(order()),
             MasterMessage::Data(chunk.clone()),
@@ -529,7 +641,7 @@ mod tests {
             MasterMessage::ModelFollows { epoch: 3, attempt: 1 },
             MasterMessage::Members(vec![0, 2]),
         ] {
-            assert_eq!(MasterMessage::from_bytes(&m.to_bytes().unwrap(), 4).unwrap(), m);
+            assert_eq!(MasterMessage::from_bytes(&m.to_bytes().unwrap(), &RecordShape::Fixed(4)).unwrap(), m);
         }
         assert_eq!(DataChunk::from_bytes(&chunk.to_bytes(), 4).unwrap(), chunk);
         assert_eq!(chunk.packets().map(|(s, p)| (s, p.len())).collect::<Vec<_>>(), vec![(7, 4), (9, 4)]);
@@ -549,11 +661,17 @@ mod tests {
 
     #[test]
     fn malformed_messages_are_errors() {
-        assert!(MasterMessage::from_bytes(&[], 4).is_err());
-        assert!(MasterMessage::from_bytes(&[42], 4).is_err());
+        let four = RecordShape::Fixed(4);
+        assert!(MasterMessage::from_bytes(&[], &four).is_err());
+        assert!(MasterMessage::from_bytes(&[42], &four).is_err());
         let mut bytes = MasterMessage::Order(order()).to_bytes().unwrap();
         bytes.pop();
-        assert!(MasterMessage::from_bytes(&bytes, 4).is_err());
+        assert!(MasterMessage::from_bytes(&bytes, &four).is_err());
+        let records = MasterMessage::Records { ids: vec![1], bytes: vec![0; 4] }.to_bytes().unwrap();
+        assert!(
+            MasterMessage::from_bytes(&records, &RecordShape::Unknown).is_err(),
+            "records before the job"
+        );
         let chunk = DataChunk { epoch: 1, attempt: 0, seqs: vec![1], payloads: vec![0; 3] };
         assert!(DataChunk::from_bytes(&chunk.to_bytes(), 4).is_err());
         assert!(UpdateReport::from_bytes(&[0; 9]).is_err());

@@ -2,20 +2,22 @@
 //! new records against the master's checksum, keep the next cache, train, reply.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ubershuffle_codes::{Decoder, RecordStore};
+use ubershuffle_codes::{DecodeStore, Decoder, RecordIndex, RecordStore, SegmentTarget, Segmentation};
 use ubershuffle_core::limits::Limits;
-use ubershuffle_learners::{Learner, LocalStep, Model};
+use ubershuffle_learners::{Learner, LearnerError, LocalStep, Model};
 use ubershuffle_transport::{Transport, TransportError};
 
 use crate::cost_model::{Prices, Work};
 use crate::exchange::{Delivery, DeliveryFigures, NoSink, RecordSink};
 use crate::phases::{Phase, Stopwatch};
 use crate::protocol::{
-    DataChunkRef, EpochAck, EpochOrder, JobSpec, MasterMessage, TAG_MASTER, TAG_RECEIVED, TAG_UPDATE,
-    UpdateOutcome, UpdateReport, broadcast_name, records_checksum,
+    DataChunkRef, EpochAck, EpochOrder, JobSpec, MasterMessage, RecordShape, TAG_MASTER, TAG_RECEIVED,
+    TAG_UPDATE, UpdateOutcome, UpdateReport, broadcast_name, records_checksum,
 };
+use crate::worker_store::{Borrowed, MemoryStore, ReadRecords, WorkerStore};
 use crate::{ProtocolError, RuntimeError};
 use ubershuffle_core::epoch_chain::next_cache;
 
@@ -70,10 +72,14 @@ pub struct WorkerSummary {
 /// The worker's state once the master has said who it is.
 struct Joined {
     job: JobSpec,
+    /// How the job's records read in the master's messages.
+    shape: RecordShape,
     learner: Box<dyn Learner>,
     /// The records held: the cache, and after a finished epoch also what that epoch's cache
-    /// policy will drop (kept until the next epoch's order, see [`Finished`]).
-    store: RecordStore,
+    /// policy will drop (until the next epoch's order, see [`Finished`]).
+    store: Held,
+    /// The starting cache, sorted (the cache before any finished epoch).
+    starting: Vec<u32>,
     /// The last epoch this worker finished.
     finished: Option<Finished>,
     /// The ranks of the broadcast group, the master first: every rank until the master
@@ -100,7 +106,53 @@ impl Joined {
         match &self.finished {
             Some(f) if f.epoch == epoch => f.before.clone(),
             Some(f) => f.after.clone(),
-            None => self.store.ids().to_vec(),
+            None => self.starting.clone(),
+        }
+    }
+}
+
+/// Where a worker's records are.
+enum Held {
+    /// Records of one width in the worker's memory, decoded record by record.
+    Memory(RecordStore),
+    /// Records in a [`WorkerStore`] (the sink's, or the worker's own for records of uneven
+    /// size), decoded segment by segment.
+    Segments { store: Box<dyn WorkerStore>, segmentation: Arc<Segmentation> },
+}
+
+impl Held {
+    /// The store for the job's records: the sink's if it has one, else one in memory.
+    fn for_job(job: &JobSpec, shape: &RecordShape, sink: &mut dyn RecordSink) -> Result<Held, RuntimeError> {
+        let given = sink.store(job, shape)?;
+        let points = job.points as usize;
+        Ok(match (shape, given) {
+            (RecordShape::Fixed(width), None) => Held::Memory(RecordStore::new(points, *width)?),
+            (RecordShape::Fixed(width), Some(store)) => {
+                let segmentation = Segmentation::new(RecordIndex::fixed(points, *width)?, *width)?;
+                Held::Segments { store, segmentation: Arc::new(segmentation) }
+            }
+            (RecordShape::Segmented(segmentation), given) => {
+                let store = given.unwrap_or_else(|| Box::new(MemoryStore::new(segmentation.index().clone())));
+                Held::Segments { store, segmentation: Arc::clone(segmentation) }
+            }
+            (RecordShape::Unknown, _) => return Err(ProtocolError::BeforeJob("records").into()),
+        })
+    }
+
+    /// Stores a record of the starting cache.
+    fn put(&mut self, id: u32, bytes: &[u8]) -> Result<(), RuntimeError> {
+        match self {
+            Held::Memory(store) => store.insert(id, bytes).map(|_| ())?,
+            Held::Segments { store, .. } => store.put(id, bytes)?,
+        }
+        Ok(())
+    }
+
+    /// The records, to read.
+    fn records(&self) -> &dyn ReadRecords {
+        match self {
+            Held::Memory(store) => store,
+            Held::Segments { store, .. } => store.as_ref(),
         }
     }
 }
@@ -191,7 +243,8 @@ impl WorkerLoop<'_> {
         let patience = self.patience;
         let left =
             self.heard.checked_add(patience).map_or(patience, |end| end.saturating_duration_since(t.now()));
-        match recv_master(t, j_width(&self.joined), left) {
+        let shape = self.joined.as_ref().map(|j| j.shape.clone()).unwrap_or_default();
+        match recv_master(t, &shape, left) {
             Ok(m) => {
                 self.heard = t.now();
                 Ok(m)
@@ -212,22 +265,32 @@ impl WorkerLoop<'_> {
         match message {
             MasterMessage::Job(job) => {
                 check_job(&job)?;
+                let shape = job.shape()?;
                 self.sink.joined(&job)?;
                 let learner = job.learner.build()?;
-                let (params, width) = (learner.parameter_count(), job.record_width as usize);
-                let limits = crate::inbox::at_worker(params, job.chunk_bytes as usize, width);
+                let params = learner.parameter_count();
+                let limits = crate::inbox::at_worker(params, job.chunk_bytes as usize, shape.packet_bytes());
                 let peers: Vec<usize> = (1..t.size()).filter(|&r| r != t.rank()).collect();
                 t.limit_inbox(&peers, limits);
-                let store = RecordStore::new(job.points as usize, job.record_width as usize)?;
+                let store = Held::for_job(&job, &shape, &mut *self.sink)?;
                 let group = (0..t.size()).collect();
-                self.joined = Some(Joined { job, learner, store, finished: None, group });
+                let starting = Vec::new();
+                self.joined = Some(Joined { job, shape, learner, store, starting, finished: None, group });
             }
             MasterMessage::Records { ids, bytes } => {
                 let j = self.joined.as_mut().ok_or_else(|| not_joined("records"))?;
-                let width = j.job.record_width as usize;
-                for (id, record) in ids.iter().zip(bytes.chunks_exact(width)) {
-                    j.store.insert(*id, record)?;
+                let mut at = 0;
+                for &id in &ids {
+                    let size = j.shape.bytes_of(&[id]).unwrap_or(0) as usize;
+                    let record = bytes
+                        .get(at..at + size)
+                        .ok_or(ProtocolError::RecordBytes { records: ids.len(), bytes: bytes.len() })?;
+                    j.store.put(id, record)?;
+                    at += size;
                 }
+                j.starting.extend_from_slice(&ids);
+                j.starting.sort_unstable();
+                j.starting.dedup();
                 self.sink.starting_records(&ids, &bytes)?;
             }
             MasterMessage::Order(order) => return self.on_order(t, &order),
@@ -267,9 +330,8 @@ impl WorkerLoop<'_> {
             Err(Failure::Transport(e)) if e.peer() == Some(0) && !e.is_timeout() => {
                 // The master may have finished while this worker straggled: its stop is then
                 // waiting in the mailbox, before the news that it is gone.
-                let width = j.job.record_width as usize;
                 let last = t.recv(0, TAG_MASTER).map_err(RuntimeError::from);
-                return match last.and_then(|bytes| MasterMessage::from_bytes(&bytes, width)) {
+                return match last.and_then(|bytes| MasterMessage::from_bytes(&bytes, &j.shape)) {
                     Ok(MasterMessage::Stop) => Ok(Some(self.summary(WorkerExit::Stopped))),
                     _ => Err(e.into()),
                 };
@@ -327,11 +389,24 @@ impl WorkerLoop<'_> {
 }
 
 /// Refuses a job whose store (a slot per point, the cache's records) would pass the memory cap
-/// ([`ubershuffle_core::limits`]), before allocating it: the sizes come from a peer.
+/// ([`ubershuffle_core::limits`]), before allocating it: the sizes come from a peer. Records of
+/// uneven size count as the largest of them would.
 fn check_job(job: &JobSpec) -> Result<(), RuntimeError> {
     let limits = Limits::from_env()?;
     let slots = u64::from(job.points).saturating_mul(8);
-    let records = u64::from(job.cache_capacity).saturating_mul(u64::from(job.record_width)).saturating_mul(2);
+    let cache = match &job.uneven {
+        None => u64::from(job.cache_capacity).saturating_mul(u64::from(job.record_width)),
+        Some(u) => {
+            // The largest `cache_capacity` sizes.
+            let mut sizes = u.sizes.clone();
+            let take = (job.cache_capacity as usize).min(sizes.len());
+            if take > 0 && take < sizes.len() {
+                sizes.select_nth_unstable_by(take - 1, |a, b| b.cmp(a));
+            }
+            sizes.iter().take(take).fold(0u64, |sum, &s| sum.saturating_add(s))
+        }
+    };
+    let records = cache.saturating_mul(2);
     let what = format!("the master's job ({} points, caches of {} records)", job.points, job.cache_capacity);
     Ok(limits.check_memory(&what, slots.saturating_add(records))?)
 }
@@ -347,16 +422,16 @@ fn broadcast_group(workers: &[u32], rank: usize, size: usize) -> Result<Vec<usiz
     Ok(group)
 }
 
-fn j_width(joined: &Option<Joined>) -> usize {
-    joined.as_ref().map_or(0, |j| j.job.record_width as usize)
-}
-
 fn not_joined(what: &'static str) -> RuntimeError {
     ProtocolError::BeforeJob(what).into()
 }
 
-fn recv_master<T: Transport>(t: &mut T, width: usize, wait: Duration) -> Result<MasterMessage, RuntimeError> {
-    MasterMessage::from_bytes(&t.recv_within(0, TAG_MASTER, wait)?, width)
+fn recv_master<T: Transport>(
+    t: &mut T,
+    shape: &RecordShape,
+    wait: Duration,
+) -> Result<MasterMessage, RuntimeError> {
+    MasterMessage::from_bytes(&t.recv_within(0, TAG_MASTER, wait)?, shape)
 }
 
 /// How an epoch attempt ended.
@@ -422,11 +497,12 @@ fn run_epoch<T: Transport>(
     let receive_seconds = ordered.elapsed().as_secs_f64();
     let mut watch = Stopwatch::start(t, prices);
     let received_bytes = received.bytes;
-    decode(t, j, order, received, &mut watch)?;
+    let padding_bytes = decode(t, j, order, received, &mut watch)?;
     let figures = DeliveryFigures {
         received_bytes,
         receive_seconds,
         decode_seconds: watch.timer.spent(Phase::Decode).as_secs_f64(),
+        padding_bytes,
         ..DeliveryFigures::default()
     };
     deliver(j, order, figures, sink)?;
@@ -462,7 +538,7 @@ fn receive<T: Transport>(
     heard: &mut Instant,
     prices: Option<Prices>,
 ) -> Result<Result<Received, MasterMessage>, Failure> {
-    let width = j.job.record_width as usize;
+    let width = j.shape.packet_bytes();
     let mut keeper = Keeper::new(order, prices);
     for k in 0..order.broadcasts {
         let mut buf = Vec::new();
@@ -477,7 +553,7 @@ fn receive<T: Transport>(
     while unicasts < order.unicasts {
         let bytes = t.recv(0, TAG_MASTER)?;
         *heard = t.now();
-        match MasterMessage::from_bytes(&bytes, width)? {
+        match MasterMessage::from_bytes(&bytes, &j.shape)? {
             MasterMessage::Data(chunk) if (chunk.epoch, chunk.attempt) == (order.epoch, order.attempt) => {
                 keeper.keep(t, &mut chunk.packets());
                 unicasts += 1;
@@ -526,32 +602,76 @@ impl Keeper {
 }
 
 /// The decoded phase: peels the packets into the new records, checks them against the
-/// master's checksum, and keeps the next cache (the store holds both until the next order).
+/// master's checksum, and keeps the next cache (the store holds both until the next order, or,
+/// a store of the sink's own, until the caller has taken the epoch: [`WorkerStore::taken`]).
+/// Returns the padding bytes of the packets it needed.
 fn decode<T: Transport>(
     t: &mut T,
     j: &mut Joined,
     order: &EpochOrder,
     received: Received,
     watch: &mut Stopwatch,
-) -> Result<(), Failure> {
-    let (width, worker) = (j.job.record_width as usize, j.job.worker);
-    let (old_cache, mut decoder) = prepare(j, order)?;
-    let mut xored = 0;
-    for (k, payload) in &received.needed {
-        let transmission = order.plan.transmission(*k as usize);
-        xored += (transmission.len() * width) as u64;
-        decoder.receive(*k, transmission, payload)?;
-    }
-    drop(received);
-    let decoded = decoder.finish()?;
-    let checksum = records_checksum(decoded.new_records());
+) -> Result<u64, Failure> {
+    let worker = j.job.worker;
+    let old_cache = j.cache_at(order.epoch);
+    j.finished = None;
+    let (checksum, work, padding) = match &mut j.store {
+        Held::Memory(store) => decode_records(store, worker, order, &old_cache, received)?,
+        Held::Segments { store, segmentation } => {
+            decode_segments(store.as_mut(), segmentation, worker, order, &old_cache, received)?
+        }
+    };
     if checksum != order.checksum {
         let mismatch = ProtocolError::Checksum { worker, decoded: checksum, expected: order.checksum };
         return Err(RuntimeError::from(mismatch).into());
     }
     let capacity = j.job.cache_capacity as usize;
     let kept = next_cache(&old_cache, &order.batch, capacity, j.job.seed, order.epoch, worker);
-    j.store = decoded.into_store();
+    j.finished = Some(Finished { epoch: order.epoch, before: old_cache, after: kept });
+    watch.lap(t, Phase::Decode, work);
+    Ok(padding)
+}
+
+/// What decoding an epoch gave: the checksum of the new records, the work, the padding bytes.
+type DecodedEpoch = (u32, Work, u64);
+
+/// Hands the payloads this worker kept to `decoder` (each with its transmission's parts from
+/// the order); returns the bytes XORed.
+fn feed<S: DecodeStore>(
+    decoder: &mut Decoder<S>,
+    order: &EpochOrder,
+    received: Received,
+) -> Result<u64, Failure> {
+    let mut xored = 0;
+    for (k, payload) in &received.needed {
+        let transmission = order.plan.transmission(*k as usize);
+        xored += (transmission.len() * payload.len()) as u64;
+        decoder.receive(*k, transmission, payload)?;
+    }
+    Ok(xored)
+}
+
+/// [`decode`] into records of one width in memory, record by record. The decoder starts from
+/// the cache the master assumes, copied out of `store` (tens of MB: work that must not stand
+/// between the order and the broadcasts, so it runs once the packets have arrived).
+fn decode_records(
+    store: &mut RecordStore,
+    worker: u32,
+    order: &EpochOrder,
+    old_cache: &[u32],
+    received: Received,
+) -> Result<DecodedEpoch, Failure> {
+    let width = store.width();
+    if store.len() != old_cache.len() {
+        *store = store.retain_only(old_cache); // the old cache is a subset of the store
+    }
+    let wanted: Vec<u32> = order.batch.iter().copied().filter(|&p| !store.contains(p)).collect();
+    let cache = std::mem::replace(store, RecordStore::new(0, width)?);
+    let mut decoder = Decoder::new(worker as usize, &order.plan, cache, wanted)?;
+    let xored = feed(&mut decoder, order, received)?;
+    let decoded = decoder.finish()?;
+    let checksum = records_checksum(decoded.new_records());
+    *store = decoded.into_store();
     let work = Work {
         xored_bytes: xored,
         // The cache restored into the decoder's store.
@@ -561,24 +681,58 @@ fn decode<T: Transport>(
         kept_points: (old_cache.len() + order.batch.len()) as u64,
         ..Work::default()
     };
-    j.finished = Some(Finished { epoch: order.epoch, before: old_cache, after: kept });
-    watch.lap(t, Phase::Decode, work);
-    Ok(())
+    Ok((checksum, work, 0))
+}
+
+/// [`decode`] into a [`WorkerStore`], segment by segment: the one decoder over a
+/// [`SegmentTarget`] writes each learned segment into its record's place in the store.
+fn decode_segments(
+    store: &mut dyn WorkerStore,
+    segmentation: &Arc<Segmentation>,
+    worker: u32,
+    order: &EpochOrder,
+    old_cache: &[u32],
+    received: Received,
+) -> Result<DecodedEpoch, Failure> {
+    store.start_epoch(old_cache)?;
+    let wanted: Vec<u32> =
+        order.batch.iter().copied().filter(|p| old_cache.binary_search(p).is_err()).collect();
+    let target = SegmentTarget::new(Arc::clone(segmentation), Borrowed(&mut *store), old_cache, &wanted);
+    let known = target.known_segments();
+    let mut decoder =
+        Decoder::over(worker as usize, &order.plan, target, known, segmentation.expand(&wanted))?;
+    let xored = feed(&mut decoder, order, received)?;
+    let target = decoder.finish()?.into_store();
+    if let Some(&point) = target.incomplete().first() {
+        return Err(RuntimeError::from(ubershuffle_codes::CodecError::UnknownPoint { point }).into());
+    }
+    drop(target);
+    let mut checksum = 0;
+    store.read(&wanted, &mut |views| {
+        checksum = records_checksum(wanted.iter().copied().zip(views.iter().copied()))
+    })?;
+    let work = Work {
+        xored_bytes: xored,
+        peeled_parts: order.plan.iter().map(|p| p.len() as u64).sum(),
+        checksummed_bytes: segmentation.index().bytes_of(&wanted),
+        kept_points: (old_cache.len() + order.batch.len()) as u64,
+        ..Work::default()
+    };
+    Ok((checksum, work, segmentation.padding_of(&order.plan)))
 }
 
 /// Hands the epoch's batch and new records to `sink` (after decoding, before training and
-/// the update: the caller has the records before the master hears the epoch is done).
+/// the update: the caller has the records before the master hears the epoch is done), then
+/// tells a store of the sink's own that the caller has taken the epoch.
 fn deliver(
-    j: &Joined,
+    j: &mut Joined,
     order: &EpochOrder,
     mut figures: DeliveryFigures,
     sink: &mut dyn RecordSink,
 ) -> Result<(), RuntimeError> {
     let Some(finished) = &j.finished else { return Ok(()) };
-    let mut before = finished.before.clone();
-    before.sort_unstable();
     let new_ids: Vec<u32> =
-        order.batch.iter().copied().filter(|p| before.binary_search(p).is_err()).collect();
+        order.batch.iter().copied().filter(|p| finished.before.binary_search(p).is_err()).collect();
     figures.packets = order.plan.len();
     figures.coded_packets = order.plan.iter().filter(|parts| parts.len() > 1).count();
     sink.epoch(Delivery {
@@ -586,10 +740,14 @@ fn deliver(
         attempt: order.attempt,
         batch: &order.batch,
         new_ids,
-        store: &j.store,
+        store: j.store.records(),
         cache_after: &finished.after,
         figures,
-    })
+    })?;
+    if let Held::Segments { store, .. } = &mut j.store {
+        store.taken(&finished.before, &finished.after)?;
+    }
+    Ok(())
 }
 
 /// The trained phase: the local update on the new batch from the epoch's model.
@@ -607,36 +765,20 @@ fn train<T: Transport>(
         (_, None) => return Err(RuntimeError::from(ProtocolError::ModelMissing).into()),
     };
     let model = Model::from_bytes(model_bytes, j.learner.parameter_count())?;
-    let batch: Vec<&[u8]> = order
-        .batch
-        .iter()
-        .map(|&p| j.store.get(p).ok_or(ubershuffle_codes::CodecError::UnknownPoint { point: p }))
-        .collect::<Result<_, _>>()?;
     let step = LocalStep { epoch: order.epoch as usize, worker: j.job.worker as usize, seed: j.job.seed };
-    let update = j.learner.local_update(&model, &batch, step)?.to_bytes();
+    // Replaced by the update once the store hands the batch over.
+    let mut trained = Err(LearnerError::InvalidParameter("the batch was not read".into()));
+    j.store
+        .records()
+        .read(&order.batch, &mut |batch| trained = j.learner.local_update(&model, batch, step))?;
+    let update = trained?.to_bytes();
     let work = Work {
-        coordinates: j.job.learner.update_work(batch.len()),
+        coordinates: j.job.learner.update_work(order.batch.len()),
         copied_bytes: (model_bytes.len() + update.len()) as u64,
         ..Work::default()
     };
     watch.lap(t, Phase::Train, work);
     Ok(Trained { update })
-}
-
-/// The decoder of `order`'s epoch over the cache the master assumes at its start (and that
-/// cache's points). Runs after the packets have arrived: it copies the cache (tens of MB) and
-/// peels the plan, work that must not stand between the order and the broadcasts.
-fn prepare(j: &mut Joined, order: &EpochOrder) -> Result<(Vec<u32>, Decoder), RuntimeError> {
-    let width = j.job.record_width as usize;
-    let old_cache = j.cache_at(order.epoch);
-    if j.store.len() != old_cache.len() {
-        j.store = j.store.retain_only(&old_cache); // the old cache is a subset of the store
-    }
-    j.finished = None;
-    let wanted: Vec<u32> = order.batch.iter().copied().filter(|&p| !j.store.contains(p)).collect();
-    let store = std::mem::replace(&mut j.store, RecordStore::new(0, width)?);
-    let decoder = Decoder::new(j.job.worker as usize, &order.plan, store, wanted)?;
-    Ok((old_cache, decoder))
 }
 
 fn check_current(epoch: u32, attempt: u32, order: &EpochOrder) -> Result<(), RuntimeError> {

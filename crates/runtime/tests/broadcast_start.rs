@@ -36,7 +36,8 @@ fn link_model(e: &EpochMetrics) -> f64 {
 fn coded_broadcasts_are_not_held_up_by_the_workers_decoder_setup() {
     let (all, _) = linear_regression(POINTS + 100, FEATURES, 0.05, 3).unwrap();
     let (train, held_out) = all.split(100.0 / (POINTS + 100) as f64, 4);
-    let data = RunData { train: train.to_records().unwrap(), held_out: held_out.to_records().unwrap() };
+    let data =
+        RunData { train: train.to_records().unwrap().into(), held_out: held_out.to_records().unwrap() };
     let learner = LearnerSpec::LinearRegression { features: FEATURES, step_size: 0.001, local_passes: 1 };
     let config = RunConfig::new(WORKERS, POINTS / 2, learner)
         .with_epochs(3)

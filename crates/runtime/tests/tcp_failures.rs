@@ -24,7 +24,7 @@ const FEATURES: usize = 4;
 fn data() -> RunData {
     let (all, _) = linear_regression(POINTS + 100, FEATURES, 0.05, 3).unwrap();
     let (train, held_out) = all.split(100.0 / (POINTS + 100) as f64, 4);
-    RunData { train: train.to_records().unwrap(), held_out: held_out.to_records().unwrap() }
+    RunData { train: train.to_records().unwrap().into(), held_out: held_out.to_records().unwrap() }
 }
 
 fn config(workers: usize, epochs: usize) -> RunConfig {

@@ -36,7 +36,8 @@ impl Run<'_> {
     fn go(self) -> Result<RunReport, RuntimeError> {
         let (all, _) = linear_regression(POINTS + 40, self.features, 0.05, 3).unwrap();
         let (train, held_out) = all.split(40.0 / (POINTS + 40) as f64, 4);
-        let data = RunData { train: train.to_records().unwrap(), held_out: held_out.to_records().unwrap() };
+        let data =
+            RunData { train: train.to_records().unwrap().into(), held_out: held_out.to_records().unwrap() };
         let learner =
             LearnerSpec::LinearRegression { features: self.features, step_size: 0.001, local_passes: 1 };
         let mut config = RunConfig::new(WORKERS, POINTS / 2, learner)

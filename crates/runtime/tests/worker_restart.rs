@@ -83,6 +83,7 @@ fn a_restarted_epoch_starts_from_the_cache_before_it() {
         seed: SEED,
         chunk_bytes: 1 << 20,
         learner,
+        uneven: None,
     };
     send(&mut master, &MasterMessage::Job(job));
     let cache: Vec<u32> = vec![0, 1, 2, 3];

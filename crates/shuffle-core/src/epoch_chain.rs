@@ -343,6 +343,14 @@ impl EpochChain {
         self.commit_assignment(drawn.epoch, &drawn.live, &drawn.instance);
     }
 
+    /// Moves on past epoch `epoch` (the next one, drawn over `live`) done with `instance`'s
+    /// caches and assignment: what [`EpochChain::commit`] does, for callers that planned the
+    /// epoch's delivery on an instance derived from the drawn one (records of uneven size
+    /// planned on their segments) and keep the record-level instance apart.
+    pub fn commit_instance(&mut self, epoch: usize, live: &[usize], instance: &ShuffleInstance) {
+        self.commit_assignment(epoch, live, instance);
+    }
+
     /// Epoch `epoch` over `live` done with `instance`'s caches and assignment.
     fn commit_assignment(&mut self, epoch: usize, live: &[usize], instance: &ShuffleInstance) {
         let seed = self.params.seed;
@@ -575,17 +583,27 @@ impl PlannedEpoch {
     /// How random the assignment is against the previous batches; `owners` is
     /// [`PlannedEpoch::owners`].
     pub fn randomness(&self, owners: &[u32]) -> RandomnessStats {
-        let mut before = vec![u32::MAX; self.instance.points()];
-        for (k, batch) in self.previous.iter().enumerate() {
-            for &p in batch {
-                if let Some(slot) = before.get_mut(p as usize) {
-                    *slot = k as u32;
-                }
+        assignment_randomness(&self.instance, &self.previous, owners)
+    }
+}
+
+/// How random the assignment of `instance` is against the `previous` batches of its workers;
+/// `owners` is every point's worker in `instance` ([`PlannedEpoch::randomness`], for callers
+/// that keep the instance apart from a [`PlannedEpoch`]).
+pub fn assignment_randomness(
+    instance: &ShuffleInstance,
+    previous: &[Vec<u32>],
+    owners: &[u32],
+) -> RandomnessStats {
+    let mut before = vec![u32::MAX; instance.points()];
+    for (k, batch) in previous.iter().enumerate() {
+        for &p in batch {
+            if let Some(slot) = before.get_mut(p as usize) {
+                *slot = k as u32;
             }
         }
-        let inst = &self.instance;
-        RandomnessStats::measure(inst.workers(), owners, Some(&before), |p, w| inst.cache(w).contains(p))
     }
+    RandomnessStats::measure(instance.workers(), owners, Some(&before), |p, w| instance.cache(w).contains(p))
 }
 
 /// The cache a worker keeps after an epoch: its whole new `batch` (it must hold it to train),

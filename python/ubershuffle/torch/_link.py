@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import datetime
 import time
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
 import torch
 import torch.distributed as dist
+
+# Sent buffers are only read: a read-only view (the store's records) goes as it is, without
+# torch's warning about tensors over non-writable memory (for this module's calls only).
+warnings.filterwarnings("ignore", message="The given NumPy array is not writable", module=__name__)
 
 DATA_TAG = 0
 """The tag of records and packets."""

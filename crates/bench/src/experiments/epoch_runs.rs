@@ -64,9 +64,9 @@ impl Setup {
         self.data.train.len()
     }
 
-    /// Bytes per data point.
+    /// Bytes per data point (a learner's records are all of one width).
     pub fn record_bytes(&self) -> usize {
-        self.data.train.width()
+        self.data.train.fixed().map_or(0, |r| r.width())
     }
 }
 
@@ -96,7 +96,8 @@ pub(crate) fn matrix_completion(
             train: sorted_by(&train.to_row_records(per_row)?, |r| {
                 let v = RatingRowView::new(r, per_row).ok()?;
                 Some(v.ratings().map(|x| x.value).sum::<f64>() / v.len().max(1) as f64)
-            })?,
+            })?
+            .into(),
             held_out: held.to_row_records(per_row)?,
         }),
         workers,
@@ -135,7 +136,8 @@ pub(crate) fn linear_regression_stepped(
         learner_name: "linear regression (synthetic, parallel SGD)",
         learner: LearnerSpec::LinearRegression { features, step_size, local_passes: 1 },
         data: Arc::new(RunData {
-            train: sorted_by(&train.to_records()?, |r| SampleView::new(r, features).ok().map(|v| v.label()))?,
+            train: sorted_by(&train.to_records()?, |r| SampleView::new(r, features).ok().map(|v| v.label()))?
+                .into(),
             held_out: held_out.to_records()?,
         }),
         workers,
@@ -368,7 +370,13 @@ mod tests {
         assert!(report.epochs.iter().all(|e| e.payload_bytes == 0 && e.uncoded_transmissions == 0));
         // Sorted by label: the first record's label is the smallest.
         let label = |i: usize| {
-            setup.data.train.get(i as u32).and_then(|r| SampleView::new(r, 8).ok()).map(|v| v.label())
+            setup
+                .data
+                .train
+                .fixed()
+                .and_then(|t| t.get(i as u32))
+                .and_then(|r| SampleView::new(r, 8).ok())
+                .map(|v| v.label())
         };
         assert!(label(0) <= label(setup.points() - 1));
         Ok(())

@@ -72,13 +72,8 @@ struct Checking {
 
 impl RecordSink for Checking {
     fn epoch(&mut self, d: Delivery<'_>) -> Result<(), RuntimeError> {
-        for &id in &d.new_ids {
-            if d.store.get(id) != self.truth.get(id) {
-                return Err(RuntimeError::WorkerFailed {
-                    worker: 0,
-                    message: format!("record {id} differs"),
-                });
-            }
+        if let Some(id) = d.first_differing(&self.truth)? {
+            return Err(RuntimeError::WorkerFailed { worker: 0, message: format!("record {id} differs") });
         }
         self.checked.push((d.epoch, d.new_ids.len()));
         Ok(())

@@ -1,14 +1,17 @@
-//! `ubershuffle serve`: the master of the data plane. It holds a file of fixed-size records and
+//! `ubershuffle serve`: the master of the data plane. It holds records of any size (a file of
+//! fixed-size records, a blob with an index of offsets, or a folder of one record a file) and
 //! delivers each epoch's batches to the Python ranks (`ubershuffle.Exchange`) by coded delivery
 //! over TCP (`ubershuffle_runtime::exchange`).
 
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
+
 use serde_json::json;
-use ubershuffle_codes::Records;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_core::limits::Limits;
+use ubershuffle_runtime::ShuffledRecords;
+use ubershuffle_runtime::exchange::record_files::{blob_records, fixed_records, folder_records};
 use ubershuffle_runtime::exchange::{ServeError, ServeOptions, Serving, serve};
 use ubershuffle_transport::tcp::MasterListener;
 
@@ -27,10 +30,13 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         .with_join_timeout(options.join_timeout)
         .with_join_limits(Some(ubershuffle_runtime::join_limits()));
     let listener = MasterListener::bind(&args.listen, config)?;
+    let sizes = match serving.record_bytes() {
+        Some(width) => format!("of {width} bytes"),
+        None => format!("of any size ({} bytes in all)", serving.total_bytes()),
+    };
     eprintln!(
-        "serving {} records of {} bytes on {}, waiting for {} workers",
+        "serving {} records {sizes} on {}, waiting for {} workers",
         serving.records(),
-        serving.record_bytes(),
         listener.local_addr()?,
         args.workers
     );
@@ -60,9 +66,6 @@ fn options(args: &ServeArgs) -> anyhow::Result<ServeOptions> {
     if args.workers == 0 {
         bail!("--workers must be at least 1");
     }
-    if args.record_size == 0 {
-        bail!("--record-size must be at least 1 byte");
-    }
     let mut o = ServeOptions::new(args.workers, args.alpha);
     o.policy = ExchangePolicy::of(args.policy.into(), args.fraction).context("--policy")?;
     o.scheme = args.scheme.clone();
@@ -75,18 +78,22 @@ fn options(args: &ServeArgs) -> anyhow::Result<ServeOptions> {
     Ok(o)
 }
 
-/// The records file, whole, within the memory cap.
-fn read_records(args: &ServeArgs) -> anyhow::Result<Records> {
-    let path = &args.records;
-    let len = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?.len();
-    Limits::from_env()?.check_memory(&format!("the records file {}", path.display()), len)?;
-    if len == 0 || len % args.record_size as u64 != 0 {
-        bail!(
-            "{}: {len} bytes is not a positive multiple of --record-size {}",
-            path.display(),
-            args.record_size
-        );
-    }
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    Ok(Records::from_bytes(args.record_size, bytes)?)
+/// The records, whole, within the memory cap: a file of one size, a blob and its index, or a
+/// folder.
+fn read_records(args: &ServeArgs) -> anyhow::Result<ShuffledRecords> {
+    let limits = Limits::from_env()?;
+    Ok(match (&args.records, args.record_size, &args.index, &args.records_dir) {
+        (Some(path), Some(width), None, None) => {
+            if width == 0 {
+                bail!("--record-size must be at least 1 byte");
+            }
+            fixed_records(path, width, &limits)?.into()
+        }
+        (Some(path), None, Some(index), None) => ShuffledRecords::Sized(blob_records(path, index, &limits)?),
+        (None, None, None, Some(dir)) => ShuffledRecords::Sized(folder_records(dir, &limits)?),
+        (Some(_), None, None, None) => bail!("--records needs --record-size B or --index FILE"),
+        _ => bail!(
+            "give the records as --records FILE (with --record-size or --index) or as --records-dir DIR"
+        ),
+    })
 }

@@ -217,9 +217,12 @@ fn learner(sample: &LearnerSample) -> Result<(f64, f64), CalibrationError> {
     let learner = sample.spec.build().map_err(step(sample.spec.kind()))?;
     let model: Model = learner.initial_model(1);
     // A worker trains on a batch it has just decoded into a buffer of its own: a fresh copy.
-    let width = sample.data.train.width();
-    let points = 5000.min(sample.data.train.len());
-    let fresh: Vec<u8> = sample.data.train.as_bytes()[..points * width].to_vec();
+    let train = sample.data.train.fixed().ok_or_else(|| CalibrationError::Step {
+        what: sample.spec.kind().to_string(),
+        source: "a learner is priced on records of one width".into(),
+    })?;
+    let (width, points) = (train.width(), 5000.min(train.len()));
+    let fresh: Vec<u8> = train.as_bytes()[..points * width].to_vec();
     let batch: Vec<&[u8]> = fresh.chunks_exact(width).collect();
     let step = LocalStep { epoch: 1, worker: 0, seed: 1 };
     let work = sample.spec.update_work(batch.len()) as f64;

@@ -1,11 +1,16 @@
 //! [`serve`]: the master of the data plane over TCP: it admits the workers, tells them the
 //! job, and runs the epoch loop with [`super::RecordsLearner`], so each epoch delivers every
-//! worker the records of its new batch by the planned (coded) delivery.
+//! worker the records of its new batch by the planned (coded) delivery. Records of any size
+//! are planned and coded on their segments; the chain keeps every worker's place, so a lost
+//! worker's batch waits for a process to take its place and every other batch stays the
+//! Python sampler's ([`crate::Master::keeping_every_place`]).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use ubershuffle_codes::Records;
+
+use crate::run_data::ShuffledRecords;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_transport::TransportError;
 use ubershuffle_transport::tcp::MasterListener;
@@ -107,9 +112,15 @@ impl Serving {
     /// Checks `options` against `records` and builds the run's parts: a setting that does not
     /// fit the records, an unknown scheme or a checkpoint of another run is refused here,
     /// before anyone is admitted.
-    pub fn prepare(records: Records, options: &ServeOptions) -> Result<Serving, ServeError> {
-        let held_out = Records::from_bytes(records.width(), Vec::new()).map_err(RuntimeError::from)?;
-        let learner = LearnerSpec::Records { width: records.width() };
+    pub fn prepare(
+        records: impl Into<ShuffledRecords>,
+        options: &ServeOptions,
+    ) -> Result<Serving, ServeError> {
+        let records = records.into();
+        // Records of any size: a learner of width 0, which reads none.
+        let width = records.fixed().map_or(0, Records::width);
+        let held_out = Records::from_bytes(width.max(1), Vec::new()).map_err(RuntimeError::from)?;
+        let learner = LearnerSpec::Records { width };
         let given = GivenData::new(RunData { train: records, held_out });
         let checked = options.spec().check_given(learner, given)?;
         let run = checked.prepare()?;
@@ -121,9 +132,14 @@ impl Serving {
         self.run.data.train.len()
     }
 
-    /// Bytes per record.
-    pub fn record_bytes(&self) -> usize {
-        self.run.data.train.width()
+    /// Bytes per record, when they are all of one size.
+    pub fn record_bytes(&self) -> Option<usize> {
+        self.run.data.train.fixed().map(Records::width)
+    }
+
+    /// The bytes of all records.
+    pub fn total_bytes(&self) -> u64 {
+        self.run.data.train.index().map_or(0, |i| i.total_bytes())
     }
 }
 
@@ -148,8 +164,9 @@ pub fn serve(
             tracing::warn!(rank, error = %e, "sending the job");
         }
     }
-    let mut master =
-        Master::new(t, &checked.config, planner.as_ref(), stragglers.as_mut(), &data)?.admitting(job);
+    let mut master = Master::new(t, &checked.config, planner.as_ref(), stragglers.as_mut(), &data)?
+        .keeping_every_place()
+        .admitting(job);
     if let Some(point) = resume {
         master = master.resuming(point)?;
     }

@@ -8,11 +8,13 @@ use super::Master;
 use crate::RuntimeError;
 
 impl<T: Transport> Master<'_, T> {
-    /// The next epoch over `live` (attempt `attempt`): its caches and new assignment.
+    /// The next epoch over `live` (attempt `attempt`): its caches and new assignment. A
+    /// chain that keeps every place draws over every worker, from the epoch's first stream.
     pub(super) fn draw(&self, live: &[usize], attempt: u32) -> Result<DrawnEpoch, RuntimeError> {
         let epoch = self.state.chain.completed_epochs() + 1;
         Ok(match self.learner.assignment(epoch) {
             Some(next) => self.state.chain.draw_assigned(live, attempt, next)?,
+            None if self.keep_places => self.state.chain.draw(&self.state.chain.all_workers(), 0)?,
             None => self.state.chain.draw(live, attempt)?,
         })
     }

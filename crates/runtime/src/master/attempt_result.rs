@@ -1,16 +1,18 @@
 //! What each phase of an epoch attempt gives ([`Planned`], [`Traffic`], [`AttemptResult`]),
 //! and the [`EpochMetrics`] built once from them when the attempt completes the epoch.
 
-use ubershuffle_core::epoch_chain::PlannedEpoch;
 use ubershuffle_core::pliable::RandomnessStats;
 
 use crate::EpochMetrics;
+use crate::exchange::SegmentEpoch;
 use crate::phases::{Phase, Stopwatch};
 
 /// The planned phase: the epoch drawn and planned, and how random its assignment is.
 pub(super) struct Planned {
-    /// The epoch: instance, plan, who made it.
-    pub(super) chosen: PlannedEpoch,
+    /// The epoch: instance, plan (over the records' segments), who made it.
+    pub(super) chosen: SegmentEpoch,
+    /// The workers that receive it (alive when the attempt started).
+    pub(super) receivers: usize,
     /// The assignment's randomness, measured on the assignment.
     pub(super) randomness: RandomnessStats,
     /// Every point's owner counts over the run so far, as a chi-square per degree of freedom.
@@ -77,13 +79,14 @@ impl AttemptResult {
             dropped: _,
             loss,
         } = self;
-        let (inst, stats) = (&planned.chosen.instance, &planned.randomness);
+        let (chosen, stats) = (&planned.chosen, &planned.randomness);
         EpochMetrics {
-            epoch: planned.chosen.epoch,
+            epoch: chosen.epoch,
             attempts,
-            workers: inst.workers(),
-            transmissions: planned.chosen.plan.len(),
-            uncoded_transmissions: inst.uncoded_transmissions(),
+            workers: planned.receivers,
+            transmissions: chosen.plan.len(),
+            uncoded_transmissions: chosen.segments.uncoded_transmissions(),
+            padding_bytes: chosen.padding_bytes,
             broadcast_packets,
             unicast_packets,
             payload_bytes: traffic.broadcast + traffic.unicast,

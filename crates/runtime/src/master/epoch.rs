@@ -4,7 +4,10 @@
 //! way restarts the epoch without it: the survivors are told their new broadcast group, and the
 //! restarted attempt is planned over them and broadcast again.
 
-use ubershuffle_codes::Encoder;
+use std::sync::Arc;
+
+use ubershuffle_codes::{RecordSource, SegmentEncoder};
+use ubershuffle_core::epoch_chain::assignment_randomness;
 use ubershuffle_core::{Plan, ShuffleInstance};
 use ubershuffle_learners::straggler::straggler_hold;
 use ubershuffle_learners::{IterationOutcome, Model, Received, UpdateBody};
@@ -16,13 +19,13 @@ use super::disputes::Verdict;
 use super::membership::blamed_workers;
 use crate::assignment::record_owners;
 use crate::cost_model::Work;
+use crate::exchange::{SegmentEpoch, plan_segment_epoch_without};
 use crate::phases::{Phase, Stopwatch};
 use crate::protocol::{
-    EpochOrder, MasterMessage, TAG_MASTER, broadcast_name, data_chunk_bytes, records_checksum,
+    EpochOrder, MasterMessage, TAG_MASTER, broadcast_name, data_chunk_bytes, records_checksum_append,
 };
 use crate::routing::{Routes, route};
 use crate::{EpochMetrics, RuntimeError};
-use ubershuffle_core::epoch_chain::PlannedEpoch;
 
 /// How an attempt at an epoch ended.
 pub(super) enum Attempt {
@@ -37,13 +40,23 @@ pub(super) enum Attempt {
 pub(super) struct EpochHeader<'p> {
     pub(super) epoch: u32,
     pub(super) attempt: u32,
-    /// The attempt's workers, in the order of the instance's workers.
+    /// The instance's workers, in its order (the attempt's live workers, or every worker when
+    /// the chain keeps every place: then only the live ones receive).
     pub(super) workers: &'p [usize],
+    /// The record-level instance: every worker's cache and new batch.
     pub(super) inst: &'p ShuffleInstance,
+    /// The plan, over the training records' segments.
     plan: &'p Plan,
     routes: &'p Routes,
     /// Each worker's checksum of its new records.
     checksums: &'p [u32],
+}
+
+impl EpochHeader<'_> {
+    /// The instance's workers that receive this attempt, with their places in the instance.
+    fn receivers<'a>(&'a self, live: &'a [usize]) -> impl Iterator<Item = (usize, usize)> + 'a {
+        self.workers.iter().copied().enumerate().filter(|(_, w)| live.contains(w))
+    }
 }
 
 /// The multiply-adds of aggregating `updates`' values.
@@ -122,12 +135,12 @@ impl<T: Transport> Master<'_, T> {
             return Err(self.members.no_workers_left(lost.join(", ")));
         }
         let planned = self.planned(&live, attempt, watch)?;
-        let (inst, plan) = (&planned.chosen.instance, &planned.chosen.plan);
+        let (inst, plan) = (&planned.chosen.records, &planned.chosen.plan);
         let (routes, checksums) = self.routed(&planned.chosen, watch)?;
         let header = EpochHeader {
             epoch: planned.chosen.epoch as u32,
             attempt,
-            workers: &live,
+            workers: &planned.chosen.live,
             inst,
             plan,
             routes: &routes,
@@ -166,7 +179,7 @@ impl<T: Transport> Master<'_, T> {
         self.await_acks(&header, &mut waiting, &mut dropped)?;
         watch.lap_idle(&self.t, Phase::Transmit);
         let (senders, updates) = self.collect_updates(&header, &mut waiting, &mut dropped, watch)?;
-        let loss = self.aggregated(&planned.chosen, &live, &senders, &updates, watch)?;
+        let loss = self.aggregated(&planned.chosen, &senders, &updates, watch)?;
         let (broadcast_packets, unicast_packets) = (routes.broadcast.len(), routes.unicast_packets());
         Ok(Attempt::Done(Box::new(AttemptResult {
             planned,
@@ -198,7 +211,8 @@ impl<T: Transport> Master<'_, T> {
         Some(verdict)
     }
 
-    /// The planned phase: draws the epoch from the chain over the live workers, plans it (a
+    /// The planned phase: draws the epoch from the chain over the live workers (or every
+    /// worker, when the chain keeps every place), plans it on the training records' segments (a
     /// pliable planner chooses the assignment too: the policy's is its first candidate),
     /// verifies it and measures how random the assignment is.
     fn planned(
@@ -209,50 +223,65 @@ impl<T: Transport> Master<'_, T> {
     ) -> Result<Planned, RuntimeError> {
         let points = self.data.train.len();
         // The policy's assignment, or the one the learner dictates; a pliable planner chooses
-        // the assignment too (the policy's is its first candidate).
-        let chosen = self.draw(live, attempt)?.plan(self.planner, self.config.candidates)?;
-        let uncoded = chosen.instance.uncoded_transmissions() as u64;
-        let cached: usize = (0..live.len()).map(|k| chosen.instance.cache(k).len()).sum();
+        // the assignment too (the policy's is its first candidate). Workers whose places the
+        // chain keeps while they are lost receive nothing.
+        let drawn = self.draw(live, attempt)?;
+        let absent: Vec<usize> = (0..drawn.live.len()).filter(|&k| !live.contains(&drawn.live[k])).collect();
+        let candidates = self.config.candidates;
+        let chosen =
+            plan_segment_epoch_without(drawn, self.planner, candidates, &self.segmentation, &absent)?;
+        let uncoded = chosen.segments.uncoded_transmissions() as u64;
+        let cached: usize = (0..chosen.live.len()).map(|k| chosen.records.cache(k).len()).sum();
         let work = Work { requests: uncoded, drawn_points: (points + cached) as u64, ..Work::default() };
         watch.lap(&mut self.t, Phase::Plan, work);
-        chosen.verify()?;
+        // Verified on the segments as it was planned (`plan_segment_epoch_without`).
         let pairs: u64 = chosen.plan.iter().map(|parts| (parts.len() * parts.len()) as u64).sum();
         watch.lap(&mut self.t, Phase::Verify, Work { verified_pairs: pairs + uncoded, ..Work::default() });
-        let owners = chosen.owners();
-        let randomness = chosen.randomness(&owners);
-        let owner_chi_square_per_df = record_owners(&mut self.owner_counts, &owners, live);
-        Ok(Planned { chosen, randomness, owner_chi_square_per_df })
+        let inst = &chosen.records;
+        let owners: Vec<u32> = (0..inst.points() as u32).map(|p| inst.owner(p) as u32).collect();
+        let randomness = assignment_randomness(inst, &chosen.previous, &owners);
+        let owner_chi_square_per_df = record_owners(&mut self.owner_counts, &owners, &chosen.live);
+        Ok(Planned { chosen, receivers: live.len(), randomness, owner_chi_square_per_df })
     }
 
     /// The routed phase: which packets go by broadcast and which point to point, and each
     /// worker's checksum of its new records (its check on what it decodes).
     fn routed(
         &mut self,
-        chosen: &PlannedEpoch,
+        chosen: &SegmentEpoch,
         watch: &mut Stopwatch,
     ) -> Result<(Routes, Vec<u32>), RuntimeError> {
-        let (inst, plan) = (&chosen.instance, &chosen.plan);
+        let (inst, plan) = (&chosen.segments, &chosen.plan);
         let routes = route(inst, plan)?;
         let parts: u64 = plan.iter().map(|p| p.len() as u64).sum();
         let work = Work { peeled_parts: parts * inst.workers() as u64, ..Work::default() };
         watch.lap(&mut self.t, Phase::Route, work);
         // Like verifying, a check, not shuffle work.
-        let train = &self.data.train;
-        let checksums: Vec<u32> = (0..inst.workers())
-            .map(|k| records_checksum(inst.needs(k).into_iter().filter_map(|p| train.get(p).map(|r| (p, r)))))
-            .collect();
-        let checksummed = (inst.uncoded_transmissions() * train.width()) as u64;
+        let (records, train) = (&chosen.records, &self.data.train);
+        let (mut checksums, mut record, mut checksummed) =
+            (Vec::with_capacity(inst.workers()), Vec::new(), 0);
+        for k in 0..inst.workers() {
+            // A worker that receives nothing needs nothing: its checksum is of no record.
+            let needs = if inst.needs(k).is_empty() { Vec::new() } else { records.needs(k).to_vec() };
+            let mut crc = 0;
+            for p in needs {
+                record.clear();
+                train.append(p, &mut record)?;
+                crc = records_checksum_append(crc, p, &record);
+                checksummed += record.len() as u64;
+            }
+            checksums.push(crc);
+        }
         watch.lap(&mut self.t, Phase::Verify, Work { checksummed_bytes: checksummed, ..Work::default() });
         Ok((routes, checksums))
     }
 
-    /// The aggregated phase: the new model from the updates, and the chain moved on (each live
-    /// worker's new batch and cache; a worker lost meanwhile forgets its cache). Gives the new
-    /// model's held-out loss.
+    /// The aggregated phase: the new model from the updates, and the chain moved on (each
+    /// worker's new batch and cache; a worker lost meanwhile forgets its cache, unless the
+    /// chain keeps every place). Gives the new model's held-out loss.
     fn aggregated(
         &mut self,
-        chosen: &PlannedEpoch,
-        live: &[usize],
+        chosen: &SegmentEpoch,
         senders: &[usize],
         updates: &[ubershuffle_learners::Update],
         watch: &mut Stopwatch,
@@ -261,15 +290,17 @@ impl<T: Transport> Master<'_, T> {
         let model = self.learner.aggregate_received(&Model::new(self.state.model.clone()), &received)?;
         let loss = self.loss(&model)?;
         self.state.model = model.params;
-        self.state.chain.commit(chosen);
-        for &w in live {
-            if !self.members.is_alive(w) {
-                self.state.chain.forget(w);
+        self.state.chain.commit_instance(chosen.epoch, &chosen.live, &chosen.records);
+        if !self.keep_places {
+            for &w in &chosen.live {
+                if !self.members.is_alive(w) {
+                    self.state.chain.forget(w);
+                }
             }
         }
-        let inst = &chosen.instance;
+        let inst = &chosen.records;
         let held_out = ubershuffle_learners::data::record_views(&self.data.held_out);
-        let kept: usize = (0..live.len()).map(|k| inst.cache(k).len() + inst.assignment(k).len()).sum();
+        let kept: usize = (0..inst.workers()).map(|k| inst.cache(k).len() + inst.assignment(k).len()).sum();
         let work = Work {
             coordinates: aggregate_work(updates),
             loss_coordinates: self.config.learner.loss_work(&held_out),
@@ -290,8 +321,7 @@ impl<T: Transport> Master<'_, T> {
         traffic: &mut Traffic,
         watch: &mut Stopwatch,
     ) -> Result<(), RuntimeError> {
-        let width = self.data.train.width();
-        let per_chunk = (self.config.chunk_bytes / width).max(1);
+        let per_chunk = self.packets_per_chunk();
         let model = Model::new(self.state.model.clone()).to_bytes();
         // The survivors of a loss learn their new broadcast group before its first broadcast.
         if let Some(group) = self.members.group_to_announce() {
@@ -321,22 +351,27 @@ impl<T: Transport> Master<'_, T> {
             watch.lap(&mut self.t, Phase::ModelBroadcast, work);
         }
         self.send_orders(h, live, outcome, &model, model_by_broadcast, traffic, watch)?;
-        let data = self.data;
-        let encoder = Encoder::new(h.plan, &data.train)?;
+        let (data, segmentation) = (self.data, Arc::clone(&self.segmentation));
+        let encoder = SegmentEncoder::new(h.plan, &segmentation, data.train.source())?;
         for (k, seqs) in h.routes.broadcast.chunks(per_chunk).enumerate() {
-            let mut buf = self.encode(&encoder, h, seqs, false, traffic, watch);
+            let mut buf = self.encode(&encoder, h, seqs, false, traffic, watch)?;
             let name = broadcast_name(h.epoch, h.attempt, k as u32 + 1);
             self.t.broadcast_turned(0, &group, (name, h.attempt), &mut buf)?;
             watch.lap_idle(&self.t, Phase::Transmit);
         }
-        for (k, &w) in live.iter().enumerate() {
+        for (k, w) in h.receivers(live) {
             for seqs in h.routes.unicast[k].chunks(per_chunk) {
-                let bytes = self.encode(&encoder, h, seqs, true, traffic, watch);
+                let bytes = self.encode(&encoder, h, seqs, true, traffic, watch)?;
                 self.t.send(w + 1, TAG_MASTER, &bytes)?;
                 watch.lap_idle(&self.t, Phase::Transmit);
             }
         }
         Ok(())
+    }
+
+    /// Packets per data message: as many as fit in the configured chunk.
+    fn packets_per_chunk(&self) -> usize {
+        (self.config.chunk_bytes / self.segmentation.segment_bytes()).max(1)
     }
 
     /// Sends every live worker its order: its batch, the plan's transmissions it needs, how
@@ -352,9 +387,9 @@ impl<T: Transport> Master<'_, T> {
         traffic: &mut Traffic,
         watch: &mut Stopwatch,
     ) -> Result<(), RuntimeError> {
-        let per_chunk = (self.config.chunk_bytes / self.data.train.width()).max(1);
+        let per_chunk = self.packets_per_chunk();
         let broadcasts = h.routes.broadcast.len().div_ceil(per_chunk);
-        for (k, &w) in live.iter().enumerate() {
+        for (k, w) in h.receivers(live) {
             let seqs = &h.routes.needs[k];
             let mut sub_plan = Plan::with_capacity(seqs.len(), 0);
             for &s in seqs {
@@ -389,19 +424,25 @@ impl<T: Transport> Master<'_, T> {
 
     /// The data chunk of `seqs`, XOR-encoded straight into its message (a broadcast buffer, or
     /// a point-to-point [`crate::protocol::MasterMessage::Data`]); a lap of encoding.
-    fn encode(
+    fn encode<R: RecordSource + ?Sized>(
         &mut self,
-        encoder: &Encoder<'_>,
+        encoder: &SegmentEncoder<'_, R>,
         h: &EpochHeader<'_>,
         seqs: &[u32],
         point_to_point: bool,
         traffic: &mut Traffic,
         watch: &mut Stopwatch,
-    ) -> Vec<u8> {
+    ) -> Result<Vec<u8>, RuntimeError> {
         let width = encoder.width();
+        let mut failed = None;
         let bytes = data_chunk_bytes(h.epoch, h.attempt, seqs, width, point_to_point, |k, out| {
-            encoder.encode_into(seqs[k] as usize, out);
+            if let Err(e) = encoder.encode_into(seqs[k] as usize, out) {
+                failed.get_or_insert(e);
+            }
         });
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
         let parts: usize = seqs.iter().map(|&s| h.plan.transmission(s as usize).len()).sum();
         let payload = (seqs.len() * width) as u64;
         traffic.data += bytes.len() as u64;
@@ -415,7 +456,7 @@ impl<T: Transport> Master<'_, T> {
         let work =
             Work { xored_bytes: (parts * width) as u64, copied_bytes: bytes.len() as u64, ..Work::default() };
         watch.lap(&mut self.t, Phase::Encode, work);
-        bytes
+        Ok(bytes)
     }
 }
 

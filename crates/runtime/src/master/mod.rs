@@ -12,7 +12,10 @@ mod epoch;
 mod membership;
 mod setup;
 
+use std::sync::Arc;
+
 use crate::run_data::RunData;
+use ubershuffle_codes::{Segmentation, default_segment_bytes};
 use ubershuffle_core::ShufflePlanner;
 use ubershuffle_core::epoch_chain::{EpochChain, check_scheme};
 use ubershuffle_core::pliable::OwnerFrequencies;
@@ -76,6 +79,11 @@ pub struct Master<'a, T: Transport> {
     stragglers: &'a mut dyn StragglerModel,
     straggler_rng: SeededRng,
     data: &'a RunData,
+    /// The training records' segments, the points every epoch is planned and coded on (records
+    /// of one size are one segment each: the plans of the records themselves).
+    segmentation: Arc<Segmentation>,
+    /// Whether the chain keeps every worker's place ([`Master::keeping_every_place`]).
+    keep_places: bool,
     learner: Box<dyn Learner>,
     /// What a checkpoint keeps but membership: the chain of batches and caches, the model, the
     /// metrics.
@@ -121,12 +129,20 @@ impl<'a, T: Transport> Master<'a, T> {
         // From here on, what each worker may send before it is read follows from the job.
         let workers: Vec<usize> = (1..t.size()).collect();
         t.limit_inbox(&workers, crate::inbox::at_master(learner.parameter_count()));
-        for (which, records) in [("training", &data.train), ("held-out", &data.held_out)] {
-            if records.width() != learner.record_width() {
-                let (width, expected) = (records.width(), learner.record_width());
+        let expected = learner.record_width();
+        let train = match data.train.fixed() {
+            Some(train) => Some(("training", train)),
+            None if expected != 0 => return Err(ConfigError::SizedRecords { expected }.into()),
+            None => None,
+        };
+        for (which, records) in train.into_iter().chain([("held-out", &data.held_out)]) {
+            if records.width() != expected && !records.is_empty() {
+                let width = records.width();
                 return Err(ConfigError::RecordWidth { which, width, expected }.into());
             }
         }
+        let index = data.train.index()?;
+        let segmentation = Arc::new(Segmentation::new(index.clone(), default_segment_bytes(&index))?);
         let fingerprint = RunFingerprint::of(config, planner.name(), data);
         let state = setup::fresh_state(config, fingerprint, learner.as_ref())?;
         let straggler_rng = seeded_stream(config.seed, STREAM_STRAGGLERS);
@@ -137,6 +153,8 @@ impl<'a, T: Transport> Master<'a, T> {
             stragglers,
             straggler_rng,
             data,
+            segmentation,
+            keep_places: false,
             learner,
             members: Membership::of(vec![true; config.workers]),
             state,
@@ -162,7 +180,7 @@ impl<'a, T: Transport> Master<'a, T> {
                 reason: format!("it belongs to another run ({diff})"),
             });
         }
-        self.state = setup::resumed_state(self.config, point)?;
+        self.state = setup::resumed_state(self.config, point, self.keep_places)?;
         for _ in 0..self.state.chain.completed_epochs() {
             self.stragglers.next_iteration(&mut self.straggler_rng);
         }
@@ -175,6 +193,17 @@ impl<'a, T: Transport> Master<'a, T> {
     /// as at a resume. Without it nobody joins a running run.
     pub fn admitting(mut self, job: ClusterJob) -> Self {
         self.newcomer_job = Some(job);
+        self
+    }
+
+    /// Keeps every worker's place in the chain (the data plane's choice): every epoch is drawn
+    /// over all workers, lost or not, from the epoch's first stream, exactly as the Python
+    /// sampler draws it; a lost worker's batch is not delivered (its records go untrained
+    /// until a process takes its place) and its cache stays the chain's, which a process taking
+    /// its place receives. Without it (every learner's run) the survivors take the lost
+    /// workers' batches over, and a returning worker gets a new share.
+    pub fn keeping_every_place(mut self) -> Self {
+        self.keep_places = true;
         self
     }
 
@@ -223,10 +252,13 @@ impl<'a, T: Transport> Master<'a, T> {
         Ok(bytes.len() as u64)
     }
 
-    /// Takes worker `w` out of the run; its cache is forgotten.
+    /// Takes worker `w` out of the run; its cache is forgotten (unless the chain keeps every
+    /// place).
     fn lose(&mut self, w: usize) {
         self.members.lose(w);
-        self.state.chain.forget(w);
+        if !self.keep_places {
+            self.state.chain.forget(w);
+        }
     }
 
     fn stop_workers(&mut self) {

@@ -1,7 +1,9 @@
 //! Setting up and resuming a run: the starting state (fresh, from a given partition, or from a
 //! matched checkpoint), and the workers' jobs and starting caches.
 
-use ubershuffle_codes::Records;
+use std::sync::Arc;
+
+use ubershuffle_codes::Segmentation;
 use ubershuffle_core::epoch_chain::{ChainError, EpochChain};
 use ubershuffle_learners::Learner;
 use ubershuffle_transport::Transport;
@@ -10,7 +12,8 @@ use super::membership::lost_worker;
 use super::{Master, RunState};
 use crate::checkpoint::ResumePoint;
 use crate::fingerprint::RunFingerprint;
-use crate::protocol::{JobSpec, MasterMessage, TAG_RECEIVED};
+use crate::protocol::{JobSpec, MasterMessage, TAG_RECEIVED, UnevenJob};
+use crate::run_data::ShuffledRecords;
 use crate::{CheckedRunConfig, Checkpoint, ConfigError, RuntimeError};
 
 /// A fresh run's state: the starting model and a fresh chain.
@@ -24,27 +27,58 @@ pub(super) fn fresh_state(
     Ok(RunState { fingerprint, chain, model, metrics: Vec::new() })
 }
 
-/// The state of a matched checkpoint, its lost workers taken back ([`EpochChain::readmit`]).
-pub(super) fn resumed_state(config: &CheckedRunConfig, point: ResumePoint) -> Result<RunState, RuntimeError> {
+/// The state of a matched checkpoint, its lost workers taken back ([`EpochChain::readmit`];
+/// with `keep_places`, into the places the chain kept).
+pub(super) fn resumed_state(
+    config: &CheckedRunConfig,
+    point: ResumePoint,
+    keep_places: bool,
+) -> Result<RunState, RuntimeError> {
     let Checkpoint { fingerprint, model, chain, alive, metrics } = point.into_checkpoint();
     let mut chain = EpochChain::with_state(config.chain_params(), chain).map_err(|e| {
         let path = config.checkpoint.as_ref().map_or_else(String::new, |p| p.display().to_string());
         RuntimeError::Checkpoint { path, reason: e.to_string() }
     })?;
-    let returning: Vec<usize> = (0..alive.len()).filter(|&w| !alive[w]).collect();
-    chain.readmit(&returning);
+    if !keep_places {
+        let returning: Vec<usize> = (0..alive.len()).filter(|&w| !alive[w]).collect();
+        chain.readmit(&returning);
+    }
     Ok(RunState { fingerprint, chain, model, metrics })
 }
 
-/// The records `ids` of `records`, back to back.
-fn gather(records: &Records, ids: &[u32]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(ids.len() * records.width());
-    for &id in ids {
-        if let Some(r) = records.get(id) {
-            out.extend_from_slice(r);
+/// The job's description of the records: their width, or (for records of uneven size) 0 and
+/// every record's size with the segment size of the packets.
+fn job_records(train: &ShuffledRecords, segmentation: &Segmentation) -> (u32, Option<UnevenJob>) {
+    match train.fixed() {
+        Some(records) => (records.width() as u32, None),
+        None => {
+            let index = segmentation.index();
+            let sizes = (0..index.len() as u32).map(|id| index.size(id).unwrap_or(0)).collect();
+            (0, Some(UnevenJob { segment_bytes: segmentation.segment_bytes() as u32, sizes }))
         }
     }
-    out
+}
+
+/// `ids` in runs whose records add up to at most `bytes` (at least one record a run).
+fn runs_within(
+    index: &ubershuffle_codes::RecordIndex,
+    ids: &[u32],
+    bytes: u64,
+) -> Vec<std::ops::Range<usize>> {
+    let mut runs = Vec::new();
+    let (mut start, mut sum) = (0, 0u64);
+    for (k, &id) in ids.iter().enumerate() {
+        let size = index.size(id).unwrap_or(0);
+        if k > start && sum + size > bytes {
+            runs.push(start..k);
+            (start, sum) = (k, 0);
+        }
+        sum += size;
+    }
+    if start < ids.len() {
+        runs.push(start..ids.len());
+    }
+    runs
 }
 
 impl<T: Transport> Master<'_, T> {
@@ -80,24 +114,30 @@ impl<T: Transport> Master<'_, T> {
     /// Starts the workers `workers` (their jobs and starting caches) and waits until they hold
     /// their caches; one that cannot be reached is lost before the next epoch.
     pub(super) fn start_these(&mut self, workers: &[usize]) -> Result<(), RuntimeError> {
-        let width = self.data.train.width();
-        let per_message = (self.config.chunk_bytes / width).max(1);
+        let (record_width, uneven) = job_records(&self.data.train, &self.segmentation);
         for &w in workers {
             let job = JobSpec {
                 worker: w as u32,
                 workers: self.config.workers as u32,
                 points: self.data.train.len() as u32,
-                record_width: width as u32,
+                record_width,
                 cache_capacity: self.config.cache_capacity as u32,
                 seed: self.config.seed,
                 chunk_bytes: self.config.chunk_bytes as u64,
                 learner: self.config.learner,
+                uneven: uneven.clone(),
             };
             let cache = self.state.chain.state().caches[w].clone();
             let sent = self.send(w, &MasterMessage::Job(job)).and_then(|_| {
-                for ids in cache.chunks(per_message) {
-                    let bytes = gather(&self.data.train, ids);
-                    self.send(w, &MasterMessage::Records { ids: ids.to_vec(), bytes })?;
+                let segmentation = Arc::clone(&self.segmentation);
+                let index = segmentation.index();
+                for run in runs_within(index, &cache, self.config.chunk_bytes as u64) {
+                    let ids = cache[run].to_vec();
+                    let mut bytes = Vec::with_capacity(index.bytes_of(&ids) as usize);
+                    for &id in &ids {
+                        self.data.train.append(id, &mut bytes)?;
+                    }
+                    self.send(w, &MasterMessage::Records { ids, bytes })?;
                 }
                 Ok(())
             });
@@ -139,7 +179,9 @@ impl<T: Transport> Master<'_, T> {
         if returning.is_empty() {
             return Ok(());
         }
-        self.state.chain.readmit(&returning);
+        if !self.keep_places {
+            self.state.chain.readmit(&returning);
+        }
         for &w in &returning {
             self.members.rejoin(w);
             self.disputes.forget(w);

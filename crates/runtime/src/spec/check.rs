@@ -81,7 +81,18 @@ impl RunSpec {
                 |e: ubershuffle_learners::LearnerError| SpecError::new(Setting::Learner, e.to_string());
             let width = learner.build().map_err(invalid)?.record_width();
             let given = data.data();
-            for (what, records) in [("training", &given.train), ("held-out", &given.held_out)] {
+            let train = given.train.fixed();
+            if train.is_none() && width != 0 {
+                return Err(SpecError::new(
+                    Setting::Learner,
+                    format!(
+                        "{learner:?} reads records of {width} bytes; the training records are of any size"
+                    ),
+                ));
+            }
+            for (what, records) in
+                train.into_iter().map(|t| ("training", t)).chain([("held-out", &given.held_out)])
+            {
                 if records.width() != width && !records.is_empty() {
                     return Err(SpecError::new(
                         Setting::Learner,

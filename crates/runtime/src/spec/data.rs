@@ -73,7 +73,12 @@ impl PartialEq for GivenData {
 impl fmt::Debug for GivenData {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (train, held) = (&self.0.train, &self.0.held_out);
-        write!(f, "GivenData({} + {} records of {} bytes)", train.len(), held.len(), train.width())
+        match train.fixed() {
+            Some(fixed) => {
+                write!(f, "GivenData({} + {} records of {} bytes)", train.len(), held.len(), fixed.width())
+            }
+            None => write!(f, "GivenData({} records of any size + {} held out)", train.len(), held.len()),
+        }
     }
 }
 
@@ -119,7 +124,7 @@ impl DataSpec {
                 (train.to_records()?, held_out.to_records()?)
             }
         };
-        Ok(Arc::new(RunData { train, held_out }))
+        Ok(Arc::new(RunData { train: train.into(), held_out }))
     }
 }
 

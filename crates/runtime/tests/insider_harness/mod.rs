@@ -212,7 +212,7 @@ impl<T: Transport> Transport for Insider<T> {
 pub fn data() -> RunData {
     let (all, _) = linear_regression(POINTS + 100, FEATURES, 0.05, 3).unwrap();
     let (train, held_out) = all.split(100.0 / (POINTS + 100) as f64, 4);
-    RunData { train: train.to_records().unwrap(), held_out: held_out.to_records().unwrap() }
+    RunData { train: train.to_records().unwrap().into(), held_out: held_out.to_records().unwrap() }
 }
 
 /// Runs `workers` workers for `epochs` epochs over TCP on loopback, worker `w` doing what
