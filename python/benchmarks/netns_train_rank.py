@@ -22,6 +22,10 @@ bytes into the training epochs. The first training rank also logs, per epoch, th
 records that enter each rank's holding along the sampler's chain (the plan's bytes, for the
 xtask's byte checks).
 
+With ``--sleep-train SECONDS`` a rank does not train: it reads every record of its epoch and
+sleeps that long per epoch, the CPU idle as while a GPU computes (the profile's control: the
+links, not the cores, are then the bottleneck); no held-out accuracy is logged.
+
 Usage: python netns_train_rank.py --arm b --data DIR --out DIR [--epochs 6 ...]
 """
 
@@ -135,6 +139,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--loader-workers", type=int, default=0)
+    parser.add_argument(
+        "--sleep-train",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="instead of training, sleep this long per epoch (spread over its batches; the CPU idle, "
+        "as while a GPU computes): every record of the epoch is still read, none decoded",
+    )
     parser.add_argument("--interface", default=os.environ.get("GLOO_SOCKET_IFNAME", "eth0"))
     args = parser.parse_args()
     if args.make_data:
@@ -207,7 +219,14 @@ def main() -> None:
             sg.set_epoch(epoch)
         row["exposed_seconds"] = time.perf_counter() - start
         total, count = 0.0, 0
-        for x, y in loader:
+        if args.sleep_train > 0:
+            order = list(iter(sampler))
+            batches = max(math.ceil(len(order) / args.batch), 1)
+            for b in range(batches):
+                for i in order[b * args.batch : (b + 1) * args.batch]:
+                    count += len(records[i]) > 0
+                time.sleep(args.sleep_train / batches)
+        for x, y in [] if args.sleep_train > 0 else loader:
             opt.zero_grad()
             loss = F.cross_entropy(model(x), y)
             loss.backward()
@@ -215,7 +234,7 @@ def main() -> None:
             total, count = total + loss.item() * len(y), count + len(y)
         row["epoch_seconds"] = time.perf_counter() - start
         row["train_loss"] = total / max(count, 1)
-        if first:
+        if first and args.sleep_train <= 0:
             with torch.no_grad():
                 out = model.module(test_x)
                 row["held_out_loss"] = float(F.cross_entropy(out, test_y))

@@ -231,7 +231,17 @@ class ShuffleGroup(StoreSide):
         ``coded_packets``, ``records_received``, ``source_records`` and ``source_bytes`` (read
         from the source), ``transfer_seconds`` (the delivery, in the background or not),
         ``exposed_seconds`` (what :meth:`set_epoch` waited), ``held_records``, ``held_bytes``
-        and ``kind`` (``"step"``: along the chain; ``"catch-up"``: a start, a resume, a jump)."""
+        and ``kind`` (``"step"``: along the chain; ``"catch-up"``: a start, a resume, a jump).
+
+        A store-mode step also says where its time went: at a training rank,
+        ``answer_wait_seconds`` (from the request to the store's answer: the store's planning
+        and its wait for every rank's request), ``scatter_seconds`` (receiving its pieces from
+        the store), ``relay_seconds`` (the ranks giving each other their pieces),
+        ``decode_seconds`` and ``gloo_wait_seconds`` (every wait on the plane's group); at the
+        store (:meth:`serve`'s figures), ``request_wait_seconds``, ``plan_seconds`` (what the
+        delivery waited for its plan), ``plan_ahead_seconds`` (the planner's time when the store
+        planned it ahead, while the ranks trained), ``encode_seconds``, ``scatter_seconds`` and
+        ``gloo_wait_seconds``."""
         if epoch not in self._figures:
             raise KeyError(f"no figures for epoch {epoch} at rank {self.rank}")
         return dict(self._figures[epoch])
@@ -438,23 +448,35 @@ class ShuffleGroup(StoreSide):
         """A training rank's side of the store's delivery of ``epoch``."""
         link, store = self._link, self.source_rank
         sent0, got0 = link.bytes_sent, link.bytes_received
+        timers = dict(link.seconds)
+        asked = time.perf_counter()
         self._control(STEP, epoch)
         kind, plan_len = (int(v) for v in link.recv_ints(store, 2, f"the store's answer for epoch {epoch}"))
+        answer_wait = time.perf_counter() - asked
         if kind == WHOLE:
             me = self._me()
             missing = {me: np.setdiff1d(nxt.targets()[me], now.targets()[me])}
             return self._run_transfer(self._from_store(missing), f"epoch {epoch}'s delivery")
         plan = link.scatter_gather(store, self._trainers, None, plan_len, f"the plan of epoch {epoch}")
+        decoding = time.perf_counter()
         receiver = _native.CodedRecvCore(
             now, nxt, plan, self._store._core, self._me(), self.segment_bytes, self._round_bytes
         )
+        decode = time.perf_counter() - decoding
         for k in range(receiver.rounds):
             data = link.scatter_gather(
                 store, self._trainers, None, receiver.round_len(k), f"round {k} of epoch {epoch}"
             )
+            decoding = time.perf_counter()
             receiver.decode(k, data)
+            decode += time.perf_counter() - decoding
+        decoding = time.perf_counter()
         done = receiver.finish()
+        decode += time.perf_counter() - decoding
         return {
+            "answer_wait_seconds": answer_wait,
+            "decode_seconds": decode,
+            **link.seconds_since(timers),
             "bytes_sent": link.bytes_sent - sent0,
             "bytes_received": link.bytes_received - got0,
             "records_received": len(done["new_records"]),

@@ -54,6 +54,14 @@ class Link:
         """Payload bytes this link has sent."""
         self.bytes_received = 0
         """Payload bytes this link has received."""
+        self.seconds: dict = {}
+        """Seconds spent, by what (``gloo_wait_seconds``: waiting on posted operations;
+        ``scatter_seconds`` and ``relay_seconds``: the two halves of :meth:`scatter_gather`,
+        copies included), summed over the link's life; a delivery reports the difference."""
+
+    def tally(self, key: str, seconds: float) -> None:
+        """Adds ``seconds`` to ``self.seconds[key]``."""
+        self.seconds[key] = self.seconds.get(key, 0.0) + seconds
 
     def _wire(self, array: np.ndarray) -> torch.Tensor:
         tensor = torch.from_numpy(np.ascontiguousarray(array))
@@ -83,6 +91,19 @@ class Link:
 
     def wait(self, posted: list, what: str) -> None:
         """Waits on each posted operation until one deadline; a failure names the peer."""
+        start = time.perf_counter()
+        try:
+            self._wait(posted, what)
+        finally:
+            self.tally("gloo_wait_seconds", time.perf_counter() - start)
+
+    def seconds_since(self, before: dict) -> dict:
+        """What :attr:`seconds` gained since ``before`` (a copy taken earlier), every key
+        present."""
+        keys = ("gloo_wait_seconds", "scatter_seconds", "relay_seconds")
+        return {k: self.seconds.get(k, 0.0) - before.get(k, 0.0) for k in keys}
+
+    def _wait(self, posted: list, what: str) -> None:
         deadline = time.monotonic() + self.timeout
         for peer, doing, work, _ in posted:
             left = max(deadline - time.monotonic(), 0.001)
@@ -131,22 +152,29 @@ class Link:
         m = len(receivers)
         piece = -(-nbytes // m) if m else 0
         bounds = [(min(i * piece, nbytes), min((i + 1) * piece, nbytes)) for i in range(m)]
+        start = time.perf_counter()
         if self.rank == source:
             assert data is not None and len(data) == nbytes
             self.exchange({r: data[a:b] for r, (a, b) in zip(receivers, bounds)}, {}, what)
+            self.tally("scatter_seconds", time.perf_counter() - start)
             return None
         me = receivers.index(self.rank)
         a, b = bounds[me]
         mine = self.exchange({}, {source: (b - a, torch.uint8)}, f"{what} from the store")[source]
-        others = [r for r in receivers if r != self.rank]
-        got = self.exchange(
-            {r: mine for r in others},
-            {r: (bounds[receivers.index(r)][1] - bounds[receivers.index(r)][0], torch.uint8) for r in others},
-            f"{what} from the other ranks",
-        )
+        relay = time.perf_counter()
+        self.tally("scatter_seconds", relay - start)
         out = np.empty(nbytes, dtype=np.uint8)
         out[a:b] = mine
-        for r in others:
-            lo, hi = bounds[receivers.index(r)]
-            out[lo:hi] = got[r]
+        # The relay in m - 1 shifts: at shift s, receiver i sends its piece to receiver i + s
+        # and receives from receiver i - s, so that every link carries one piece at a time.
+        # Sending to every other receiver at once would make m - 1 senders converge on each
+        # receiver's downlink (incast): on a shaped or switched link their flows lose packets
+        # and wait out retransmission timeouts (the relay took about twice the link's time).
+        for shift in range(1, m):
+            to, frm = receivers[(me + shift) % m], receivers[(me - shift) % m]
+            lo, hi = bounds[(me - shift) % m]
+            got = self.exchange({to: mine}, {frm: (hi - lo, torch.uint8)}, f"{what} from the other ranks")
+            if hi > lo:
+                out[lo:hi] = got[frm]
+        self.tally("relay_seconds", time.perf_counter() - relay)
         return out

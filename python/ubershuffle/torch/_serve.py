@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -11,6 +12,44 @@ import torch
 from .. import _native
 from ._link import CONTROL_TAG, ShuffleError
 from ._protocol import CODED, CONTROL_LEN, FULFIL, STOP, WAIT, WHOLE, state_from
+
+
+class Ahead:
+    """The store's plan of the next step's coded delivery, made on a thread while the training
+    ranks still relay, decode and train (the planner runs without the GIL), so that their
+    request finds it ready. ``now`` is a sampler core of the store's own that nothing else
+    moves; the plan is used only if the request comes for ``epoch`` from the same chain."""
+
+    def __init__(self, epoch: int, now: Any, store: Any, segment_bytes: int, round_bytes: int) -> None:
+        self.epoch = epoch
+        self.digest = int(now.digest())
+        self.sender: Any = None
+        self.error: BaseException | None = None
+        self.seconds = 0.0
+        """The planner's own wall time."""
+        self.thread = threading.Thread(
+            target=self._run,
+            args=(now, store, segment_bytes, round_bytes),
+            name=f"ubershuffle-plan-{epoch}",
+            daemon=True,
+        )
+        self.thread.start()
+
+    def _run(self, now: Any, store: Any, segment_bytes: int, round_bytes: int) -> None:
+        start = time.perf_counter()
+        try:
+            self.sender = _native.CodedSendCore(now, store, segment_bytes, round_bytes)
+        except BaseException as e:  # noqa: BLE001 (the step plans again, and raises there)
+            self.error = e
+        self.seconds = time.perf_counter() - start
+
+    def take(self, epoch: int, now: Any) -> Any:
+        """The plan if it is the one ``epoch`` needs from ``now`` (waiting for it), else
+        ``None``."""
+        self.thread.join()
+        if self.error is not None or epoch != self.epoch or int(now.digest()) != self.digest:
+            return None
+        return self.sender
 
 
 class StoreSide:
@@ -26,6 +65,7 @@ class StoreSide:
     rank: int
     segment_bytes: int
     _round_bytes: int
+    _ahead: Ahead | None = None
 
     def serve(self) -> list:
         """The store's loop (store mode, at ``source_rank``): serves the training ranks'
@@ -37,7 +77,9 @@ class StoreSide:
         reads, read_bytes = self._startup_reads
         try:
             while True:
+                asked = time.perf_counter()
                 requests = self._requests()
+                request_wait = time.perf_counter() - asked
                 ops = {int(v[0]) for v in requests.values()}
                 epochs = {int(v[1]) for v in requests.values()}
                 if ops == {STOP}:
@@ -49,6 +91,7 @@ class StoreSide:
                 op, epoch = ops.pop(), epochs.pop()
                 start = time.perf_counter()
                 sent0 = self._link.bytes_sent
+                timers = dict(self._link.seconds)
                 figures = (
                     self._serve_catch_up(epoch, requests)
                     if op == FULFIL
@@ -60,11 +103,16 @@ class StoreSide:
                     bytes_sent=self._link.bytes_sent - sent0,
                     source_records=reads,
                     source_bytes=read_bytes,
+                    request_wait_seconds=request_wait,
+                    **self._link.seconds_since(timers),
                 )
                 reads, read_bytes = 0, 0
                 self._figures[epoch] = figures
                 served.append(figures)
         finally:
+            if self._ahead is not None:
+                self._ahead.thread.join()
+                self._ahead = None
             self.close()
 
     def _requests(self) -> dict:
@@ -94,6 +142,9 @@ class StoreSide:
         if state_len:
             state = link.exchange({}, {first: (state_len, torch.uint8)}, "the sampler's state")[first]
             self._sampler.load_state_dict(state_from(state.tobytes()))
+        if self._ahead is not None:
+            self._ahead.thread.join()
+            self._ahead = None
         self._sampler.set_epoch(epoch)
         self._check_digests(requests, epoch)
         targets = self._sampler._core.targets()
@@ -103,6 +154,10 @@ class StoreSide:
             missing[place] = np.setdiff1d(targets[place], held)
         figures = self._run_transfer(self._from_store(missing), f"catching up to epoch {epoch}")
         figures.update(kind="catch-up")
+        core = self._sampler._core
+        if not core.is_remainder:
+            # The live chain: every path that moves it (a step, a catch-up) joins this first.
+            self._ahead = Ahead(epoch + 1, core, self._store._core, self.segment_bytes, self._round_bytes)
         return figures
 
     def _serve_step(self, epoch: int, requests: dict) -> dict:
@@ -116,11 +171,16 @@ class StoreSide:
         nxt = now.stepped()
         # After a change of world size the next epoch starts a new chain: nothing is cached
         # for it, so its records are sent whole.
-        sender = (
-            None
-            if now.is_remainder
-            else _native.CodedSendCore(now, self._store._core, self.segment_bytes, self._round_bytes)
-        )
+        planning = time.perf_counter()
+        ahead, self._ahead = self._ahead, None
+        sender = None
+        plan_ahead = 0.0
+        if not now.is_remainder:
+            sender = ahead.take(epoch, now) if ahead is not None else None
+            if sender is None:
+                sender = _native.CodedSendCore(now, self._store._core, self.segment_bytes, self._round_bytes)
+            else:
+                plan_ahead = ahead.seconds
         if sender is None:
             for r in self._trainers:
                 link.send_ints(r, [WHOLE, 0], f"the answer for epoch {epoch}")
@@ -129,14 +189,24 @@ class StoreSide:
             figures = self._run_transfer(self._from_store(missing), f"epoch {epoch}'s delivery")
         else:
             plan = sender.plan_bytes()
+            plan_seconds = time.perf_counter() - planning
+            encode_seconds = 0.0
             for r in self._trainers:
                 link.send_ints(r, [CODED, len(plan)], f"the answer for epoch {epoch}")
             link.scatter_gather(self.rank, self._trainers, plan, len(plan), f"the plan of epoch {epoch}")
             for k in range(sender.rounds):
+                encoding = time.perf_counter()
                 data = np.empty(sender.round_len(k), dtype=np.uint8)
                 sender.encode_into(k, data)
+                encode_seconds += time.perf_counter() - encoding
                 link.scatter_gather(self.rank, self._trainers, data, len(data), f"round {k} of epoch {epoch}")
             figures = dict(sender.figures())
+            figures.update(
+                plan_seconds=plan_seconds, plan_ahead_seconds=plan_ahead, encode_seconds=encode_seconds
+            )
         self._sampler.set_epoch(epoch)
+        if not nxt.is_remainder:
+            # nxt is the store's own copy of the chain at ``epoch``: nothing else moves it.
+            self._ahead = Ahead(epoch + 1, nxt, self._store._core, self.segment_bytes, self._round_bytes)
         figures.update(kind="step")
         return figures

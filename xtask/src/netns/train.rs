@@ -70,6 +70,12 @@ pub struct NetnsTrainArgs {
     /// every arm; the bytes are checked, not the times.
     #[arg(long)]
     short: bool,
+    /// Instead of training, every rank sleeps this many seconds per epoch (spread over its
+    /// batches), reading every record of its epoch but decoding none: the CPU idle, as while a
+    /// GPU computes, so that the links and not the cores are the bottleneck (the profile's
+    /// control). Writes results/netns-train-idle.csv and its own section by default.
+    #[arg(long, default_value_t = 0.0, value_name = "SECONDS")]
+    sleep_train: f64,
     /// The Python that runs the ranks.
     #[arg(long, default_value = "python3")]
     python: PathBuf,
@@ -159,6 +165,8 @@ pub struct TrainRun {
     /// Q of arm d.
     pub fraction: f64,
     seed: u64,
+    /// Seconds each rank sleeps per epoch instead of training (0: it trains).
+    pub sleep_train: f64,
     /// The short form (bytes checked, small records).
     pub short: bool,
     python: PathBuf,
@@ -190,6 +198,9 @@ impl NetnsTrainArgs {
         if !(self.grain.is_finite() && (0.0..=128.0).contains(&self.grain)) {
             bail!("--grain {}: use 0 to 128 grey levels", self.grain);
         }
+        if !(self.sleep_train.is_finite() && (0.0..=600.0).contains(&self.sleep_train)) {
+            bail!("--sleep-train {}: use 0 to 600 seconds", self.sleep_train);
+        }
         if self.epochs < 2 || self.repeats == 0 || self.timeout == 0 {
             bail!("--epochs must be at least 2, --repeats and --timeout at least 1");
         }
@@ -208,9 +219,10 @@ impl NetnsTrainArgs {
         let (epochs, side, grain) =
             if self.short { (2, 64, 0.0) } else { (self.epochs, self.side, self.grain) };
         let readme = self.out.is_none();
+        let idle = self.sleep_train > 0.0;
         let out = match &self.out {
             Some(path) => crate::from_here(path)?,
-            None => root.join("results").join("netns-train.csv"),
+            None => root.join("results").join(if idle { "netns-train-idle.csv" } else { "netns-train.csv" }),
         };
         Ok(TrainRun {
             topology: Topology {
@@ -227,6 +239,7 @@ impl NetnsTrainArgs {
             grain,
             fraction: self.fraction,
             seed: self.seed,
+            sleep_train: self.sleep_train,
             short: self.short,
             python: self.python.clone(),
             timeout: Duration::from_secs(self.timeout),
@@ -259,6 +272,8 @@ pub struct Setting {
     pub epochs: usize,
     /// Q of arm d.
     pub fraction: f64,
+    /// Seconds each rank sleeps per epoch instead of training (0: it trains).
+    pub sleep_train: f64,
 }
 
 /// A training rank's log of one epoch (`netns_train_rank.py`).
@@ -297,6 +312,17 @@ pub struct EpochLog {
     pub held_out_loss: Option<f64>,
     /// Held-out accuracy.
     pub held_out_accuracy: Option<f64>,
+    /// Store mode: from the request to the store's answer (its planning, its wait for every
+    /// rank's request).
+    pub answer_wait_seconds: Option<f64>,
+    /// Store mode: receiving this rank's pieces from the store.
+    pub scatter_seconds: Option<f64>,
+    /// Store mode: the ranks giving each other their pieces (the all-gather).
+    pub relay_seconds: Option<f64>,
+    /// Store mode: decoding (the receiver's set-up, rounds and finish).
+    pub decode_seconds: Option<f64>,
+    /// Store mode: every wait on the plane's group during the delivery.
+    pub gloo_wait_seconds: Option<f64>,
 }
 
 /// What the store served for one epoch (`ShuffleGroup.serve`'s figures).
@@ -321,6 +347,18 @@ pub struct Served {
     pub segment_bytes: u64,
     /// The store's seconds for the delivery.
     pub transfer_seconds: f64,
+    /// Waiting for every rank's request (before the delivery).
+    pub request_wait_seconds: Option<f64>,
+    /// What the delivery waited for its plan (made ahead, or then).
+    pub plan_seconds: Option<f64>,
+    /// The planner's own time when it planned ahead (0 when it planned then).
+    pub plan_ahead_seconds: Option<f64>,
+    /// Encoding the packets.
+    pub encode_seconds: Option<f64>,
+    /// Sending the pieces (the scatter).
+    pub scatter_seconds: Option<f64>,
+    /// Every wait on the plane's group during the delivery.
+    pub gloo_wait_seconds: Option<f64>,
 }
 
 /// One rank's log (`OUT/rank-R.json`).
@@ -404,6 +442,7 @@ pub fn run(args: &NetnsTrainArgs, root: &Path, target: &Path) -> anyhow::Result<
         bytes,
         epochs: plan.epochs,
         fraction: plan.fraction,
+        sleep_train: plan.sleep_train,
     };
     eprintln!(
         "xtask: {records} training JPEGs of {:.1} KB on average ({:.1} MB), {} epochs per arm",
@@ -522,6 +561,7 @@ fn run_job(
             .arg(dir)
             .args(["--epochs", &plan.epochs.to_string(), "--fraction", &plan.fraction.to_string()])
             .args(["--seed", &plan.seed.to_string()])
+            .args(["--sleep-train", &plan.sleep_train.to_string()])
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);

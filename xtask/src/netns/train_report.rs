@@ -69,6 +69,30 @@ pub struct Row {
     pub train_loss: f64,
     /// Seconds from the job's first barrier to the end of the epoch's evaluation.
     pub wall_s: f64,
+    /// The store's profile of this epoch's delivery (store arms, epochs after the first):
+    /// waiting for every rank's request before it.
+    pub store_request_wait_s: Option<f64>,
+    /// What the store's delivery waited for its plan (planned ahead, or then).
+    pub store_plan_s: Option<f64>,
+    /// The planner's own time, when the store planned ahead while the ranks trained.
+    pub store_plan_ahead_s: Option<f64>,
+    /// The store's encoding.
+    pub store_encode_s: Option<f64>,
+    /// The store's scatter (sending the pieces).
+    pub store_scatter_s: Option<f64>,
+    /// The store's waits on the plane's group.
+    pub store_gloo_wait_s: Option<f64>,
+    /// The training ranks' profile (the longest over the ranks): from the request to the
+    /// store's answer.
+    pub answer_wait_s: Option<f64>,
+    /// Receiving the pieces from the store.
+    pub rank_scatter_s: Option<f64>,
+    /// The relay: the ranks giving each other their pieces (all-gather).
+    pub relay_s: Option<f64>,
+    /// Decoding.
+    pub decode_s: Option<f64>,
+    /// Every wait on the plane's group during the delivery.
+    pub rank_gloo_wait_s: Option<f64>,
 }
 
 /// One node's link in one arm's epoch.
@@ -246,6 +270,10 @@ fn job_rows(job: &Job, setting: &Setting, fraction: f64) -> anyhow::Result<(Vec<
             });
         }
         let max = |f: fn(&EpochLog) -> f64| logs.iter().map(|l| f(l)).fold(0.0, f64::max);
+        let longest = |f: fn(&EpochLog) -> Option<f64>| {
+            logs.iter().filter_map(|l| f(l)).fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+        };
+        let step = served.filter(|f| f.kind == "step");
         let plan_bytes = if e == 0 { None } else { first.chain_bytes.get(e - 1).map(|v| v.iter().sum()) };
         let l0 = &first.epochs[e];
         rows.push(Row {
@@ -274,6 +302,17 @@ fn job_rows(job: &Job, setting: &Setting, fraction: f64) -> anyhow::Result<(Vec<
             held_out_loss: l0.held_out_loss.unwrap_or(f64::NAN),
             train_loss: logs.iter().map(|l| l.train_loss).sum::<f64>() / logs.len() as f64,
             wall_s: l0.t_end - first.t0,
+            store_request_wait_s: step.and_then(|f| f.request_wait_seconds),
+            store_plan_s: step.and_then(|f| f.plan_seconds),
+            store_plan_ahead_s: step.and_then(|f| f.plan_ahead_seconds),
+            store_encode_s: step.and_then(|f| f.encode_seconds),
+            store_scatter_s: step.and_then(|f| f.scatter_seconds),
+            store_gloo_wait_s: step.and_then(|f| f.gloo_wait_seconds),
+            answer_wait_s: longest(|l| l.answer_wait_seconds),
+            rank_scatter_s: longest(|l| l.scatter_seconds),
+            relay_s: longest(|l| l.relay_seconds),
+            decode_s: longest(|l| l.decode_seconds),
+            rank_gloo_wait_s: longest(|l| l.gloo_wait_seconds),
         });
     }
     Ok((rows, links))
@@ -382,7 +421,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 /// Median over the epochs after the first (every repeat) of `f` in arm `arm`.
-fn med(rows: &[Row], arm: char, f: fn(&Row) -> f64) -> f64 {
+fn med(rows: &[Row], arm: char, f: impl Fn(&Row) -> f64) -> f64 {
     median(rows.iter().filter(|r| r.arm == arm && r.epoch > 0).map(f).collect())
 }
 
@@ -452,6 +491,7 @@ fn accuracy_chart(rows: &[Row], setting: &Setting) -> LineChart {
                 .iter()
                 .filter(|r| r.arm == arm.letter() && r.repeat == 0)
                 .map(|r| (r.wall_s, r.held_out_accuracy))
+                .filter(|p| p.1.is_finite())
                 .collect();
             (!points.is_empty())
                 .then(|| Series::solid(format!("({}) {}", arm.letter(), r_name(*arm, setting)), points))
@@ -508,8 +548,12 @@ fn write_section(root: &Path, setting: &Setting, rows: &[Row], goals: &[Goal]) -
         .filter(|n| !n.contains(' '))
         .collect();
     let order: Vec<&str> = order.iter().map(String::as_str).collect();
-    let body = section(setting, rows, goals);
-    ubershuffle_bench::report::sections::update_section(&path, &preamble, "netns-train", &body, &order)
+    let (name, body) = if setting.sleep_train > 0.0 {
+        ("netns-train-idle", idle_section(setting, rows, goals))
+    } else {
+        ("netns-train", section(setting, rows, goals))
+    };
+    ubershuffle_bench::report::sections::update_section(&path, &preamble, name, &body, &order)
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
@@ -565,6 +609,18 @@ store's bytes of the epoch by pseudo-broadcast on its link model at the same rat
             num(last.map_or(f64::NAN, |r| r.wall_s), 1),
         );
     }
+    goal_table(&mut s, goals);
+    profile_table(&mut s, setting, rows);
+    s.push_str(
+        "\nData: [`netns-train.csv`](netns-train.csv) (per arm and epoch), [`netns-train-links.csv`](netns-train-links.csv) \
+(per node's link), [`netns-train-summary.csv`](netns-train-summary.csv) (the goals). Regenerate (Linux, root): \
+`cargo xtask netns-train --python PYTHON` with torch, Pillow, scikit-learn and the package installed.\n",
+    );
+    s
+}
+
+/// The issue's goals as a Markdown table.
+fn goal_table(s: &mut String, goals: &[Goal]) {
     s.push_str("\nThe issue's goals:\n\n| goal | measured | wanted | met |\n| --- | --- | --- | --- |\n");
     for g in goals.iter().filter(|g| !g.goal.is_empty() && !g.goal.starts_with('(')) {
         let _ = writeln!(
@@ -576,10 +632,91 @@ store's bytes of the epoch by pseudo-broadcast on its link model at the same rat
             if g.met { "yes" } else { "no" }
         );
     }
+}
+
+/// The store arms' profile (medians over the epochs after the first) as a Markdown table.
+fn profile_table(s: &mut String, setting: &Setting, rows: &[Row]) {
+    let arms: Vec<Arm> = [Arm::A, Arm::B, Arm::C]
+        .into_iter()
+        .filter(|a| rows.iter().any(|r| r.arm == a.letter() && r.relay_s.is_some()))
+        .collect();
+    if arms.is_empty() {
+        return;
+    }
     s.push_str(
-        "\nData: [`netns-train.csv`](netns-train.csv) (per arm and epoch), [`netns-train-links.csv`](netns-train-links.csv) \
-(per node's link), [`netns-train-summary.csv`](netns-train-summary.csv) (the goals). Regenerate (Linux, root): \
-`cargo xtask netns-train --python PYTHON` with torch, Pillow, scikit-learn and the package installed.\n",
+        "\nWhere the store arms' delivery time goes (medians over the epochs after the first, seconds; \
+the ranks' figures are the longest over the ranks; the waits include the other ranks' and the store's \
+lateness, so the columns overlap and do not add up):\n\n",
+    );
+    s.push_str("| arm | shuffle | emulator | store: request wait | plan (ahead) | plan wait | encode | scatter | ranks: answer wait | scatter | relay | decode | gloo waits |\n");
+    s.push_str("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    let opt = |f: fn(&Row) -> Option<f64>| move |r: &Row| f(r).unwrap_or(f64::NAN);
+    for arm in arms {
+        let a = arm.letter();
+        let _ = writeln!(
+            s,
+            "| ({a}) {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            arm.describe(setting.fraction),
+            num(med(rows, a, |r| r.shuffle_s), 3),
+            num(med(rows, a, opt(|r| r.model_shuffle_s)), 3),
+            num(med(rows, a, opt(|r| r.store_request_wait_s)), 3),
+            num(med(rows, a, opt(|r| r.store_plan_ahead_s)), 3),
+            num(med(rows, a, opt(|r| r.store_plan_s)), 3),
+            num(med(rows, a, opt(|r| r.store_encode_s)), 3),
+            num(med(rows, a, opt(|r| r.store_scatter_s)), 3),
+            num(med(rows, a, opt(|r| r.answer_wait_s)), 3),
+            num(med(rows, a, opt(|r| r.rank_scatter_s)), 3),
+            num(med(rows, a, opt(|r| r.relay_s)), 3),
+            num(med(rows, a, opt(|r| r.decode_s)), 3),
+            num(med(rows, a, opt(|r| r.rank_gloo_wait_s)), 3),
+        );
+    }
+}
+
+/// The section of the control run (`--sleep-train`): the store arms with the CPU idle.
+fn idle_section(setting: &Setting, rows: &[Row], goals: &[Goal]) -> String {
+    let mut s = String::from("## netns-train-idle\n\n");
+    let _ = writeln!(
+        s,
+        "The control of netns-train's profile: the same namespaces, links ({} ranks, {} at {} Mbit/s, MTU {}), \
+records ({} JPEGs, {:.1} MB) and plane, but no rank trains: each reads every record of its epoch and \
+sleeps {} s per epoch (the CPU idle, as while a GPU computes), so the links and not this machine's 2 \
+cores are the bottleneck. {} epochs per arm.\n",
+        setting.ranks,
+        setting.qdisc,
+        setting.mbit,
+        setting.mtu,
+        setting.records,
+        setting.bytes as f64 / 1e6,
+        setting.sleep_train,
+        setting.epochs
+    );
+    s.push_str("| arm | exposed s | epoch s | shuffle s | emulator s | store link MB/epoch |\n");
+    s.push_str("| --- | --- | --- | --- | --- | --- |\n");
+    for arm in Arm::ALL {
+        let a = arm.letter();
+        if !rows.iter().any(|r| r.arm == a) {
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "| ({a}) {} | {} | {} | {} | {} | {} |",
+            arm.describe(setting.fraction),
+            num(med(rows, a, |r| r.exposed_s), 3),
+            num(med(rows, a, |r| r.epoch_s), 3),
+            num(med(rows, a, |r| r.shuffle_s), 3),
+            num(med(rows, a, |r| r.model_shuffle_s.unwrap_or(f64::NAN)), 3),
+            num(med(rows, a, |r| r.store_tx_bytes as f64 / 1e6), 2),
+        );
+    }
+    let shuffle: Vec<Goal> =
+        goals.iter().filter(|g| g.key == "b_vs_c_shuffle" || g.key.ends_with("_vs_model")).cloned().collect();
+    goal_table(&mut s, &shuffle);
+    profile_table(&mut s, setting, rows);
+    s.push_str(
+        "\nData: [`netns-train-idle.csv`](netns-train-idle.csv), [`netns-train-idle-links.csv`](netns-train-idle-links.csv), \
+[`netns-train-idle-summary.csv`](netns-train-idle-summary.csv). Regenerate (Linux, root): \
+`cargo xtask netns-train --python PYTHON --sleep-train SECONDS --arm b,c`.\n",
     );
     s
 }
