@@ -26,6 +26,8 @@ DATA_TAG = 0
 """The tag of records and packets."""
 CONTROL_TAG = 1
 """The tag of a training rank's requests to the store."""
+CHUNK_BYTES = 1 << 20
+"""Bytes per chunk of :meth:`Link.scatter_gather`'s pipeline."""
 
 
 class ShuffleTimeout(TimeoutError):
@@ -142,39 +144,85 @@ class Link:
         )
 
     def scatter_gather(
-        self, source: int, receivers: list, data: np.ndarray | None, nbytes: int, what: str
+        self,
+        source: int,
+        receivers: list,
+        data: np.ndarray | None,
+        nbytes: int,
+        what: str,
+        chunk_bytes: int = CHUNK_BYTES,
     ) -> np.ndarray | None:
         """The UberShuffle paper's pseudo-broadcast (Section 3.1, Van de Geijn's): ``source``
         cuts ``data`` (``nbytes``) into one piece per receiver and sends piece ``i`` to
         ``receivers[i]``; the receivers then give each other their pieces. The source's uplink
         carries the data once, each receiver's about once. Returns the whole data at a
-        receiver, ``None`` at the source."""
+        receiver, ``None`` at the source.
+
+        Pipelined: the data goes in chunks of about ``chunk_bytes``, the source sending every
+        chunk's pieces at once (its uplink never idles) while the receivers relay the chunks
+        they have, each in ``m - 1`` shifts: at shift ``s`` receiver ``i`` sends its piece to
+        receiver ``i + s`` and receives from ``i - s``, so every link carries one piece at a
+        time (sending to every other receiver at once makes ``m - 1`` flows converge on each
+        downlink). Pieces land in place: no copies at either end."""
         m = len(receivers)
-        piece = -(-nbytes // m) if m else 0
-        bounds = [(min(i * piece, nbytes), min((i + 1) * piece, nbytes)) for i in range(m)]
+        chunks = max(1, -(-nbytes // max(int(chunk_bytes), 1)))
+        per_chunk = -(-nbytes // chunks)
+
+        def pieces(c: int) -> list:
+            lo, hi = min(c * per_chunk, nbytes), min((c + 1) * per_chunk, nbytes)
+            p = -(-(hi - lo) // m) if m else 0
+            return [(min(lo + i * p, hi), min(lo + (i + 1) * p, hi)) for i in range(m)]
+
         start = time.perf_counter()
+        group = self.group
         if self.rank == source:
             assert data is not None and len(data) == nbytes
-            self.exchange({r: data[a:b] for r, (a, b) in zip(receivers, bounds)}, {}, what)
+            wire = self._wire(data)
+            posted = []
+            for c in range(chunks):
+                for r, (a, b) in zip(receivers, pieces(c)):
+                    if b > a:
+                        self.bytes_sent += b - a
+                        work = dist.isend(wire[a:b], dst=self.ranks[r], group=group, tag=DATA_TAG)
+                        posted.append((r, "sending", work, None))
+            self.wait(posted, what)
             self.tally("scatter_seconds", time.perf_counter() - start)
             return None
         me = receivers.index(self.rank)
-        a, b = bounds[me]
-        mine = self.exchange({}, {source: (b - a, torch.uint8)}, f"{what} from the store")[source]
-        relay = time.perf_counter()
-        self.tally("scatter_seconds", relay - start)
-        out = np.empty(nbytes, dtype=np.uint8)
-        out[a:b] = mine
-        # The relay in m - 1 shifts: at shift s, receiver i sends its piece to receiver i + s
-        # and receives from receiver i - s, so that every link carries one piece at a time.
-        # Sending to every other receiver at once would make m - 1 senders converge on each
-        # receiver's downlink (incast): on a shaped or switched link their flows lose packets
-        # and wait out retransmission timeouts (the relay took about twice the link's time).
-        for shift in range(1, m):
-            to, frm = receivers[(me + shift) % m], receivers[(me - shift) % m]
-            lo, hi = bounds[(me - shift) % m]
-            got = self.exchange({to: mine}, {frm: (hi - lo, torch.uint8)}, f"{what} from the other ranks")
-            if hi > lo:
-                out[lo:hi] = got[frm]
-        self.tally("relay_seconds", time.perf_counter() - relay)
-        return out
+        buffer = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
+        incoming = []
+        for c in range(chunks):
+            a, b = pieces(c)[me]
+            work = None
+            if b > a:
+                work = dist.irecv(buffer[a:b], src=self.ranks[source], group=group, tag=DATA_TAG)
+            incoming.append(work)
+        scatter = relay = 0.0
+        for c in range(chunks):
+            t = time.perf_counter()
+            bounds = pieces(c)
+            a, b = bounds[me]
+            if incoming[c] is not None:
+                self.wait([(source, "receiving", incoming[c], None)], f"{what} from the store")
+                self.bytes_received += b - a
+            t2 = time.perf_counter()
+            scatter += t2 - t
+            for shift in range(1, m):
+                to, frm = (me + shift) % m, (me - shift) % m
+                posted = []
+                if b > a:
+                    self.bytes_sent += b - a
+                    peer = receivers[to]
+                    work = dist.isend(buffer[a:b], dst=self.ranks[peer], group=group, tag=DATA_TAG)
+                    posted.append((peer, "sending", work, None))
+                lo, hi = bounds[frm]
+                if hi > lo:
+                    self.bytes_received += hi - lo
+                    peer = receivers[frm]
+                    work = dist.irecv(buffer[lo:hi], src=self.ranks[peer], group=group, tag=DATA_TAG)
+                    posted.append((peer, "receiving", work, None))
+                self.wait(posted, f"{what} from the other ranks")
+            relay += time.perf_counter() - t2
+        self.tally("scatter_seconds", scatter)
+        self.tally("relay_seconds", relay)
+        return buffer.cpu().numpy()
