@@ -164,9 +164,12 @@ pub fn report(plan: &TrainRun, setting: &Setting, jobs: &[Job], root: &Path) -> 
     write_csv(&beside(out, "-links.csv"), &links)?;
     write_csv(&beside(out, "-summary.csv"), &goals)?;
     let chart = accuracy_chart(&rows, setting);
-    let svg = chart.to_svg().map_err(|e| anyhow::anyhow!("the chart: {e}"))?;
-    std::fs::write(beside(out, ".svg"), svg)
-        .with_context(|| format!("cannot write {}", beside(out, ".svg").display()))?;
+    // No chart when no rank trained (--sleep-train): there is no accuracy to draw.
+    if !chart.series.is_empty() {
+        let svg = chart.to_svg().map_err(|e| anyhow::anyhow!("the chart: {e}"))?;
+        std::fs::write(beside(out, ".svg"), svg)
+            .with_context(|| format!("cannot write {}", beside(out, ".svg").display()))?;
+    }
     if plan.readme {
         write_section(root, setting, &rows, &goals)?;
         if setting.sleep_train == 0.0 {
@@ -180,7 +183,7 @@ pub fn report(plan: &TrainRun, setting: &Setting, jobs: &[Job], root: &Path) -> 
         );
     }
     let shown = out.strip_prefix(root).unwrap_or(out).display().to_string();
-    eprintln!("xtask: wrote {shown} (and -links.csv, -summary.csv, .svg beside it)");
+    eprintln!("xtask: wrote {shown} (and -links.csv, -summary.csv and a chart, .svg, beside it)");
     let failed: Vec<&Check> = checks.iter().filter(|c| !c.ok).collect();
     if let Some(first) = failed.first() {
         bail!("{} of {} byte checks failed; the first: {}", failed.len(), checks.len(), first.what);
@@ -535,6 +538,25 @@ fn goals(rows: &[Row]) -> Vec<Goal> {
             );
         }
     }
+    let profiled = |a: char| rows.iter().any(|r| r.arm == a && r.relay_s.is_some());
+    for arm in ['b', 'c'].into_iter().filter(|&a| profiled(a)) {
+        let m = |f: fn(&Row) -> Option<f64>| med(rows, arm, move |r: &Row| f(r).unwrap_or(f64::NAN));
+        let figures: [(&str, &str, f64); 6] = [
+            (
+                "plan_s",
+                "the store's planner per epoch, s",
+                m(|r| r.store_plan_ahead_s.filter(|v| *v > 0.0).or(r.store_plan_s)),
+            ),
+            ("plan_wait_s", "what the delivery waited for its plan, s", m(|r| r.store_plan_s)),
+            ("scatter_s", "receiving the pieces from the store (ranks), s", m(|r| r.rank_scatter_s)),
+            ("relay_s", "the relay among the ranks, s", m(|r| r.relay_s)),
+            ("decode_s", "decoding at the ranks, s", m(|r| r.decode_s)),
+            ("answer_wait_s", "from the request to the store's answer (ranks), s", m(|r| r.answer_wait_s)),
+        ];
+        for (key, what, v) in figures {
+            goal(&format!("{arm}_{key}"), &format!("profile of ({arm}): {what}"), v, "", true);
+        }
+    }
     if has('a') && has('d') {
         let (a, d) = (med(rows, 'a', |r| r.exposed_s), med(rows, 'd', |r| r.exposed_s));
         goal("a_exposed", "exposed data time of (a), s", a, "", true);
@@ -657,11 +679,14 @@ training is CPU-bound and noisy); bytes are the kernel's interface counters and 
         setting.epochs
     );
     let _ = writeln!(s, "![Held-out accuracy against wall time](netns-train.svg)\n");
+    let runs = rows.iter().map(|r| r.repeat + 1).max().unwrap_or(1);
     let _ = writeln!(
         s,
-        "Medians over the epochs after the first (shuffle: the delivery of an epoch's records, in the \
-background of the epoch before; exposed: what training waited for it; the emulator's time is the \
-store's bytes of the epoch by pseudo-broadcast on its link model at the same rate):\n"
+        "Medians over the epochs after the first, {runs} interleaved run{} of the arms (shuffle: the \
+delivery of an epoch's records, in the background of the epoch before; exposed: what training waited \
+for it; the emulator's time is the store's bytes of the epoch by pseudo-broadcast on its link model at \
+the same rate; accuracy and wall time: the first run's last epoch):\n",
+        if runs == 1 { "" } else { "s" }
     );
     s.push_str("| arm | exposed s | epoch s | shuffle s | emulator s | store link MB/epoch | plane MB/epoch | storage MB/rank | accuracy (last) | wall s (last) |\n");
     s.push_str("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
@@ -688,6 +713,7 @@ store's bytes of the epoch by pseudo-broadcast on its link model at the same rat
     }
     goal_table(&mut s, goals);
     profile_table(&mut s, setting, rows);
+    profile_words(&mut s, rows, goals);
     s.push_str(
         "\nData: [`netns-train.csv`](netns-train.csv) (per arm and epoch), [`netns-train-links.csv`](netns-train-links.csv) \
 (per node's link), [`netns-train-summary.csv`](netns-train-summary.csv) (the goals). Regenerate (Linux, root): \
@@ -750,15 +776,46 @@ lateness, so the columns overlap and do not add up):\n\n",
     }
 }
 
+/// What the profile says of coded (b) against uncoded (c) delivery, in words.
+fn profile_words(s: &mut String, rows: &[Row], goals: &[Goal]) {
+    let has = |a: char| rows.iter().any(|r| r.arm == a && r.relay_s.is_some());
+    if !(has('b') && has('c')) {
+        return;
+    }
+    let v = |key: &str| goal_value(goals, key);
+    let wire = |a: char| v(&format!("{a}_scatter_s")) + v(&format!("{a}_relay_s"));
+    let _ = writeln!(
+        s,
+        "\nWhy coded delivery (b) gains less than its bytes here: the store sends {bytes}x the bytes of \
+uncoded delivery (c), and the wire time (scatter and relay at the ranks) is {wire_b} s against {wire_c} s \
+({wire}x), but (b) also pays for planning, which (c) does not: the `auto` planner took {plan} s per \
+epoch on the store, which shares this machine's 2 cores with the 4 ranks' processes. The store plans \
+each epoch ahead, while the ranks train, so the delivery waited {wait} s for its plan; decoding took \
+{decode} s. The relay runs slower than the link, most likely for the reason docs/transport.md finds for \
+the ring (each port carries data both ways, and the TCP acknowledgements of one direction queue behind \
+the data of the other in the FIFO token bucket); the emulator's link model does not charge that. Shuffle time (b) / (c): {ratio}.",
+        bytes = num(goal_value(goals, "b_vs_c_bytes"), 3),
+        wire_b = num(wire('b'), 3),
+        wire_c = num(wire('c'), 3),
+        wire = num(wire('b') / wire('c'), 3),
+        plan = num(v("b_plan_s"), 3),
+        wait = num(v("b_plan_wait_s"), 3),
+        decode = num(v("b_decode_s"), 3),
+        ratio = num(goal_value(goals, "b_vs_c_shuffle"), 3),
+    );
+}
+
 /// The section of the control run (`--sleep-train`): the store arms with the CPU idle.
 fn idle_section(setting: &Setting, rows: &[Row], goals: &[Goal]) -> String {
     let mut s = String::from("## netns-train-idle\n\n");
+    let runs = rows.iter().map(|r| r.repeat + 1).max().unwrap_or(1);
     let _ = writeln!(
         s,
         "The control of netns-train's profile: the same namespaces, links ({} ranks, {} at {} Mbit/s, MTU {}), \
 records ({} JPEGs, {:.1} MB) and plane, but no rank trains: each reads every record of its epoch and \
 sleeps {} s per epoch (the CPU idle, as while a GPU computes), so the links and not this machine's 2 \
-cores are the bottleneck. {} epochs per arm.\n",
+cores are the bottleneck. {} epochs per arm, {} interleaved run{} of the arms; medians over the \
+epochs after the first.\n",
         setting.ranks,
         setting.qdisc,
         setting.mbit,
@@ -766,7 +823,9 @@ cores are the bottleneck. {} epochs per arm.\n",
         setting.records,
         setting.bytes as f64 / 1e6,
         setting.sleep_train,
-        setting.epochs
+        setting.epochs,
+        runs,
+        if runs == 1 { "" } else { "s" }
     );
     s.push_str("| arm | exposed s | epoch s | shuffle s | emulator s | store link MB/epoch |\n");
     s.push_str("| --- | --- | --- | --- | --- | --- |\n");
@@ -786,10 +845,14 @@ cores are the bottleneck. {} epochs per arm.\n",
             num(med(rows, a, |r| r.store_tx_bytes as f64 / 1e6), 2),
         );
     }
-    let shuffle: Vec<Goal> =
-        goals.iter().filter(|g| g.key == "b_vs_c_shuffle" || g.key.ends_with("_vs_model")).cloned().collect();
+    let shuffle: Vec<Goal> = goals
+        .iter()
+        .filter(|g| g.key.starts_with("b_vs_c_") || g.key.ends_with("_vs_model"))
+        .cloned()
+        .collect();
     goal_table(&mut s, &shuffle);
     profile_table(&mut s, setting, rows);
+    profile_words(&mut s, rows, goals);
     s.push_str(
         "\nData: [`netns-train-idle.csv`](netns-train-idle.csv), [`netns-train-idle-links.csv`](netns-train-idle-links.csv), \
 [`netns-train-idle-summary.csv`](netns-train-idle-summary.csv). Regenerate (Linux, root): \
