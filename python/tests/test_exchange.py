@@ -45,9 +45,7 @@ def run_ranks(address: str, n: int, check, policy: str = "partial-local", cache=
     def rank() -> None:
         try:
             with us.Exchange.connect(address, token=TOKEN, **kw) as ex:
-                s = sampler_of(
-                    ex, cache, policy=policy, fraction=0.3 if policy == "partial-local" else None
-                )
+                s = sampler_of(ex, cache, policy=policy, fraction=0.3 if policy == "partial-local" else None)
                 seen = [check(ex, s, ex.local_batch(s.batch()))]
                 for batch in ex:
                     s.set_epoch(batch.epoch)
