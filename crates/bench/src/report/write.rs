@@ -178,9 +178,11 @@ pub fn write_report(
 fn full_check_note(sample: Option<&str>) -> String {
     let rerun = match sample {
         Some(rows) => format!("it re-runs {rows} and compares every machine-independent column"),
-        None => "it re-runs nothing of this run (its figures are times of this machine, or it runs too long for \
+        None => {
+            "it re-runs nothing of this run (its figures are times of this machine, or it runs too long for \
                  CI, whose quick run checks the same code)"
-            .into(),
+                .into()
+        }
     };
     format!(
         "\nChecked by CI (`cargo xtask experiments --check --sample`): {rerun}; every row, re-run or not, \
