@@ -10,7 +10,7 @@ use clap::Parser;
 use ubershuffle_bench::calibration;
 use ubershuffle_bench::experiments::{EXPERIMENTS, RunOptions, run_all, scale};
 
-/// Regenerate the papers' experiments as CSV, SVG and a Markdown summary.
+/// Run the papers' experiments, writing CSV, SVG and a Markdown summary into a folder of the run's own.
 #[derive(Debug, Parser)]
 #[command(name = "experiments", about, after_help = after_help())]
 struct Args {

@@ -158,7 +158,7 @@ pub fn write_report(
     let data: Vec<String> = report.tables.iter().map(|t| format!("[`{0}`]({0})", t.file)).collect();
     let command = rerun_command(name, dest.run, &report.rerun_flags);
     let section = format!(
-        "## {name}\n\n{about}.\n\n{figure_links}{summary}\n\nData: {data}. Regenerate: `{command}`. \
+        "## {name}\n\n{about}.\n\n{figure_links}{summary}\n\nData: {data}. Run again: `{command}` (add `--update` to rewrite these files). \
          Ran {date} in {seconds:.0} s on {machine}.\n{checked}",
         checked = if dest.run == RunKind::Full { full_check_note(heading.sample) } else { String::new() },
         about = heading.about,
