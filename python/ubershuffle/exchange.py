@@ -227,7 +227,7 @@ class Exchange:
         """A batch served from the store alone (epoch 0's, from the starting cache; or an
         epoch replayed after a resume): every id must be held (``KeyError`` otherwise)."""
         ids = np.sort(np.asarray(ids, dtype=np.int64))
-        self.store.records(ids)  # checks they are held
+        self.store.check_held(ids)
         empty = np.zeros(0, dtype=np.int64)
         figures = EpochFigures(0, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0)
         return EpochBatch(int(epoch), ids, empty, empty, figures, self.store)
