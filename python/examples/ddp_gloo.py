@@ -30,7 +30,8 @@ def worker(rank: int, world: int, epochs: int, port: int, out_dir: str) -> None:
     x = torch.randn(n, 8)
     y = x @ torch.arange(1.0, 9.0) + 0.01 * torch.randn(n)
     data = TensorDataset(torch.arange(n), x, y)
-    sampler = CodedShuffleSampler(data, seed=3, alpha=0.5, scheme="coded")  # ranks from torch.distributed
+    # Ranks from torch.distributed; extra_cache holds on any --world (alpha=0.5 would not past 2)
+    sampler = CodedShuffleSampler(data, seed=3, extra_cache=0.2, scheme="coded")
     loader = DataLoader(data, batch_size=50, sampler=sampler)
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)

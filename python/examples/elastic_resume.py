@@ -10,7 +10,9 @@ from collections import Counter
 from ubershuffle import CodedShuffleSampler
 
 N = 10_000
-old = [CodedShuffleSampler(N, num_replicas=4, rank=r, seed=1, alpha=0.4) for r in range(4)]
+# extra_cache: the share of the samples outside its batch a rank also caches, on any number of
+# ranks (alpha=0.4 caches as much on 4 ranks, but would be refused once a resume brings 2)
+old = [CodedShuffleSampler(N, num_replicas=4, rank=r, seed=1, extra_cache=0.2) for r in range(4)]
 for s in old:
     s.set_epoch(5)
 served = Counter()

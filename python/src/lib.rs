@@ -3,6 +3,7 @@
 //! already-normalised arguments (integer arrays, plain strings) and return dicts and numpy
 //! arrays. Planning runs without the GIL, and a Rust panic is raised as `RuntimeError`.
 
+mod cache_setting;
 mod errors;
 mod exchange;
 mod exchange_host;
@@ -276,6 +277,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(lower_bound, m)?)?;
     m.add_function(wrap_pyfunction!(plan_epochs, m)?)?;
     m.add_function(wrap_pyfunction!(default_segment_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_setting::master_alpha, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
     m.add_class::<sampler::SamplerCore>()?;
     m.add_class::<sampler::EpochIter>()?;

@@ -17,6 +17,7 @@ use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_core::pliable::Randomness;
 use ubershuffle_core::rng::{seeded_stream, shuffle};
 
+use crate::cache_setting::CacheSetting;
 use crate::errors::{Failure, Outcome, bad, bad_error, catch, guarded};
 use crate::planning;
 
@@ -33,7 +34,7 @@ struct Config {
     points: usize,
     seed: u64,
     policy: ExchangePolicy,
-    alpha: Option<f64>,
+    cache: CacheSetting,
     scheme: String,
     candidates: Option<Randomness>,
     time_budget: Option<f64>,
@@ -83,11 +84,7 @@ fn chain_params(config: &Config, world: usize, segment_start: u64) -> Outcome<Ch
     } else {
         mix(config.seed ^ mix(SEGMENT_TAG ^ mix(segment_start ^ mix(world as u64))))
     };
-    let params = ChainParams::new(world, config.points, config.policy, seed);
-    match config.alpha {
-        Some(alpha) => params.with_alpha(alpha).map_err(bad_error),
-        None => Ok(params),
-    }
+    config.cache.apply(ChainParams::new(world, config.points, config.policy, seed))
 }
 
 /// SplitMix64's finaliser.
@@ -443,7 +440,7 @@ fn parse_config(
     seed: u64,
     policy: &str,
     fraction: Option<f64>,
-    alpha: Option<f64>,
+    cache: CacheSetting,
     scheme: &str,
     candidates: Option<&str>,
     time_budget: Option<f64>,
@@ -451,11 +448,6 @@ fn parse_config(
 ) -> Outcome<Config> {
     let points = planning::count("points", points)?;
     let policy = ExchangePolicy::new(policy, fraction).map_err(crate::errors::bad_error)?;
-    if let Some(a) = alpha
-        && !(a > 0.0 && a <= 1.0)
-    {
-        return Err(bad(format!("alpha must lie in (0, 1], got {a}")));
-    }
     let options = planning::options(time_budget)?;
     let planner = planning::choose_planner(scheme, plugin.as_deref(), &options)?;
     let randomness = planning::randomness(candidates)?;
@@ -473,7 +465,7 @@ fn parse_config(
         points,
         seed,
         policy,
-        alpha,
+        cache,
         scheme: scheme.to_string(),
         candidates: randomness,
         time_budget,
@@ -484,9 +476,10 @@ fn parse_config(
 
 #[pymethods]
 impl SamplerCore {
-    /// A sampler core over `points` samples and `world` ranks, at epoch 0.
+    /// A sampler core over `points` samples and `world` ranks, at epoch 0; at most one of
+    /// `alpha` and `extra_cache` (see [`CacheSetting`]).
     #[new]
-    #[pyo3(signature = (points, world, seed, policy, fraction, alpha, scheme, candidates, time_budget, plugin))]
+    #[pyo3(signature = (points, world, seed, policy, fraction, alpha, scheme, candidates, time_budget, plugin, extra_cache=None))]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
         points: i64,
@@ -499,6 +492,7 @@ impl SamplerCore {
         candidates: Option<String>,
         time_budget: Option<f64>,
         plugin: Option<String>,
+        extra_cache: Option<f64>,
     ) -> PyResult<Self> {
         Ok(catch(|| {
             let config = parse_config(
@@ -506,7 +500,7 @@ impl SamplerCore {
                 seed,
                 policy,
                 fraction,
-                alpha,
+                CacheSetting::new(alpha, extra_cache)?,
                 scheme,
                 candidates.as_deref(),
                 time_budget,
@@ -721,7 +715,8 @@ impl SamplerCore {
             "fraction",
             matches!(c.policy, ExchangePolicy::PartialLocal { .. }).then(|| c.policy.fraction()),
         )?;
-        d.set_item("alpha", c.alpha)?;
+        d.set_item("alpha", c.cache.alpha())?;
+        d.set_item("extra_cache", c.cache.extra_cache())?;
         d.set_item("scheme", &c.scheme)?;
         d.set_item("candidates", c.candidates.map(|r| r.to_string()))?;
         d.set_item("segment_start", self.segment_start)?;
@@ -774,6 +769,9 @@ impl SamplerCore {
         let policy: String = get("policy")?.extract()?;
         let fraction: Option<f64> = get("fraction")?.extract()?;
         let alpha: Option<f64> = get("alpha")?.extract()?;
+        // States saved before extra_cache existed have no such key.
+        let extra_cache: Option<f64> =
+            state.get_item("extra_cache")?.map(|v| v.extract()).transpose()?.flatten();
         let scheme: String = get("scheme")?.extract()?;
         let candidates: Option<String> = get("candidates")?.extract()?;
         let seed: u64 = get("seed")?.extract()?;
@@ -783,7 +781,7 @@ impl SamplerCore {
                 seed,
                 &policy,
                 fraction,
-                alpha,
+                CacheSetting::new(alpha, extra_cache)?,
                 &scheme,
                 candidates.as_deref(),
                 self.config.time_budget,

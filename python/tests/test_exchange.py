@@ -28,20 +28,24 @@ import exchange_rank  # noqa: E402
 TOKEN = "exchange-test-token-5Fq8Rz2Lw7Kc4Nv9Bx3Hp"
 
 
-def sampler_of(ex, **kw) -> us.CodedShuffleSampler:
-    """The sampler of ``ex``'s rank on the tests' chain."""
-    kw = {"seed": exchange_rank.SEED, "alpha": exchange_rank.ALPHA, **kw}
+def sampler_of(ex, cache=None, **kw) -> us.CodedShuffleSampler:
+    """The sampler of ``ex``'s rank on the tests' chain; ``cache``: its cache setting (default
+    ``alpha=exchange_rank.ALPHA``)."""
+    cache = {"alpha": exchange_rank.ALPHA} if cache is None else cache
+    kw = {"seed": exchange_rank.SEED, **cache, **kw}
     return us.CodedShuffleSampler(exchange_rank.POINTS, num_replicas=ex.world, rank=ex.rank, **kw)
 
 
-def run_ranks(address: str, n: int, check, policy: str = "partial-local", **kw) -> dict:
-    """Runs ``n`` ranks on threads; ``check(ex, sampler, batch)`` on every delivered batch."""
+def run_ranks(address: str, n: int, check, policy: str = "partial-local", cache=None, **kw) -> dict:
+    """Runs ``n`` ranks on threads; ``check(ex, sampler, batch)`` on every delivered batch;
+    ``cache``: the samplers' cache setting (see :func:`sampler_of`)."""
     results, errors = {}, []
+    cache = {"alpha": exchange_rank.ALPHA} if cache is None else cache
 
     def rank() -> None:
         try:
             with us.Exchange.connect(address, token=TOKEN, **kw) as ex:
-                s = sampler_of(ex, policy=policy, fraction=0.3 if policy == "partial-local" else None)
+                s = sampler_of(ex, cache, policy=policy, fraction=0.3 if policy == "partial-local" else None)
                 seen = [check(ex, s, ex.local_batch(s.batch()))]
                 for batch in ex:
                     s.set_epoch(batch.epoch)
@@ -115,6 +119,36 @@ def test_four_ranks_receive_exactly_their_batches_in_step_with_the_sampler():
     assert [e["transmissions"] for e in epochs] == [p["transmissions"] for p in planned]
     assert [e["uncoded_transmissions"] for e in epochs] == [p["uncoded_transmissions"] for p in planned]
     assert all(e["payload_bytes"] == e["transmissions"] * data.shape[1] for e in epochs)
+
+
+def test_extra_cache_serves_the_samplers_chain_on_any_number_of_ranks():
+    """The host and the samplers take the same extra_cache, on 2 ranks (where alpha=0.25, enough
+    on 4, is below a batch): the same batches, and exactly what each batch lacks arrives."""
+    data = exchange_rank.data_set()
+    host = hosted(data, 2, 2, policy="global", alpha=None, extra_cache=0.2)
+    cached: dict = {}
+
+    def check(ex, s, batch):
+        assert np.array_equal(np.sort(s.batch()), batch.ids), "the sampler and the exchange disagree"
+        assert np.array_equal(batch.records, data[batch.ids])
+        if batch.epoch > 0:
+            assert np.array_equal(batch.new_ids, np.setdiff1d(batch.ids, cached[ex.rank]))
+            assert np.array_equal(batch.new_ids, s.needs())
+            assert len(batch.cache) == ex.cache_capacity
+            cached[ex.rank] = batch.cache
+        else:
+            cached[ex.rank] = ex.store.held()
+        return batch.epoch
+
+    results = run_ranks(host.address, 2, check, policy="global", cache={"extra_cache": 0.2})
+    assert all(seen == [0, 1, 2] for seen in results.values())
+    host.join(timeout=30)
+    points, batch = exchange_rank.POINTS, exchange_rank.POINTS // 2
+    assert all(len(c) == batch + int(0.2 * (points - batch)) for c in cached.values())
+    with pytest.raises(ValueError, match="pass extra_cache= "):
+        us.Exchange.host(data, workers=2, epochs=1, token=TOKEN)
+    with pytest.raises(ValueError, match="alpha=0.25 cannot hold on 2 ranks.*write extra_cache=E instead"):
+        us.Exchange.host(data, workers=2, epochs=1, token=TOKEN, alpha=0.25)
 
 
 def test_a_store_reads_records_of_one_size_as_rows_and_of_uneven_size_as_views(tmp_path):
@@ -279,7 +313,7 @@ def test_bad_arguments_are_one_line_errors(monkeypatch):
         us.Exchange.host(data, workers=2, alpha=0.5, epochs=1, token=TOKEN, policy="sideways")
     with pytest.raises(ValueError, match="timeout"):
         us.Exchange.connect("127.0.0.1:1", token=TOKEN, timeout=-1)
-    with pytest.raises(ValueError, match="alpha 0.01 caches 0 points, less than a batch"):
+    with pytest.raises(ValueError, match="alpha=0.01 cannot hold on 2 ranks"):
         us.Exchange.host(data, workers=2, alpha=0.01, epochs=1, token=TOKEN, join_timeout=1)
     with pytest.raises(ValueError, match="scheme 'magic': known schemes are"):
         us.Exchange.host(data, workers=2, alpha=0.5, epochs=1, token=TOKEN, scheme="magic")

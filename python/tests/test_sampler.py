@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import pickle
+import re
 from collections import Counter
 
 import numpy as np
@@ -122,6 +123,72 @@ def test_excess_storage_caches_more_and_needs_less():
         for e in range(1, 4):
             s.set_epoch(e)
     assert len(cached.needs()) < len(plain.needs())
+
+
+def test_extra_cache_holds_on_every_world_size_and_a_short_alpha_says_what_to_write():
+    """extra_cache: the batch plus that share of the rest, on any number of ranks; alpha=0.4
+    (enough on 4 ranks) fails on 2 naming extra_cache; alpha=0.4 on 4 is extra_cache=0.2."""
+    q = 1000
+    for world in range(1, 9):
+        for extra in (0.0, 0.2, 1.0):
+            s = CodedShuffleSampler(q, num_replicas=world, rank=0, extra_cache=extra)
+            batch = -(-q // world)
+            assert len(s.needs()) == batch + int(extra * (q - batch))  # epoch 0 loads the cache
+            s.set_epoch(2)
+    with pytest.raises(ValueError) as info:
+        CodedShuffleSampler(q, num_replicas=2, rank=0, alpha=0.4)
+    message = str(info.value)
+    assert message.startswith("alpha=0.4 cannot hold on 2 ranks") and "at least 0.5000" in message
+    assert "write extra_cache=E instead" in message and "\n" not in message
+    a = CodedShuffleSampler(q, num_replicas=4, rank=1, seed=3, alpha=0.4)
+    b = CodedShuffleSampler(q, num_replicas=4, rank=1, seed=3, extra_cache=0.2)
+    for e in range(4):
+        a.set_epoch(e)
+        b.set_epoch(e)
+        assert (a.indices().tolist(), a.needs().tolist()) == (b.indices().tolist(), b.needs().tolist())
+    for kw, text in [
+        (dict(alpha=0.5, extra_cache=0.1), "not both"),
+        (dict(extra_cache=1.5), "extra_cache must lie in [0, 1]"),
+        (dict(extra_cache=-0.1), "extra_cache must lie in [0, 1]"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(text)):
+            CodedShuffleSampler(q, num_replicas=2, rank=0, **kw)
+
+
+def test_extra_cache_survives_an_elastic_resume_that_alpha_cannot():
+    """Saved on 4 ranks, loaded on 3 and then 2: the remainder epoch, then new chains that keep
+    caching beyond the batch (with alpha=0.3 from 4 ranks, the sampler on 3 cannot even be
+    built)."""
+    q = 600
+    old = CodedShuffleSampler(q, num_replicas=4, rank=0, seed=9, extra_cache=0.1)
+    old.set_epoch(2)
+    state = old.state_dict()
+    assert state["extra_cache"] == 0.1 and state["alpha"] is None
+    for world in (3, 2):
+        new = CodedShuffleSampler(q, num_replicas=world, rank=0, seed=9, extra_cache=0.1)
+        new.load_state_dict(state)
+        assert new.plan_summary()["kind"] == "remainder"
+        new.set_epoch(3)
+        batch = -(-q // world)
+        assert len(new.needs()) == batch + int(0.1 * (q - batch))  # the new chain's first epoch
+        new.set_epoch(4)
+        assert len(new.needs()) < len(new.batch())
+        state = new.state_dict()
+    with pytest.raises(ValueError, match="alpha=0.3 cannot hold on 3 ranks"):
+        CodedShuffleSampler(q, num_replicas=3, rank=0, alpha=0.3)
+
+
+def test_the_masters_alpha_keeps_the_samplers_extra_cache():
+    """Exchange.host takes extra_cache and gives its master the alpha whose floor(alpha N) is the
+    sampler's cache exactly: the same chain."""
+    from ubershuffle import _native
+
+    for q, world, extra in [(1000, 3, 0.2), (1_281_167, 8, 0.1), (997, 7, 0.33), (10, 1, 0.5)]:
+        alpha = _native.master_alpha(q, world, None, extra)
+        a = CodedShuffleSampler(q, num_replicas=world, rank=0, seed=1, alpha=alpha)
+        b = CodedShuffleSampler(q, num_replicas=world, rank=0, seed=1, extra_cache=extra)
+        assert a.needs().tolist() == b.needs().tolist()
+    assert _native.master_alpha(100, 4, 0.5, None) == 0.5
 
 
 def test_plan_summary_is_coded_against_uncoded():

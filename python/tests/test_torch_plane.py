@@ -171,7 +171,8 @@ def test_bad_settings_are_one_line_errors(one_rank_group, tmp_path):
     data = RECORDS[:20]
     cases = [
         (dict(mode="relay"), ValueError, 'mode must be "peer" or "store"'),
-        (dict(mode="peer", alpha=0.5), ValueError, "alpha is the cache of mode"),
+        (dict(mode="peer", alpha=0.5), ValueError, "alpha and extra_cache are the cache of mode"),
+        (dict(mode="peer", extra_cache=0.2), ValueError, "alpha and extra_cache are the cache of mode"),
         (dict(mode="store"), ValueError, "needs at least two ranks"),
         (dict(timeout=0), ValueError, "timeout must be a positive number"),
         (dict(policy="sideways"), ValueError, "policy"),

@@ -8,8 +8,8 @@ master's checksum.
 The master holds the whole data set: ``ubershuffle serve`` in a process of its own (``--records
 FILE --record-size B``, ``--records FILE --index FILE`` or ``--records-dir DIR``), or
 :meth:`Exchange.host` on a background thread of any process (rank 0, say), which takes what
-:func:`ubershuffle.sources.as_source` takes. Its chain (``workers``, ``alpha``, ``policy``,
-``fraction``, ``seed``) is the one of :class:`ubershuffle.CodedShuffleSampler` for the same
+:func:`ubershuffle.sources.as_source` takes. Its chain (``workers``, ``extra_cache`` or ``alpha``,
+``policy``, ``fraction``, ``seed``) is the one of :class:`ubershuffle.CodedShuffleSampler` for the same
 values, so the sampler of rank ``exchange.rank`` serves exactly the indices of each delivered
 batch, also after a rank is lost (the master keeps every rank's place in the chain).
 
@@ -227,7 +227,7 @@ class Exchange:
         """A batch served from the store alone (epoch 0's, from the starting cache; or an
         epoch replayed after a resume): every id must be held (``KeyError`` otherwise)."""
         ids = np.sort(np.asarray(ids, dtype=np.int64))
-        self.store.records(ids)  # checks they are held
+        self.store.check_held(ids)
         empty = np.zeros(0, dtype=np.int64)
         figures = EpochFigures(0, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0)
         return EpochBatch(int(epoch), ids, empty, empty, figures, self.store)
@@ -261,8 +261,9 @@ class Exchange:
         records: Any,
         *,
         workers: int,
-        alpha: float,
         epochs: int,
+        alpha: float | None = None,
+        extra_cache: float | None = None,
         policy: str = "global",
         fraction: float | None = None,
         scheme: str = "auto",
@@ -274,18 +275,31 @@ class Exchange:
         checkpoint: str | os.PathLike | None = None,
         resume: bool = False,
     ) -> Host:
-        """Serves ``records`` (anything :func:`ubershuffle.sources.as_source` takes: a 2-D
-        uint8 array, a folder, a list of paths, a sequence of bytes-like objects, a blob with
-        its offsets; read once into a temporary :class:`ubershuffle.RecordStore`) to
-        ``workers`` ranks on a background thread of this process, ``epochs`` epochs of coded
-        delivery (``ubershuffle serve`` in-process); returns the :class:`Host`, whose
-        ``address`` the ranks connect to.
+        """Serves ``records`` (anything :func:`ubershuffle.sources.as_source` takes: a 2-D uint8
+        array, a folder, a list of paths, a sequence of bytes-like objects, a blob with its
+        offsets; read once into a temporary :class:`ubershuffle.RecordStore`) to ``workers``
+        ranks on a background thread of this process, ``epochs`` epochs of coded delivery
+        (``ubershuffle serve`` in-process); returns the :class:`Host`, whose ``address`` the
+        ranks connect to. The cache is :class:`CodedShuffleSampler`'s: ``extra_cache`` (the
+        share of the records outside a rank's batch that it also caches; holds on every number
+        of ranks) or the papers' ``alpha`` (the cached share of all records, the batch
+        included), one of them; the ranks' samplers take the same value.
 
         Raises ``ValueError`` (``TypeError`` for records of no kind it takes) at once, before
         anything listens, for settings that do not fit the records (a cache smaller than a
         batch, more workers than records), an unknown scheme or a checkpoint of another run;
         what goes wrong while serving is raised by :meth:`Host.join`."""
+        if alpha is None and extra_cache is None:
+            raise ValueError(
+                "pass extra_cache= (or the papers' alpha=): what each rank caches besides its batch"
+            )
         source = as_source(records)
+        alpha = _native.master_alpha(
+            len(source),
+            int(workers),
+            None if alpha is None else float(alpha),
+            None if extra_cache is None else float(extra_cache),
+        )
         token = _token(token)
         store = RecordStore(source.offsets)
         try:

@@ -70,16 +70,21 @@ class CodedShuffleSampler:
     ``partial-local``: each rank exchanges ``fraction`` of its indices; ``local``: no exchange)
     moves the assignment on, or a pliable ``scheme`` (``pliable-greedy``, with ``candidates``)
     chooses it. Caches carry over between epochs (each rank caches its batch, and with
-    ``alpha`` ``floor(alpha * len(dataset))`` indices), so :meth:`needs` says what a rank must
-    receive, and :meth:`plan_summary` how many coded transmissions deliver the epoch: the
-    counts of the command line's epoch ``e`` for the same seed, ranks and settings.
+    ``extra_cache`` or ``alpha`` more), so :meth:`needs` says what a rank must receive, and
+    :meth:`plan_summary` how many coded transmissions deliver the epoch: the counts of the
+    command line's epoch ``e`` for the same seed, ranks and settings.
 
     Arguments: ``dataset`` is anything with ``len()`` (or an int, the number of samples);
     ``num_replicas``, ``rank``, ``shuffle``, ``seed`` and ``drop_last`` are DistributedSampler's;
-    ``policy`` and ``fraction`` choose the exchange, ``alpha`` the cache ratio (``None``: each
-    rank caches its batch only), ``scheme`` the coded delivery :meth:`plan_summary` plans (a
-    pliable scheme also chooses the assignment, among ``candidates`` per index),
-    ``time_budget`` its search budget in seconds and ``plugin`` a scheme plugin library.
+    ``policy`` and ``fraction`` choose the exchange; ``extra_cache`` is the share of the indices
+    outside a rank's batch that it also caches (in ``[0, 1]``: each rank caches ``b +
+    floor(extra_cache * (N - b))`` indices, ``b = ceil(N / R)``), which holds on every number of
+    ranks; ``alpha`` is the papers' storage ratio instead, the cached share of all ``N`` indices,
+    the batch included (``floor(alpha * N)``, so at least ``1/R``: a value below is refused
+    saying what to write); neither caches the batch only. ``scheme`` is the coded delivery
+    :meth:`plan_summary` plans (a pliable scheme also chooses the assignment, among
+    ``candidates`` per index), ``time_budget`` its search budget in seconds and ``plugin`` a
+    scheme plugin library.
 
     Within a rank the order is shuffled by the project's ChaCha8 stream of ``(seed, epoch,
     rank)``; ``shuffle=False`` keeps the assignment and serves it in increasing order.
@@ -120,6 +125,7 @@ class CodedShuffleSampler:
         candidates: int | str | None = None,
         time_budget: float | None = None,
         plugin: str | os.PathLike | None = None,
+        extra_cache: float | None = None,
     ) -> None:
         from .planning import _candidates, _float, _path, _seed
 
@@ -144,6 +150,7 @@ class CodedShuffleSampler:
             _candidates(candidates),
             _float("time_budget", time_budget),
             _path(plugin),
+            _float("extra_cache", extra_cache),
         )
         self._core = _native.SamplerCore(*self._args)
         self._pending = 0
@@ -231,7 +238,8 @@ class CodedShuffleSampler:
         """Continues from ``state``: the next ``iter(self)`` serves exactly what remained. With
         another ``num_replicas`` than the state's, the interrupted epoch's unserved samples are
         dealt among this sampler's ranks (see the class docs). The state's seed, ``shuffle``,
-        ``drop_last``, policy and scheme replace the sampler's own."""
+        ``drop_last``, policy, cache setting (``extra_cache`` or ``alpha``) and scheme replace the
+        sampler's own."""
         if not isinstance(state, dict):
             raise TypeError(f"state must be a dict from state_dict(), got {type(state).__name__}")
         self._pending = self._core.load_state(state, self.num_replicas)

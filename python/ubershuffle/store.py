@@ -120,12 +120,7 @@ class RecordStore:
         """The records ``ids``, each held (``KeyError`` names the first that is not): for a data
         set of one record size a read-only ``(len(ids), record_size)`` uint8 array (a view when
         the ids are consecutive, else a copy), otherwise a list of read-only views."""
-        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-        inside = (ids >= 0) & (ids < len(self))
-        held = np.zeros(len(ids), dtype=np.bool_)
-        held[inside] = self._held[ids[inside]] != 0
-        if not held.all():
-            raise KeyError(int(ids[np.argmin(held)]))
+        ids = self.check_held(ids)
         if self._width is None:
             return [self[int(i)] for i in ids]
         table = self._data.view(np.ndarray)[: len(self) * self._width].reshape(len(self), self._width)
@@ -134,6 +129,17 @@ class RecordStore:
         rows = table[ids]
         rows.flags.writeable = False
         return rows
+
+    def check_held(self, ids: Any) -> np.ndarray:
+        """``ids`` as a flat int64 array, each held (``KeyError`` names the first that is not),
+        without reading a byte of them."""
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        inside = (ids >= 0) & (ids < len(self))
+        held = np.zeros(len(ids), dtype=np.bool_)
+        held[inside] = self._held[ids[inside]] != 0
+        if not held.all():
+            raise KeyError(int(ids[np.argmin(held)]))
+        return ids
 
     def held(self) -> np.ndarray:
         """The records held, sorted (int64)."""

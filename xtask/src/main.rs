@@ -23,17 +23,19 @@ struct Cli {
 enum Task {
     /// The checks CI runs: rustfmt, clippy with warnings denied, and the test suite.
     Ci,
-    /// Regenerate the papers' experiments into `results/` (CSV, SVG, results/README.md).
-    /// Builds the `experiments` program in release mode and runs it; `--list` names them.
+    /// Run the papers' experiments (CSV, SVG, a README) into a folder of the run's own
+    /// (target/experiments/quick or full) and print them beside the committed results/; with
+    /// --update, regenerate the committed results/ instead. Builds the `experiments` program in
+    /// release mode and runs it; `--list` names them.
     Experiments {
         /// Experiments to run (all when none is named).
         names: Vec<String>,
-        /// The small subset that finishes in minutes on 2 cores (written to results/; without
-        /// it, the full run goes to results/full/).
+        /// The small subset that finishes in minutes on 2 cores (compared with results/; without
+        /// it, the full run, compared with results/full/).
         #[arg(long)]
         quick: bool,
-        /// Regenerate into a temporary folder and compare every machine-independent column
-        /// with the committed results; fails naming the first difference of each experiment.
+        /// Fail naming the first difference of each experiment's machine-independent columns
+        /// from the committed results.
         #[arg(long)]
         check: bool,
         /// With --check (not --quick): re-run a sample of each full run (every cheap row, a
@@ -41,9 +43,14 @@ enum Task {
         /// committed full row against results/full/digests.toml and its CSV's invariants.
         #[arg(long, requires = "check", conflicts_with = "quick")]
         sample: bool,
-        /// Where to write results (default: results/ or results/full/ of the workspace).
-        #[arg(long, value_name = "DIR")]
+        /// Where to write the run (default: experiments/quick or experiments/full in cargo's
+        /// target folder); never the committed results (that is --update).
+        #[arg(long, value_name = "DIR", conflicts_with = "update")]
         out: Option<PathBuf>,
+        /// Regenerate the committed results (results/ or results/full/, results/headline.csv
+        /// and README's headline table) with this machine's timings: the maintainers' act.
+        #[arg(long, conflicts_with_all = ["check", "sample"])]
+        update: bool,
         /// List the experiments and exit.
         #[arg(long)]
         list: bool,
@@ -97,7 +104,7 @@ enum Task {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().task {
         Task::Ci => ci(),
-        Task::Experiments { names, quick, check, sample, out, list, plugins } => {
+        Task::Experiments { names, quick, check, sample, out, update, list, plugins } => {
             // Paths the user gives are resolved where the user stands, not in the workspace
             // (where cargo runs the experiments).
             let mut plugins =
@@ -112,8 +119,14 @@ fn main() -> anyhow::Result<()> {
                     .map(String::from)
                     .to_vec();
             args.extend(names);
-            for (flag, on) in [("--quick", quick), ("--check", check), ("--sample", sample), ("--list", list)]
-            {
+            let flags = [
+                ("--quick", quick),
+                ("--check", check),
+                ("--sample", sample),
+                ("--update", update),
+                ("--list", list),
+            ];
+            for (flag, on) in flags {
                 if on {
                     args.push(flag.into());
                 }

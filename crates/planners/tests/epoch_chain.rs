@@ -139,6 +139,37 @@ fn bad_draws_states_and_schemes_are_refused() {
 }
 
 #[test]
+fn extra_cache_holds_on_every_number_of_workers_and_alpha_does_not() {
+    let capacity = |workers: usize, points: usize, extra: f64| {
+        let params = ChainParams::new(workers, points, ExchangePolicy::Global, 0);
+        params.with_extra_cache(extra).unwrap().cache_capacity.unwrap()
+    };
+    // The largest batch, plus the share of the rest (floored).
+    assert_eq!(capacity(2, 10_000, 0.2), 5_000 + 1_000);
+    assert_eq!(capacity(4, 10_000, 0.2), 2_500 + 1_500);
+    assert_eq!(capacity(3, 10, 0.0), 4);
+    assert_eq!(capacity(3, 10, 1.0), 10);
+    assert_eq!(capacity(1, 10, 0.5), 10);
+    // alpha = 0.4 caches as much as extra_cache = 0.2 on 4 workers, and cannot hold on 2.
+    let alpha = |workers: usize| ChainParams::new(workers, 10_000, ExchangePolicy::Global, 0).with_alpha(0.4);
+    assert_eq!(alpha(4).unwrap().cache_capacity, Some(capacity(4, 10_000, 0.2)));
+    assert!(alpha(2).is_err());
+    for workers in 1..=12 {
+        for extra in [0.0, 0.1, 0.29, 0.5, 1.0] {
+            let params = ChainParams::new(workers, 1_000, ExchangePolicy::Global, 5).with_extra_cache(extra);
+            let mut c = EpochChain::new(params.unwrap()).unwrap();
+            if workers > 1 {
+                step(&mut c, "coded");
+            }
+        }
+    }
+    for bad in [-0.1, 1.5, f64::NAN] {
+        let e = ChainParams::new(4, 100, ExchangePolicy::Global, 0).with_extra_cache(bad).unwrap_err();
+        assert!(e.to_string().starts_with("extra_cache must lie in [0, 1]"), "{e}");
+    }
+}
+
+#[test]
 fn a_pliable_scheme_chooses_within_its_candidates() {
     let mut c = chain(ExchangePolicy::Global, Some(200));
     let pliable = planner_by_name("pliable-greedy", &PlannerOptions::default()).unwrap();

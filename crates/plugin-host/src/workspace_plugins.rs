@@ -24,6 +24,9 @@ pub struct WorkspacePlugin {
 pub const PAIRWISE_XOR: WorkspacePlugin =
     WorkspacePlugin { package: "pairwise-xor-plugin", library: "pairwise_xor" };
 
+/// README's plugin example ("Adding a scheme"), `examples/plugins/my-scheme`.
+pub const MY_SCHEME: WorkspacePlugin = WorkspacePlugin { package: "my-scheme-plugin", library: "my_scheme" };
+
 /// Test fixture: schemes that panic, return undecodable or malformed plans, or refuse.
 pub const MISBEHAVING: WorkspacePlugin =
     WorkspacePlugin { package: "fixture-misbehaving-plugin", library: "fixture_misbehaving_plugin" };
@@ -37,7 +40,7 @@ pub const NOT_A_PLUGIN: WorkspacePlugin =
     WorkspacePlugin { package: "fixture-not-a-plugin", library: "fixture_not_a_plugin" };
 
 /// Every plugin crate of the workspace.
-pub const ALL: [WorkspacePlugin; 4] = [PAIRWISE_XOR, MISBEHAVING, FUTURE_ABI, NOT_A_PLUGIN];
+pub const ALL: [WorkspacePlugin; 5] = [PAIRWISE_XOR, MY_SCHEME, MISBEHAVING, FUTURE_ABI, NOT_A_PLUGIN];
 
 /// The file name of library `library` on this platform (`libx.so`, `libx.dylib`, `x.dll`).
 pub fn library_file_name(library: &str) -> String {

@@ -52,7 +52,7 @@ use crate::pliable::{PliableError, PliableRequest, Randomness, RandomnessStats, 
 use crate::rng::{SeededRng, seeded_stream, shuffle, uniform_below};
 use crate::{
     GeneratorError, GeneratorParams, InstanceError, Plan, PlanError, Planned, ShuffleInstance,
-    ShufflePlanner, Tried, VerifyError, balanced_assignment, cache_around, verify,
+    ShufflePlanner, Tried, VerifyError, balanced_assignment, cache_around, cache_size_for, verify,
 };
 
 /// Streams of the seed, one per purpose, so that each reproduces on its own (the runtime's
@@ -70,6 +70,12 @@ pub enum ChainError {
     /// The workers, points or cache size are not a valid instance model.
     #[error(transparent)]
     Generator(#[from] GeneratorError),
+    /// The share of the points outside a batch to cache besides it is not in `[0, 1]`.
+    #[error("extra_cache must lie in [0, 1], got {extra_cache}")]
+    ExtraCacheOutOfRange {
+        /// The share given.
+        extra_cache: f64,
+    },
     /// A starting partition or a saved state does not fit the chain's settings.
     #[error("the starting state does not fit: {0}")]
     State(String),
@@ -145,6 +151,22 @@ impl ChainParams {
         let checked =
             GeneratorParams { workers: self.workers, points: self.points, alpha, seed: self.seed }.check()?;
         Ok(self.with_cache_capacity(checked.cache_size()))
+    }
+
+    /// The same, each worker caching its batch and `extra_cache` of the points outside it:
+    /// `b + floor(extra_cache (q - b))` points, `b = ceil(q/n)` the largest batch. Unlike
+    /// `alpha` (the cached share of all points, the batch included, so at least `1/n`), every
+    /// share in `[0, 1]` holds on any number of workers: 0 caches the batch only, 1 everything.
+    /// `alpha` on `n` workers is `extra_cache = (alpha - 1/n) / (1 - 1/n)` (up to rounding).
+    pub fn with_extra_cache(self, extra_cache: f64) -> Result<Self, ChainError> {
+        if !(0.0..=1.0).contains(&extra_cache) {
+            return Err(ChainError::ExtraCacheOutOfRange { extra_cache });
+        }
+        GeneratorParams { workers: self.workers, points: self.points, alpha: 1.0, seed: self.seed }
+            .check()?;
+        let batch = self.points.div_ceil(self.workers);
+        let beyond = cache_size_for(extra_cache, self.points - batch);
+        Ok(self.with_cache_capacity(batch + beyond))
     }
 
     fn check(&self) -> Result<(), ChainError> {

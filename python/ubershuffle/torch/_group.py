@@ -35,11 +35,14 @@ class ShuffleGroup(StoreSide):
       pliable ``scheme`` with ``candidates``). No rank holds the whole data set: a rank holds
       its batch plus the next epoch's arrivals, ``(1 + Q) N / M`` records under partial-local.
     - ``"store"``: rank ``source_rank`` of ``group`` reads the source, holds every record and
-      serves (:meth:`serve`); it does not train. Every other rank caches ``alpha`` of the data
-      (its batch included) and receives each epoch's coded delivery (``scheme``, planned over
-      fixed-size segments of the records) by pseudo-broadcast: the store sends each coded
-      packet once, cut into one piece per rank, and the ranks give each other their pieces.
-      Those ranks train together on :attr:`train_group` (DDP's ``process_group``).
+      serves (:meth:`serve`); it does not train. Every other rank caches its batch and
+      ``extra_cache`` of the records outside it (a share that holds on every number of ranks),
+      or the papers' ``alpha`` of the data (its batch included, so at least one over the
+      training ranks; :class:`ubershuffle.CodedShuffleSampler` says more), and receives each
+      epoch's coded delivery (``scheme``, planned over fixed-size segments of the records) by
+      pseudo-broadcast: the store sends each coded packet once, cut into one piece per rank,
+      and the ranks give each other their pieces. Those ranks train together on
+      :attr:`train_group` (DDP's ``process_group``).
 
     Ranks and the world come from ``group`` (default: the initialised default group, as
     torchrun makes it). The records travel on a group of the plane's own over the same ranks,
@@ -77,6 +80,7 @@ class ShuffleGroup(StoreSide):
         timeout: float = 300.0,
         segment_bytes: int | None = None,
         round_bytes: int = 16 << 20,
+        extra_cache: float | None = None,
     ) -> None:
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError(
@@ -85,8 +89,10 @@ class ShuffleGroup(StoreSide):
             )
         if mode not in ("peer", "store"):
             raise ValueError(f'mode must be "peer" or "store", got {mode!r}')
-        if mode == "peer" and alpha is not None:
-            raise ValueError('alpha is the cache of mode="store"; a peer holds its batch (pass alpha=None)')
+        if mode == "peer" and (alpha is not None or extra_cache is not None):
+            raise ValueError(
+                'alpha and extra_cache are the cache of mode="store"; a peer holds its batch (pass neither)'
+            )
         if not (isinstance(timeout, (int, float)) and timeout > 0):
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         if not (isinstance(round_bytes, int) and round_bytes > 0):
@@ -148,6 +154,7 @@ class ShuffleGroup(StoreSide):
             policy=policy,
             fraction=fraction,
             alpha=alpha,
+            extra_cache=extra_cache,
             scheme=scheme,
             candidates=candidates,
         )

@@ -132,7 +132,7 @@ class StoreSide:
             if int(values[2]) != mine:
                 raise ShuffleError(
                     f"rank {r}'s epoch chain differs from the store's at epoch {epoch} "
-                    "(the same seed, policy, fraction, alpha and scheme on every rank?)"
+                    "(the same seed, policy, fraction, extra_cache or alpha and scheme on every rank?)"
                 )
 
     def _serve_catch_up(self, epoch: int, requests: dict) -> dict:

@@ -1,6 +1,7 @@
-//! `experiments`: regenerates the papers' tables and figures into `results/`, or with `--check`
-//! compares a fresh run with the committed results. Usually started by
-//! `cargo xtask experiments [NAME...] [--quick] [--check]`, which builds it in release mode.
+//! `experiments`: runs the papers' experiments into a folder of the run's own and prints them
+//! beside the committed results (`--check` fails where they differ; `--update` regenerates the
+//! committed `results/`). Usually started by `cargo xtask experiments [NAME...] [--quick]
+//! [--check | --update]`, which builds it in release mode.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,18 +10,18 @@ use clap::Parser;
 use ubershuffle_bench::calibration;
 use ubershuffle_bench::experiments::{EXPERIMENTS, RunOptions, run_all, scale};
 
-/// Regenerate the papers' experiments as CSV, SVG and a Markdown summary.
+/// Run the papers' experiments, writing CSV, SVG and a Markdown summary into a folder of the run's own.
 #[derive(Debug, Parser)]
 #[command(name = "experiments", about, after_help = after_help())]
 struct Args {
     /// Experiments to run (all when none is named).
     names: Vec<String>,
-    /// Run the small subset that finishes in minutes (results/; without it: results/full/).
+    /// Run the small subset that finishes in minutes (compared with results/; without it, the
+    /// full run, compared with results/full/).
     #[arg(long)]
     quick: bool,
-    /// Regenerate into a temporary folder and compare every machine-independent column with the
-    /// committed CSVs (and README's headline table with results/headline.csv); fail on the first
-    /// difference of each experiment.
+    /// Fail on the first difference of each experiment's machine-independent columns from the
+    /// committed CSVs (and of README's headline table from results/headline.csv).
     #[arg(long)]
     check: bool,
     /// With --check (not --quick): re-run, for each experiment with committed full results, a
@@ -29,9 +30,14 @@ struct Args {
     /// against results/full/digests.toml (what the full run wrote) and its CSV's invariants.
     #[arg(long, requires = "check", conflicts_with = "quick")]
     sample: bool,
-    /// Where to write results (default: results/, or results/full/ for a full run).
-    #[arg(long, value_name = "DIR", conflicts_with = "check")]
+    /// Where to write the run (default: experiments/quick or experiments/full in cargo's target
+    /// folder); never the committed results (that is --update).
+    #[arg(long, value_name = "DIR", conflicts_with = "update")]
     out: Option<PathBuf>,
+    /// Regenerate the committed results (results/ or results/full/, results/headline.csv and
+    /// README's headline table) instead: the maintainers' act, with this machine's timings.
+    #[arg(long, conflicts_with_all = ["check", "sample"])]
+    update: bool,
     /// List the experiments and exit.
     #[arg(long)]
     list: bool,
@@ -41,7 +47,7 @@ struct Args {
     /// Measure the cost model of the emulated clusters' computing on this machine and write it
     /// to results/cost-model.toml (instead of running experiments).
     /// (With --check: measure every price again and compare; fails when one is outside 0.67x-1.5x.)
-    #[arg(long, conflicts_with_all = ["list", "quick", "sample"])]
+    #[arg(long, conflicts_with_all = ["list", "quick", "sample", "update"])]
     calibrate: bool,
     /// With --calibrate --check: multiply the measured prices named NAME (a price such as
     /// xor_ns_per_byte, a table such as plan.ubershuffle, or all) by FACTOR, to see the check fail.
@@ -142,6 +148,7 @@ fn main() -> ExitCode {
         check: args.check,
         sample: args.sample,
         out: args.out,
+        update: args.update,
         plugins: args.plugins,
     };
     match run_all(&options) {

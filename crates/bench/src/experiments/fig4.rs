@@ -9,7 +9,8 @@
 //! the same assignments from the same seed, so they train identically epoch by epoch and differ
 //! only in how long each epoch takes; "no shuffling" (the local policy) keeps every worker's
 //! first block, moves no data and trains on biased batches. Computing is charged by the
-//! committed cost model, so every time repeats exactly.
+//! committed cost model, so every time repeats exactly. The full run also runs every curve
+//! again with every compute price halved and doubled (Table 1's band); the quick run does not.
 //!
 //! Table 1's setups converge within an epoch (a worker's thousands of local SGD steps reach the
 //! noise floor at once), so their curves cannot tell the schemes apart by convergence. The
@@ -55,10 +56,11 @@ struct LossRow {
     shuffle_s: f64,
     epoch_s: f64,
     payload_bytes: u64,
-    /// `time_s` of the same run with every compute price of the cost model halved.
-    time_s_half_compute: f64,
+    /// `time_s` of the same run with every compute price of the cost model halved (empty where
+    /// the run has no band).
+    time_s_half_compute: Option<f64>,
     /// `time_s` with every compute price doubled.
-    time_s_double_compute: f64,
+    time_s_double_compute: Option<f64>,
 }
 
 /// Every column is checked: the runs are charged by the committed cost model.
@@ -88,15 +90,19 @@ fn convergence_setup(seed: u64) -> anyhow::Result<Setup> {
 
 /// Runs the figure.
 pub fn run(ctx: &Context) -> anyhow::Result<Report> {
-    let (points, epochs, seed) = (table1::POINTS, table1::epochs(ctx.quick).0, table1::SEED);
+    let sweep = table1::sweep(ctx.quick);
+    let (points, epochs, seed) = (table1::POINTS, sweep.at_1g, table1::SEED);
     let model = epoch_runs::committed()?;
-    let band = table1::BAND.map(|f| ubershuffle_runtime::cost_model::scaled(&model, "all", f));
+    let prices =
+        sweep.band.then(|| table1::BAND.map(|f| ubershuffle_runtime::cost_model::scaled(&model, "all", f)));
     let mut setups: Vec<(Setup, usize)> = setups(points, seed)?.into_iter().map(|s| (s, epochs)).collect();
     setups.push((convergence_setup(seed)?, slow_epochs(ctx.quick)));
-    let bar = ctx.progress((setups.len() * CURVES.len()) as u64, NAME);
+    // The quick run draws the paper's curves; the full run adds clique-cover (Table 1's schemes).
+    let curves: Vec<_> = CURVES.iter().filter(|(_, scheme, _)| sweep.schemes.contains(scheme)).collect();
+    let bar = ctx.progress((setups.len() * curves.len()) as u64, NAME);
     let mut rows = Vec::new();
     for (setup, epochs) in &setups {
-        for &(label, scheme, shuffles) in &CURVES {
+        for &&(label, scheme, shuffles) in &curves {
             let policy = if shuffles { ExchangePolicy::Global } else { ExchangePolicy::Local };
             let spec = |m| EpochRun {
                 scheme,
@@ -106,9 +112,14 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
                 seed,
                 compute: Compute::Charged(m),
             };
-            let runs = [&model, &band[0], &band[1]].map(|m| epoch_runs::run(setup, &spec(m)));
-            let [report, half, double] = runs;
-            rows.extend(curve_rows(setup, label, &report?, [&half?, &double?]));
+            let report = epoch_runs::run(setup, &spec(&model))?;
+            let band = match &prices {
+                Some([half, double]) => {
+                    Some([epoch_runs::run(setup, &spec(half))?, epoch_runs::run(setup, &spec(double))?])
+                }
+                None => None,
+            };
+            rows.extend(curve_rows(setup, label, &report, band.as_ref().map(|[h, d]| [h, d])));
             bar.inc(1);
         }
     }
@@ -125,16 +136,17 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
 }
 
 /// The rows of one curve: epoch 0 (before training), then every epoch, with the same run's
-/// clocks under the halved and doubled prices beside.
+/// clocks under the halved and doubled prices beside (when the run has the band).
 fn curve_rows(
     setup: &Setup,
     label: &'static str,
     report: &ubershuffle_runtime::RunReport,
-    band: [&ubershuffle_runtime::RunReport; 2],
+    band: Option<[&ubershuffle_runtime::RunReport; 2]>,
 ) -> Vec<LossRow> {
-    let clocks = band.map(|r| elapsed(&r.epochs));
+    let clocks = band.map(|b| b.map(|r| elapsed(&r.epochs)));
     let at = |k: usize, epoch: usize| {
-        if epoch == 0 { 0.0 } else { clocks[k].get(epoch - 1).copied().unwrap_or(f64::NAN) }
+        let clock = clocks.as_ref()?;
+        Some(if epoch == 0 { 0.0 } else { clock[k].get(epoch - 1).copied().unwrap_or(f64::NAN) })
     };
     let row = |epoch: usize, time_s, loss, shuffle_s, epoch_s, payload_bytes| LossRow {
         setup: setup.key,
@@ -171,9 +183,16 @@ fn curve<'a>(rows: &'a [LossRow], setup: &str, label: &str) -> Vec<&'a LossRow> 
     rows.iter().filter(|r| r.setup == setup && r.scheme == label).collect()
 }
 
+/// The curves that ran on `setup`.
+fn ran<'a>(
+    rows: &'a [LossRow],
+    setup: &'a str,
+) -> impl Iterator<Item = &'static (&'static str, &'static str, bool)> + 'a {
+    CURVES.iter().filter(move |(label, ..)| !curve(rows, setup, label).is_empty())
+}
+
 fn figure(setup: &Setup, rows: &[LossRow]) -> LineChart {
-    let series = CURVES
-        .iter()
+    let series = ran(rows, setup.key)
         .map(|&(label, _, shuffles)| {
             let points = curve(rows, setup.key, label).iter().map(|r| (r.time_s, r.loss)).collect();
             if shuffles { Series::solid(label, points) } else { Series::dashed(label, points) }
@@ -227,11 +246,12 @@ fn time_to_by(
     curve(rows, setup, label).iter().find(|r| r.loss <= target).map(|r| time(r))
 }
 
-/// A curve's time to the target relative to uncoded's, in percent, by the clock `time`.
+/// A curve's time to the target relative to uncoded's, in percent, by the clock `time` (NaN
+/// where the run has no such clock).
 fn versus_uncoded_by(rows: &[LossRow], setup: &str, label: &str, time: fn(&LossRow) -> f64) -> Option<f64> {
     let goal = target(rows, setup);
     match (time_to_by(rows, setup, label, goal, time), time_to_by(rows, setup, "uncoded", goal, time)) {
-        (Some(t), Some(b)) if b > 0.0 => Some(100.0 * (t - b) / b),
+        (Some(t), Some(b)) if b > 0.0 && t.is_finite() => Some(100.0 * (t - b) / b),
         _ => None,
     }
 }
@@ -242,10 +262,13 @@ fn versus_uncoded(rows: &[LossRow], setup: &str, label: &str) -> Option<String> 
 }
 
 /// A curve's time to the target relative to uncoded's over the band of compute prices (the
-/// committed ones, halved and doubled): "a to b %".
+/// committed ones, halved and doubled): "a to b %" (`None` without a band, or not reached).
 fn band_versus_uncoded(rows: &[LossRow], setup: &str, label: &str) -> Option<String> {
-    let clocks: [fn(&LossRow) -> f64; 3] =
-        [|r| r.time_s, |r| r.time_s_half_compute, |r| r.time_s_double_compute];
+    let clocks: [fn(&LossRow) -> f64; 3] = [
+        |r| r.time_s,
+        |r| r.time_s_half_compute.unwrap_or(f64::NAN),
+        |r| r.time_s_double_compute.unwrap_or(f64::NAN),
+    ];
     let all: Option<Vec<f64>> = clocks.iter().map(|&c| versus_uncoded_by(rows, setup, label, c)).collect();
     let all = all?;
     let (lo, hi) = (
@@ -257,7 +280,7 @@ fn band_versus_uncoded(rows: &[LossRow], setup: &str, label: &str) -> Option<Str
 
 fn section(setup: &Setup, rows: &[LossRow], epochs: usize) -> String {
     let goal = target(rows, setup.key);
-    let lines = CURVES.iter().map(|&(label, _, _)| {
+    let lines = ran(rows, setup.key).map(|&(label, _, _)| {
         let c = curve(rows, setup.key, label);
         let trained: Vec<&&LossRow> = c.iter().filter(|r| r.epoch > 0).collect();
         let n = trained.len().max(1) as f64;
@@ -314,7 +337,11 @@ fn summary(ctx: &Context, setups: &[Setup], rows: &[LossRow], points: usize, epo
         n = super::table1::WORKERS,
         slow = slow_epochs(ctx.quick),
         quick = if ctx.quick {
-            format!(" (the quick subset; the full run has {} epochs)", table1::epochs(false).0)
+            format!(
+                " (the quick subset, at the committed prices only; the full run has {} epochs and runs every \
+                 curve again with every compute price halved and doubled)",
+                table1::sweep(false).at_1g
+            )
         } else {
             String::new()
         },
@@ -327,8 +354,8 @@ fn headlines(setups: &[Setup], rows: &[LossRow]) -> Vec<Headline> {
         .filter(|s| s.key == "lr-slow")
         .map(|s| {
             let vs = |label| versus_uncoded(rows, s.key, label).unwrap_or_else(|| "not reached".into());
-            let band =
-                |label| band_versus_uncoded(rows, s.key, label).unwrap_or_else(|| "not reached".into());
+            let band = |label| band_versus_uncoded(rows, s.key, label);
+            let has_band = rows.iter().any(|r| r.setup == s.key && r.time_s_half_compute.is_some());
             let goal = target(rows, s.key);
             let epochs = |label| epoch_to(rows, s.key, label, goal).map_or("never".into(), |e| format!("epoch {e}"));
             Headline {
@@ -339,20 +366,28 @@ fn headlines(setups: &[Setup], rows: &[LossRow]) -> Vec<Headline> {
                     target_epoch(rows, s.key)
                 ),
                 ours: format!(
-                    "coded {}, UberShuffle {} (no shuffling: {}); compute prices x0.5 to x2: coded {}, UberShuffle {}",
+                    "coded {}, UberShuffle {} (no shuffling: {}){}",
                     vs("coded"),
                     vs("ubershuffle"),
                     epochs("no shuffling"),
-                    band("coded"),
-                    band("ubershuffle")
+                    if has_band {
+                        let or_not = |b: Option<String>| b.unwrap_or_else(|| "not reached".into());
+                        format!(
+                            "; compute prices x0.5 to x2: coded {}, UberShuffle {}",
+                            or_not(band("coded")),
+                            or_not(band("ubershuffle"))
+                        )
+                    } else {
+                        String::new()
+                    }
                 ),
                 paper: "both coded schemes clearly faster".into(),
                 table: format!("{NAME}.csv"),
                 rows: format!(
-                    "setup={}, time_s at the first loss at most uncoded's after epoch {}; the band: \
-                     time_s_half_compute and time_s_double_compute",
+                    "setup={}, time_s at the first loss at most uncoded's after epoch {}{}",
                     s.key,
-                    target_epoch(rows, s.key)
+                    target_epoch(rows, s.key),
+                    if has_band { "; the band: time_s_half_compute and time_s_double_compute" } else { "" }
                 ),
                 machine: false,
             }

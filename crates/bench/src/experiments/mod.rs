@@ -35,8 +35,10 @@ use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::report::Report;
+use crate::report::compare::{Comparison, render};
 use crate::report::write::{
-    CheckMode, Destination, Heading, RunKind, check_readme, check_report, write_report,
+    CheckMode, Destination, Heading, RunKind, check_readme, check_report, records, rerun_command,
+    write_report,
 };
 
 /// What an experiment runs with.
@@ -80,8 +82,9 @@ pub struct Experiment {
     pub about: &'static str,
     /// Runs it.
     pub run: fn(&Context) -> anyhow::Result<Report>,
-    /// What `--check --sample` re-runs of its full run (`None`: it has no machine-independent
-    /// full results, so the quick run's check covers it).
+    /// What `--check --sample` re-runs of its full run (`None`: nothing, as its full results
+    /// are times of the machine or take too long for CI; the quick run's check covers its code,
+    /// and the digests its committed rows).
     pub sample: Option<&'static str>,
 }
 
@@ -164,10 +167,13 @@ pub struct RunOptions {
     pub names: Vec<String>,
     /// The quick subset.
     pub quick: bool,
-    /// Compare with the committed results instead of replacing them.
+    /// Fail where the machine-independent values differ from the committed results.
     pub check: bool,
-    /// Where to write (default: `results/`, or `results/full/` for a full run).
+    /// Where to write (default: [`run_folder`]); the committed results only with `update`.
     pub out: Option<PathBuf>,
+    /// Regenerate the committed results (`results/` or `results/full/`, `results/headline.csv`
+    /// and README's headline table) instead of writing a folder of the run's own.
+    pub update: bool,
     /// Plugin libraries for the `plugins` experiment.
     pub plugins: Vec<PathBuf>,
     /// With `check` (and not `quick`): re-run each experiment's [`Experiment::sample`] of its
@@ -181,25 +187,55 @@ pub fn workspace_root() -> PathBuf {
     root.canonicalize().unwrap_or(root)
 }
 
-/// Runs the chosen experiments; returns the number that failed (or, with `check`, that differ
+/// Cargo's target folder: `CARGO_TARGET_DIR` (relative to where cargo runs, the workspace), else
+/// `target/` of the workspace.
+pub fn target_dir() -> PathBuf {
+    let root = workspace_root();
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), |dir| root.join(dir))
+}
+
+/// The folder a run writes to unless told otherwise: `experiments/quick` or `experiments/full`
+/// in cargo's target folder, never the committed results.
+pub fn run_folder(run: RunKind) -> PathBuf {
+    target_dir().join("experiments").join(run.name())
+}
+
+/// `path` relative to the workspace when inside it, for messages.
+fn shown(path: &Path) -> String {
+    path.strip_prefix(workspace_root()).unwrap_or(path).display().to_string()
+}
+
+/// Runs the chosen experiments into the run's own folder (or, with `update`, the committed
+/// results), printing each one's time and then the run beside the committed results; returns
+/// the number that failed (with `check`, also those whose machine-independent values differ
 /// from the committed results). Each failure or difference is printed as one `error:` line.
 pub fn run_all(options: &RunOptions) -> anyhow::Result<usize> {
     let chosen = choose(options)?;
     let run = if options.quick { RunKind::Quick } else { RunKind::Full };
     let root = workspace_root();
     let committed = root.join(run.results_dir());
-    let scratch = std::env::temp_dir().join(format!("ubershuffle-check-{}", std::process::id()));
-    let dest = match (&options.out, options.check) {
-        (_, true) => Destination { dir: scratch.clone(), run, publish_to: None },
-        (Some(dir), false) => {
-            Destination { dir: dir.clone(), run, publish_to: same_dir(dir, &committed).then(|| root.clone()) }
+    let dest = if options.update {
+        Destination::committed(&root, run)
+    } else {
+        let dir = options.out.clone().unwrap_or_else(|| run_folder(run));
+        if same_dir(&dir, &committed) {
+            anyhow::bail!(
+                "--out {}: that is the committed results folder; regenerating it is `--update`",
+                dir.display()
+            );
         }
-        (None, false) => Destination { dir: committed.clone(), run, publish_to: Some(root.clone()) },
+        Destination::own(dir, run)
     };
+    eprintln!(
+        "writing to {}{}",
+        shown(&dest.dir),
+        if options.update { " (the committed results)" } else { " (results/ stays as committed)" }
+    );
     let ctx = Context { quick: options.quick, plugins: options.plugins.clone(), sample: options.sample };
     let how = if options.sample { CheckMode::Sample } else { CheckMode::Exact };
     let order: Vec<&str> = EXPERIMENTS.iter().map(|e| e.name).collect();
     let mut failed = 0;
+    let mut comparisons = Vec::new();
     for experiment in chosen {
         eprintln!("experiment {}: {}", experiment.name, experiment.about);
         let heading = Heading {
@@ -211,15 +247,16 @@ pub fn run_all(options: &RunOptions) -> anyhow::Result<usize> {
         if options.sample {
             eprintln!("  sample of the full run: {}", experiment.sample.unwrap_or("-"));
         }
-        let check = options.check.then_some(how);
-        let outcome = run_one(experiment, &ctx, &heading, &dest, &root, check);
-        match outcome {
-            Ok(differences) if differences.is_empty() => {}
-            Ok(differences) => {
-                for d in differences {
-                    eprintln!("error: {}: {d}", experiment.name);
+        match run_one(experiment, &ctx, &heading, &dest, &root, how) {
+            Ok(comparison) => {
+                eprintln!("  {:.1} s; values {}", comparison.seconds, comparison.values());
+                if options.check && !comparison.differences.is_empty() {
+                    for d in &comparison.differences {
+                        eprintln!("error: {}: {d}", experiment.name);
+                    }
+                    failed += 1;
                 }
-                failed += 1;
+                comparisons.push(comparison);
             }
             Err(e) => {
                 eprintln!("error: {}", format!("{e:#}").replace('\n', " "));
@@ -230,12 +267,24 @@ pub fn run_all(options: &RunOptions) -> anyhow::Result<usize> {
     if options.sample {
         failed += check_committed_full(&committed);
     }
-    if options.check {
-        if let Some(d) = check_readme(&root)? {
-            eprintln!("error: {d}");
-            failed += 1;
-        }
-        let _ = std::fs::remove_dir_all(&scratch);
+    if options.check
+        && let Some(d) = check_readme(&root)?
+    {
+        eprintln!("error: {d}");
+        failed += 1;
+    }
+    let before = if options.update { "before this run" } else { "in the checkout" };
+    eprintln!(
+        "\nThis run beside the committed {} ({before}):\n\n{}",
+        shown(&committed),
+        render(&comparisons)
+    );
+    eprintln!("Wrote {} (README.md, headline.csv, CSV and SVG files).", shown(&dest.dir));
+    if !options.update {
+        eprintln!(
+            "The committed {} are unchanged; maintainers regenerate them with `--update`.",
+            shown(&committed)
+        );
     }
     Ok(failed)
 }
@@ -253,21 +302,26 @@ fn check_committed_full(dir: &Path) -> usize {
     usize::from(!differences.is_empty())
 }
 
-/// Runs one experiment and writes its report; with `check`, also returns its differences from
-/// the committed results.
+/// Runs one experiment, compares it with the committed results (before writing, which with
+/// `--update` replaces them) and writes its report.
 fn run_one(
     experiment: &Experiment,
     ctx: &Context,
     heading: &Heading<'_>,
     dest: &Destination,
     root: &Path,
-    check: Option<CheckMode>,
-) -> anyhow::Result<Vec<String>> {
+    how: CheckMode,
+) -> anyhow::Result<Comparison> {
     let started = Instant::now();
     let report = (experiment.run)(ctx).with_context(|| format!("experiment {}", experiment.name))?;
     let seconds = started.elapsed().as_secs_f64();
-    write_report(&report, heading, dest, seconds).with_context(|| format!("writing {}", experiment.name))?;
-    Ok(check.map_or_else(Vec::new, |how| check_report(&report, experiment.name, dest.run, root, how)))
+    let name = experiment.name;
+    let differences = check_report(&report, name, dest.run, root, how);
+    let command = rerun_command(name, dest.run, &report.rerun_flags);
+    let headlines = records(&report, name, dest.run, &command);
+    let comparison = Comparison::new(name, dest.run, root, &report.tables, &headlines, seconds, differences);
+    write_report(&report, heading, dest, seconds).with_context(|| format!("writing {name}"))?;
+    Ok(comparison)
 }
 
 /// The experiments `options` name (all when none; with `sample`, all that have a sample).

@@ -8,7 +8,7 @@
 //! A scheme that fails (or a library that does not load) gets rows with its error; the others
 //! still run.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::bail;
@@ -18,7 +18,7 @@ use ubershuffle_core::{
 };
 use ubershuffle_plugin_host::PluginLibrary;
 
-use super::{Context, workspace_root};
+use super::{Context, target_dir, workspace_root};
 use crate::report::{LineChart, Report, Row, Series, markdown_table, median};
 
 /// The experiment's name.
@@ -102,10 +102,21 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
     Ok(report)
 }
 
-/// A path as the results show it: relative to the workspace when inside it.
+/// A path as the results show it, the same on every machine for the example plugin: inside
+/// cargo's target folder as `target/...` (wherever `CARGO_TARGET_DIR` puts it), else relative to
+/// the workspace when inside it.
 fn shown(path: &Path) -> String {
-    let absolute = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-    absolute.strip_prefix(workspace_root()).unwrap_or(&absolute).display().to_string()
+    let real = |p: PathBuf| p.canonicalize().unwrap_or(p);
+    shown_from(&real(path.to_path_buf()), &real(target_dir()), &workspace_root())
+}
+
+/// [`shown`] of an absolute `path`, given the target folder and the workspace root.
+fn shown_from(path: &Path, target: &Path, root: &Path) -> String {
+    match (path.strip_prefix(target), path.strip_prefix(root)) {
+        (Ok(inside), _) => Path::new("target").join(inside).display().to_string(),
+        (_, Ok(inside)) => inside.display().to_string(),
+        _ => path.display().to_string(),
+    }
 }
 
 /// The row of a library that did not load.
@@ -279,4 +290,24 @@ fn finding(contenders: &[Contender], rows: &[Compared], c: &Contender) -> String
         BUILTINS.join(", "),
         ALPHAS.len()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plugin_in_the_target_folder_reads_the_same_wherever_that_folder_is() {
+        let root = Path::new("/src/ubershuffle");
+        let lib = "libpairwise_xor.so";
+        let inside = root.join("target/release").join(lib);
+        assert_eq!(shown_from(&inside, &root.join("target"), root), "target/release/libpairwise_xor.so");
+        let elsewhere = Path::new("/elsewhere/release").join(lib);
+        assert_eq!(
+            shown_from(&elsewhere, Path::new("/elsewhere"), root),
+            "target/release/libpairwise_xor.so"
+        );
+        assert_eq!(shown_from(&root.join("mine.so"), Path::new("/elsewhere"), root), "mine.so");
+        assert_eq!(shown_from(Path::new("/opt/x.so"), Path::new("/elsewhere"), root), "/opt/x.so");
+    }
 }

@@ -3,7 +3,7 @@
 //!
 //! Sweep: n in {10, 20, 40, 100, 200, 500, 1000}, q in {1e5, 1e6}, alpha in {0.1, 0.3} (the quick
 //! run: q = 1e5, n up to 200). Schemes: uncoded, coded (Lee et al.'s tables), the paper's
-//! UberShuffle greedy, ubershuffle-opt, clique-cover and auto. Every plan passes `verify`; a
+//! UberShuffle greedy, ubershuffle-opt, clique-cover and (in the full run) auto. Every plan passes `verify`; a
 //! scheme past its reach refuses at once and gets a row with its one-line reason.
 //!
 //! Peak memory belongs to a process, so every (point, scheme) runs in a child process of this
@@ -29,6 +29,9 @@ pub const NAME: &str = "scale";
 pub const ABOUT: &str = "Planners from n = 10 to 1000 workers: transmissions vs uncoded and the lower bound, plan and verify time, peak memory (the cluster-scale planner clique-cover and the portfolio auto against the papers' schemes)";
 
 const SCHEMES: [&str; 6] = ["uncoded", "coded", "ubershuffle", "ubershuffle-opt", "clique-cover", "auto"];
+/// The quick run's schemes: the portfolio `auto` (the sum of its members' time) only runs in
+/// the full run.
+const QUICK_SCHEMES: [&str; 5] = ["uncoded", "coded", "ubershuffle", "ubershuffle-opt", "clique-cover"];
 const ALPHAS: [f64; 2] = [0.1, 0.3];
 const SEED: u64 = 1;
 /// The search budget of the schemes that search, in the full and the quick run.
@@ -42,10 +45,10 @@ pub const CHILD_FLAG: &str = "--scale-point";
 /// The flag of the child mode that computes one point's clique family figures.
 pub const FAMILY_FLAG: &str = "--scale-family";
 /// Work units of the largest-clique search behind the clique family's bound, in the full and
-/// the quick run: 150 and 60 seconds of one core (where the search takes all of it, about 90
-/// and 35 s on two).
+/// the quick run: 150 and 2 seconds of one core (where the search takes all of it, about 90
+/// and 1.2 s on two).
 const FULL_SEARCH_WORK: u64 = 150 * SEARCH_WORK_PER_SECOND;
-const QUICK_SEARCH_WORK: u64 = 60 * SEARCH_WORK_PER_SECOND;
+const QUICK_SEARCH_WORK: u64 = 2 * SEARCH_WORK_PER_SECOND;
 
 /// One scheme on one point of the sweep.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -124,6 +127,7 @@ struct FamilyAnswer {
 
 /// The sweep of a run.
 struct Sweep {
+    schemes: &'static [&'static str],
     workers: &'static [usize],
     points: &'static [usize],
     budget: Duration,
@@ -156,6 +160,7 @@ impl Sweep {
 pub fn run(ctx: &Context) -> anyhow::Result<Report> {
     let sweep = if ctx.quick {
         Sweep {
+            schemes: &QUICK_SCHEMES,
             workers: &[10, 20, 40, 100, 200],
             points: &[100_000],
             budget: QUICK_BUDGET,
@@ -164,6 +169,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
         }
     } else {
         Sweep {
+            schemes: &SCHEMES,
             workers: &[10, 20, 40, 100, 200, 500, 1000],
             points: &[100_000, 1_000_000],
             budget: FULL_BUDGET,
@@ -190,7 +196,8 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
     let q = sweep.points.last().copied().unwrap_or(0);
     let summary = summary(&sweep, &rows)
         + &ctx.quick_note(
-            "q = 1e5, n up to 200, a 2 s budget; the full run adds q = 1e6, n = 500 and 1000, a 10 s budget (90 s from n = 1000)",
+            "q = 1e5, n up to 200, a 2 s budget, no auto, a clique search of 2 s of one core's work; the full run adds q = 1e6, \
+             n = 500 and 1000, auto, a 10 s budget (90 s from n = 1000) and 150 s of search",
         );
     let mut report = Report::new(summary).table(format!("{NAME}.csv"), &rows)?.headlines(headlines(&rows));
     for alpha in ALPHAS.iter().rev() {
@@ -225,8 +232,11 @@ fn cells(ctx: &Context, sweep: &Sweep) -> Vec<(usize, usize, f64, &'static str)>
     for &q in sweep.points {
         for alpha in ALPHAS {
             for &n in sweep.workers {
-                let chosen =
-                    SCHEMES.into_iter().filter(|s| !ctx.sample || ctx.quick || sampled(n, q, alpha, s));
+                let chosen = sweep
+                    .schemes
+                    .iter()
+                    .copied()
+                    .filter(|s| !ctx.sample || ctx.quick || sampled(n, q, alpha, s));
                 cells.extend(chosen.map(|scheme| (n, q, alpha, scheme)));
             }
         }
@@ -340,10 +350,14 @@ fn best(rows: &[ScalePoint], n: usize, q: usize, alpha: f64) -> Option<&ScalePoi
     at(rows, q, alpha).filter(|r| r.workers == n && r.transmissions.is_some()).min_by_key(|r| r.transmissions)
 }
 
+/// The schemes that ran (the quick run has no `auto`).
+fn ran(rows: &[ScalePoint]) -> impl Iterator<Item = &'static str> + '_ {
+    SCHEMES.into_iter().filter(|s| rows.iter().any(|r| r.scheme == *s))
+}
+
 fn ratio_chart(rows: &[ScalePoint], q: usize, alpha: f64) -> LineChart {
-    let mut series: Vec<Series> = SCHEMES
-        .iter()
-        .map(|&s| {
+    let mut series: Vec<Series> = ran(rows)
+        .map(|s| {
             let curve = at(rows, q, alpha).filter(|r| r.scheme == s);
             Series::solid(s, curve.filter_map(|r| r.over_uncoded.map(|v| (r.workers as f64, v))).collect())
         })
@@ -363,9 +377,8 @@ fn ratio_chart(rows: &[ScalePoint], q: usize, alpha: f64) -> LineChart {
 }
 
 fn time_chart(rows: &[ScalePoint], q: usize, alpha: f64) -> LineChart {
-    let series = SCHEMES
-        .iter()
-        .map(|&s| {
+    let series = ran(rows)
+        .map(|s| {
             let curve = at(rows, q, alpha).filter(|r| r.scheme == s && r.transmissions.is_some());
             Series::solid(s, curve.map(|r| (r.workers as f64, r.plan_seconds + r.verify_seconds)).collect())
         })

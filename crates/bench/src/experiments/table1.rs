@@ -3,6 +3,10 @@
 //! loop on an emulated cluster of single-ported nodes at 1, 10 and 50 Gbit/s (n = 20), and on
 //! an emulated 100-node cluster at 1 Gbit/s.
 //!
+//! The quick run is the paper's comparison alone: 1 Gbit/s, n = 20, three epochs per cell at the
+//! committed prices. The full run adds 10 and 50 Gbit/s, the 100-node cluster, more epochs, and
+//! runs every cell again with every compute price halved and doubled (the band).
+//!
 //! Setups (the paper's rows (a) and (d), scaled; see [`scale_note`]): n = 20 workers as in the
 //! paper; matrix completion on a synthetic low-rank matrix whose data points are user rows of
 //! m observed ratings (alpha = 0.2), and linear regression by parallel SGD on synthetic wide
@@ -28,6 +32,8 @@ pub const ABOUT: &str = "UberShuffle paper, Table 1 scaled: shuffle time and who
 
 /// The schemes: the paper's Table 1, and the cluster-scale planner.
 pub(crate) const SCHEMES: [&str; 4] = ["uncoded", "coded", "ubershuffle", "clique-cover"];
+/// The paper's schemes: the quick run's.
+const PAPER_SCHEMES: [&str; 3] = ["uncoded", "coded", "ubershuffle"];
 /// Emulated link rates, Gbit/s.
 const RATES: [f64; 3] = [1.0, 10.0, 50.0];
 /// Workers, as in the paper (20 m3.xlarge instances).
@@ -44,9 +50,58 @@ pub(crate) const SEED: u64 = 1;
 /// come (points).
 const SHARE_TOLERANCE: f64 = 10.0;
 
-/// Epochs per run at 1 Gbit/s (shared with `fig4`), at the other rates, and at scale.
-pub(crate) fn epochs(quick: bool) -> (usize, usize, usize) {
-    if quick { (3, 1, 1) } else { (9, 9, 5) }
+/// What a quick or a full run of the table measures.
+pub(crate) struct Sweep {
+    /// The schemes (shared with `fig4`).
+    pub schemes: &'static [&'static str],
+    /// Emulated link rates, Gbit/s.
+    rates: &'static [f64],
+    /// Epochs per run at 1 Gbit/s (shared with `fig4`).
+    pub at_1g: usize,
+    /// Epochs per run at the other rates.
+    elsewhere: usize,
+    /// Epochs of the cluster at scale (`None`: the cluster at scale does not run).
+    at_scale: Option<usize>,
+    /// Whether every cell runs again with every compute price halved and doubled ([`BAND`];
+    /// shared with `fig4`).
+    pub band: bool,
+}
+
+/// The quick run: the paper's comparison (its schemes at 1 Gbit/s, n = 20) at the committed
+/// prices.
+const QUICK: Sweep =
+    Sweep { schemes: &PAPER_SCHEMES, rates: &[GBIT], at_1g: 3, elsewhere: 0, at_scale: None, band: false };
+/// The full run.
+const FULL: Sweep =
+    Sweep { schemes: &SCHEMES, rates: &RATES, at_1g: 9, elsewhere: 9, at_scale: Some(5), band: true };
+
+/// The sweep of a quick or a full run.
+pub(crate) fn sweep(quick: bool) -> &'static Sweep {
+    if quick { &QUICK } else { &FULL }
+}
+
+impl Sweep {
+    /// Epochs per cell at `gbit`.
+    fn epochs_at(&self, gbit: f64) -> usize {
+        if gbit == GBIT { self.at_1g } else { self.elsewhere }
+    }
+
+    /// What the sweep runs, in words.
+    fn describe(&self) -> String {
+        let rates: Vec<String> = self.rates.iter().map(f64::to_string).collect();
+        let elsewhere = if self.rates.len() > 1 {
+            format!(", {} at the other rates", self.elsewhere)
+        } else {
+            String::new()
+        };
+        let scale = self.at_scale.map_or_else(String::new, |e| format!(", {e} at n = {SCALE_WORKERS}"));
+        let band = if self.band { ", every cell also with compute prices halved and doubled" } else { "" };
+        format!(
+            "at {} Gbit/s, {} epochs per cell at {GBIT} Gbit/s{elsewhere}{scale}{band}",
+            rates.join(", "),
+            self.at_1g
+        )
+    }
 }
 
 /// A row of the paper's Table 1.
@@ -138,14 +193,15 @@ struct EpochRow {
     shuffle_s: f64,
     epoch_s: f64,
     loss: f64,
-    /// `shuffle_s` with every compute price of the cost model halved (the same run otherwise).
-    shuffle_s_half_compute: f64,
+    /// `shuffle_s` with every compute price of the cost model halved (the same run otherwise;
+    /// empty where the run has no band).
+    shuffle_s_half_compute: Option<f64>,
     /// `shuffle_s` with every compute price doubled.
-    shuffle_s_double_compute: f64,
+    shuffle_s_double_compute: Option<f64>,
     /// `epoch_s` with every compute price halved.
-    epoch_s_half_compute: f64,
+    epoch_s_half_compute: Option<f64>,
     /// `epoch_s` with every compute price doubled.
-    epoch_s_double_compute: f64,
+    epoch_s_double_compute: Option<f64>,
 }
 
 /// The factors of the sensitivity band: every compute price halved, and doubled.
@@ -194,10 +250,10 @@ fn epoch_row(setup: &Setup, gbit: f64, scheme: &'static str, e: &EpochMetrics) -
         shuffle_s: e.shuffle_seconds(),
         epoch_s: e.epoch_seconds,
         loss: e.loss,
-        shuffle_s_half_compute: f64::NAN,
-        shuffle_s_double_compute: f64::NAN,
-        epoch_s_half_compute: f64::NAN,
-        epoch_s_double_compute: f64::NAN,
+        shuffle_s_half_compute: None,
+        shuffle_s_double_compute: None,
+        epoch_s_half_compute: None,
+        epoch_s_double_compute: None,
     }
 }
 
@@ -216,6 +272,7 @@ fn run_cell(
     scheme: &'static str,
     epochs: usize,
     model: &CostModel,
+    band: bool,
 ) -> anyhow::Result<Result<Vec<EpochRow>, Refusal>> {
     let spec = EpochRun {
         scheme,
@@ -229,7 +286,9 @@ fn run_cell(
         Ok(report) => {
             let mut rows: Vec<EpochRow> =
                 report.epochs.iter().map(|e| epoch_row(setup, gbit, scheme, e)).collect();
-            with_band(setup, &spec, model, &mut rows)?;
+            if band {
+                with_band(setup, &spec, model, &mut rows)?;
+            }
             Ok(Ok(rows))
         }
         Err(e) => match e.downcast_ref::<RuntimeError>() {
@@ -272,7 +331,7 @@ fn with_band(
             } else {
                 (&mut row.shuffle_s_double_compute, &mut row.epoch_s_double_compute)
             };
-            (*shuffle, *epoch) = (e.shuffle_seconds(), e.epoch_seconds);
+            (*shuffle, *epoch) = (Some(e.shuffle_seconds()), Some(e.epoch_seconds));
         }
     }
     Ok(())
@@ -280,19 +339,20 @@ fn with_band(
 
 /// Runs the table.
 pub fn run(ctx: &Context) -> anyhow::Result<Report> {
-    let (at_1g, elsewhere, at_scale) = epochs(ctx.quick);
+    let sweep = sweep(ctx.quick);
     let model = epoch_runs::committed()?;
     let setups = setups(POINTS, SEED)?;
-    let scale = scale_setup(SEED)?;
-    let bar = ctx.progress((setups.len() * RATES.len() * SCHEMES.len() + SCHEMES.len()) as u64, NAME);
+    let scale = sweep.at_scale.map(|epochs| scale_setup(SEED).map(|s| (s, epochs))).transpose()?;
+    let runs = setups.len() * sweep.rates.len() + usize::from(scale.is_some());
+    let bar = ctx.progress((runs * sweep.schemes.len()) as u64, NAME);
     let (mut rows, mut refusals) = (Vec::new(), Vec::new());
     let cells = setups
         .iter()
-        .flat_map(|s| RATES.iter().map(move |&g| (s, g, if g == GBIT { at_1g } else { elsewhere })))
-        .chain(std::iter::once((&scale, GBIT, at_scale)));
+        .flat_map(|s| sweep.rates.iter().map(move |&g| (s, g, sweep.epochs_at(g))))
+        .chain(scale.iter().map(|(s, epochs)| (s, GBIT, *epochs)));
     for (setup, gbit, epochs) in cells {
-        for &scheme in &SCHEMES {
-            match run_cell(setup, gbit, scheme, epochs, &model)? {
+        for &scheme in sweep.schemes {
+            match run_cell(setup, gbit, scheme, epochs, &model, sweep.band)? {
                 Ok(r) => rows.extend(r),
                 Err(refusal) => refusals.push(refusal),
             }
@@ -300,7 +360,8 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
         }
     }
     bar.finish_and_clear();
-    let mut report = Report::new(summary(ctx, &setups, &scale, &rows, &refusals))
+    let scale = scale.map(|(s, _)| s);
+    let mut report = Report::new(summary(ctx, &setups, scale.as_ref(), &rows, &refusals))
         .table(format!("{NAME}.csv"), &rows)?
         .headlines(headlines(&setups, &rows));
     for setup in &setups {
@@ -331,6 +392,11 @@ struct Cell {
     control_share: f64,
 }
 
+/// A band cell as a number (NaN where the run has no band).
+fn nan(value: Option<f64>) -> f64 {
+    value.unwrap_or(f64::NAN)
+}
+
 fn cell(rows: &[EpochRow], setup: &str, gbit: f64, scheme: &str) -> Option<Cell> {
     let at: Vec<&EpochRow> =
         rows.iter().filter(|r| r.setup == setup && r.gbit == gbit && r.scheme == scheme).collect();
@@ -350,8 +416,8 @@ fn cell(rows: &[EpochRow], setup: &str, gbit: f64, scheme: &str) -> Option<Cell>
         train: m(|r| r.train_s),
         epoch: m(|r| r.epoch_s),
         band: [
-            (m(|r| r.shuffle_s_half_compute), m(|r| r.epoch_s_half_compute)),
-            (m(|r| r.shuffle_s_double_compute), m(|r| r.epoch_s_double_compute)),
+            (m(|r| nan(r.shuffle_s_half_compute)), m(|r| nan(r.epoch_s_half_compute))),
+            (m(|r| nan(r.shuffle_s_double_compute)), m(|r| nan(r.epoch_s_double_compute))),
         ],
         transmissions: m(|r| r.transmissions as f64),
         broadcasts: m(|r| r.broadcast_packets as f64),
@@ -364,10 +430,16 @@ fn figure(setup: &Setup, rows: &[EpochRow]) -> LineChart {
     let curve = |scheme: &str, f: fn(&Cell) -> f64| -> Vec<(f64, f64)> {
         RATES.iter().filter_map(|&g| cell(rows, setup.key, g, scheme).map(|c| (g, f(&c)))).collect()
     };
-    let mut series: Vec<Series> =
-        SCHEMES.iter().map(|s| Series::solid(*s, curve(s, |c| c.shuffle))).collect();
+    let mut series: Vec<Series> = SCHEMES
+        .iter()
+        .map(|s| Series::solid(*s, curve(s, |c| c.shuffle)))
+        .filter(|s| !s.points.is_empty())
+        .collect();
     series.extend(
-        SCHEMES.iter().map(|s| Series::dashed(format!("{s}, link model"), curve(s, |c| c.link_model))),
+        SCHEMES
+            .iter()
+            .map(|s| Series::dashed(format!("{s}, link model"), curve(s, |c| c.link_model)))
+            .filter(|s| !s.points.is_empty()),
     );
     LineChart {
         title: format!(
@@ -575,11 +647,12 @@ fn scale_note(setups: &[Setup], rows: &[EpochRow]) -> String {
 fn summary(
     ctx: &Context,
     setups: &[Setup],
-    scale: &Setup,
+    scale: Option<&Setup>,
     rows: &[EpochRow],
     refusals: &[Refusal],
 ) -> String {
-    let sections: Vec<String> = setups.iter().map(|s| section(s, rows, &RATES, refusals)).collect();
+    let sweep = sweep(ctx.quick);
+    let sections: Vec<String> = setups.iter().map(|s| section(s, rows, sweep.rates, refusals)).collect();
     let paper = PAPER.iter().map(|p| {
         let (un, cs, us) = p.seconds;
         vec![
@@ -596,10 +669,15 @@ fn summary(
             pct(us, un),
         ]
     });
-    let (at_1g, elsewhere, at_scale) = epochs(ctx.quick);
+    let at_scale = scale.map_or_else(String::new, |scale| {
+        format!(
+            "\n\n**An emulated cluster of {SCALE_WORKERS} nodes on this machine's cores.** {}\n\n{}",
+            scale_sentence(scale, rows),
+            section(scale, rows, &[GBIT], refusals)
+        )
+    });
     format!(
-        "Medians per epoch (seed {SEED}), n = {WORKERS}, q = {POINTS}; {at_1g} epochs per cell at {GBIT} Gbit/s, \
-         {elsewhere} at the other rates, {at_scale} at n = {SCALE_WORKERS}{quick}. Every node of the emulated \
+        "Medians per epoch (seed {SEED}), n = {WORKERS}, q = {POINTS}; {}. Every node of the emulated \
          cluster (the master and each worker thread) keeps its own clock: links advance it by the link model of \
          single-ported nodes (each node's uplink and downlink carry one message at a time at the link rate), \
          computing by the committed cost model's price of the work done (`results/cost-model.toml`, \
@@ -613,30 +691,24 @@ fn summary(
          pseudo-broadcast in (2n-1)/n of a unicast, Theorem 3; the rest and the orders once through the \
          master's port). **Epoch** = the whole epoch at the master, the sum of its ten phases: plan, verify, \
          route, model broadcast, encode, transmit, decode, train, waiting, aggregate (with the held-out \
-         loss).\n\n**Goals at {GBIT} Gbit/s, n = {WORKERS}.**\n{}\n\n{}\n\n{}\n\n**An emulated cluster of \
-         {SCALE_WORKERS} nodes on this machine's cores.** {}\n\n{}\n\n\
+         loss).\n\n**Goals at {GBIT} Gbit/s, n = {WORKERS}.**\n{}\n\n{}\n\n{}{at_scale}\n\n\
          The paper's Table 1 (20 EC2 workers, 1 Gbit/s Ethernet, seconds per shuffle):\n\n{}\n\
          The paper's row (d) does not add up as printed: at 1 Gbit/s its 112.9 s of uncoded shuffling move about \
          14 GB, some 23 KB per moved point, not the 1.6 MB of m = 2e5 double-precision features.",
+        sweep.describe(),
         goals(setups, rows),
         scale_note(setups, rows),
         sections.join("\n\n"),
-        scale_sentence(scale, rows),
-        section(scale, rows, &[GBIT], refusals),
         markdown_table(
             &["row", "setup", "q", "m", "alpha", "UN", "CS", "US", "(CS-US)/CS", "CS/UN", "US/UN"],
             paper
         ),
-        quick = if ctx.quick {
-            let (full_1g, full_elsewhere, full_scale) = epochs(false);
-            format!(
-                " (the quick subset; the full run has {full_1g} epochs per cell at {GBIT} Gbit/s, {full_elsewhere} at \
-                 the other rates, {full_scale} at scale)"
-            )
-        } else {
-            String::new()
-        },
     ) + &format!("\n\n{}", checks(rows))
+        + &ctx.quick_note(&format!(
+            "the paper's comparison alone ({}); the full run: {}",
+            QUICK.describe(),
+            FULL.describe()
+        ))
 }
 
 /// What the cluster at scale showed, in a sentence: the shortest coded epoch against uncoded's,
@@ -680,6 +752,7 @@ fn headlines(setups: &[Setup], rows: &[EpochRow]) -> Vec<Headline> {
             let (cs, us) = (cell(rows, s.key, GBIT, "coded")?, cell(rows, s.key, GBIT, "ubershuffle")?);
             let paper =
                 paper_row(s.row).map_or("-".into(), |(u, c, x)| format!("{}, {}", pct(c, u), pct(x, u)));
+            let band = band_note(&un, &cs, &us);
             Some(Headline {
                 what: format!(
                     "Table 1 {} {}, shuffle time vs uncoded at emulated 1 Gbit/s (UberShuffle's whole epoch)",
@@ -687,18 +760,22 @@ fn headlines(setups: &[Setup], rows: &[EpochRow]) -> Vec<Headline> {
                     s.key.to_uppercase()
                 ),
                 ours: format!(
-                    "coded {}, UberShuffle {} (epoch {}); {}",
+                    "coded {}, UberShuffle {} (epoch {}){}",
                     pct(cs.shuffle, un.shuffle),
                     pct(us.shuffle, un.shuffle),
                     pct(us.epoch, un.epoch),
-                    band_note(&un, &cs, &us)
+                    band.as_ref().map_or_else(String::new, |b| format!("; {b}"))
                 ),
                 paper,
                 table: format!("{NAME}.csv"),
                 rows: format!(
-                    "setup={}, gbit=1, median of shuffle_s (epoch_s) over epochs; the band: the columns ending \
-                     _half_compute and _double_compute",
-                    s.key
+                    "setup={}, gbit=1, median of shuffle_s (epoch_s) over epochs{}",
+                    s.key,
+                    if band.is_some() {
+                        "; the band: the columns ending _half_compute and _double_compute"
+                    } else {
+                        ""
+                    }
                 ),
                 machine: false,
             })
@@ -707,8 +784,12 @@ fn headlines(setups: &[Setup], rows: &[EpochRow]) -> Vec<Headline> {
 }
 
 /// What holds with every compute price halved and doubled: each coded scheme's shuffle share
-/// of uncoded's over the band, and whether it stays below uncoded across it.
-fn band_note(un: &Cell, cs: &Cell, us: &Cell) -> String {
+/// of uncoded's over the band, and whether it stays below uncoded across it (`None` without a
+/// band).
+fn band_note(un: &Cell, cs: &Cell, us: &Cell) -> Option<String> {
+    if !un.band.iter().all(|(shuffle, _)| shuffle.is_finite()) {
+        return None;
+    }
     let shares = |c: &Cell| -> Vec<f64> {
         std::iter::once((c.shuffle, un.shuffle))
             .chain((0..2).map(|k| (c.band[k].0, un.band[k].0)))
@@ -730,5 +811,5 @@ fn band_note(un: &Cell, cs: &Cell, us: &Cell) -> String {
     } else {
         format!("below uncoded across it: {}", holds.join(", "))
     };
-    format!("compute prices x0.5 to x2: coded {c_range}, UberShuffle {u_range}; {verdict}")
+    Some(format!("compute prices x0.5 to x2: coded {c_range}, UberShuffle {u_range}; {verdict}"))
 }

@@ -14,7 +14,7 @@ const RELATIVE_TOLERANCE: f64 = 1e-9;
 const KEY_CELLS: usize = 4;
 
 /// The machine-independent columns to compare, or the difference when the columns changed.
-fn checked_columns(fresh: &Table, committed_header: &[String]) -> Result<Vec<usize>, String> {
+pub(crate) fn checked_columns(fresh: &Table, committed_header: &[String]) -> Result<Vec<usize>, String> {
     if committed_header != fresh.header.as_slice() {
         return Err(format!(
             "{}: the columns changed: committed [{}], this run [{}]",
@@ -128,12 +128,13 @@ fn same_cell(a: &str, b: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
 
-    fn table(rows: &[[&str; 3]]) -> Table {
+    /// A table of (scheme, count, seconds) rows, `seconds` its machine column.
+    pub(crate) fn table(rows: &[[&str; 3]]) -> Table {
         Table {
             file: "x.csv".into(),
             header: vec!["scheme".into(), "count".into(), "seconds".into()],

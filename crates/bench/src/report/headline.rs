@@ -100,7 +100,7 @@ pub fn to_csv(records: &[HeadlineRecord]) -> Result<String, ReportError> {
 pub fn render(records: &[HeadlineRecord]) -> String {
     let has_full = |e: &str| records.iter().any(|r| r.experiment == e && r.run == "full");
     let mut text =
-        String::from("| what | ours | the paper | from | regenerate |\n| --- | --- | --- | --- | --- |\n");
+        String::from("| what | ours | the paper | from | run it |\n| --- | --- | --- | --- | --- |\n");
     for r in records.iter().filter(|r| r.run == "full" || !has_full(&r.experiment)) {
         let (file, rows) = r.source.split_once(": ").unwrap_or((&r.source, ""));
         let rows = if rows.is_empty() { String::new() } else { format!(" ({rows})") };

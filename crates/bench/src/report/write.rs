@@ -9,6 +9,7 @@ use super::check::{first_difference, first_missing_row};
 use super::digest;
 use super::headline::{self, HeadlineRecord};
 use super::machine::{machine_description, today};
+use super::run_seconds::{self, RunSeconds};
 use super::sections::update_section;
 use super::table::parse_csv;
 use super::{Report, ReportError};
@@ -42,14 +43,17 @@ impl RunKind {
     fn preamble(self) -> &'static str {
         match self {
             RunKind::Quick => {
-                "# Results\n\nEvery section below is written by `cargo xtask experiments NAME --quick` \
+                "# Results\n\nEvery section below is written by `cargo xtask experiments NAME --quick --update` \
                  (the quick subset; the full runs are in [`full/`](full/README.md)) and says the command \
-                 that made it, the machine and the date. Figures are SVG, data CSV.\n"
+                 that runs it again, the machine and the date. Figures are SVG, data CSV. Without \
+                 `--update` a run writes the same files into a folder of its own \
+                 (`target/experiments/quick/`) and prints them beside these.\n"
             }
             RunKind::Full => {
                 "# Results of the full runs\n\nEvery section below is written by `cargo xtask experiments \
-                 NAME` (the papers' full setting) and says the command that made it, the machine and the \
-                 date. Figures are SVG, data CSV.\n\n\
+                 NAME --update` (the papers' full setting) and says the command that runs it again, the \
+                 machine and the date. Figures are SVG, data CSV. Without `--update` a run writes the same \
+                 files into a folder of its own (`target/experiments/full/`) and prints them beside these.\n\n\
                  How CI checks these files (`cargo xtask experiments --check --sample`): the full runs are \
                  too slow to repeat whole in CI, so each section says which of its rows CI re-runs in the \
                  full setting (every cheap row; of the expensive ones a stated, fixed subset) and compares \
@@ -86,9 +90,31 @@ pub struct Destination {
     pub dir: PathBuf,
     /// Quick or full.
     pub run: RunKind,
-    /// The workspace root whose `results/headline.csv` and README table are updated; `None`
-    /// leaves them alone (a folder other than the committed one).
-    pub publish_to: Option<PathBuf>,
+    /// The folder of `headline.csv` and [`run_seconds::FILE`], whose rows of the experiment
+    /// the report replaces (both kinds of run share them): the run's own folder, or the
+    /// committed `results/` when regenerating the committed results.
+    pub shared: PathBuf,
+    /// The README whose headline table is rendered again from the shared `headline.csv` (the
+    /// workspace's, only when regenerating the committed results).
+    pub readme: Option<PathBuf>,
+}
+
+impl Destination {
+    /// A run's own folder `dir` (its own `headline.csv`; no README touched).
+    pub fn own(dir: PathBuf, run: RunKind) -> Destination {
+        Destination { shared: dir.clone(), dir, run, readme: None }
+    }
+
+    /// The committed results of `run` under the workspace `root`, with `results/headline.csv`
+    /// and README's headline table (`--update`).
+    pub fn committed(root: &Path, run: RunKind) -> Destination {
+        Destination {
+            dir: root.join(run.results_dir()),
+            run,
+            shared: root.join("results"),
+            readme: Some(root.join("README.md")),
+        }
+    }
 }
 
 /// The command that regenerates an experiment.
@@ -132,7 +158,7 @@ pub fn write_report(
     let data: Vec<String> = report.tables.iter().map(|t| format!("[`{0}`]({0})", t.file)).collect();
     let command = rerun_command(name, dest.run, &report.rerun_flags);
     let section = format!(
-        "## {name}\n\n{about}.\n\n{figure_links}{summary}\n\nData: {data}. Regenerate: `{command}`. \
+        "## {name}\n\n{about}.\n\n{figure_links}{summary}\n\nData: {data}. Run again: `{command}` (add `--update` to rewrite these files). \
          Ran {date} in {seconds:.0} s on {machine}.\n{checked}",
         checked = if dest.run == RunKind::Full { full_check_note(heading.sample) } else { String::new() },
         about = heading.about,
@@ -142,10 +168,9 @@ pub fn write_report(
         machine = machine_description(),
     );
     update_section(&dest.dir.join("README.md"), dest.run.preamble(), name, &section, heading.order)?;
-    if let Some(root) = &dest.publish_to {
-        publish_headlines(root, report, heading, dest.run, &command)?;
-    }
-    Ok(())
+    let timed = RunSeconds { experiment: name.into(), run: dest.run.name().into(), seconds };
+    run_seconds::record(&dest.shared.join(run_seconds::FILE), timed, heading.order)?;
+    write_headlines(dest, &records(report, name, dest.run, &command), heading)
 }
 
 /// What CI checks of a full run's section: the rows it re-runs, and the digests and invariants
@@ -153,7 +178,11 @@ pub fn write_report(
 fn full_check_note(sample: Option<&str>) -> String {
     let rerun = match sample {
         Some(rows) => format!("it re-runs {rows} and compares every machine-independent column"),
-        None => "it re-runs nothing of this run (its figures are times of this machine)".into(),
+        None => {
+            "it re-runs nothing of this run (its figures are times of this machine, or it runs too long for \
+                 CI, whose quick run checks the same code)"
+                .into()
+        }
     };
     format!(
         "\nChecked by CI (`cargo xtask experiments --check --sample`): {rerun}; every row, re-run or not, \
@@ -163,7 +192,7 @@ fn full_check_note(sample: Option<&str>) -> String {
 }
 
 /// The headline records of a report.
-fn records(report: &Report, name: &str, run: RunKind, command: &str) -> Vec<HeadlineRecord> {
+pub fn records(report: &Report, name: &str, run: RunKind, command: &str) -> Vec<HeadlineRecord> {
     report
         .headlines
         .iter()
@@ -183,24 +212,34 @@ fn records(report: &Report, name: &str, run: RunKind, command: &str) -> Vec<Head
         .collect()
 }
 
-/// Replaces the experiment's rows of `results/headline.csv` and re-renders README's table.
-fn publish_headlines(
-    root: &Path,
-    report: &Report,
+/// Replaces the experiment's rows of the destination's `headline.csv` with `fresh` and, when
+/// the destination has a README, renders its headline table again.
+fn write_headlines(
+    dest: &Destination,
+    fresh: &[HeadlineRecord],
     heading: &Heading<'_>,
-    run: RunKind,
-    command: &str,
 ) -> Result<(), ReportError> {
-    let path = root.join("results").join("headline.csv");
+    let path = dest.shared.join("headline.csv");
     let existing = std::fs::read_to_string(&path).unwrap_or_default();
-    let fresh = records(report, heading.name, run, command);
-    let all =
-        headline::merge(headline::parse_records(&existing)?, heading.name, run.name(), fresh, heading.order);
+    let all = headline::merge(
+        headline::parse_records(&existing)?,
+        heading.name,
+        dest.run.name(),
+        fresh.to_vec(),
+        heading.order,
+    );
     write_atomically(&path, headline::to_csv(&all)?.as_bytes())?;
-    let readme_path = root.join("README.md");
-    let readme = std::fs::read_to_string(&readme_path)?;
-    write_atomically(&readme_path, headline::replace_block(&readme, &headline::render(&all))?.as_bytes())?;
+    if let Some(readme_path) = &dest.readme {
+        let readme = std::fs::read_to_string(readme_path)?;
+        write_atomically(readme_path, headline::replace_block(&readme, &headline::render(&all))?.as_bytes())?;
+    }
     Ok(())
+}
+
+/// The committed `results/headline.csv` under `root` (none when it is missing or unreadable).
+pub fn committed_headlines(root: &Path) -> Vec<HeadlineRecord> {
+    let text = std::fs::read_to_string(root.join("results").join("headline.csv")).unwrap_or_default();
+    headline::parse_records(&text).unwrap_or_default()
 }
 
 /// How a fresh run is compared with the committed results.
@@ -287,8 +326,7 @@ fn headline_differences(
     root: &Path,
     how: CheckMode,
 ) -> Vec<String> {
-    let text = std::fs::read_to_string(root.join("results").join("headline.csv")).unwrap_or_default();
-    let committed = headline::parse_records(&text).unwrap_or_default();
+    let committed = committed_headlines(root);
     let command = rerun_command(name, run, &report.rerun_flags);
     let fresh = records(report, name, run, &command);
     let mut differences = Vec::new();
