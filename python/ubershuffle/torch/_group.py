@@ -42,7 +42,11 @@ class ShuffleGroup(StoreSide):
       epoch's coded delivery (``scheme``, planned over fixed-size segments of the records) by
       pseudo-broadcast: the store sends each coded packet once, cut into one piece per rank,
       and the ranks give each other their pieces. Those ranks train together on
-      :attr:`train_group` (DDP's ``process_group``).
+      :attr:`train_group` (DDP's ``process_group``). The store plans each step beside the
+      delivery of the step before; ``time_budget`` bounds a searching scheme's planner per
+      step (seconds of work on two cores, counted in work units, so the plan depends on the
+      seed only): 1 s by default, not the sampler's 10, because the plan is on a live job's
+      path and on a shared machine its CPU is the trainers'.
 
     Ranks and the world come from ``group`` (default: the initialised default group, as
     torchrun makes it). The records travel on a group of the plane's own over the same ranks,
@@ -81,6 +85,7 @@ class ShuffleGroup(StoreSide):
         segment_bytes: int | None = None,
         round_bytes: int = 16 << 20,
         extra_cache: float | None = None,
+        time_budget: float = 1.0,
     ) -> None:
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError(
@@ -157,6 +162,7 @@ class ShuffleGroup(StoreSide):
             extra_cache=extra_cache,
             scheme=scheme,
             candidates=candidates,
+            time_budget=time_budget,
         )
         self._figures: dict = {}
         self._local: int | None = None

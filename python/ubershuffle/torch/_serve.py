@@ -15,9 +15,9 @@ from ._protocol import CODED, CONTROL_LEN, FULFIL, STOP, WAIT, WHOLE, state_from
 
 
 class Ahead:
-    """The store's plan of the next step's coded delivery, made on a thread while the training
-    ranks still relay, decode and train (the planner runs without the GIL), so that their
-    request finds it ready. ``now`` is a sampler core of the store's own that nothing else
+    """The store's plan of the next step's coded delivery, made on a thread while the step
+    before it travels and the training ranks train (the planner runs without the GIL), so that
+    their request finds it ready. ``now`` is a sampler core of the store's own that nothing else
     moves; the plan is used only if the request comes for ``epoch`` from the same chain."""
 
     def __init__(self, epoch: int, now: Any, store: Any, segment_bytes: int, round_bytes: int) -> None:
@@ -147,17 +147,18 @@ class StoreSide:
             self._ahead = None
         self._sampler.set_epoch(epoch)
         self._check_digests(requests, epoch)
-        targets = self._sampler._core.targets()
+        core = self._sampler._core
+        if not core.is_remainder:
+            # The live chain: every path that moves it (a step, a catch-up) joins this first.
+            # Planned while this catch-up's records travel.
+            self._ahead = Ahead(epoch + 1, core, self._store._core, self.segment_bytes, self._round_bytes)
+        targets = core.targets()
         missing = {}
         for place, r in enumerate(self._trainers):
             held = link.exchange({}, {r: (int(requests[r][4]), torch.int64)}, "what it holds")[r]
             missing[place] = np.setdiff1d(targets[place], held)
         figures = self._run_transfer(self._from_store(missing), f"catching up to epoch {epoch}")
         figures.update(kind="catch-up")
-        core = self._sampler._core
-        if not core.is_remainder:
-            # The live chain: every path that moves it (a step, a catch-up) joins this first.
-            self._ahead = Ahead(epoch + 1, core, self._store._core, self.segment_bytes, self._round_bytes)
         return figures
 
     def _serve_step(self, epoch: int, requests: dict) -> dict:
@@ -181,6 +182,11 @@ class StoreSide:
                 sender = _native.CodedSendCore(now, self._store._core, self.segment_bytes, self._round_bytes)
             else:
                 plan_ahead = ahead.seconds
+        if not nxt.is_remainder:
+            # nxt is the store's own copy of the chain at ``epoch``: nothing else moves it. The
+            # step after this one is planned while this one's records travel and the ranks
+            # train, so that its request finds the plan made.
+            self._ahead = Ahead(epoch + 1, nxt, self._store._core, self.segment_bytes, self._round_bytes)
         if sender is None:
             for r in self._trainers:
                 link.send_ints(r, [WHOLE, 0], f"the answer for epoch {epoch}")
@@ -205,8 +211,5 @@ class StoreSide:
                 plan_seconds=plan_seconds, plan_ahead_seconds=plan_ahead, encode_seconds=encode_seconds
             )
         self._sampler.set_epoch(epoch)
-        if not nxt.is_remainder:
-            # nxt is the store's own copy of the chain at ``epoch``: nothing else moves it.
-            self._ahead = Ahead(epoch + 1, nxt, self._store._core, self.segment_bytes, self._round_bytes)
         figures.update(kind="step")
         return figures
