@@ -175,6 +175,7 @@ def test_bad_settings_are_one_line_errors(one_rank_group, tmp_path):
         (dict(mode="peer", extra_cache=0.2), ValueError, "alpha and extra_cache are the cache of mode"),
         (dict(mode="store"), ValueError, "needs at least two ranks"),
         (dict(timeout=0), ValueError, "timeout must be a positive number"),
+        (dict(time_budget=0), ValueError, "time-budget must be a positive number"),
         (dict(policy="sideways"), ValueError, "policy"),
     ]
     for kwargs, error, text in cases:

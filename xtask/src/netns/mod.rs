@@ -247,7 +247,7 @@ pub(super) fn probe(topology: &Topology) -> anyhow::Result<()> {
 }
 
 /// Writes the rows with the csv crate, atomically ([`ubershuffle_runtime::files`]).
-fn write_csv(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
+fn write_csv<T: serde::Serialize>(path: &Path, rows: &[T]) -> anyhow::Result<()> {
     let mut writer = csv::Writer::from_writer(Vec::new());
     for row in rows {
         writer.serialize(row)?;

@@ -63,7 +63,8 @@ pub struct NetnsTrainArgs {
     /// Q of the partial-local arm (d).
     #[arg(long, default_value_t = 0.3)]
     fraction: f64,
-    /// Seed of the sampler chain and the model.
+    /// Seed of the sampler chain and the model in the first run of the arms; run r (of
+    /// --repeats) takes seed + r in every arm, so the repeats sample the data orders too.
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// The short form for CI: 2 epochs, 64-pixel records without grain (about 2 KB each),
@@ -514,7 +515,7 @@ fn measure(plan: &TrainRun, script: &Path, data: &Path, work: &Path) -> anyhow::
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let t = Instant::now();
-        let ranks = run_job(plan, arm, script, data, &dir)?;
+        let ranks = run_job(plan, arm, plan.seed + repeat as u64, script, data, &dir)?;
         eprintln!(
             "xtask: arm {} ({}) done in {:.1} s",
             arm.letter(),
@@ -532,10 +533,12 @@ fn placement(topology: &Topology, arm: Arm) -> Vec<Node> {
     if arm.has_store() { std::iter::once(Node::Master).chain(trainers).collect() } else { trainers.collect() }
 }
 
-/// Runs one arm's job: a process per rank in its namespace; returns every rank's log.
+/// Runs one arm's job with `seed` (the chain's and the model's): a process per rank in its
+/// namespace; returns every rank's log.
 fn run_job(
     plan: &TrainRun,
     arm: Arm,
+    seed: u64,
     script: &Path,
     data: &Path,
     dir: &Path,
@@ -564,7 +567,7 @@ fn run_job(
             .arg("--out")
             .arg(dir)
             .args(["--epochs", &plan.epochs.to_string(), "--fraction", &plan.fraction.to_string()])
-            .args(["--seed", &plan.seed.to_string()])
+            .args(["--seed", &seed.to_string()])
             .args(["--sleep-train", &plan.sleep_train.to_string()])
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)

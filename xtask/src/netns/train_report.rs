@@ -14,6 +14,7 @@ use ubershuffle_transport::BroadcastMethod;
 use super::measure::BroadcastJob;
 use super::model;
 use super::train::{Arm, EpochLog, Job, RankLog, Setting, TrainRun};
+use super::write_csv;
 
 /// One arm's epoch.
 #[derive(Clone, Debug, Serialize)]
@@ -613,17 +614,19 @@ fn r_name(arm: Arm, setting: &Setting) -> String {
     arm.describe(setting.fraction)
 }
 
-/// Writes rows with the csv crate, atomically.
-fn write_csv<T: Serialize>(path: &Path, rows: &[T]) -> anyhow::Result<()> {
-    let mut writer = csv::Writer::from_writer(Vec::new());
-    for row in rows {
-        writer.serialize(row)?;
-    }
-    let bytes = writer.into_inner().map_err(|e| e.into_error())?;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    Ok(ubershuffle_runtime::write_atomically(path, &bytes)?)
+/// An arm's first cells of both sections' tables: the arm, its times (exposed, epoch, shuffle,
+/// the emulator's) and the store's link, medians over the epochs after the first.
+fn timing_cells(rows: &[Row], arm: Arm, setting: &Setting) -> String {
+    let a = arm.letter();
+    format!(
+        "| ({a}) {} | {} | {} | {} | {} | {} |",
+        arm.describe(setting.fraction),
+        num(med(rows, a, |r| r.exposed_s), 3),
+        num(med(rows, a, |r| r.epoch_s), 3),
+        num(med(rows, a, |r| r.shuffle_s), 3),
+        num(med(rows, a, |r| r.model_shuffle_s.unwrap_or(f64::NAN)), 3),
+        num(med(rows, a, |r| r.store_tx_bytes as f64 / 1e6), 2),
+    )
 }
 
 /// A number with `digits` decimals, or `-`.
@@ -665,7 +668,7 @@ fn section(setting: &Setting, rows: &[Row], goals: &[Goal]) -> String {
 each in a namespace of its own, every port shaped by {} at {} Mbit/s (MTU {}). The records are \
 scikit-learn's digits upscaled to {} px with grain {} and JPEG-encoded at varying quality ({} training \
 records, {:.1} MB, {:.1} KB on average), decoded to 32x32 in the Dataset; a small CNN, {} epochs, the \
-same seed in every arm. Times are this machine's wall seconds (2 cores shared by every rank, so \
+same seed in every arm of a run (run r adds r to the seed, for the chain and the model). Times are this machine's wall seconds (2 cores shared by every rank, so \
 training is CPU-bound and noisy); bytes are the kernel's interface counters and the plane's own.\n",
         setting.ranks,
         setting.qdisc,
@@ -685,7 +688,7 @@ training is CPU-bound and noisy); bytes are the kernel's interface counters and 
         "Medians over the epochs after the first, {runs} interleaved run{} of the arms (shuffle: the \
 delivery of an epoch's records, in the background of the epoch before; exposed: what training waited \
 for it; the emulator's time is the store's bytes of the epoch by pseudo-broadcast on its link model at \
-the same rate; accuracy and wall time: the first run's last epoch):\n",
+the same rate; accuracy and wall time: the last epoch's, median over the runs; the chart: the first run):\n",
         if runs == 1 { "" } else { "s" }
     );
     s.push_str("| arm | exposed s | epoch s | shuffle s | emulator s | store link MB/epoch | plane MB/epoch | storage MB/rank | accuracy (last) | wall s (last) |\n");
@@ -695,20 +698,17 @@ the same rate; accuracy and wall time: the first run's last epoch):\n",
         if !rows.iter().any(|r| r.arm == a) {
             continue;
         }
-        let last = rows.iter().filter(|r| r.arm == a && r.repeat == 0).max_by_key(|r| r.epoch);
+        let last_epoch = rows.iter().filter(|r| r.arm == a).map(|r| r.epoch).max().unwrap_or(0);
+        let last_wall =
+            median(rows.iter().filter(|r| r.arm == a && r.epoch == last_epoch).map(|r| r.wall_s).collect());
         let _ = writeln!(
             s,
-            "| ({a}) {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            arm.describe(setting.fraction),
-            num(med(rows, a, |r| r.exposed_s), 3),
-            num(med(rows, a, |r| r.epoch_s), 3),
-            num(med(rows, a, |r| r.shuffle_s), 3),
-            num(med(rows, a, |r| r.model_shuffle_s.unwrap_or(f64::NAN)), 3),
-            num(med(rows, a, |r| r.store_tx_bytes as f64 / 1e6), 2),
+            "{} {} | {} | {} | {} |",
+            timing_cells(rows, arm, setting),
             num(med(rows, a, |r| r.plane_received_bytes as f64 / 1e6), 2),
             num(med(rows, a, |r| r.storage_bytes_per_rank as f64 / 1e6), 2),
-            num(last.map_or(f64::NAN, |r| r.held_out_accuracy), 4),
-            num(last.map_or(f64::NAN, |r| r.wall_s), 1),
+            num(last_accuracy(rows, a), 4),
+            num(last_wall, 1),
         );
     }
     goal_table(&mut s, goals);
@@ -784,16 +784,22 @@ fn profile_words(s: &mut String, rows: &[Row], goals: &[Goal]) {
     }
     let v = |key: &str| goal_value(goals, key);
     let wire = |a: char| v(&format!("{a}_scatter_s")) + v(&format!("{a}_relay_s"));
+    // Waiting less than a tenth of the planner's own time: the plan was off the delivery's path.
+    let planning = if v("b_plan_wait_s") < 0.1 * v("b_plan_s").max(0.01) {
+        "(b) also plans, which (c) does not, but beside the delivery of the step before"
+    } else {
+        "(b) also pays for planning, which (c) does not"
+    };
     let _ = writeln!(
         s,
-        "\nWhy coded delivery (b) gains less than its bytes here: the store sends {bytes}x the bytes of \
+        "\nWhere coded delivery (b) gains against its bytes: the store sends {bytes}x the bytes of \
 uncoded delivery (c), and the wire time (scatter and relay at the ranks) is {wire_b} s against {wire_c} s \
-({wire}x), but (b) also pays for planning, which (c) does not: the `auto` planner took {plan} s per \
-epoch on the store, which shares this machine's 2 cores with the 4 ranks' processes. The store plans \
-each epoch ahead, while the ranks train, so the delivery waited {wait} s for its plan; decoding took \
-{decode} s. The relay runs slower than the link, most likely for the reason docs/transport.md finds for \
-the ring (each port carries data both ways, and the TCP acknowledgements of one direction queue behind \
-the data of the other in the FIFO token bucket); the emulator's link model does not charge that. Shuffle time (b) / (c): {ratio}.",
+({wire}x); {planning}: the `auto` planner (its search bounded by ShuffleGroup's `time_budget`) took {plan} s \
+per step on the store, which shares this machine's 2 cores with the ranks' processes, and the delivery \
+waited {wait} s for its plan; decoding took {decode} s. The relay runs slower than the link, most likely for \
+the reason docs/transport.md finds for the ring (each port carries data both ways, and the TCP \
+acknowledgements of one direction queue behind the data of the other in the FIFO token bucket); the \
+emulator's link model does not charge that. Shuffle time (b) / (c): {ratio}.",
         bytes = num(goal_value(goals, "b_vs_c_bytes"), 3),
         wire_b = num(wire('b'), 3),
         wire_c = num(wire('c'), 3),
@@ -834,16 +840,7 @@ epochs after the first.\n",
         if !rows.iter().any(|r| r.arm == a) {
             continue;
         }
-        let _ = writeln!(
-            s,
-            "| ({a}) {} | {} | {} | {} | {} | {} |",
-            arm.describe(setting.fraction),
-            num(med(rows, a, |r| r.exposed_s), 3),
-            num(med(rows, a, |r| r.epoch_s), 3),
-            num(med(rows, a, |r| r.shuffle_s), 3),
-            num(med(rows, a, |r| r.model_shuffle_s.unwrap_or(f64::NAN)), 3),
-            num(med(rows, a, |r| r.store_tx_bytes as f64 / 1e6), 2),
-        );
+        let _ = writeln!(s, "{}", timing_cells(rows, arm, setting));
     }
     let shuffle: Vec<Goal> = goals
         .iter()
