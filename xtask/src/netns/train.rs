@@ -434,6 +434,7 @@ pub fn run(args: &NetnsTrainArgs, root: &Path, target: &Path) -> anyhow::Result<
     let work = target.join("netns-train");
     let data = work.join(format!("digits-{}-{}", plan.side, plan.grain));
     std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
+    check_python(&plan.python)?;
     let (records, bytes) = make_data(&plan, &script, &data)?;
     let t = &plan.topology;
     let setting = Setting {
@@ -462,6 +463,35 @@ pub fn run(args: &NetnsTrainArgs, root: &Path, target: &Path) -> anyhow::Result<
         started.elapsed().as_secs_f64()
     );
     train_report::report(&plan, &setting, &jobs, root)
+}
+
+/// What the ranks import, checked before anything is made: one line naming the first module
+/// `python` lacks.
+fn check_python(python: &Path) -> anyhow::Result<()> {
+    const PROBE: &str = r"
+import importlib, sys
+for m in ('torch', 'PIL', 'sklearn', 'ubershuffle.torch'):
+    try:
+        importlib.import_module(m)
+    except Exception as e:
+        print(m + ': ' + (str(e).splitlines() or [type(e).__name__])[0])
+        sys.exit(1)
+";
+    let out = Command::new(python)
+        .args(["-c", PROBE])
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {} (--python)", python.display()))?;
+    if !out.status.success() {
+        let text = String::from_utf8_lossy(&out.stdout);
+        bail!(
+            "{} cannot import {}: the ranks need torch, Pillow, scikit-learn and the ubershuffle package \
+(pip install torch pillow scikit-learn ./python, or PYTHONPATH)",
+            python.display(),
+            text.lines().next().unwrap_or("what it needs").trim()
+        );
+    }
+    Ok(())
 }
 
 /// Makes the data set (outside the namespaces) and returns its records and bytes.
