@@ -59,7 +59,7 @@ impl Row for Measured {
 }
 
 /// What `--check --sample` re-runs of the full run.
-pub const SAMPLE: &str = "the whole full run (about a minute)";
+pub const SAMPLE: &str = "the whole full run";
 
 /// The instances: (workers, alpha).
 fn settings(ctx: &Context) -> Vec<(usize, f64)> {

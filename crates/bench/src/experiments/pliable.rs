@@ -112,8 +112,7 @@ const FULL: Sweep = Sweep {
 };
 
 /// What `--check --sample` re-runs of the full run.
-pub const SAMPLE: &str =
-    "the whole full run (counts, training and the paper setting; about a minute and a half)";
+pub const SAMPLE: &str = "the whole full run (counts, training and the paper setting)";
 
 impl Sweep {
     /// What the sweep measures, in words (for the quick note).

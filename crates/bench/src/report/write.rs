@@ -185,7 +185,8 @@ fn full_check_note(sample: Option<&str>) -> String {
         }
     };
     format!(
-        "\nChecked by CI (`cargo xtask experiments --check --sample`): {rerun}; every row, re-run or not, \
+        "\nChecked by `cargo xtask experiments --check --sample` (CI samples the experiments that `.ci/run` \
+         names; `cargo test` checks every full row's digests and invariants): {rerun}; every row, re-run or not, \
          must match [`{0}`]({0}) (written by this run) and its CSV's invariants.\n",
         digest::FILE
     )
