@@ -287,5 +287,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<plane::TransferCore>()?;
     m.add_class::<plane::CodedSendCore>()?;
     m.add_class::<plane::CodedRecvCore>()?;
+    m.add_class::<plane::LivenessCore>()?;
     Ok(())
 }

@@ -5,6 +5,7 @@
 //! rank's decoding, in rounds.
 
 mod coded;
+mod liveness;
 mod transfer;
 
 use std::sync::{Arc, Mutex};
@@ -19,6 +20,7 @@ use crate::errors::{Failure, Outcome, bad, guarded, one_line};
 use crate::sampler::SamplerCore;
 use crate::store::{MappedStore, SharedStore, StoreCore, ids_array, ids_from, locked};
 use coded::{CodedReceive, CodedSend, round_range};
+use liveness::{CLOSED, Liveness, Verdict};
 use transfer::{Holding, Transfer};
 
 /// Holdings from Python: an int64 array of record ids, or `None` for every record.
@@ -309,5 +311,62 @@ impl CodedRecvCore {
 impl CodedRecvCore {
     fn lock(&self) -> std::sync::MutexGuard<'_, CodedReceive> {
         self.receive.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A rank's view of who in its group is alive (see [`liveness`]): heartbeats in as the raw
+/// values read from the job's key-value store, verdicts out.
+#[pyclass(module = "ubershuffle._native")]
+pub struct LivenessCore {
+    liveness: Liveness,
+}
+
+/// A heartbeat value as a rank writes it: its count in decimal, or `closed`. Anything else (a
+/// faulty or hostile peer's bytes) counts as no heartbeat.
+fn beat_of(value: &[u8]) -> Option<u64> {
+    if value == b"closed" {
+        return Some(CLOSED);
+    }
+    std::str::from_utf8(value).ok()?.parse::<u64>().ok().filter(|&b| b != CLOSED)
+}
+
+#[pymethods]
+impl LivenessCore {
+    /// `world` ranks, each counted as heard at `now` (seconds of a monotonic clock); silent
+    /// after `timeout` seconds without a new heartbeat.
+    #[new]
+    fn py_new(world: usize, timeout: f64, now: f64) -> PyResult<Self> {
+        if !(timeout.is_finite() && timeout > 0.0) {
+            return Err(bad(format!("timeout must be a positive number of seconds, got {timeout}")).into());
+        }
+        Ok(LivenessCore { liveness: Liveness::new(world, timeout, now) })
+    }
+
+    /// Seconds between two heartbeats, and between two observations.
+    #[getter]
+    fn period(&self) -> f64 {
+        self.liveness.period()
+    }
+
+    /// The heartbeat value this rank writes for its `count`-th beat.
+    #[staticmethod]
+    fn beat_value(count: u64) -> String {
+        count.min(CLOSED - 1).to_string()
+    }
+
+    /// Records every rank's heartbeat value as read at `now` (`None`: not written yet).
+    fn observe(&mut self, values: Vec<Option<Vec<u8>>>, now: f64) {
+        for (rank, value) in values.iter().enumerate() {
+            self.liveness.observe(rank, value.as_deref().and_then(beat_of), now);
+        }
+    }
+
+    /// `None` while every rank of `ranks` is alive at `now`; else `("closed", rank, 0.0)` or
+    /// `("silent", rank, seconds since its last heartbeat)`.
+    fn verdict(&self, ranks: Vec<usize>, now: f64) -> Option<(&'static str, usize, f64)> {
+        self.liveness.verdict(&ranks, now).map(|v| match v {
+            Verdict::Closed { rank } => ("closed", rank, 0.0),
+            Verdict::Silent { rank, seconds } => ("silent", rank, seconds),
+        })
     }
 }

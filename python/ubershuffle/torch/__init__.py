@@ -22,6 +22,13 @@ from __future__ import annotations
 
 from ._group import ShuffleGroup
 from ._init import init_process_group
-from ._link import ShuffleError, ShuffleTimeout
+from ._watch import PeerClosed, ShuffleClosed, ShuffleError, ShuffleTimeout
 
-__all__ = ["ShuffleError", "ShuffleGroup", "ShuffleTimeout", "init_process_group"]
+__all__ = [
+    "PeerClosed",
+    "ShuffleClosed",
+    "ShuffleError",
+    "ShuffleGroup",
+    "ShuffleTimeout",
+    "init_process_group",
+]

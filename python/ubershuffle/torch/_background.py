@@ -17,7 +17,6 @@ class Background:
         self.epoch = epoch
         self.error: BaseException | None = None
         self.figures: dict = {}
-        self.wake = threading.Event()
         self.thread = threading.Thread(
             target=self._run, args=(work,), name=f"ubershuffle-epoch-{epoch}", daemon=True
         )
@@ -30,9 +29,7 @@ class Background:
             self.error = e
 
     def join(self) -> dict:
-        """Wakes the thread from its keep-alives, waits for it, raises its error, returns its
-        figures."""
-        self.wake.set()
+        """Waits for the thread, raises its error, returns its figures."""
         self.thread.join()
         if self.error is not None:
             raise self.error

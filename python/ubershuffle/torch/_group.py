@@ -3,8 +3,8 @@ overlapped with the epoch before it."""
 
 from __future__ import annotations
 
-import datetime
 import os
+import threading
 import time
 from typing import Any
 
@@ -17,9 +17,11 @@ from ..sampler import CodedShuffleSampler
 from ..sources import as_source
 from ..store import RecordStore
 from ._background import Background, Reader
-from ._link import CONTROL_TAG, Link, ShuffleError
-from ._protocol import CONTROL_LEN, FULFIL, STEP, STOP, WAIT, WHOLE, offsets_digest, state_bytes
+from ._dataset import RecordDataset
+from ._link import CONTROL_TAG, ShuffleError
+from ._protocol import CONTROL_LEN, FULFIL, STEP, STOP, WHOLE, offsets_digest, state_bytes
 from ._serve import StoreSide
+from ._setup import check_contents, check_settings, device_of, link_over, new_group
 
 
 class ShuffleGroup(StoreSide):
@@ -120,30 +122,48 @@ class ShuffleGroup(StoreSide):
         """Whether this rank is the store (it serves; it does not train)."""
         self.timeout = float(timeout)
         self._round_bytes = int(round_bytes)
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._busy = threading.RLock()
+        """Held by every call that moves records; :meth:`close` takes it after cancelling."""
+        self._made: list = []
+        """The process groups this object made (released by :meth:`close`)."""
+        self._background: Background | None = None
         backend = dist.get_backend(self.group)
-        device = (
-            torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
-        )
-        plane = dist.new_group(
-            self._ranks,
-            backend=backend,
-            timeout=datetime.timedelta(seconds=self.timeout + 60),
-            use_local_synchronization=True,
-        )
-        self._link = Link(plane, self._ranks, self.rank, self.timeout, device)
+        plane = new_group(self._ranks, backend, self.timeout)
+        self._made.append(plane)
+        self._link = link_over(plane, self._ranks, self.rank, self.timeout, device_of(backend))
         self._trainers = [r for r in range(self.world) if r != self.source_rank]
         """The group ranks that train, in order (their sampler ranks are their places here)."""
+        self._source = None if records is None else as_source(records)
+        settings = dict(
+            mode=mode,
+            source_rank=source_rank if mode == "store" else None,
+            seed=seed,
+            policy=policy,
+            fraction=fraction,
+            alpha=alpha,
+            extra_cache=extra_cache,
+            scheme=scheme,
+            candidates=candidates,
+            time_budget=time_budget,
+            segment_bytes=segment_bytes,
+            round_bytes=round_bytes,
+        )
+        check_settings(self._link, settings)
         self.train_group: dist.ProcessGroup | None = self.group
         """The group the training ranks train on (DDP's ``process_group``): ``group`` in peer
         mode, a group of all ranks but the store in store mode (``None`` at the store)."""
         if mode == "store":
-            self.train_group = (
-                None
-                if self.is_store
-                else dist.new_group([self._ranks[r] for r in self._trainers], use_local_synchronization=True)
-            )
-        self._source = None if records is None else as_source(records)
+            # Every rank makes a group here, so that the job's group counter stays the same on
+            # every rank and the groups made after this one (a validation set's, a library's)
+            # match: the store makes one of itself alone.
+            trainers = [self._ranks[r] for r in self._trainers]
+            made = new_group([self._ranks[self.rank]] if self.is_store else trainers, None, None)
+            self._made.append(made)
+            self.train_group = None if self.is_store else made
         offsets = self._agree_on_index()
+        check_contents(self._link, self._source, offsets, seed)
         self._store = RecordStore(
             offsets, None if store_dir is None else os.path.join(store_dir, f"rank-{self.rank}")
         )
@@ -166,8 +186,6 @@ class ShuffleGroup(StoreSide):
         )
         self._figures: dict = {}
         self._local: int | None = None
-        self._background: Background | None = None
-        self._closed = False
         self._startup_reads = (0, 0)
         if self.is_store:
             self._startup_reads = self._load_everything()
@@ -224,11 +242,27 @@ class ShuffleGroup(StoreSide):
         return len(self._store)
 
     def __getitem__(self, i: int) -> np.ndarray:
-        """Record ``i``'s bytes (a read-only uint8 view); ``KeyError`` if not held now."""
+        """Record ``i``'s bytes (a read-only uint8 view); ``KeyError`` if not held now,
+        ``RuntimeError`` once the group is closed."""
+        self._check_open()
         return self._store[i]
 
     def __contains__(self, i: object) -> bool:
+        """Whether record ``i`` is held now (``RuntimeError`` once the group is closed)."""
+        self._check_open()
         return i in self._store
+
+    def dataset(self, transform: Any = None) -> Any:
+        """A ``torch.utils.data.Dataset`` over this group's records: item ``i`` is
+        ``transform(sg[i])`` (``sg[i]`` itself without a transform), read in the DataLoader's
+        worker processes too, whether they start by fork or spawn (a spawned worker maps the
+        rank's store read-only; ``transform`` must then be picklable, as for any Dataset). Use
+        it with :attr:`sampler`::
+
+            loader = DataLoader(sg.dataset(decode), sampler=sg.sampler, batch_size=64, num_workers=4)
+        """
+        self._check_open()
+        return RecordDataset(self, transform)
 
     def __reduce__(self) -> tuple:
         # DataLoader workers started by spawn get the store alone (read-only, same files).
@@ -262,33 +296,44 @@ class ShuffleGroup(StoreSide):
     def set_epoch(self, epoch: int) -> None:
         """Makes ``epoch``'s records local, then starts delivering the next epoch's in the
         background. Call it at the start of every epoch, as ``DistributedSampler.set_epoch``,
-        on every training rank."""
-        self._check_open()
-        if self.is_store:
-            raise RuntimeError("the store rank serves (call serve()); it has no epochs of its own")
-        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)):
-            raise TypeError(f"epoch must be an int, got {type(epoch).__name__}")
-        epoch = int(epoch)
-        start = time.perf_counter()
-        figures: dict
-        if self._background is not None and self._background.epoch == epoch and self._local == epoch - 1:
-            figures = self._background.join()
-            self._background = None
-            self._sampler.set_epoch(epoch)
-        else:
-            self._drain()
-            self._sampler.set_epoch(epoch)
-            figures = self._catch_up(epoch)
-        self._store.retain(self._target())
-        self._local = epoch
-        figures["exposed_seconds"] = time.perf_counter() - start
-        figures["held_records"] = len(self._store.held())
-        figures["held_bytes"] = self._store.held_bytes()
-        self._figures[epoch] = figures
-        self._background = Background(epoch + 1, self._deliver_next)
+        on every training rank. It waits as long as the ranks it waits on are alive, and raises
+        :class:`ShuffleTimeout` naming one that died or froze, or :class:`ShuffleError` when the
+        group is closed meanwhile (from another thread)."""
+        with self._busy:
+            self._check_open()
+            if self.is_store:
+                raise RuntimeError("the store rank serves (call serve()); it has no epochs of its own")
+            if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)):
+                raise TypeError(f"epoch must be an int, got {type(epoch).__name__}")
+            epoch = int(epoch)
+            start = time.perf_counter()
+            figures: dict
+            background = self._background
+            if background is not None and background.epoch == epoch and self._local == epoch - 1:
+                self._background = None
+                figures = background.join()
+                self._sampler.set_epoch(epoch)
+            else:
+                self._drain()
+                self._sampler.set_epoch(epoch)
+                figures = self._catch_up(epoch)
+            self._store.retain(self._target())
+            self._local = epoch
+            figures["exposed_seconds"] = time.perf_counter() - start
+            figures["held_records"] = len(self._store.held())
+            figures["held_bytes"] = self._store.held_bytes()
+            self._figures[epoch] = figures
+            self._background = Background(epoch + 1, self._deliver_next)
 
     def state_dict(self) -> dict:
-        """The sampler's state (epoch, position, chain): plain values and bytes."""
+        """The sampler's state (epoch, position, chain): plain values and bytes.
+
+        The position is what :attr:`sampler` has handed out. A plain ``DataLoader`` prefetches
+        (``prefetch_factor`` batches per worker) ahead of what was trained, so its position
+        runs ahead of training and a resume from it skips the prefetched samples. For an exact
+        mid-epoch resume, save through torchdata's ``StatefulDataLoader`` (its ``state_dict``
+        holds this sampler's state as of the batches it yielded) and this group's state at an
+        epoch's start."""
         return {"version": 1, "mode": self.mode, "sampler": self._sampler.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
@@ -296,29 +341,49 @@ class ShuffleGroup(StoreSide):
         the next :meth:`set_epoch` brings this rank the records it lacks, from the ranks that
         hold them (a ``store_dir`` kept across the restart still holds its records) or the
         source."""
-        self._check_open()
-        if not isinstance(state, dict) or state.get("version") != 1 or "sampler" not in state:
-            raise ValueError("state must be a dict from ShuffleGroup.state_dict()")
-        if state.get("mode") != self.mode:
-            raise ValueError(f"the state is of mode={state.get('mode')!r}, this group's is {self.mode!r}")
-        if self.is_store:
-            return  # the store takes the training ranks' state when they catch up
-        self._drain()
-        self._sampler.load_state_dict(state["sampler"])
-        self._local = None
+        with self._busy:
+            self._check_open()
+            if not isinstance(state, dict) or state.get("version") != 1 or "sampler" not in state:
+                raise ValueError("state must be a dict from ShuffleGroup.state_dict()")
+            if state.get("mode") != self.mode:
+                raise ValueError(f"the state is of mode={state.get('mode')!r}, this group's is {self.mode!r}")
+            if self.is_store:
+                return  # the store takes the training ranks' state when they catch up
+            self._drain()
+            self._sampler.load_state_dict(state["sampler"])
+            self._local = None
 
     def close(self) -> None:
-        """Ends the plane: waits for a delivery in flight, tells the store (store mode), and
-        closes the record store (a temporary one is removed)."""
-        if self._closed:
-            return
-        try:
-            self._drain()
-            if self.mode == "store" and not self.is_store:
-                self._control(STOP, 0)
-        finally:
+        """Ends the plane, from any thread: a delivery in flight (an epoch no one asked for
+        yet, or a :meth:`set_epoch` in another thread, which then raises) is abandoned, the
+        store is told (store mode), the process groups this object made are released, and the
+        record store is closed (a temporary one removed). Every call after it raises."""
+        with self._close_lock:
+            if self._closed:
+                return
             self._closed = True
-            self._store.close()
+        link = self._link
+        link.cancel.set()
+        with self._busy:
+            background, self._background = self._background, None
+            if background is not None:
+                background.thread.join()
+            link.cancel.clear()
+            try:
+                if self.mode == "store" and not self.is_store and link.broken is None:
+                    self._control(STOP, 0)
+            except ShuffleError:
+                pass  # the store is gone or broke off: it learns of the close from the heartbeat
+            finally:
+                link.watch.close()
+                link.close()
+                if link.broken is None:
+                    # A group with an operation still posted (abandoned on a dead peer) is
+                    # left to the process's end: destroying it under the waiting thread is unsafe.
+                    for group in reversed(self._made):
+                        dist.destroy_process_group(group)
+                self._made = []
+                self._store.close()
 
     def __enter__(self) -> ShuffleGroup:
         return self
@@ -335,7 +400,7 @@ class ShuffleGroup(StoreSide):
 
     def _check_open(self) -> None:
         if self._closed:
-            raise RuntimeError("the ShuffleGroup is closed")
+            raise RuntimeError(f"the ShuffleGroup of rank {self.rank} is closed")
 
     def _drain(self) -> None:
         """Waits for the delivery in flight (every rank runs it: it must finish)."""
@@ -442,11 +507,8 @@ class ShuffleGroup(StoreSide):
             figures = self._run_transfer(transfer, f"epoch {epoch}'s delivery")
         else:
             figures = self._receive_step(now, nxt, epoch)
-            background.figures = figures
             figures.update(kind="step", transfer_seconds=time.perf_counter() - start)
-            # Tell the store this rank is alive while the epoch trains.
-            while not background.wake.wait(self.timeout / 3):
-                self._control(WAIT, epoch)
+            background.figures = figures
             return
         figures.update(kind="step", transfer_seconds=time.perf_counter() - start)
         background.figures = figures

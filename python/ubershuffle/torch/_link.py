@@ -1,15 +1,17 @@
-"""Point-to-point messages over the plane's process group, every wait bounded.
+"""Point-to-point messages over the plane's process group, every wait watched.
 
 All traffic of a :class:`~ubershuffle.torch.ShuffleGroup` goes through :class:`Link`: sends and
-receives posted together (``isend``/``irecv``, so a rank's uplink and downlink run at once),
-then waited on one by one against one deadline, so that a peer that died or hangs is named
-(:class:`ShuffleTimeout`). With an NCCL group the buffers travel as CUDA tensors on the current
-device (copied there and back); with gloo they are CPU tensors sharing memory with numpy.
+receives posted together (one ``batch_isend_irecv``, so a rank's uplink and downlink run at
+once, and NCCL progresses them together), then waited on by a thread of the link's own while
+the posting thread watches the peers' heartbeats (:mod:`._watch`): a wait lasts as long as its
+peers are alive and ends naming the one that died (:class:`ShuffleTimeout`) or closed. With an
+NCCL group the buffers travel as CUDA tensors on the rank's device (copied there and back); with
+gloo they are CPU tensors sharing memory with numpy.
 """
 
 from __future__ import annotations
 
-import datetime
+import threading
 import time
 import warnings
 from collections.abc import Mapping
@@ -17,6 +19,8 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 import torch.distributed as dist
+
+from ._watch import ShuffleClosed, ShuffleError, ShuffleTimeout, Waiter, Watch
 
 # Sent buffers are only read: a read-only view (the store's records) goes as it is, without
 # torch's warning about tensors over non-writable memory (for this module's calls only).
@@ -28,16 +32,10 @@ CONTROL_TAG = 1
 """The tag of a training rank's requests to the store."""
 CHUNK_BYTES = 1 << 20
 """Bytes per chunk of :meth:`Link.scatter_gather`'s pipeline."""
+SLICE_SECONDS = 0.05
+"""How often a waiting rank looks at its peers' liveness and its own closing."""
 
-
-class ShuffleTimeout(TimeoutError):
-    """A rank waited longer than the group's ``timeout`` for a peer: the message names both
-    and what was awaited. The plane's group is left unusable: end the process (torchrun
-    restarts the job from its last saved state)."""
-
-
-class ShuffleError(RuntimeError):
-    """A peer failed or closed its connection, or sent what the plan does not allow."""
+__all__ = ["CONTROL_TAG", "DATA_TAG", "Link", "ShuffleClosed", "ShuffleError", "ShuffleTimeout"]
 
 
 class Link:
@@ -45,13 +43,19 @@ class Link:
     global ranks in group-rank order)."""
 
     def __init__(
-        self, group: dist.ProcessGroup, ranks: list, rank: int, timeout: float, device: torch.device
+        self, group: dist.ProcessGroup, ranks: list, rank: int, watch: Watch, device: torch.device
     ) -> None:
         self.group = group
         self.ranks = list(ranks)
         self.rank = rank
-        self.timeout = float(timeout)
+        self.watch = watch
         self.device = device
+        self._waiter = Waiter()
+        self.cancel = threading.Event()
+        """Set by :meth:`ShuffleGroup.close`: every wait in flight ends (raising
+        :class:`ShuffleClosed`) and the link counts as broken if one did."""
+        self.broken: BaseException | None = None
+        """Why the link cannot be used any more (a wait abandoned on a dead peer or a close)."""
         self.bytes_sent = 0
         """Payload bytes this link has sent."""
         self.bytes_received = 0
@@ -73,26 +77,38 @@ class Link:
         """Sends ``sends[peer]`` (uint8 or int64 numpy arrays) and receives ``recvs[peer]``
         (``(nbytes_or_count, dtype)``) from every peer named, all at once; returns the received
         numpy arrays by peer. Empty messages are skipped on both ends."""
-        posted = []
+        ops, posted = [], []
         for peer, array in sends.items():
             if len(array):
                 self.bytes_sent += int(array.nbytes)
-                work = dist.isend(self._wire(array), dst=self.ranks[peer], group=self.group, tag=tag)
-                posted.append((peer, "sending", work, None))
+                ops.append(
+                    dist.P2POp(dist.isend, self._wire(array), group=self.group, tag=tag, group_peer=peer)
+                )
+                posted.append((peer, "sending"))
         buffers = {}
         for peer, (count, dtype) in recvs.items():
             buffer = torch.empty(int(count), dtype=dtype, device=self.device)
             buffers[peer] = buffer
             if count:
-                work = dist.irecv(buffer, src=self.ranks[peer], group=self.group, tag=tag)
-                posted.append((peer, "receiving", work, buffer))
-        self.wait(posted, what)
+                ops.append(dist.P2POp(dist.irecv, buffer, group=self.group, tag=tag, group_peer=peer))
+                posted.append((peer, "receiving"))
+        self.run(ops, posted, what)
         got = {peer: b.cpu().numpy() for peer, b in buffers.items()}
         self.bytes_received += sum(int(a.nbytes) for a in got.values())
         return got
 
+    def run(self, ops: list, posted: list, what: str) -> None:
+        """Posts ``ops`` (``dist.P2POp``s) together and waits for them; ``posted`` names each
+        op's peer and what it does (``(peer, "sending")``)."""
+        if not ops:
+            return
+        self._usable(what)
+        works = dist.batch_isend_irecv(ops)
+        self.wait(list(zip(posted, works)), what)
+
     def wait(self, posted: list, what: str) -> None:
-        """Waits on each posted operation until one deadline; a failure names the peer."""
+        """Waits for the posted operations (``((peer, doing), work)``) while their peers live;
+        a failure names the peer."""
         start = time.perf_counter()
         try:
             self._wait(posted, what)
@@ -105,20 +121,38 @@ class Link:
         keys = ("gloo_wait_seconds", "scatter_seconds", "relay_seconds")
         return {k: self.seconds.get(k, 0.0) - before.get(k, 0.0) for k in keys}
 
+    def _usable(self, what: str) -> None:
+        if self.broken is not None:
+            raise ShuffleError(f"rank {self.rank} cannot go on {what}: {self.broken}") from None
+        if self.watch.failure is not None:
+            raise self.watch.failure
+        self._check([], what)
+
+    def _check(self, peers: list, what: str) -> None:
+        if self.cancel.is_set():
+            raise ShuffleClosed(f"rank {self.rank}'s ShuffleGroup was closed while it was {what}")
+        self.watch.check(peers, what)
+
     def _wait(self, posted: list, what: str) -> None:
-        deadline = time.monotonic() + self.timeout
-        for peer, doing, work, _ in posted:
-            left = max(deadline - time.monotonic(), 0.001)
+        job = self._waiter.submit([work for _, work in posted])
+        peers = sorted({peer for (peer, _), _ in posted})
+        while not job.done.wait(SLICE_SECONDS):
             try:
-                work.wait(timeout=datetime.timedelta(seconds=left))
-            except RuntimeError as e:
-                text = str(e)
-                if "imed out" in text or time.monotonic() >= deadline:
-                    raise ShuffleTimeout(
-                        f"rank {self.rank} waited {self.timeout:g} s for rank {peer} ({doing} {what})"
-                    ) from None
-                first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
-                raise ShuffleError(f"rank {self.rank}, {doing} {what} with rank {peer}: {first}") from None
+                self._check(peers, what)
+            except BaseException as e:
+                self.broken = e  # the waiter stays on the dead peer's operation
+                raise
+        if job.error is not None:
+            i, e = job.error
+            (peer, doing), _ = posted[i]
+            text = str(e).strip()
+            first = text.splitlines()[0] if text else type(e).__name__
+            self.broken = ShuffleError(f"rank {self.rank}, {doing} {what} with rank {peer}: {first}")
+            raise self.broken from None
+
+    def close(self) -> None:
+        """Ends the link's waiting thread (after the jobs queued, unless one is stuck)."""
+        self._waiter.close()
 
     def send_ints(self, peer: int, values: list, what: str, tag: int = DATA_TAG) -> None:
         """Sends a few int64 values to ``peer``."""
@@ -178,24 +212,25 @@ class Link:
         if self.rank == source:
             assert data is not None and len(data) == nbytes
             wire = self._wire(data)
-            posted = []
+            ops, posted = [], []
             for c in range(chunks):
                 for r, (a, b) in zip(receivers, pieces(c)):
                     if b > a:
                         self.bytes_sent += b - a
-                        work = dist.isend(wire[a:b], dst=self.ranks[r], group=group, tag=DATA_TAG)
-                        posted.append((r, "sending", work, None))
-            self.wait(posted, what)
+                        ops.append(dist.P2POp(dist.isend, wire[a:b], group=group, tag=DATA_TAG, group_peer=r))
+                        posted.append((r, "sending"))
+            self.run(ops, posted, what)
             self.tally("scatter_seconds", time.perf_counter() - start)
             return None
         me = receivers.index(self.rank)
         buffer = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
+        self._usable(what)
         incoming = []
         for c in range(chunks):
             a, b = pieces(c)[me]
             work = None
             if b > a:
-                work = dist.irecv(buffer[a:b], src=self.ranks[source], group=group, tag=DATA_TAG)
+                work = dist.irecv(buffer[a:b], group=group, tag=DATA_TAG, group_src=source)
             incoming.append(work)
         scatter = relay = 0.0
         for c in range(chunks):
@@ -203,25 +238,29 @@ class Link:
             bounds = pieces(c)
             a, b = bounds[me]
             if incoming[c] is not None:
-                self.wait([(source, "receiving", incoming[c], None)], f"{what} from the store")
+                self.wait([((source, "receiving"), incoming[c])], f"{what} from the store")
                 self.bytes_received += b - a
             t2 = time.perf_counter()
             scatter += t2 - t
             for shift in range(1, m):
                 to, frm = (me + shift) % m, (me - shift) % m
-                posted = []
+                ops, posted = [], []
                 if b > a:
                     self.bytes_sent += b - a
                     peer = receivers[to]
-                    work = dist.isend(buffer[a:b], dst=self.ranks[peer], group=group, tag=DATA_TAG)
-                    posted.append((peer, "sending", work, None))
+                    ops.append(
+                        dist.P2POp(dist.isend, buffer[a:b], group=group, tag=DATA_TAG, group_peer=peer)
+                    )
+                    posted.append((peer, "sending"))
                 lo, hi = bounds[frm]
                 if hi > lo:
                     self.bytes_received += hi - lo
                     peer = receivers[frm]
-                    work = dist.irecv(buffer[lo:hi], src=self.ranks[peer], group=group, tag=DATA_TAG)
-                    posted.append((peer, "receiving", work, None))
-                self.wait(posted, f"{what} from the other ranks")
+                    ops.append(
+                        dist.P2POp(dist.irecv, buffer[lo:hi], group=group, tag=DATA_TAG, group_peer=peer)
+                    )
+                    posted.append((peer, "receiving"))
+                self.run(ops, posted, f"{what} from the other ranks")
             relay += time.perf_counter() - t2
         self.tally("scatter_seconds", scatter)
         self.tally("relay_seconds", relay)

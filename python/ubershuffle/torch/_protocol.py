@@ -11,9 +11,8 @@ from typing import Any
 
 import numpy as np
 
-STEP, FULFIL, STOP, WAIT = 1, 2, 3, 4
-"""A training rank's requests: the chain's next epoch, catching up to an epoch, the end, and
-"still training" (a keep-alive while the epoch runs)."""
+STEP, FULFIL, STOP = 1, 2, 3
+"""A training rank's requests: the chain's next epoch, catching up to an epoch, the end."""
 CODED, WHOLE = 0, 1
 """The store's answer to a step: coded packets, or records sent whole."""
 CONTROL_LEN = 5

@@ -11,7 +11,8 @@ import torch
 
 from .. import _native
 from ._link import CONTROL_TAG, ShuffleError
-from ._protocol import CODED, CONTROL_LEN, FULFIL, STOP, WAIT, WHOLE, state_from
+from ._protocol import CODED, CONTROL_LEN, FULFIL, STOP, WHOLE, state_from
+from ._watch import PeerClosed, ShuffleClosed
 
 
 class Ahead:
@@ -69,62 +70,69 @@ class StoreSide:
 
     def serve(self) -> list:
         """The store's loop (store mode, at ``source_rank``): serves the training ranks'
-        requests until they all :meth:`close`; returns the figures of every epoch served."""
-        self._check_open()
-        if not self.is_store:
-            raise RuntimeError("serve() runs at the store rank (source_rank) of mode='store'")
-        served = []
+        requests, in whatever order they come, until they all :meth:`close` (or this group is
+        closed from another thread); returns the figures of every epoch served. It waits for
+        requests as long as the training ranks are alive, however long an epoch trains, and
+        raises :class:`ShuffleTimeout` naming a training rank that died or froze."""
+        with self._busy:
+            self._check_open()
+            if not self.is_store:
+                raise RuntimeError("serve() runs at the store rank (source_rank) of mode='store'")
+            served: list = []
+            try:
+                self._serve_loop(served)
+            except (ShuffleClosed, PeerClosed):
+                pass  # closed here, or a training rank closed: the job is over
+            finally:
+                if self._ahead is not None:
+                    self._ahead.thread.join()
+                    self._ahead = None
+                self.close()
+            return served
+
+    def _serve_loop(self, served: list) -> None:
         reads, read_bytes = self._startup_reads
-        try:
-            while True:
-                asked = time.perf_counter()
-                requests = self._requests()
-                request_wait = time.perf_counter() - asked
-                ops = {int(v[0]) for v in requests.values()}
-                epochs = {int(v[1]) for v in requests.values()}
-                if ops == {STOP}:
-                    return served
-                if len(ops) != 1 or len(epochs) != 1:
-                    raise ShuffleError(
-                        f"the training ranks disagree: requests {sorted(ops)} for epochs {sorted(epochs)}"
-                    )
-                op, epoch = ops.pop(), epochs.pop()
-                start = time.perf_counter()
-                sent0 = self._link.bytes_sent
-                timers = dict(self._link.seconds)
-                figures = (
-                    self._serve_catch_up(epoch, requests)
-                    if op == FULFIL
-                    else self._serve_step(epoch, requests)
+        while True:
+            asked = time.perf_counter()
+            requests = self._requests()
+            request_wait = time.perf_counter() - asked
+            ops = {int(v[0]) for v in requests.values()}
+            epochs = {int(v[1]) for v in requests.values()}
+            if ops == {STOP}:
+                return
+            if len(ops) != 1 or len(epochs) != 1:
+                raise ShuffleError(
+                    f"the training ranks disagree: requests {sorted(ops)} for epochs {sorted(epochs)}"
                 )
-                figures.update(
-                    epoch=epoch,
-                    transfer_seconds=time.perf_counter() - start,
-                    bytes_sent=self._link.bytes_sent - sent0,
-                    source_records=reads,
-                    source_bytes=read_bytes,
-                    request_wait_seconds=request_wait,
-                    **self._link.seconds_since(timers),
-                )
-                reads, read_bytes = 0, 0
-                self._figures[epoch] = figures
-                served.append(figures)
-        finally:
-            if self._ahead is not None:
-                self._ahead.thread.join()
-                self._ahead = None
-            self.close()
+            op, epoch = ops.pop(), epochs.pop()
+            start = time.perf_counter()
+            sent0 = self._link.bytes_sent
+            timers = dict(self._link.seconds)
+            figures = (
+                self._serve_catch_up(epoch, requests) if op == FULFIL else self._serve_step(epoch, requests)
+            )
+            figures.update(
+                epoch=epoch,
+                transfer_seconds=time.perf_counter() - start,
+                bytes_sent=self._link.bytes_sent - sent0,
+                source_records=reads,
+                source_bytes=read_bytes,
+                request_wait_seconds=request_wait,
+                **self._link.seconds_since(timers),
+            )
+            reads, read_bytes = 0, 0
+            self._figures[epoch] = figures
+            served.append(figures)
 
     def _requests(self) -> dict:
-        """Every training rank's next request (their keep-alives skipped)."""
-        requests = {}
-        for r in self._trainers:
-            while True:
-                values = self._link.recv_ints(r, CONTROL_LEN, "its next request", CONTROL_TAG)
-                if int(values[0]) != WAIT:
-                    requests[r] = values
-                    break
-        return requests
+        """Every training rank's next request, received in whatever order they come (all
+        posted at once)."""
+        return self._link.exchange(
+            {},
+            {r: (CONTROL_LEN, torch.int64) for r in self._trainers},
+            "the training ranks' requests",
+            CONTROL_TAG,
+        )
 
     def _check_digests(self, requests: dict, epoch: int) -> None:
         mine = int(self._sampler._core.digest()) & (2**63 - 1)

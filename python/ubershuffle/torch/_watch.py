@@ -1,0 +1,169 @@
+"""Liveness: every rank of a ShuffleGroup beats, and watches the others' beats, through the
+job's key-value store (torchrun's TCPStore), so that a wait on a peer lasts as long as the peer
+is alive, however long it trains, and ends naming the peer once it dies.
+
+The decisions are the Rust side's (:class:`ubershuffle._native.LivenessCore`): a rank is alive
+while its heartbeat counter changes; silent for ``timeout`` seconds, it died or froze. This
+module only writes this rank's counter and reads the others', every ``period`` seconds (a tenth
+of ``timeout``, within 50 ms and 30 s), on a daemon thread. A rank that dies is named by every
+rank that watches it within ``timeout + period`` seconds of its last beat: at once by the ones
+waiting on it (their waits raise), and in the log of the others (their next call raises).
+
+Cost: each rank writes one key and reads every rank's key per period (one ``multi_get``), so
+the store answers ``world`` reads of ``world`` keys per period: at 1000 ranks and the default
+timeout (300 s, a period of 30 s) about 33 000 key reads a second.
+
+Waits themselves run on a thread of their own (:class:`Waiter`): gloo cannot time a wait out
+and go on (a timed-out wait closes the connection), so a rank never times a wait out; it
+watches its peer's liveness while another thread waits.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from typing import Any
+
+from .. import _native
+
+log = logging.getLogger("ubershuffle.torch")
+
+
+class ShuffleTimeout(TimeoutError):
+    """A rank that another waited on died or froze (its heartbeat stopped for ``timeout``
+    seconds): the message names both and what was awaited. The plane's group is left unusable:
+    end the process (torchrun restarts the job from its last saved state)."""
+
+
+class ShuffleError(RuntimeError):
+    """A peer failed, closed its group or its connection, or sent what the plan does not allow."""
+
+
+class PeerClosed(ShuffleError):
+    """A rank that another waited on closed its ShuffleGroup."""
+
+
+class ShuffleClosed(ShuffleError):
+    """This rank's ShuffleGroup was closed (from any thread) while it was waiting."""
+
+
+class Watch:
+    """This rank's heartbeat and its view of every rank's (see the module's docs).
+
+    ``store`` is the job's key-value store; ``prefix`` names this group's keys, the same on
+    every rank and new at every attempt of a torchrun job."""
+
+    def __init__(self, store: Any, prefix: str, world: int, rank: int, timeout: float) -> None:
+        self.rank = rank
+        self.timeout = float(timeout)
+        self._store = store
+        self._keys = [f"{prefix}/beat/{r}" for r in range(world)]
+        self._core = _native.LivenessCore(world, self.timeout, time.monotonic())
+        self.period: float = self._core.period
+        """Seconds between two heartbeats."""
+        self._lock = threading.Lock()
+        self._count = 0
+        self.failure: BaseException | None = None
+        """The first peer seen dead or closed while this rank was not waiting on it."""
+        self._stop = threading.Event()
+        self._store.set(self._keys[rank], _native.LivenessCore.beat_value(0))
+        self._thread = threading.Thread(target=self._run, name="ubershuffle-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        pid = os.getpid()
+        while not self._stop.wait(self.period):
+            if os.getpid() != pid:
+                return  # a forked copy (a DataLoader worker) does not beat for the rank
+            try:
+                self._count += 1
+                self._store.set(self._keys[self.rank], _native.LivenessCore.beat_value(self._count))
+                present = self._store.check(self._keys)
+                values = self._store.multi_get(self._keys) if present else self._each()
+            except Exception as e:  # noqa: BLE001 (the store went away: the job is ending)
+                if not self._stop.is_set():
+                    log.warning("ubershuffle: rank %d cannot reach the job's store: %s", self.rank, e)
+                return
+            with self._lock:
+                self._core.observe(values, time.monotonic())
+                others = [r for r in range(len(self._keys)) if r != self.rank]
+                verdict = self._core.verdict(others, time.monotonic())
+            if verdict is not None and self.failure is None and verdict[0] == "silent":
+                self.failure = ShuffleTimeout(self._silent(verdict, "watching it"))
+                log.error("ubershuffle: %s", self.failure)
+
+    def _each(self) -> list:
+        return [self._store.get(k) if self._store.check([k]) else None for k in self._keys]
+
+    def _silent(self, verdict: tuple, what: str) -> str:
+        _, peer, seconds = verdict
+        return (
+            f"rank {peer} has not been heard from for {seconds:.1f} s (it died or froze; "
+            f"timeout {self.timeout:g} s): rank {self.rank} was {what}"
+        )
+
+    def check(self, peers: list, what: str) -> None:
+        """Raises if one of ``peers`` closed its group or died; ``what`` says what this rank
+        was doing."""
+        with self._lock:
+            verdict = self._core.verdict(list(peers), time.monotonic())
+        if verdict is None:
+            return
+        if verdict[0] == "closed":
+            raise PeerClosed(f"rank {verdict[1]} closed its ShuffleGroup while rank {self.rank} was {what}")
+        raise ShuffleTimeout(self._silent(verdict, what))
+
+    def close(self) -> None:
+        """Stops the heartbeat and tells the other ranks that this one closed."""
+        self._stop.set()
+        try:
+            self._store.set(self._keys[self.rank], "closed")
+        except Exception:  # noqa: BLE001 (the job's store is gone: nobody is left to tell)
+            pass
+
+
+class Job:
+    """Posted operations that :class:`Waiter` waits on; ``done`` is set when all completed or
+    one failed (``error``: its place and the exception)."""
+
+    def __init__(self, works: list) -> None:
+        self.works = works
+        self.done = threading.Event()
+        self.error: tuple | None = None
+
+
+class Waiter:
+    """Waits on posted operations on a daemon thread of its own, one job at a time, so that
+    the thread that posted them can watch its peers meanwhile (see the module's docs)."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="ubershuffle-wait", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            for i, work in enumerate(job.works):
+                try:
+                    work.wait()
+                except BaseException as e:  # noqa: BLE001 (raised again by the poster)
+                    job.error = (i, e)
+                    break
+            job.done.set()
+
+    def submit(self, works: list) -> Job:
+        """Queues ``works`` to be waited on; returns their job."""
+        job = Job(works)
+        self._jobs.put(job)
+        return job
+
+    def close(self) -> None:
+        """Ends the thread once the jobs queued before are done (a job stuck on a dead peer
+        keeps it: it is a daemon)."""
+        self._jobs.put(None)
