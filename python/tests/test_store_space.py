@@ -32,10 +32,7 @@ def in_small_tmpfs(script: str) -> subprocess.CompletedProcess:
         pytest.skip("a tmpfs of the test's own needs root (mount in a private mount namespace)")
     if shutil.which("unshare") is None:
         pytest.skip("unshare (util-linux) is missing: no private mount namespace for a small tmpfs")
-    shell = (
-        f"mount -t tmpfs -o size={TMPFS_BYTES} tmpfs /dev/shm && "
-        f'exec "{sys.executable}" -c "$0"'
-    )
+    shell = f'mount -t tmpfs -o size={TMPFS_BYTES} tmpfs /dev/shm && exec "{sys.executable}" -c "$0"'
     return subprocess.run(
         ["unshare", "-m", "--propagation", "private", "sh", "-c", shell, textwrap.dedent(script)],
         capture_output=True,
@@ -90,3 +87,80 @@ def test_writing_past_the_space_is_an_error_not_sigbus(directory):
     written, message = done.stdout.strip().split(" ", 1)
     assert 0 < int(written) < TMPFS_BYTES // 65536, done.stdout
     assert "\n" not in message and "bytes free" in message and "store_dir=" in message, message
+
+
+def _owner(ready, go) -> None:
+    """Makes a temporary store, puts a record, hands the pickled store to the parent, waits."""
+    import pickle
+
+    store = RecordStore(np.array([0, 5, 12], dtype=np.int64))
+    store.put(1, b"seven!!")
+    ready.put((str(store.directory), pickle.dumps(store)))
+    go.wait(30)
+    store.put(0, b"five!")
+    time.sleep(60)
+
+
+def _read(blob: bytes, ids: list, out) -> None:
+    import pickle
+
+    store = pickle.loads(blob)
+    out.put([store[i].tobytes() if i in store else None for i in ids])
+
+
+@pytest.mark.skipif(not pathlib.Path("/proc/self/fd").is_dir(), reason="needs Linux's /proc")
+def test_a_killed_owner_leaves_no_folder_and_a_spawned_reader_reads_while_it_lives():
+    ctx = multiprocessing.get_context("spawn")
+    ready, go, out = ctx.Queue(), ctx.Event(), ctx.Queue()
+    owner = ctx.Process(target=_owner, args=(ready, go))
+    owner.start()
+    try:
+        directory, blob = ready.get(timeout=60)
+        assert not pathlib.Path(directory).exists(), "the folder is gone as soon as the files are mapped"
+        reader = ctx.Process(target=_read, args=(blob, [0, 1], out))
+        reader.start()
+        assert out.get(timeout=60) == [None, b"seven!!"], "a spawned reader maps the owner's files"
+        reader.join(30)
+        go.set()
+        deadline = time.monotonic() + 30
+        while True:  # a record put later is seen by a new reader too
+            reader = ctx.Process(target=_read, args=(blob, [0], out))
+            reader.start()
+            got = out.get(timeout=60)
+            reader.join(30)
+            if got == [b"five!"] or time.monotonic() > deadline:
+                break
+        assert got == [b"five!"]
+    finally:
+        os.kill(owner.pid, signal.SIGKILL)
+        owner.join(30)
+    assert owner.exitcode == -signal.SIGKILL
+    assert not pathlib.Path(directory).exists(), "nothing is left after SIGKILL"
+    reader = ctx.Process(target=_read, args=(blob, [1], out))
+    reader.start()
+    reader.join(60)
+    assert reader.exitcode != 0, "the owner is gone: its store cannot be opened"
+
+
+def test_a_folder_whose_owner_is_gone_is_removed_by_the_next_temporary_store():
+    import ubershuffle.store as store_module
+
+    base = pathlib.Path("/dev/shm") if os.access("/dev/shm", os.W_OK) else None
+    if base is None or not pathlib.Path("/proc/self/stat").exists():
+        pytest.skip("needs a writable /dev/shm and /proc")
+    # A folder left by a process that ended (its pid taken by no process, or by another one:
+    # the start time differs), and one of a live process.
+    dead = base / f"ubershuffle-store-test-dead-{os.getpid()}"
+    live = base / f"ubershuffle-store-test-live-{os.getpid()}"
+    for folder in (dead, live):
+        folder.mkdir()
+        (folder / "records.bin").write_bytes(b"x")
+    (dead / "owner").write_text(f"{os.getpid()} 1")
+    (live / "owner").write_text(f"{os.getpid()} {store_module._start_time(os.getpid())}")
+    try:
+        RecordStore(np.array([0, 1], dtype=np.int64)).close()
+        assert not dead.exists(), "an orphaned temporary store is removed"
+        assert live.exists(), "a live process's store is kept"
+    finally:
+        shutil.rmtree(dead, ignore_errors=True)
+        shutil.rmtree(live, ignore_errors=True)
