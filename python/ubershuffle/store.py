@@ -214,6 +214,14 @@ class RecordStore:
             raise KeyError(int(ids[np.argmin(held)]))
         return ids
 
+    def missing(self, ids: Any) -> np.ndarray:
+        """The records of ``ids`` (sorted, without repeats) that are not held (int64)."""
+        ids = np.unique(np.asarray(ids, dtype=np.int64).reshape(-1))
+        if len(ids) and (ids[0] < 0 or ids[-1] >= len(self)):
+            bad = ids[0] if ids[0] < 0 else ids[-1]
+            raise ValueError(f"record {int(bad)} is out of range (the data set has {len(self)} records)")
+        return ids[self._held[ids] == 0]
+
     def held(self) -> np.ndarray:
         """The records held, sorted (int64)."""
         return np.flatnonzero(self._held[: len(self)]).astype(np.int64)

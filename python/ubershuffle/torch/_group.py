@@ -144,9 +144,6 @@ class ShuffleGroup(StoreSide):
             )
         self._source = None if records is None else as_source(records)
         offsets = self._agree_on_index()
-        self._store = RecordStore(
-            offsets, None if store_dir is None else os.path.join(store_dir, f"rank-{self.rank}")
-        )
         self.segment_bytes = (
             int(segment_bytes) if segment_bytes else int(_native.default_segment_bytes(offsets))
         )
@@ -164,13 +161,15 @@ class ShuffleGroup(StoreSide):
             candidates=candidates,
             time_budget=time_budget,
         )
+        self._store = self._open_store(
+            offsets,
+            None if store_dir is None else os.path.join(store_dir, f"rank-{self.rank}"),
+            self._expect_bytes(offsets, policy, fraction),
+        )
         self._figures: dict = {}
         self._local: int | None = None
         self._background: Background | None = None
         self._closed = False
-        self._startup_reads = (0, 0)
-        if self.is_store:
-            self._startup_reads = self._load_everything()
 
     # -- set-up ---------------------------------------------------------------------------
 
@@ -204,13 +203,49 @@ class ShuffleGroup(StoreSide):
                 raise ValueError(f"rank {self.rank}'s records differ from rank {p}'s (sizes or count)")
         return offsets
 
-    def _load_everything(self) -> tuple:
-        """The store reads every record it does not hold yet from the source."""
-        assert self._source is not None
-        held = np.zeros(len(self._store), dtype=bool)
-        held[self._store.held()] = True
-        missing = np.flatnonzero(~held)
-        return len(missing), self._source.load(self._store, missing)
+    def _open_store(self, offsets: np.ndarray, directory: str | None, expect: int) -> RecordStore:
+        """This rank's record store, its file system's free space checked for ``expect``
+        bytes. Every rank learns whether every other rank's store fits, so a store with no room
+        fails every rank at once with its one-line ``OSError`` (no rank is left waiting)."""
+        store, error = None, ""
+        try:
+            store = RecordStore(offsets, directory, expect_bytes=expect)
+        except OSError as e:
+            error = str(e)
+        mine = np.frombuffer(error.encode(), dtype=np.uint8).astype(np.int64)
+        theirs = self._link.all_to_all({p: mine for p in range(self.world)}, "whether every store fits")
+        theirs[self.rank] = mine
+        for p in sorted(theirs):
+            if len(theirs[p]):
+                if store is not None:
+                    store.close()
+                text = theirs[p].astype(np.uint8).tobytes().decode(errors="replace")
+                raise OSError(text if p == self.rank else f"rank {p}: {text}")
+        assert store is not None
+        return store
+
+    def _expect_bytes(self, offsets: np.ndarray, policy: str, fraction: float | None) -> int:
+        """An upper bound of the bytes this rank's record store will hold, checked against its
+        file system's free space when the store is made: the store rank, the whole data set
+        (it keeps every record it reads); a training rank, ``k`` records of the largest sizes
+        plus two pages each (a record's first and last pages may be shared), ``k`` its cache
+        (store mode; its batch in peer mode) plus one batch of arrivals (``ceil(N / M)``;
+        ``fraction`` of it under partial-local, none under local). Never more than the whole
+        file."""
+        sizes = np.diff(offsets)
+        page = 4096
+        whole = -(-int(offsets[-1]) // page) * page
+        if self.is_store:
+            return int(offsets[-1])
+        batch = -(-len(sizes) // len(self._trainers))
+        arrivals = batch
+        if self.mode == "peer" and policy == "local":
+            arrivals = 0
+        elif self.mode == "peer" and policy == "partial-local":
+            arrivals = -(-batch * (1.0 if fraction is None else float(fraction)) // 1)
+        count = min(len(sizes), len(self._target()) + int(arrivals))
+        largest = np.partition(sizes, len(sizes) - count)[len(sizes) - count :] if count else sizes[:0]
+        return int(min(whole, int(largest.sum()) + 2 * page * count))
 
     # -- what a training script calls -----------------------------------------------------
 
