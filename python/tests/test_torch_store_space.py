@@ -90,6 +90,7 @@ def test_without_store_dir_it_fails_at_start_in_one_line_and_no_process_is_kille
     code, output, logs = in_small_shm(tmp_path / "run", "epochs=2")
     assert code != 0, "the job must fail: the data set does not fit in /dev/shm"
     assert "Signal" not in output and "SIGBUS" not in output, output[-3000:]
+    assert sorted(logs) == [0, 1, 2, 3], "every rank failed on its own, with the error"
     message = logs[0]["error"]
     assert "\n" not in message and "store_dir=" in message and "bytes free" in message, message
     assert str(TOTAL) in message, f"the store names the data set's size: {message}"
