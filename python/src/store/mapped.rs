@@ -465,4 +465,25 @@ mod tests {
         assert!(matches!(MappedStore::open(&d, other), Err(StoreError::OtherData { .. })));
         std::fs::remove_dir_all(&d).unwrap();
     }
+
+    #[test]
+    fn a_temporary_store_has_no_name_and_reserves_what_it_writes() {
+        let d = dir("temporary");
+        let sizes = [10_000u64, 100, 7];
+        let index = RecordIndex::from_sizes(sizes).unwrap();
+        let mut store = MappedStore::open_temporary(&d, index.clone(), Some(10_107)).unwrap();
+        assert_eq!(store.is_unlinked(), cfg!(target_os = "linux"));
+        assert_eq!(d.exists(), !cfg!(target_os = "linux"), "the folder is gone once mapped");
+        store.put(1, &[7; 100]).unwrap();
+        assert!(space::allocated_bytes(&store.records) >= PAGE, "the record's page is reserved");
+        store.reserve(0).unwrap();
+        store.evict(&[1]);
+        assert_eq!(store.get(1), None);
+        // Record 0 is being written (reserved, not held): its pages stay.
+        store.write_at(0, 9_000, &[1; 1000]).unwrap();
+        let too_big = MappedStore::open_expecting(&dir("too-big"), index, Some(u64::MAX));
+        assert!(matches!(too_big, Err(StoreError::NoSpace(_))));
+        let _ = std::fs::remove_dir_all(dir("too-big"));
+        let _ = std::fs::remove_dir_all(&d);
+    }
 }
