@@ -34,18 +34,21 @@ class ShuffleGroup(StoreSide):
       (``policy``: ``"global"``, ``"partial-local"`` with ``fraction`` Q, ``"local"``, or a
       pliable ``scheme`` with ``candidates``). No rank holds the whole data set: a rank holds
       its batch plus the next epoch's arrivals, ``(1 + Q) N / M`` records under partial-local.
-    - ``"store"``: rank ``source_rank`` of ``group`` serves (:meth:`serve`) and does not train; it reads from
-      the source only the records a delivery sends, when it sends them, and keeps them (with ``store_dir``, on
-      disk: a restarted store reads only what it lacks). Every other rank caches its batch and ``extra_cache``
-      of the records outside it (a share that holds on every number of ranks), or the papers' ``alpha`` of the
-      data (its batch included, so at least one over the training ranks;
-      :class:`ubershuffle.CodedShuffleSampler` says more), and receives each epoch's coded delivery
-      (``scheme``, planned over fixed-size segments of the records) by pseudo-broadcast: the store sends each
-      coded packet once, cut into one piece per rank, and the ranks give each other their pieces. Those ranks
-      train together on :attr:`train_group` (DDP's ``process_group``). The store plans each step beside the
-      delivery of the step before; ``time_budget`` bounds a searching scheme's planner per step (seconds of
-      work on two cores, counted in work units, so the plan depends on the seed only): 1 s by default, not the
-      sampler's 10, because the plan is on a live job's path and on a shared machine its CPU is the trainers'.
+    - ``"store"``: rank ``source_rank`` of ``group`` serves (:meth:`serve`); it does not train.
+      It reads from the source only the records a delivery sends, when it sends them, and
+      keeps them (with ``store_dir`` on disk: a restarted store reads only what it lacks).
+      Every other rank caches its batch and
+      ``extra_cache`` of the records outside it (a share that holds on every number of ranks),
+      or the papers' ``alpha`` of the data (its batch included, so at least one over the
+      training ranks; :class:`ubershuffle.CodedShuffleSampler` says more), and receives each
+      epoch's coded delivery (``scheme``, planned over fixed-size segments of the records) by
+      pseudo-broadcast: the store sends each coded packet once, cut into one piece per rank,
+      and the ranks give each other their pieces. Those ranks train together on
+      :attr:`train_group` (DDP's ``process_group``). The store plans each step beside the
+      delivery of the step before; ``time_budget`` bounds a searching scheme's planner per
+      step (seconds of work on two cores, counted in work units, so the plan depends on the
+      seed only): 1 s by default, not the sampler's 10, because the plan is on a live job's
+      path and on a shared machine its CPU is the trainers'.
 
     Ranks and the world come from ``group`` (default: the initialised default group, as
     torchrun makes it). The records travel on a group of the plane's own over the same ranks,
