@@ -23,11 +23,11 @@ from ubershuffle.torch import ShuffleGroup, init_process_group
 from ubershuffle.torch._protocol import state_bytes, state_from
 
 
-def records(count: int, seed: int) -> list:
-    """Records of uneven size (lognormal-ish, 0 bytes to a few KiB), each a function of its
-    index so any process can check one."""
+def records(count: int, seed: int, scale: int = 1) -> list:
+    """Records of uneven size (lognormal-ish, 0 bytes to a few KiB, times ``scale``), each a
+    function of its index so any process can check one."""
     rng = np.random.default_rng(seed)
-    sizes = np.minimum(rng.lognormal(6.5, 0.8, count).astype(np.int64), 20000)
+    sizes = np.minimum(rng.lognormal(6.5, 0.8, count).astype(np.int64), 20000) * scale
     sizes[::97] = 0
     return [expected(i, int(s)) for i, s in enumerate(sizes)]
 
@@ -70,7 +70,7 @@ def main() -> None:
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     count = int(opts.get("records", 400))
-    data = records(count, 1)
+    data = records(count, 1, int(opts.get("scale", 1)))
     sums = {i: int(hashlib.blake2b(r, digest_size=4).hexdigest(), 16) for i, r in enumerate(data)}
     epochs = int(opts.get("epochs", 3))
     kwargs = dict(mode=opts.get("mode", "peer"), seed=3, timeout=float(opts.get("timeout", 60)))
@@ -87,9 +87,15 @@ def main() -> None:
     source = data
     if kwargs["mode"] == "store" and dist.get_rank() != 0:
         source = None  # the training ranks learn the index from the store
-    sg = ShuffleGroup(source, **kwargs)
     rank = dist.get_rank()
     log_path = out / f"rank-{rank}.json"
+    try:
+        sg = ShuffleGroup(source, **kwargs)
+    except OSError as e:
+        # No room for the rank's store (a small /dev/shm): the one-line error, and exit 1.
+        write_log(log_path, {"error": str(e)})
+        sys.stdout.flush()
+        os._exit(1)  # at once: torchrun ends the job when the first rank exits
     checkpoint = out / "checkpoint.json"
     log: dict = {"epochs": {}, "figures": {}}
     first = 0
@@ -102,6 +108,7 @@ def main() -> None:
             log = json.loads(log_path.read_text())
             log["epochs"] = {e: v for e, v in log["epochs"].items() if int(e) < first}
     if sg.is_store:
+        log["held_at_start"] = len(sg.held())
         served = sg.serve()
         log["served"] = [{k: v for k, v in f.items()} for f in served]
         write_log(log_path, log)

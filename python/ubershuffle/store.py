@@ -4,8 +4,20 @@ Record ``i`` lives at its place in the data set laid end to end, in a sparse fil
 records held take space: a store may stand for a data set larger than memory or disk allows
 whole), with a byte per record saying whether it is held. The files sit in a folder: the
 ``directory`` given (kept across restarts: a process started again reopens it and finds its
-records), or a temporary folder in shared memory (``/dev/shm`` where it exists) removed when
-the store is closed or the process that made it exits.
+records), or a temporary folder in shared memory (``/dev/shm`` where it exists).
+
+A temporary store leaves nothing behind, however its process ends (SIGKILL included): on Linux
+its files and folder are removed as soon as they are open and mapped, and live on unnamed until
+the last process that maps them ends. Other processes (DataLoader workers started by spawn,
+which get the store pickled) open them as ``/proc/<owner pid>/fd/<fd>``: the owner must still
+run, under the same user. Elsewhere the folder is removed when the store is closed or its
+process exits; and a new temporary store removes the ``ubershuffle-store-*`` folders beside it
+whose owner process (its pid and start time, in the folder's ``owner`` file) is gone.
+
+Space: a record's pages are reserved on the file system before it is written, so a full file
+system (a small ``/dev/shm``, a full disk) is a one-line ``OSError`` naming the folder, the bytes
+wanted, the free space and ``store_dir``, never SIGBUS. ``expect_bytes`` checks the free space
+when the store is made.
 
 Reading is zero-copy: ``store[i]`` is a read-only numpy view of the mapped file. Every process
 that maps the files sees the same bytes, so DataLoader worker processes (forked or spawned,
@@ -30,12 +42,44 @@ from . import _native
 _INDEX = "index.u64"
 _RECORDS = "records.bin"
 _HELD = "held.u8"
+_OWNER = "owner"
+_PREFIX = "ubershuffle-store-"
+
+
+def _start_time(pid: int) -> str | None:
+    """Process ``pid``'s start time (field 22 of ``/proc/<pid>/stat``), ``None`` if it is gone
+    or the system has no ``/proc``."""
+    try:
+        stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def _remove_orphans(base: pathlib.Path) -> None:
+    """Removes the temporary stores in ``base`` whose owner process is gone (a pid reused by
+    another process has another start time)."""
+    if not pathlib.Path("/proc/self/stat").exists():
+        return
+    for folder in base.glob(f"{_PREFIX}*"):
+        try:
+            pid, started = (folder / _OWNER).read_text().split()
+        except (OSError, ValueError):
+            continue  # not one of ours, or being made
+        if _start_time(int(pid)) != started:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _temporary_folder() -> pathlib.Path:
     shm = pathlib.Path("/dev/shm")
-    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else None
-    return pathlib.Path(tempfile.mkdtemp(prefix="ubershuffle-store-", dir=base))
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else pathlib.Path(tempfile.gettempdir())
+    _remove_orphans(base)
+    folder = pathlib.Path(tempfile.mkdtemp(prefix=_PREFIX, dir=base))
+    started = _start_time(os.getpid())
+    if started is not None:
+        (folder / _OWNER).write_text(f"{os.getpid()} {started}")
+    return folder
 
 
 def _remove_if_owner(path: pathlib.Path, owner: int) -> None:
@@ -49,22 +93,39 @@ class RecordStore:
     ``offsets`` are the data set's ``records + 1`` offsets (a
     :class:`ubershuffle.sources.RecordSource`'s); ``directory`` keeps the store there (made if
     missing; a folder made for another data set is an error), ``None`` makes a temporary one.
+    ``expect_bytes``, when given, is what the store will hold at most: its file system's free
+    space (beside what the store already takes) is checked now, and a shortfall is a one-line
+    ``OSError`` naming the size, the free space and ``store_dir``.
     """
 
-    def __init__(self, offsets: Any, directory: str | os.PathLike | None = None) -> None:
+    def __init__(
+        self, offsets: Any, directory: str | os.PathLike | None = None, expect_bytes: int | None = None
+    ) -> None:
         offsets = np.ascontiguousarray(offsets, dtype=np.int64)
         self.temporary = directory is None
         self.directory = _temporary_folder() if directory is None else pathlib.Path(directory)
+        expect = None if expect_bytes is None else max(int(expect_bytes), 0)
         try:
-            self._core = _native.StoreCore(self.directory, offsets)
+            self._core = _native.StoreCore(self.directory, offsets, self.temporary, expect)
         except BaseException:
             if self.temporary:
                 shutil.rmtree(self.directory, ignore_errors=True)
             raise
+        self._owner = os.getpid()
+        self._fds = self._core.fds() if self._core.unlinked else None
         self._cleanup = (
-            weakref.finalize(self, _remove_if_owner, self.directory, os.getpid()) if self.temporary else None
+            weakref.finalize(self, _remove_if_owner, self.directory, os.getpid())
+            if self.temporary and self._fds is None
+            else None
         )
         self._map(offsets)
+
+    def _path(self, which: int, name: str) -> pathlib.Path:
+        """File ``name`` of the store: in the folder, or through the owner's descriptor
+        ``which`` (0: index, 1: records, 2: flags) when the files have no name."""
+        if self._fds is None:
+            return self.directory / name
+        return pathlib.Path(f"/proc/{self._owner}/fd/{self._fds[which]}")
 
     def _map(self, offsets: np.ndarray) -> None:
         self.offsets = offsets
@@ -72,25 +133,37 @@ class RecordStore:
         self._width = int(sizes[0]) if len(sizes) and bool((sizes == sizes[0]).all()) else None
         total = int(offsets[-1])
         self._data = (
-            np.memmap(self.directory / _RECORDS, dtype=np.uint8, mode="r", shape=(total,))
+            np.memmap(self._path(1, _RECORDS), dtype=np.uint8, mode="r", shape=(total,))
             if total
             else np.zeros(0, dtype=np.uint8)
         )
         self._held = np.memmap(
-            self.directory / _HELD, dtype=np.uint8, mode="r", shape=(max(len(offsets) - 1, 1),)
+            self._path(2, _HELD), dtype=np.uint8, mode="r", shape=(max(len(offsets) - 1, 1),)
         )
 
     def __getstate__(self) -> dict:
-        """Pickled (into a spawned DataLoader worker, say) as the folder alone: the copy maps
-        the same files and only reads."""
-        return {"directory": os.fspath(self.directory)}
+        """Pickled (into a spawned DataLoader worker, say) as where its files are: the folder,
+        or the owner's pid and descriptors (a temporary store on Linux). The copy maps the same
+        files and only reads."""
+        return {"directory": os.fspath(self.directory), "owner": self._owner, "fds": self._fds}
 
     def __setstate__(self, state: dict) -> None:
         self.directory = pathlib.Path(state["directory"])
+        self._owner = state.get("owner", 0)
+        self._fds = state.get("fds")
         self.temporary = False
         self._core = None
         self._cleanup = None
-        self._map(np.fromfile(self.directory / _INDEX, dtype="<u8").astype(np.int64))
+        try:
+            offsets = np.fromfile(self._path(0, _INDEX), dtype="<u8").astype(np.int64)
+            self._map(offsets)
+        except OSError as e:
+            if self._fds is None:
+                raise
+            raise OSError(
+                f"the temporary store of process {self._owner} cannot be opened (has it ended?): "
+                f"{e.strerror or e}"
+            ) from None
 
     def __len__(self) -> int:
         """The number of records of the data set (held or not)."""
@@ -141,6 +214,14 @@ class RecordStore:
             raise KeyError(int(ids[np.argmin(held)]))
         return ids
 
+    def missing(self, ids: Any) -> np.ndarray:
+        """The records of ``ids`` (sorted, without repeats) that are not held (int64)."""
+        ids = np.unique(np.asarray(ids, dtype=np.int64).reshape(-1))
+        if len(ids) and (ids[0] < 0 or ids[-1] >= len(self)):
+            bad = ids[0] if ids[0] < 0 else ids[-1]
+            raise ValueError(f"record {int(bad)} is out of range (the data set has {len(self)} records)")
+        return ids[self._held[ids] == 0]
+
     def held(self) -> np.ndarray:
         """The records held, sorted (int64)."""
         return np.flatnonzero(self._held[: len(self)]).astype(np.int64)
@@ -178,7 +259,8 @@ class RecordStore:
         self._writable().flush()
 
     def close(self) -> None:
-        """Closes the store; a temporary folder is removed."""
+        """Closes the store; a temporary folder is removed (its space is freed once no process
+        maps it)."""
         self._data = np.zeros(0, dtype=np.uint8)
         if self._cleanup is not None:
             self._cleanup()

@@ -50,6 +50,21 @@ impl CodedSend {
         self.epoch.plan.len().div_ceil(self.per_round)
     }
 
+    /// The records whose segments the plan's packets carry (what the store must hold to
+    /// encode them), sorted.
+    pub fn records(&self) -> Vec<u32> {
+        let mut ids: Vec<u32> = self
+            .epoch
+            .plan
+            .iter()
+            .flatten()
+            .filter_map(|part| self.segmentation.record_of(part.point).map(|(record, _)| record))
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
     /// Encodes round `k`'s packets from `store` into `out` (exactly the round's bytes).
     pub fn encode_into(&self, store: &MappedStore, k: usize, out: &mut [u8]) -> Outcome<()> {
         let seqs = round_range(self.epoch.plan.len(), self.per_round, k);
@@ -100,6 +115,8 @@ impl CodedReceive {
         let width = segmentation.segment_bytes();
         let packets = plan.len();
         let padding_bytes = segmentation.padding_of(&plan);
+        // Their pages first: a full file system is an error here, not SIGBUS mid-decoding.
+        crate::store::locked(&store.0).reserve_all(&wanted)?;
         let target = SegmentTarget::new(Arc::clone(&segmentation), store, &cache, &wanted);
         let decoder = Decoder::over(rank, &plan, target, known, wanted_segments)
             .map_err(|e| Failure::Internal(format!("the store's plan: {}", one_line(&e))))?;

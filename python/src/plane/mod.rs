@@ -208,6 +208,12 @@ impl CodedSendCore {
             * self.send.segmentation.segment_bytes()
     }
 
+    /// The records the plan's packets carry, sorted (int64): what the store must hold before
+    /// the first round is encoded.
+    fn records<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
+        ids_array(py, &self.send.records())
+    }
+
     /// Encodes round `k` into `out`.
     fn encode_into(&self, py: Python<'_>, k: usize, mut out: PyReadwriteArray1<'_, u8>) -> PyResult<()> {
         let out = out.as_slice_mut()?;

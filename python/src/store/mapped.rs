@@ -4,6 +4,13 @@
 //! and `index.u64` the offsets the store was made for. Every process that maps the files sees
 //! the same bytes (DataLoader workers read the current records, never a copy taken at fork),
 //! and a folder kept across a restart keeps its records.
+//!
+//! A record's pages are reserved on the file system before its bytes are written ([`space`]),
+//! so a full file system is an error ([`StoreError::NoSpace`]), never SIGBUS. A temporary store
+//! ([`MappedStore::open_temporary`], Linux) removes its files and folder as soon as they are
+//! open and mapped: the file system frees them when the last process that maps them ends,
+//! however it ends (SIGKILL included); other processes open them through
+//! `/proc/<pid>/fd/<fd>` of the owner ([`MappedStore::fds`]).
 
 #![allow(unsafe_code)] // mapping a file is unsafe in Rust's model: see `map`'s SAFETY comment
 
@@ -15,12 +22,12 @@ use std::sync::atomic::{Ordering, fence};
 use memmap2::MmapMut;
 use ubershuffle_codes::{CodecError, RecordIndex, RecordSource, RecordWriter};
 
+use super::space::{self, NoSpace, PAGE, ReserveError};
+
 /// The files of a store.
 const INDEX_FILE: &str = "index.u64";
 const RECORDS_FILE: &str = "records.bin";
 const HELD_FILE: &str = "held.u8";
-/// Pages are released whole.
-const PAGE: u64 = 4096;
 
 /// Why a store cannot be opened or used.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +59,9 @@ pub enum StoreError {
     /// A record's bytes do not fit its place.
     #[error(transparent)]
     Codec(#[from] CodecError),
+    /// The store's file system has no room for its records.
+    #[error(transparent)]
+    NoSpace(#[from] NoSpace),
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
@@ -63,9 +73,15 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
 pub struct MappedStore {
     dir: PathBuf,
     index: RecordIndex,
+    index_file: File,
     records: File,
+    held_file: File,
     data: Option<MmapMut>,
     held: MmapMut,
+    /// Per record: its pages are reserved (held records, and records being written).
+    reserved: Vec<bool>,
+    temporary: bool,
+    unlinked: bool,
 }
 
 /// Maps `file` (of `len` bytes) shared and writable.
@@ -82,6 +98,22 @@ impl MappedStore {
     /// when they are missing; records a folder already holds are kept. A folder made for
     /// another data set is an error (nothing in it is changed).
     pub fn open(dir: &Path, index: RecordIndex) -> Result<Self, StoreError> {
+        MappedStore::open_in(dir, index, false, None)
+    }
+
+    /// Opens the store in `dir` as [`MappedStore::open`] does, first checking (when `expect`
+    /// is given) that its file system has room for `expect` bytes of records beside what the
+    /// store already takes: else [`StoreError::NoSpace`], nothing mapped.
+    pub fn open_expecting(dir: &Path, index: RecordIndex, expect: Option<u64>) -> Result<Self, StoreError> {
+        MappedStore::open_in(dir, index, false, expect)
+    }
+
+    fn open_in(
+        dir: &Path,
+        index: RecordIndex,
+        temporary: bool,
+        expect: Option<u64>,
+    ) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         let index_path = dir.join(INDEX_FILE);
         let records_path = dir.join(RECORDS_FILE);
@@ -123,6 +155,13 @@ impl MappedStore {
             Ok(file)
         };
         let records = open(&records_path, index.total_bytes())?;
+        if let Some(expect) = expect {
+            let free = space::free_bytes(&records);
+            if expect.saturating_sub(space::allocated_bytes(&records)) > free {
+                let hint = space::hint(temporary);
+                return Err(NoSpace { dir: dir.display().to_string(), wanted: expect, free, hint }.into());
+            }
+        }
         let held_file = open(&held_path, index.len().max(1) as u64)?;
         if !reuse {
             // The index goes last: a folder without it is remade from scratch next time.
@@ -132,9 +171,89 @@ impl MappedStore {
             f.sync_all().map_err(io(&tmp))?;
             std::fs::rename(&tmp, &index_path).map_err(io(&index_path))?;
         }
+        let index_file = File::open(&index_path).map_err(io(&index_path))?;
         let data = (index.total_bytes() > 0).then(|| map(&records, &records_path)).transpose()?;
+        // The flags are written through the mapping too: their pages first.
+        let flags = index.len().max(1) as u64;
+        space::reserve(&held_file, 0, flags).map_err(|e| match e {
+            ReserveError::Full => StoreError::from(NoSpace {
+                dir: dir.display().to_string(),
+                wanted: flags,
+                free: space::free_bytes(&held_file),
+                hint: space::hint(temporary),
+            }),
+            ReserveError::Os(source) => io(&held_path)(source),
+        })?;
         let held = map(&held_file, &held_path)?;
-        Ok(MappedStore { dir: dir.to_path_buf(), index, records, data, held })
+        let reserved = (0..index.len()).map(|i| held[i] == 1).collect();
+        Ok(MappedStore {
+            dir: dir.to_path_buf(),
+            index,
+            index_file,
+            records,
+            held_file,
+            data,
+            held,
+            reserved,
+            temporary,
+            unlinked: false,
+        })
+    }
+
+    /// Makes a temporary store in the new folder `dir` (see [`MappedStore::open_expecting`]) and, on
+    /// Linux, removes its files and the folder at once: they live on, unnamed, while a process
+    /// maps them or holds them open, and the file system frees them when the last one ends,
+    /// however it ends. Elsewhere the folder stays until its owner removes it.
+    pub fn open_temporary(dir: &Path, index: RecordIndex, expect: Option<u64>) -> Result<Self, StoreError> {
+        let mut store = MappedStore::open_in(dir, index, true, expect);
+        if cfg!(target_os = "linux") {
+            let removed = std::fs::remove_dir_all(dir).map_err(io(dir));
+            store = store.and_then(|s| removed.map(|()| MappedStore { unlinked: true, ..s }));
+        }
+        store
+    }
+
+    /// Whether the store's files and folder were removed once mapped (a temporary store on
+    /// Linux).
+    pub fn is_unlinked(&self) -> bool {
+        self.unlinked
+    }
+
+    /// The open files' descriptors: the index, the records and the flags, in that order (for
+    /// `/proc/<pid>/fd/<fd>` when the files have no name).
+    pub fn fds(&self) -> [i32; 3] {
+        use std::os::fd::AsRawFd;
+        [self.index_file.as_raw_fd(), self.records.as_raw_fd(), self.held_file.as_raw_fd()]
+    }
+
+    /// Reserves the pages of record `id` (see [`space::reserve`]), once until it is evicted.
+    pub fn reserve(&mut self, id: u32) -> Result<(), StoreError> {
+        if self.reserved.get(id as usize).copied().unwrap_or(true) {
+            return Ok(());
+        }
+        if let Some(range) = self.index.range(id) {
+            let path = self.dir.join(RECORDS_FILE);
+            space::reserve(&self.records, range.start, range.end)
+                .map_err(|e| self.reserve_error(e, range.end - range.start, &path))?;
+        }
+        self.reserved[id as usize] = true;
+        Ok(())
+    }
+
+    /// Reserves the pages of the records `ids`.
+    pub fn reserve_all(&mut self, ids: &[u32]) -> Result<(), StoreError> {
+        ids.iter().try_for_each(|&id| self.reserve(id))
+    }
+
+    fn no_space(&self, wanted: u64, free: u64) -> NoSpace {
+        NoSpace { dir: self.dir.display().to_string(), wanted, free, hint: space::hint(self.temporary) }
+    }
+
+    fn reserve_error(&self, e: ReserveError, wanted: u64, path: &Path) -> StoreError {
+        match e {
+            ReserveError::Full => self.no_space(wanted, space::free_bytes(&self.records)).into(),
+            ReserveError::Os(source) => StoreError::Io { path: path.display().to_string(), source },
+        }
     }
 
     /// The folder.
@@ -177,6 +296,7 @@ impl MappedStore {
         if bytes.len() as u64 != size {
             return Err(CodecError::WrongSize { point: id, len: bytes.len(), size }.into());
         }
+        self.reserve(id)?;
         self.write_at(id, 0, bytes)?;
         self.complete(id)?;
         Ok(())
@@ -188,6 +308,9 @@ impl MappedStore {
         for &id in ids {
             if let Some(flag) = self.held.get_mut(id as usize) {
                 *flag = 0;
+            }
+            if let Some(r) = self.reserved.get_mut(id as usize) {
+                *r = false;
             }
         }
         for &id in ids {
@@ -234,14 +357,14 @@ impl MappedStore {
         let _ = rustix::fs::fallocate(&self.records, flags, from, to - from);
     }
 
-    /// Whether a held record has bytes in the page starting at `page`.
+    /// Whether a held record, or one being written, has bytes in the page starting at `page`.
     fn page_in_use(&self, page: u64) -> bool {
         let offsets = self.index.offsets();
         // Records whose range meets [page, page + PAGE): the first ending after `page`.
         let first = offsets.partition_point(|&o| o <= page).saturating_sub(1);
         (first..self.index.len())
             .take_while(|&i| offsets[i] < page + PAGE)
-            .any(|i| offsets[i + 1] > page && self.held[i] == 1)
+            .any(|i| offsets[i + 1] > page && (self.held[i] == 1 || self.reserved[i]))
     }
 }
 
@@ -279,6 +402,10 @@ impl RecordWriter for MappedStore {
         let Some(end) = end else {
             return Err(CodecError::WrongSize { point: id, len: at.saturating_add(bytes.len()), size });
         };
+        // Callers reserve first (`put`, a decoder's set-up); this is the guard against SIGBUS.
+        if let Err(e) = self.reserve(id) {
+            return Err(CodecError::MalformedPacket { reason: crate::errors::one_line(&e) });
+        }
         if let Some(data) = &mut self.data {
             data[(range.start + at as u64) as usize..(range.start + end) as usize].copy_from_slice(bytes);
         }
@@ -337,5 +464,26 @@ mod tests {
         let other = RecordIndex::from_sizes([1u64, 2]).unwrap();
         assert!(matches!(MappedStore::open(&d, other), Err(StoreError::OtherData { .. })));
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_temporary_store_has_no_name_and_reserves_what_it_writes() {
+        let d = dir("temporary");
+        let sizes = [10_000u64, 100, 7];
+        let index = RecordIndex::from_sizes(sizes).unwrap();
+        let mut store = MappedStore::open_temporary(&d, index.clone(), Some(10_107)).unwrap();
+        assert_eq!(store.is_unlinked(), cfg!(target_os = "linux"));
+        assert_eq!(d.exists(), !cfg!(target_os = "linux"), "the folder is gone once mapped");
+        store.put(1, &[7; 100]).unwrap();
+        assert!(space::allocated_bytes(&store.records) >= PAGE, "the record's page is reserved");
+        store.reserve(0).unwrap();
+        store.evict(&[1]);
+        assert_eq!(store.get(1), None);
+        // Record 0 is being written (reserved, not held): its pages stay.
+        store.write_at(0, 9_000, &[1; 1000]).unwrap();
+        let too_big = MappedStore::open_expecting(&dir("too-big"), index, Some(u64::MAX));
+        assert!(matches!(too_big, Err(StoreError::NoSpace(_))));
+        let _ = std::fs::remove_dir_all(dir("too-big"));
+        let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -5,6 +5,7 @@
 //! thread and the main thread wait for each other instead of failing.
 
 mod mapped;
+mod space;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -20,7 +21,7 @@ use crate::errors::{Failure, Outcome, bad, guarded, one_line};
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Failure {
         match e {
-            StoreError::Io { .. } => Failure::Os(one_line(&e)),
+            StoreError::Io { .. } | StoreError::NoSpace(_) => Failure::Os(one_line(&e)),
             _ => bad(one_line(&e)),
         }
     }
@@ -90,14 +91,28 @@ pub fn locked(store: &Mutex<MappedStore>) -> MutexGuard<'_, MappedStore> {
 #[pymethods]
 impl StoreCore {
     /// Opens (or makes) the store in `directory` for records at `offsets` (`records + 1`
-    /// int64 offsets of the data set laid end to end).
+    /// int64 offsets of the data set laid end to end). `temporary`: `directory` is a new
+    /// folder of this store alone, removed once its files are mapped (Linux; see
+    /// [`MappedStore::open_temporary`]). `expect_bytes`: the bytes of records the store will
+    /// hold, checked against its file system's free space (`OSError` in one line).
     #[new]
-    fn py_new(py: Python<'_>, directory: PathBuf, offsets: PyReadonlyArray1<'_, i64>) -> PyResult<Self> {
+    #[pyo3(signature = (directory, offsets, temporary = false, expect_bytes = None))]
+    fn py_new(
+        py: Python<'_>,
+        directory: PathBuf,
+        offsets: PyReadonlyArray1<'_, i64>,
+        temporary: bool,
+        expect_bytes: Option<u64>,
+    ) -> PyResult<Self> {
         let offsets = offsets.as_slice()?.to_vec();
         let dir = directory.clone();
         let store = guarded(py, move || {
             let index = index_from_offsets(&offsets)?;
-            Ok(MappedStore::open(&dir, index)?)
+            Ok(if temporary {
+                MappedStore::open_temporary(&dir, index, expect_bytes)?
+            } else {
+                MappedStore::open_expecting(&dir, index, expect_bytes)?
+            })
         })?;
         let records = store.index().len();
         Ok(StoreCore { store: Arc::new(Mutex::new(store)), records, dir: directory })
@@ -107,6 +122,19 @@ impl StoreCore {
     #[getter]
     fn directory(&self) -> PathBuf {
         self.dir.clone()
+    }
+
+    /// Whether the files have no name any more (a temporary store on Linux): other processes
+    /// open them as `/proc/<this pid>/fd/<fd>` ([`MappedStore::fds`]).
+    #[getter]
+    fn unlinked(&self) -> bool {
+        self.lock().is_unlinked()
+    }
+
+    /// The descriptors of the index, records and flags files, in that order.
+    fn fds(&self) -> (i32, i32, i32) {
+        let [a, b, c] = self.lock().fds();
+        (a, b, c)
     }
 
     /// Stores record `id` whole from `data` (uint8; its length must be the record's size).

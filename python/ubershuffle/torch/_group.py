@@ -36,8 +36,10 @@ class ShuffleGroup(StoreSide):
       (``policy``: ``"global"``, ``"partial-local"`` with ``fraction`` Q, ``"local"``, or a
       pliable ``scheme`` with ``candidates``). No rank holds the whole data set: a rank holds
       its batch plus the next epoch's arrivals, ``(1 + Q) N / M`` records under partial-local.
-    - ``"store"``: rank ``source_rank`` of ``group`` reads the source, holds every record and
-      serves (:meth:`serve`); it does not train. Every other rank caches its batch and
+    - ``"store"``: rank ``source_rank`` of ``group`` serves (:meth:`serve`); it does not train.
+      It reads from the source only the records a delivery sends, when it sends them, and
+      keeps them (with ``store_dir`` on disk: a restarted store reads only what it lacks).
+      Every other rank caches its batch and
       ``extra_cache`` of the records outside it (a share that holds on every number of ranks),
       or the papers' ``alpha`` of the data (its batch included, so at least one over the
       training ranks; :class:`ubershuffle.CodedShuffleSampler` says more), and receives each
@@ -128,67 +130,72 @@ class ShuffleGroup(StoreSide):
         """Held by every call that moves records; :meth:`close` takes it after cancelling."""
         self._made: list = []
         """The process groups this object made (released by :meth:`close`)."""
+        self._source = None if records is None else as_source(records)
         self._background: Background | None = None
         backend = dist.get_backend(self.group)
         plane = new_group(self._ranks, backend, self.timeout)
         self._made.append(plane)
         self._link = link_over(plane, self._ranks, self.rank, self.timeout, device_of(backend))
-        self._trainers = [r for r in range(self.world) if r != self.source_rank]
-        """The group ranks that train, in order (their sampler ranks are their places here)."""
-        self._source = None if records is None else as_source(records)
-        settings = dict(
-            mode=mode,
-            source_rank=source_rank if mode == "store" else None,
-            seed=seed,
-            policy=policy,
-            fraction=fraction,
-            alpha=alpha,
-            extra_cache=extra_cache,
-            scheme=scheme,
-            candidates=candidates,
-            time_budget=time_budget,
-            segment_bytes=segment_bytes,
-            round_bytes=round_bytes,
-        )
-        check_settings(self._link, settings)
-        self.train_group: dist.ProcessGroup | None = self.group
-        """The group the training ranks train on (DDP's ``process_group``): ``group`` in peer
-        mode, a group of all ranks but the store in store mode (``None`` at the store)."""
-        if mode == "store":
-            # Every rank makes a group here, so that the job's group counter stays the same on
-            # every rank and the groups made after this one (a validation set's, a library's)
-            # match: the store makes one of itself alone.
-            trainers = [self._ranks[r] for r in self._trainers]
-            made = new_group([self._ranks[self.rank]] if self.is_store else trainers, None, None)
-            self._made.append(made)
-            self.train_group = None if self.is_store else made
-        offsets = self._agree_on_index()
-        check_contents(self._link, self._source, offsets, seed)
-        self._store = RecordStore(
-            offsets, None if store_dir is None else os.path.join(store_dir, f"rank-{self.rank}")
-        )
-        self.segment_bytes = (
-            int(segment_bytes) if segment_bytes else int(_native.default_segment_bytes(offsets))
-        )
-        """Bytes per segment of coded delivery (store mode)."""
-        self._sampler = CodedShuffleSampler(
-            len(offsets) - 1,
-            num_replicas=len(self._trainers),
-            rank=self._trainers.index(self.rank) if not self.is_store else 0,
-            seed=seed,
-            policy=policy,
-            fraction=fraction,
-            alpha=alpha,
-            extra_cache=extra_cache,
-            scheme=scheme,
-            candidates=candidates,
-            time_budget=time_budget,
-        )
-        self._figures: dict = {}
-        self._local: int | None = None
-        self._startup_reads = (0, 0)
-        if self.is_store:
-            self._startup_reads = self._load_everything()
+        try:
+            self._trainers = [r for r in range(self.world) if r != self.source_rank]
+            """The group ranks that train, in order (their sampler ranks are their places here)."""
+            settings = dict(
+                mode=mode,
+                source_rank=source_rank if mode == "store" else None,
+                seed=seed,
+                policy=policy,
+                fraction=fraction,
+                alpha=alpha,
+                extra_cache=extra_cache,
+                scheme=scheme,
+                candidates=candidates,
+                time_budget=time_budget,
+                segment_bytes=segment_bytes,
+                round_bytes=round_bytes,
+            )
+            check_settings(self._link, settings)
+            self.train_group: dist.ProcessGroup | None = self.group
+            """The group the training ranks train on (DDP's ``process_group``): ``group`` in peer
+            mode, a group of all ranks but the store in store mode (``None`` at the store)."""
+            if mode == "store":
+                # Every rank makes a group here, so that the job's group counter stays the same on
+                # every rank and the groups made after this one (a validation set's, a library's)
+                # match: the store makes one of itself alone.
+                trainers = [self._ranks[r] for r in self._trainers]
+                made = new_group([self._ranks[self.rank]] if self.is_store else trainers, None, None)
+                self._made.append(made)
+                self.train_group = None if self.is_store else made
+            offsets = self._agree_on_index()
+            check_contents(self._link, self._source, offsets, seed)
+            self.segment_bytes = (
+                int(segment_bytes) if segment_bytes else int(_native.default_segment_bytes(offsets))
+            )
+            """Bytes per segment of coded delivery (store mode)."""
+            self._sampler = CodedShuffleSampler(
+                len(offsets) - 1,
+                num_replicas=len(self._trainers),
+                rank=self._trainers.index(self.rank) if not self.is_store else 0,
+                seed=seed,
+                policy=policy,
+                fraction=fraction,
+                alpha=alpha,
+                extra_cache=extra_cache,
+                scheme=scheme,
+                candidates=candidates,
+                time_budget=time_budget,
+            )
+            self._store = self._open_store(
+                offsets,
+                None if store_dir is None else os.path.join(store_dir, f"rank-{self.rank}"),
+                self._expect_bytes(offsets, policy, fraction),
+            )
+            self._figures: dict = {}
+            self._local: int | None = None
+        except BaseException:
+            # Nothing half-made is left: the heartbeat, the waiting thread, the groups, the store.
+            self._closed = True
+            self._release()
+            raise
 
     # -- set-up ---------------------------------------------------------------------------
 
@@ -222,13 +229,49 @@ class ShuffleGroup(StoreSide):
                 raise ValueError(f"rank {self.rank}'s records differ from rank {p}'s (sizes or count)")
         return offsets
 
-    def _load_everything(self) -> tuple:
-        """The store reads every record it does not hold yet from the source."""
-        assert self._source is not None
-        held = np.zeros(len(self._store), dtype=bool)
-        held[self._store.held()] = True
-        missing = np.flatnonzero(~held)
-        return len(missing), self._source.load(self._store, missing)
+    def _open_store(self, offsets: np.ndarray, directory: str | None, expect: int) -> RecordStore:
+        """This rank's record store, its file system's free space checked for ``expect``
+        bytes. Every rank learns whether every other rank's store fits, so a store with no room
+        fails every rank at once with its one-line ``OSError`` (no rank is left waiting)."""
+        store, error = None, ""
+        try:
+            store = RecordStore(offsets, directory, expect_bytes=expect)
+        except OSError as e:
+            error = str(e)
+        mine = np.frombuffer(error.encode(), dtype=np.uint8).astype(np.int64)
+        theirs = self._link.all_to_all({p: mine for p in range(self.world)}, "whether every store fits")
+        theirs[self.rank] = mine
+        for p in sorted(theirs):
+            if len(theirs[p]):
+                if store is not None:
+                    store.close()
+                text = theirs[p].astype(np.uint8).tobytes().decode(errors="replace")
+                raise OSError(text if p == self.rank else f"rank {p}: {text}")
+        assert store is not None
+        return store
+
+    def _expect_bytes(self, offsets: np.ndarray, policy: str, fraction: float | None) -> int:
+        """An upper bound of the bytes this rank's record store will hold, checked against its
+        file system's free space when the store is made: the store rank, the whole data set
+        (it keeps every record it reads); a training rank, ``k`` records of the largest sizes
+        plus two pages each (a record's first and last pages may be shared), ``k`` its cache
+        (store mode; its batch in peer mode) plus one batch of arrivals (``ceil(N / M)``;
+        ``fraction`` of it under partial-local, none under local). Never more than the whole
+        file."""
+        sizes = np.diff(offsets)
+        page = 4096
+        whole = -(-int(offsets[-1]) // page) * page
+        if self.is_store:
+            return int(offsets[-1])
+        batch = -(-len(sizes) // len(self._trainers))
+        arrivals = batch
+        if self.mode == "peer" and policy == "local":
+            arrivals = 0
+        elif self.mode == "peer" and policy == "partial-local":
+            arrivals = -(-batch * (1.0 if fraction is None else float(fraction)) // 1)
+        count = min(len(sizes), len(self._target()) + int(arrivals))
+        largest = np.partition(sizes, len(sizes) - count)[len(sizes) - count :] if count else sizes[:0]
+        return int(min(whole, int(largest.sum()) + 2 * page * count))
 
     # -- what a training script calls -----------------------------------------------------
 
@@ -375,15 +418,22 @@ class ShuffleGroup(StoreSide):
             except ShuffleError:
                 pass  # the store is gone or broke off: it learns of the close from the heartbeat
             finally:
-                link.watch.close()
-                link.close()
-                if link.broken is None:
-                    # A group with an operation still posted (abandoned on a dead peer) is
-                    # left to the process's end: destroying it under the waiting thread is unsafe.
-                    for group in reversed(self._made):
-                        dist.destroy_process_group(group)
-                self._made = []
-                self._store.close()
+                self._release()
+
+    def _release(self) -> None:
+        """Releases what this object made: the heartbeat (the other ranks read "closed"), the
+        link's waiting thread, the process groups and the record store."""
+        link = self._link
+        link.watch.close()
+        link.close()
+        if link.broken is None:
+            # A group with an operation still posted (abandoned on a dead peer) is left to the
+            # process's end: destroying it under the thread that waits on it is unsafe.
+            for group in reversed(self._made):
+                dist.destroy_process_group(group)
+        self._made = []
+        if hasattr(self, "_store"):
+            self._store.close()
 
     def __enter__(self) -> ShuffleGroup:
         return self

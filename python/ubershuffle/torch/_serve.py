@@ -61,7 +61,9 @@ class StoreSide:
     _store: Any
     _trainers: list
     _figures: dict
-    _startup_reads: tuple
+    _source: Any
+    _source_reads: tuple = (0, 0)
+    """Records and bytes read from the source since the request being served began."""
     is_store: bool
     rank: int
     segment_bytes: int
@@ -91,7 +93,6 @@ class StoreSide:
             return served
 
     def _serve_loop(self, served: list) -> None:
-        reads, read_bytes = self._startup_reads
         while True:
             asked = time.perf_counter()
             requests = self._requests()
@@ -105,6 +106,7 @@ class StoreSide:
                     f"the training ranks disagree: requests {sorted(ops)} for epochs {sorted(epochs)}"
                 )
             op, epoch = ops.pop(), epochs.pop()
+            self._source_reads = (0, 0)
             start = time.perf_counter()
             sent0 = self._link.bytes_sent
             timers = dict(self._link.seconds)
@@ -115,14 +117,28 @@ class StoreSide:
                 epoch=epoch,
                 transfer_seconds=time.perf_counter() - start,
                 bytes_sent=self._link.bytes_sent - sent0,
-                source_records=reads,
-                source_bytes=read_bytes,
+                source_records=self._source_reads[0],
+                source_bytes=self._source_reads[1],
                 request_wait_seconds=request_wait,
                 **self._link.seconds_since(timers),
             )
-            reads, read_bytes = 0, 0
             self._figures[epoch] = figures
             served.append(figures)
+
+    def _ensure_held(self, ids: Any) -> None:
+        """Reads from the source the records of ``ids`` that the store does not hold yet, just
+        before a delivery sends them: the store reads lazily, only what its deliveries need
+        (with ``store_dir`` it fills its store on disk as it goes, and a restarted store reads
+        only what it lacks). Counted in the served epoch's ``source_records`` and
+        ``source_bytes``."""
+        missing = self._store.missing(ids)
+        if not len(missing):
+            return
+        if self._source is None:
+            raise ShuffleError(f"the store (rank {self.rank}) has no source to read records from")
+        read = self._source.load(self._store, missing)
+        records, nbytes = self._source_reads
+        self._source_reads = (records + len(missing), nbytes + int(read))
 
     def _requests(self) -> dict:
         """Every training rank's next request, received in whatever order they come (all
@@ -165,6 +181,7 @@ class StoreSide:
         for place, r in enumerate(self._trainers):
             held = link.exchange({}, {r: (int(requests[r][4]), torch.int64)}, "what it holds")[r]
             missing[place] = np.setdiff1d(targets[place], held)
+        self._ensure_held(np.concatenate(list(missing.values())))
         figures = self._run_transfer(self._from_store(missing), f"catching up to epoch {epoch}")
         figures.update(kind="catch-up")
         return figures
@@ -200,10 +217,12 @@ class StoreSide:
                 link.send_ints(r, [WHOLE, 0], f"the answer for epoch {epoch}")
             was, will = now.targets(), nxt.targets()
             missing = {place: np.setdiff1d(will[place], was[place]) for place in range(len(self._trainers))}
+            self._ensure_held(np.concatenate(list(missing.values())))
             figures = self._run_transfer(self._from_store(missing), f"epoch {epoch}'s delivery")
         else:
             plan = sender.plan_bytes()
             plan_seconds = time.perf_counter() - planning
+            self._ensure_held(sender.records())
             encode_seconds = 0.0
             for r in self._trainers:
                 link.send_ints(r, [CODED, len(plan)], f"the answer for epoch {epoch}")
