@@ -223,8 +223,10 @@ class RecordStore:
         return ids[self._held[ids] == 0]
 
     def held(self) -> np.ndarray:
-        """The records held, sorted (int64)."""
-        return np.flatnonzero(self._held[: len(self)]).astype(np.int64)
+        """The records held, sorted (int64), as of one moment: a delivery may be writing the
+        flags meanwhile (another thread, or the owner process when read from a worker)."""
+        flags = np.array(self._held[: len(self)], dtype=np.uint8)
+        return np.flatnonzero(flags).astype(np.int64)
 
     def held_bytes(self) -> int:
         """The bytes of the records held."""

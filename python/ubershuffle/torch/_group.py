@@ -413,10 +413,16 @@ class ShuffleGroup(StoreSide):
                 background.thread.join()
             link.cancel.clear()
             try:
-                if self.mode == "store" and not self.is_store and link.broken is None:
-                    self._control(STOP, 0)
+                if link.broken is None:
+                    # Nothing was abandoned: a clean end. The store learns that this rank stops,
+                    # then every rank waits for every other at a barrier, so that no rank
+                    # releases the groups while another still uses them (its last request, its
+                    # last collective on train_group).
+                    if self.mode == "store" and not self.is_store:
+                        self._control(STOP, 0)
+                    link.barrier("closing its ShuffleGroup")
             except ShuffleError:
-                pass  # the store is gone or broke off: it learns of the close from the heartbeat
+                pass  # a peer is gone or broke off: the others learn of it from the heartbeat
             finally:
                 self._release()
 

@@ -106,12 +106,12 @@ class Link:
         works = dist.batch_isend_irecv(ops)
         self.wait(list(zip(posted, works)), what)
 
-    def wait(self, posted: list, what: str) -> None:
-        """Waits for the posted operations (``((peer, doing), work)``) while their peers live;
-        a failure names the peer."""
+    def wait(self, posted: list, what: str, peers: list | None = None) -> None:
+        """Waits for the posted operations (``((peer, doing), work)``) while their peers (or
+        ``peers``) live; a failure names the peer."""
         start = time.perf_counter()
         try:
-            self._wait(posted, what)
+            self._wait(posted, what, peers)
         finally:
             self.tally("gloo_wait_seconds", time.perf_counter() - start)
 
@@ -133,9 +133,18 @@ class Link:
             raise ShuffleClosed(f"rank {self.rank}'s ShuffleGroup was closed while it was {what}")
         self.watch.check(peers, what)
 
-    def _wait(self, posted: list, what: str) -> None:
+    def barrier(self, what: str) -> None:
+        """Waits until every rank of the group reached its barrier (gloo's, posted as one
+        asynchronous collective and watched like any other wait)."""
+        self._usable(what)
+        work = dist.barrier(group=self.group, async_op=True)
+        others = [p for p in range(len(self.ranks)) if p != self.rank]
+        self.wait([((None, "in a barrier"), work)], what, others)
+
+    def _wait(self, posted: list, what: str, peers: list | None = None) -> None:
         job = self._waiter.submit([work for _, work in posted])
-        peers = sorted({peer for (peer, _), _ in posted})
+        if peers is None:
+            peers = sorted({peer for (peer, _), _ in posted})
         while not job.done.wait(SLICE_SECONDS):
             try:
                 self._check(peers, what)
@@ -144,10 +153,20 @@ class Link:
                 raise
         if job.error is not None:
             i, e = job.error
+            try:
+                # A peer that closed its group (and so its connections) is no failure of its own.
+                self.watch.refresh()
+                self.watch.check(peers, what)
+            except ShuffleError as closed:
+                self.broken = closed
+                raise
+            except Exception:  # noqa: BLE001 (the job's store is gone too: report the wait's error)
+                pass
             (peer, doing), _ = posted[i]
             text = str(e).strip()
             first = text.splitlines()[0] if text else type(e).__name__
-            self.broken = ShuffleError(f"rank {self.rank}, {doing} {what} with rank {peer}: {first}")
+            party = "" if peer is None else f" with rank {peer}"
+            self.broken = ShuffleError(f"rank {self.rank}, {doing} {what}{party}: {first}")
             raise self.broken from None
 
     def close(self) -> None:

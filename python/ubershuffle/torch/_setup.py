@@ -13,11 +13,8 @@ import torch
 import torch.distributed as dist
 
 from ._link import Link
-from ._watch import Watch
+from ._watch import NO_WAIT_LIMIT, Watch
 
-NO_WAIT_LIMIT = datetime.timedelta(days=365)
-"""The plane's own timeout on an operation once it runs: none to speak of, since the ranks'
-liveness bounds every wait (:mod:`._watch`) and a 2-hour epoch must not end a wait."""
 CONTENT_SAMPLE = 256
 """Records whose bytes every rank with a source hashes at start, chosen by the seed."""
 
@@ -33,7 +30,8 @@ def device_of(backend: str) -> torch.device:
 
 def new_group(ranks: list, backend: str | None, timeout: float | None) -> dist.ProcessGroup:
     """A process group over ``ranks`` (global ranks) made by those ranks only; ``timeout``:
-    seconds its set-up may take (and, for the plane, then none: :data:`NO_WAIT_LIMIT`)."""
+    seconds its set-up may take (the plane's waits then pass their own limit; NCCL's watchdog
+    gets none to speak of, :data:`NO_WAIT_LIMIT`)."""
     if timeout is None:
         return dist.new_group(ranks, backend=backend, use_local_synchronization=True)
     start = datetime.timedelta(seconds=timeout + 60)
@@ -43,8 +41,6 @@ def new_group(ranks: list, backend: str | None, timeout: float | None) -> dist.P
         timeout=NO_WAIT_LIMIT if backend == "nccl" else start,
         use_local_synchronization=True,
     )
-    if backend != "nccl":
-        group._get_backend(torch.device("cpu"))._set_default_timeout(NO_WAIT_LIMIT)
     return group
 
 

@@ -20,6 +20,7 @@ watches its peer's liveness while another thread waits.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 import queue
@@ -30,6 +31,10 @@ from typing import Any
 from .. import _native
 
 log = logging.getLogger("ubershuffle.torch")
+
+NO_WAIT_LIMIT = datetime.timedelta(days=365)
+"""The plane's own limit on a wait: none to speak of, since the ranks' liveness bounds every
+wait and a 2-hour epoch must not end one."""
 
 
 class ShuffleTimeout(TimeoutError):
@@ -80,20 +85,27 @@ class Watch:
                 return  # a forked copy (a DataLoader worker) does not beat for the rank
             try:
                 self._count += 1
-                self._store.set(self._keys[self.rank], _native.LivenessCore.beat_value(self._count))
-                present = self._store.check(self._keys)
-                values = self._store.multi_get(self._keys) if present else self._each()
+                with self._lock:
+                    self._store.set(self._keys[self.rank], _native.LivenessCore.beat_value(self._count))
+                self.refresh()
             except Exception as e:  # noqa: BLE001 (the store went away: the job is ending)
                 if not self._stop.is_set():
                     log.warning("ubershuffle: rank %d cannot reach the job's store: %s", self.rank, e)
                 return
             with self._lock:
-                self._core.observe(values, time.monotonic())
                 others = [r for r in range(len(self._keys)) if r != self.rank]
                 verdict = self._core.verdict(others, time.monotonic())
             if verdict is not None and self.failure is None and verdict[0] == "silent":
                 self.failure = ShuffleTimeout(self._silent(verdict, "watching it"))
                 log.error("ubershuffle: %s", self.failure)
+
+    def refresh(self) -> None:
+        """Reads every rank's heartbeat now (the thread does it every period; a rank whose
+        peer broke its connection does it at once, to learn whether the peer closed)."""
+        with self._lock:
+            present = self._store.check(self._keys)
+            values = self._store.multi_get(self._keys) if present else self._each()
+            self._core.observe(values, time.monotonic())
 
     def _each(self) -> list:
         return [self._store.get(k) if self._store.check([k]) else None for k in self._keys]
@@ -120,7 +132,8 @@ class Watch:
         """Stops the heartbeat and tells the other ranks that this one closed."""
         self._stop.set()
         try:
-            self._store.set(self._keys[self.rank], "closed")
+            with self._lock:
+                self._store.set(self._keys[self.rank], "closed")
         except Exception:  # noqa: BLE001 (the job's store is gone: nobody is left to tell)
             pass
 
@@ -151,7 +164,7 @@ class Waiter:
                 return
             for i, work in enumerate(job.works):
                 try:
-                    work.wait()
+                    work.wait(timeout=NO_WAIT_LIMIT)
                 except BaseException as e:  # noqa: BLE001 (raised again by the poster)
                     job.error = (i, e)
                     break
