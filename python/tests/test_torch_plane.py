@@ -201,6 +201,31 @@ def test_one_rank_holds_everything_and_reads_it_once(one_rank_group):
             sg.figures(9)
     with pytest.raises(RuntimeError, match="closed"):
         sg.set_epoch(3)
+    # Nothing reads as if it were there after close(): every call raises.
+    for call in (lambda: sg[0], lambda: 0 in sg, lambda: sg.dataset()):
+        with pytest.raises(RuntimeError, match="is closed"):
+            call()
+
+
+def test_the_dataset_yields_transformed_records_in_forked_and_spawned_workers(one_rank_group):
+    import pickle
+
+    from torch.utils.data import DataLoader
+
+    from ubershuffle.torch import ShuffleGroup
+
+    data = RECORDS[:40]
+    with ShuffleGroup(data, seed=1) as sg:
+        sg.set_epoch(0)
+        dataset = sg.dataset(len)
+        assert len(dataset) == 40 and dataset[5] == len(data[5])
+        assert pickle.loads(pickle.dumps(sg.dataset()))[7].tobytes() == data[7]
+        for context in ("fork", "spawn"):
+            loader = DataLoader(
+                dataset, sampler=sg.sampler, batch_size=8, num_workers=2, multiprocessing_context=context
+            )
+            sizes = [int(n) for batch in loader for n in batch]
+            assert sorted(sizes) == sorted(len(data[i]) for i in range(40)), context
 
 
 def test_nccl_moves_the_records_as_cuda_tensors(tmp_path):

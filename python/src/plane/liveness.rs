@@ -75,9 +75,16 @@ impl Liveness {
         if let Some((rank, _)) = ranks.iter().filter_map(|&r| seen(r)).find(|(_, s)| s.beat == Some(CLOSED)) {
             return Some(Verdict::Closed { rank });
         }
+        self.silent(ranks, now)
+    }
+
+    /// The first of `ranks` that has not closed its group and is silent for longer than the
+    /// timeout at `now`, else `None`.
+    pub fn silent(&self, ranks: &[usize], now: f64) -> Option<Verdict> {
         ranks
             .iter()
-            .filter_map(|&r| seen(r))
+            .filter_map(|&r| self.seen.get(r).map(|s| (r, s)))
+            .filter(|(_, s)| s.beat != Some(CLOSED))
             .map(|(rank, s)| (rank, now - s.since))
             .find(|&(_, seconds)| seconds > self.timeout)
             .map(|(rank, seconds)| Verdict::Silent { rank, seconds })
@@ -119,6 +126,10 @@ mod tests {
         assert!(matches!(live.verdict(&[1], 12.5), Some(Verdict::Silent { rank: 1, .. })));
         live.observe(0, Some(CLOSED), 12.6);
         assert_eq!(live.verdict(&[0, 1], 12.6), Some(Verdict::Closed { rank: 0 }));
+        assert!(
+            matches!(live.silent(&[0, 1], 12.6), Some(Verdict::Silent { rank: 1, .. })),
+            "a closed rank does not hide a silent one"
+        );
         assert_eq!(live.verdict(&[7], 100.0), None, "ranks out of range are not judged");
     }
 

@@ -370,9 +370,20 @@ impl LivenessCore {
     /// `None` while every rank of `ranks` is alive at `now`; else `("closed", rank, 0.0)` or
     /// `("silent", rank, seconds since its last heartbeat)`.
     fn verdict(&self, ranks: Vec<usize>, now: f64) -> Option<(&'static str, usize, f64)> {
-        self.liveness.verdict(&ranks, now).map(|v| match v {
-            Verdict::Closed { rank } => ("closed", rank, 0.0),
-            Verdict::Silent { rank, seconds } => ("silent", rank, seconds),
-        })
+        self.liveness.verdict(&ranks, now).map(verdict_tuple)
+    }
+
+    /// `("silent", rank, seconds)` for the first of `ranks` that has not closed and is silent
+    /// at `now`, else `None` (what a rank watching all the others reports).
+    fn silent(&self, ranks: Vec<usize>, now: f64) -> Option<(&'static str, usize, f64)> {
+        self.liveness.silent(&ranks, now).map(verdict_tuple)
+    }
+}
+
+/// A verdict as Python sees it.
+fn verdict_tuple(v: Verdict) -> (&'static str, usize, f64) {
+    match v {
+        Verdict::Closed { rank } => ("closed", rank, 0.0),
+        Verdict::Silent { rank, seconds } => ("silent", rank, seconds),
     }
 }

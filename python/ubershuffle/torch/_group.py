@@ -22,6 +22,11 @@ from ._link import CONTROL_TAG, ShuffleError
 from ._protocol import CONTROL_LEN, FULFIL, STEP, STOP, WHOLE, offsets_digest, state_bytes
 from ._serve import StoreSide
 from ._setup import check_contents, check_settings, device_of, link_over, new_group
+from ._watch import ShuffleTimeout
+
+CLOSE_WAIT = 10.0
+"""Seconds a clean :meth:`ShuffleGroup.close` waits for the other ranks to close too (at the end
+of a job they close together), before it releases its groups without them."""
 
 
 class ShuffleGroup(StoreSide):
@@ -54,8 +59,15 @@ class ShuffleGroup(StoreSide):
 
     Ranks and the world come from ``group`` (default: the initialised default group, as
     torchrun makes it). The records travel on a group of the plane's own over the same ranks,
-    so DDP's collectives on ``group`` never interleave with them. Every wait is bounded by
-    ``timeout`` seconds and names the rank it waited on (:class:`ShuffleTimeout`).
+    so DDP's collectives on ``group`` never interleave with them. A wait on a peer lasts as long
+    as the peer is alive, however long it trains: every rank beats every ``timeout / 10``
+    seconds through the job's key-value store, and a rank silent for ``timeout`` seconds is
+    named by every rank within ``timeout + timeout / 10`` seconds of its last beat
+    (:class:`ShuffleTimeout`: raised by the ranks waiting on it, logged by the others and raised
+    at their next :meth:`set_epoch`). At start every rank checks that the others were given the
+    same settings and the same records (a sample of 256 records' bytes), before anything moves.
+    :meth:`close` is safe from any thread and releases the groups it made; every call after it
+    raises.
 
     Per epoch: :meth:`set_epoch` returns once the epoch's records are local and starts the next
     epoch's delivery in the background; ``sg[i]`` is record ``i`` (a read-only uint8 view;
@@ -349,6 +361,7 @@ class ShuffleGroup(StoreSide):
             if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)):
                 raise TypeError(f"epoch must be an int, got {type(epoch).__name__}")
             epoch = int(epoch)
+            self._link.check_usable(f"starting epoch {epoch}")
             start = time.perf_counter()
             figures: dict
             background = self._background
@@ -412,24 +425,23 @@ class ShuffleGroup(StoreSide):
             if background is not None:
                 background.thread.join()
             link.cancel.clear()
-            try:
-                if link.broken is None:
-                    # Nothing was abandoned: a clean end. The store learns that this rank stops,
-                    # then every rank waits for every other at a barrier, so that no rank
-                    # releases the groups while another still uses them (its last request, its
-                    # last collective on train_group).
-                    if self.mode == "store" and not self.is_store:
-                        self._control(STOP, 0)
-                    link.barrier("closing its ShuffleGroup")
-            except ShuffleError:
-                pass  # a peer is gone or broke off: the others learn of it from the heartbeat
-            finally:
-                self._release()
+            self._release(tell_store=self.mode == "store" and not self.is_store)
 
-    def _release(self) -> None:
+    def _release(self, tell_store: bool = False) -> None:
         """Releases what this object made: the heartbeat (the other ranks read "closed"), the
-        link's waiting thread, the process groups and the record store."""
+        link's waiting thread, the process groups and the record store. When nothing was
+        abandoned (a clean end), the store is first told that this rank stops
+        (``tell_store``), then every rank waits for the others at a barrier (at most
+        :data:`CLOSE_WAIT` seconds), so that no rank releases the groups while another still
+        uses them (its last request, its last collective on ``train_group``)."""
         link = self._link
+        try:
+            if link.broken is None:
+                if tell_store:
+                    self._control(STOP, 0)
+                link.barrier("closing its ShuffleGroup", CLOSE_WAIT)
+        except (ShuffleError, ShuffleTimeout):
+            pass  # a peer is gone, broke off or is not closing: it learns from the heartbeat
         link.watch.close()
         link.close()
         if link.broken is None:

@@ -121,6 +121,10 @@ class Link:
         keys = ("gloo_wait_seconds", "scatter_seconds", "relay_seconds")
         return {k: self.seconds.get(k, 0.0) - before.get(k, 0.0) for k in keys}
 
+    def check_usable(self, what: str) -> None:
+        """Raises if the link is broken, or a rank it watches died or this rank closed."""
+        self._usable(what)
+
     def _usable(self, what: str) -> None:
         if self.broken is not None:
             raise ShuffleError(f"rank {self.rank} cannot go on {what}: {self.broken}") from None
@@ -130,24 +134,32 @@ class Link:
 
     def _check(self, peers: list, what: str) -> None:
         if self.cancel.is_set():
-            raise ShuffleClosed(f"rank {self.rank}'s ShuffleGroup was closed while it was {what}")
+            # Whatever this rank was doing with its peers is abandoned half-way: the link can
+            # no longer be trusted to be in step with them.
+            self.broken = ShuffleClosed(f"rank {self.rank}'s ShuffleGroup was closed while it was {what}")
+            raise self.broken
         self.watch.check(peers, what)
 
-    def barrier(self, what: str) -> None:
+    def barrier(self, what: str, limit: float) -> None:
         """Waits until every rank of the group reached its barrier (gloo's, posted as one
-        asynchronous collective and watched like any other wait)."""
+        asynchronous collective and watched like any other wait), at most ``limit`` seconds
+        (then :class:`ShuffleTimeout`, the link left broken)."""
         self._usable(what)
         work = dist.barrier(group=self.group, async_op=True)
         others = [p for p in range(len(self.ranks)) if p != self.rank]
-        self.wait([((None, "in a barrier"), work)], what, others)
+        self._wait([((None, "in a barrier"), work)], what, others, time.monotonic() + limit)
 
-    def _wait(self, posted: list, what: str, peers: list | None = None) -> None:
+    def _wait(
+        self, posted: list, what: str, peers: list | None = None, deadline: float | None = None
+    ) -> None:
         job = self._waiter.submit([work for _, work in posted])
         if peers is None:
             peers = sorted({peer for (peer, _), _ in posted})
         while not job.done.wait(SLICE_SECONDS):
             try:
                 self._check(peers, what)
+                if deadline is not None and time.monotonic() > deadline:
+                    raise ShuffleTimeout(f"rank {self.rank} gave up {what}: the other ranks did not come")
             except BaseException as e:
                 self.broken = e  # the waiter stays on the dead peer's operation
                 raise

@@ -12,7 +12,7 @@ import torch
 from .. import _native
 from ._link import CONTROL_TAG, ShuffleError
 from ._protocol import CODED, CONTROL_LEN, FULFIL, STOP, WHOLE, state_from
-from ._watch import PeerClosed, ShuffleClosed
+from ._watch import PeerClosed, ShuffleClosed, log
 
 
 class Ahead:
@@ -83,8 +83,9 @@ class StoreSide:
             served: list = []
             try:
                 self._serve_loop(served)
-            except (ShuffleClosed, PeerClosed):
-                pass  # closed here, or a training rank closed: the job is over
+            except (ShuffleClosed, PeerClosed) as e:
+                # Closed here, or a training rank closed: the job is over.
+                log.info("ubershuffle: the store of rank %d stops serving: %s", self.rank, e)
             finally:
                 if self._ahead is not None:
                     self._ahead.thread.join()

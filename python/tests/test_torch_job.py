@@ -1,0 +1,153 @@
+"""ShuffleGroup in the conditions of a real training job, under torchrun with gloo ranks:
+epochs far longer than the timeout, a rank SIGKILLed mid-epoch (named by the others within the
+stated bound; under ``torchrun --max-restarts 1`` an exact resume through StatefulDataLoader
+with workers), a training and a validation group followed by the job's own ``new_group``, every
+rank told of a differing setting or data set, and ``close()`` from another thread. Skipped when
+torch is not installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch", reason="torch is not installed: the ShuffleGroup tests need it")
+
+RANK_SCRIPT = pathlib.Path(__file__).with_name("torch_job_rank.py")
+sys.path.insert(0, str(RANK_SCRIPT.parent))
+from test_torch_plane import check_served  # noqa: E402
+
+
+def torchrun(out: pathlib.Path, nproc: int, *options: str, restarts: int = 0) -> list:
+    """The torchrun command of the rank script."""
+    out.mkdir(parents=True, exist_ok=True)
+    head = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
+    return [*head, f"--max-restarts={restarts}", str(RANK_SCRIPT), str(out), *options]
+
+
+def finish(job: subprocess.Popen, out: pathlib.Path, nproc: int, timeout: float = 300) -> list:
+    """Waits for a job that must succeed; returns every rank's log."""
+    try:
+        stdout, _ = job.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        stdout, _ = job.communicate()
+        pytest.fail("the job did not end in time:\n" + "\n".join(stdout.splitlines()[-60:]))
+    if job.returncode != 0:
+        tail = "\n".join(stdout.splitlines()[-40:])
+        pytest.fail(f"the job exited with {job.returncode}:\n{tail}")
+    return [json.loads((out / f"rank-{r}.json").read_text()) for r in range(nproc)]
+
+
+def start(cmd: list, env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def shm_folders() -> set:
+    shm = pathlib.Path("/dev/shm")
+    return set(shm.glob("ubershuffle-store-*")) if shm.is_dir() else set()
+
+
+def test_epochs_four_times_the_timeout_run_to_the_end_in_both_modes(tmp_path):
+    # timeout=5 and 20 s of training per epoch: the store waits for the next request, and the
+    # ranks for each other, as long as they are alive. The two jobs run at once.
+    options = ["scenario=long", "timeout=5", "train=20", "epochs=3"]
+    peer = start(torchrun(tmp_path / "peer", 4, *options))
+    store = start(torchrun(tmp_path / "store", 4, *options, "mode=store", "spawn=1"))
+    for job, name, trainers in ((peer, "peer", slice(0, 4)), (store, "store", slice(1, 4))):
+        logs = finish(job, tmp_path / name, 4)[trainers]
+        check_served(logs, range(3), len(logs))
+        assert all(log["epochs"]["2"]["seconds"] >= 20 for log in logs)
+
+
+@pytest.mark.parametrize("mode", ["peer", "store"])
+def test_a_rank_killed_mid_epoch_resumes_exactly_through_stateful_dataloader(tmp_path, mode):
+    pytest.importorskip("torchdata", reason="torchdata (StatefulDataLoader) is not installed")
+    before = shm_folders()
+    options = ["scenario=resume", f"mode={mode}", "epochs=3", "kill_epoch=1", "victim=2"]
+    logs = finish(start(torchrun(tmp_path, 4, *options, restarts=1)), tmp_path, 4)
+    trainers = logs[1:] if mode == "store" else logs
+    # The killed epoch: what was trained before the kill and after the resume, each index
+    # exactly once across the ranks, the right bytes.
+    check_served(trainers, range(3), len(trainers))
+    assert all(log["resumed_at"] == [1, 32] for log in trainers), [log.get("resumed_at") for log in trainers]
+    assert shm_folders() <= before, "a temporary store was left in /dev/shm"
+
+
+def launch(out: pathlib.Path, nproc: int, *options: str) -> list:
+    """The rank script as nproc processes with torchrun's environment but no agent (nobody
+    stops the others when one dies)."""
+    out.mkdir(parents=True, exist_ok=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    jobs = []
+    for r in range(nproc):
+        env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(nproc))
+        env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        env.pop("TORCHELASTIC_RESTART_COUNT", None)
+        jobs.append(start([sys.executable, str(RANK_SCRIPT), str(out), *options], env))
+    return jobs
+
+
+@pytest.mark.parametrize("mode", ["peer", "store"])
+def test_a_rank_killed_mid_epoch_is_named_by_every_other_within_the_bound(tmp_path, mode):
+    timeout, victim = 4.0, 2
+    period = timeout / 10
+    jobs = launch(
+        tmp_path, 4, "scenario=die", f"mode={mode}", f"timeout={timeout}", "train=6", f"victim={victim}"
+    )
+    for job in jobs:
+        job.communicate(timeout=120)
+    killed = float((tmp_path / "killed_at").read_text())
+    for r in range(4):
+        if r == victim:
+            continue
+        log = json.loads((tmp_path / f"rank-{r}.json").read_text())
+        heard = [x for x in (log.get("logged"), log.get("raised")) if x]
+        assert heard, f"rank {r} never named the dead rank"
+        when, message = min(heard)
+        assert f"rank {victim}" in message, message
+        # The stated bound: timeout + period after its last heartbeat (which was before the kill).
+        assert when - killed <= timeout + period + 1.0, (when - killed, message)
+
+
+@pytest.mark.parametrize("mode", ["peer", "store"])
+def test_a_train_and_a_validation_group_then_the_job_s_new_group(tmp_path, mode):
+    logs = finish(start(torchrun(tmp_path, 4, "scenario=groups", f"mode={mode}")), tmp_path, 4)
+    for log in logs:
+        assert log["new_group_sum"] == 4 and log["library_group_sum"] == 16
+    assert all(log.get("trained") for log in (logs[1:] if mode == "store" else logs))
+
+
+@pytest.mark.parametrize(
+    ("mode", "what", "text"),
+    [
+        ("peer", "seed", "seed differs"),
+        ("store", "seed", "seed differs"),
+        ("peer", "content", "differ in content"),
+    ],
+)
+def test_every_rank_is_told_of_a_differing_setting_or_data_set(tmp_path, mode, what, text):
+    job = start(torchrun(tmp_path, 3, "scenario=mismatch", f"mode={mode}", f"what={what}"))
+    logs = finish(job, tmp_path, 3)
+    for log in logs:
+        assert log["error"] is not None and text in log["error"], log["error"]
+        assert "\n" not in log["error"]
+
+
+def test_close_from_another_thread_ends_the_wait_and_every_read_after_raises(tmp_path):
+    logs = finish(start(torchrun(tmp_path, 2, "scenario=close", "timeout=30")), tmp_path, 2)
+    first, second = logs
+    assert first["set_epoch"].startswith("ShuffleClosed"), first["set_epoch"]
+    assert "is closed" in first["getitem"] and "is closed" in first["contains"]
+    assert "closed its ShuffleGroup" in second["second_rank"], second["second_rank"]
+    # A delivery no one asked for, waiting on a stopped rank: close() does not wait for it.
+    assert first["in_flight"], "the delivery had ended before close(): nothing was tested"
+    assert first["close_seconds"] < 2.0
+    assert "closed its ShuffleGroup" in second["after_stop"], second["after_stop"]
