@@ -207,10 +207,11 @@ def test_one_rank_holds_everything_and_reads_it_once(one_rank_group):
             call()
 
 
-def test_the_dataset_yields_transformed_records_in_forked_and_spawned_workers(one_rank_group):
+def test_the_dataset_yields_transformed_records_and_pickles_as_a_reader(one_rank_group):
+    # Workers started by fork and by spawn read it in the torchrun jobs of test_torch_job.py
+    # (forking this test process, whose threads are pytest's and torch's too, is not the job's
+    # situation).
     import pickle
-
-    from torch.utils.data import DataLoader
 
     from ubershuffle.torch import ShuffleGroup
 
@@ -219,13 +220,9 @@ def test_the_dataset_yields_transformed_records_in_forked_and_spawned_workers(on
         sg.set_epoch(0)
         dataset = sg.dataset(len)
         assert len(dataset) == 40 and dataset[5] == len(data[5])
-        assert pickle.loads(pickle.dumps(sg.dataset()))[7].tobytes() == data[7]
-        for context in ("fork", "spawn"):
-            loader = DataLoader(
-                dataset, sampler=sg.sampler, batch_size=8, num_workers=2, multiprocessing_context=context
-            )
-            sizes = [int(n) for batch in loader for n in batch]
-            assert sorted(sizes) == sorted(len(data[i]) for i in range(40)), context
+        copy = pickle.loads(pickle.dumps(dataset))
+        assert copy[7] == len(data[7]) and type(copy.records).__name__ == "Reader"
+        assert pickle.loads(pickle.dumps(sg.dataset()))[9].tobytes() == data[9]
 
 
 def test_nccl_moves_the_records_as_cuda_tensors(tmp_path):
