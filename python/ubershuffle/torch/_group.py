@@ -151,9 +151,7 @@ class ShuffleGroup(StoreSide):
         try:
             self._trainers = [r for r in range(self.world) if r != self.source_rank]
             """The group ranks that train, in order (their sampler ranks are their places here)."""
-            settings = dict(
-                mode=mode,
-                source_rank=source_rank if mode == "store" else None,
+            chain = dict(
                 seed=seed,
                 policy=policy,
                 fraction=fraction,
@@ -162,10 +160,12 @@ class ShuffleGroup(StoreSide):
                 scheme=scheme,
                 candidates=candidates,
                 time_budget=time_budget,
-                segment_bytes=segment_bytes,
-                round_bytes=round_bytes,
             )
-            check_settings(self._link, settings)
+            """What the sampler's epoch chain is made of (with the number of training ranks)."""
+            where = dict(mode=mode, source_rank=source_rank if mode == "store" else None)
+            check_settings(
+                self._link, {**where, **chain, "segment_bytes": segment_bytes, "round_bytes": round_bytes}
+            )
             self.train_group: dist.ProcessGroup | None = self.group
             """The group the training ranks train on (DDP's ``process_group``): ``group`` in peer
             mode, a group of all ranks but the store in store mode (``None`` at the store)."""
@@ -187,14 +187,7 @@ class ShuffleGroup(StoreSide):
                 len(offsets) - 1,
                 num_replicas=len(self._trainers),
                 rank=self._trainers.index(self.rank) if not self.is_store else 0,
-                seed=seed,
-                policy=policy,
-                fraction=fraction,
-                alpha=alpha,
-                extra_cache=extra_cache,
-                scheme=scheme,
-                candidates=candidates,
-                time_budget=time_budget,
+                **chain,
             )
             self._store = self._open_store(
                 offsets,
