@@ -147,7 +147,8 @@ def test_close_from_another_thread_ends_the_wait_and_every_read_after_raises(tmp
     assert first["set_epoch"].startswith("ShuffleClosed"), first["set_epoch"]
     assert "is closed" in first["getitem"] and "is closed" in first["contains"]
     assert "closed its ShuffleGroup" in second["second_rank"], second["second_rank"]
-    # A delivery no one asked for, waiting on a stopped rank: close() does not wait for it.
+    # A delivery no one asked for, waiting on a stopped rank: close() abandons it once it stalls
+    # (STALL_SECONDS, 3 s), not waiting for it to end.
     assert first["in_flight"], "the delivery had ended before close(): nothing was tested"
-    assert first["close_seconds"] < 2.0
+    assert first["close_seconds"] < 5.0
     assert "closed its ShuffleGroup" in second["after_stop"], second["after_stop"]

@@ -25,8 +25,11 @@ from ._setup import check_contents, check_settings, device_of, link_over, new_gr
 from ._watch import ShuffleTimeout
 
 CLOSE_WAIT = 10.0
-"""Seconds a clean :meth:`ShuffleGroup.close` waits for the other ranks to close too (at the end
-of a job they close together), before it releases its groups without them."""
+"""Seconds :meth:`ShuffleGroup.close` lets a delivery in flight run on, and then waits for the
+other ranks to close too (at the end of a job they close together), at the most."""
+STALL_SECONDS = 3.0
+"""Seconds without a completed operation after which :meth:`ShuffleGroup.close` abandons a
+delivery in flight (a peer stopped or is not closing)."""
 
 
 class ShuffleGroup(StoreSide):
@@ -403,15 +406,30 @@ class ShuffleGroup(StoreSide):
             self._local = None
 
     def close(self) -> None:
-        """Ends the plane, from any thread: a delivery in flight (an epoch no one asked for
-        yet, or a :meth:`set_epoch` in another thread, which then raises) is abandoned, the
-        store is told (store mode), the process groups this object made are released, and the
-        record store is closed (a temporary one removed). Every call after it raises."""
+        """Ends the plane, from any thread. A delivery in flight (of an epoch no one asked for
+        yet) is let run while it makes progress, for at most :data:`CLOSE_WAIT` seconds, and
+        abandoned once it stalls for :data:`STALL_SECONDS` (a peer that stopped) or runs out of
+        time, as is a :meth:`set_epoch` in another thread (which then raises
+        :class:`ShuffleClosed`). Then the store is told (store mode), the process groups this
+        object made are released, and the record store is closed (a temporary one removed).
+        Every call after it raises.
+
+        Why the grace: at a job's end every rank closes while the last, unneeded delivery
+        travels; letting it end keeps every rank's operations matched, so no process exits with
+        an operation of the plane still posted (gloo cannot withdraw one)."""
         with self._close_lock:
             if self._closed:
                 return
             self._closed = True
         link = self._link
+        background = self._background
+        if background is not None:
+            deadline = time.monotonic() + CLOSE_WAIT
+            while background.thread.is_alive():
+                background.thread.join(0.05)
+                now = time.monotonic()
+                if now - link.progress > STALL_SECONDS or now > deadline:
+                    break
         link.cancel.set()
         with self._busy:
             background, self._background = self._background, None

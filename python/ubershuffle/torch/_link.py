@@ -51,6 +51,8 @@ class Link:
         self.watch = watch
         self.device = device
         self._waiter = Waiter()
+        self.progress = time.monotonic()
+        """When an operation of this link last completed (its monotonic clock)."""
         self.cancel = threading.Event()
         """Set by :meth:`ShuffleGroup.close`: every wait in flight ends (raising
         :class:`ShuffleClosed`) and the link counts as broken if one did."""
@@ -102,7 +104,7 @@ class Link:
         op's peer and what it does (``(peer, "sending")``)."""
         if not ops:
             return
-        self._usable(what)
+        self.check_usable(what)
         works = dist.batch_isend_irecv(ops)
         self.wait(list(zip(posted, works)), what)
 
@@ -122,10 +124,7 @@ class Link:
         return {k: self.seconds.get(k, 0.0) - before.get(k, 0.0) for k in keys}
 
     def check_usable(self, what: str) -> None:
-        """Raises if the link is broken, or a rank it watches died or this rank closed."""
-        self._usable(what)
-
-    def _usable(self, what: str) -> None:
+        """Raises if the link is broken, a rank it watches died, or this rank is closing."""
         if self.broken is not None:
             raise ShuffleError(f"rank {self.rank} cannot go on {what}: {self.broken}") from None
         if self.watch.failure is not None:
@@ -144,7 +143,7 @@ class Link:
         """Waits until every rank of the group reached its barrier (gloo's, posted as one
         asynchronous collective and watched like any other wait), at most ``limit`` seconds
         (then :class:`ShuffleTimeout`, the link left broken)."""
-        self._usable(what)
+        self.check_usable(what)
         work = dist.barrier(group=self.group, async_op=True)
         others = [p for p in range(len(self.ranks)) if p != self.rank]
         self._wait([((None, "in a barrier"), work)], what, others, time.monotonic() + limit)
@@ -163,6 +162,7 @@ class Link:
             except BaseException as e:
                 self.broken = e  # the waiter stays on the dead peer's operation
                 raise
+        self.progress = time.monotonic()
         if job.error is not None:
             i, e = job.error
             try:
@@ -182,8 +182,11 @@ class Link:
             raise self.broken from None
 
     def close(self) -> None:
-        """Ends the link's waiting thread (after the jobs queued, unless one is stuck)."""
+        """Ends the link's waiting thread (after the jobs queued; one stuck on an abandoned
+        operation stays, a daemon)."""
         self._waiter.close()
+        if self.broken is None:
+            self._waiter.join(1.0)
 
     def send_ints(self, peer: int, values: list, what: str, tag: int = DATA_TAG) -> None:
         """Sends a few int64 values to ``peer``."""
@@ -255,7 +258,7 @@ class Link:
             return None
         me = receivers.index(self.rank)
         buffer = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
-        self._usable(what)
+        self.check_usable(what)
         incoming = []
         for c in range(chunks):
             a, b = pieces(c)[me]

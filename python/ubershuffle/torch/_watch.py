@@ -129,8 +129,11 @@ class Watch:
         raise ShuffleTimeout(self._silent(verdict, what))
 
     def close(self) -> None:
-        """Stops the heartbeat and tells the other ranks that this one closed."""
+        """Stops the heartbeat (its thread ends before this returns, so no call of it into
+        the job's store outlives the group) and tells the other ranks that this one closed."""
         self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(5.0)
         try:
             with self._lock:
                 self._store.set(self._keys[self.rank], "closed")
@@ -180,3 +183,7 @@ class Waiter:
         """Ends the thread once the jobs queued before are done (a job stuck on a dead peer
         keeps it: it is a daemon)."""
         self._jobs.put(None)
+
+    def join(self, seconds: float) -> None:
+        """Waits at most ``seconds`` for the thread to end."""
+        self._thread.join(seconds)
