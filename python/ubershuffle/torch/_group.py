@@ -61,8 +61,11 @@ class ShuffleGroup(StoreSide):
       path and on a shared machine its CPU is the trainers'.
 
     Ranks and the world come from ``group`` (default: the initialised default group, as
-    torchrun makes it). The records travel on a group of the plane's own over the same ranks,
-    so DDP's collectives on ``group`` never interleave with them. A wait on a peer lasts as long
+    torchrun makes it). A ``group`` smaller than the world suits a job whose ranks outside it
+    make no group later together with those inside: torch names groups by a counter that the
+    plane's groups advance on the ranks inside only. The records travel on a group of the
+    plane's own over the same ranks, so DDP's collectives on ``group`` never interleave with
+    them. A wait on a peer lasts as long
     as the peer is alive, however long it trains: every rank beats every ``timeout / 10``
     seconds through the job's key-value store, and a rank silent for ``timeout`` seconds is
     named by every rank within ``timeout + timeout / 10`` seconds of its last beat
