@@ -65,10 +65,10 @@ class ShuffleGroup(StoreSide):
     make no group later together with those inside: torch names groups by a counter that the
     plane's groups advance on the ranks inside only. The records travel on a group of the
     plane's own over the same ranks, so DDP's collectives on ``group`` never interleave with
-    them. A wait on a peer lasts as long
-    as the peer is alive, however long it trains: every rank beats every ``timeout / 10``
-    seconds through the job's key-value store, and a rank silent for ``timeout`` seconds is
-    named by every rank within ``timeout + timeout / 10`` seconds of its last beat
+    them. A wait on a peer lasts as long as the peer is alive, however long it trains: every
+    rank beats every ``timeout / 10`` seconds through the job's key-value store, and a rank
+    silent for ``timeout`` seconds is named by every rank within ``timeout + timeout / 10``
+    seconds of its last beat
     (:class:`ShuffleTimeout`: raised by the ranks waiting on it, logged by the others and raised
     at their next :meth:`set_epoch`). At start every rank checks that the others were given the
     same settings and the same records (a sample of 256 records' bytes), before anything moves.
