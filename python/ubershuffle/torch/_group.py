@@ -507,9 +507,12 @@ class ShuffleGroup(StoreSide):
 
     def _from_store(self, missing: dict) -> Any:
         """The transfer in which the store sends training ranks the records they miss
-        (``missing``: by training rank; a training rank knows only its own). Only the store
-        sends, so each pair's rounds are the same in every rank's view."""
+        (``missing``: by training rank; a training rank knows only its own), the store reading
+        first from the source what it does not hold. Only the store sends, so each pair's
+        rounds are the same in every rank's view."""
         empty = np.zeros(0, dtype=np.int64)
+        if self.is_store:
+            self._ensure_held(np.concatenate([empty, *missing.values()]))
         holdings = self._by_group_rank([empty] * len(self._trainers))
         targets = self._by_group_rank([missing.get(place, empty) for place in range(len(self._trainers))])
         return _native.TransferCore(self._store._core, holdings, targets, self.rank, self._round_bytes)
