@@ -78,7 +78,7 @@ def main() -> None:
             sender = _native.CodedSendCore(now, store._core, segment, 64 << 20)
             seconds = time.perf_counter() - start
             for k in range(sender.rounds):
-                sender.encode_into(k, np.empty(sender.round_len(k), dtype=np.uint8))
+                sender.encode_into(k, np.empty(sum(sender.round_sizes(k)), dtype=np.uint8))
             f = sender.figures()
             sent = f["packets"] * segment
             rows.append(

@@ -158,23 +158,42 @@ def test_a_coded_delivery_decodes_at_every_rank_byte_for_byte(segment_bytes):
     figures = sender.figures()
     assert figures["packets"] < figures["uncoded_packets"]
     assert figures["data_bytes"] + figures["padding_bytes"] == figures["packets"] * segment_bytes
-    rounds = []
+    plan, plan_len, _ = sender.plan_bytes()
+    # Every round: the store's message to each rank, then the relay as one all-to-all.
+    messages = []
     for k in range(sender.rounds):
-        out = np.empty(sender.round_len(k), dtype=np.uint8)
+        sizes = sender.round_sizes(k)
+        out = np.empty(sum(sizes), dtype=np.uint8)
         sender.encode_into(k, out)
-        rounds.append(out)
+        ends = np.cumsum(sizes)
+        messages.append([out[e - s : e] for s, e in zip(sizes, ends)])
+    stores, receivers = [], []
     for r in range(3):
         store = RecordStore(source.offsets)
         source.load(store, now.targets()[r])
-        receiver = _native.CodedRecvCore(
-            now, nxt, sender.plan_bytes(), store._core, r, segment_bytes, 50 * segment_bytes
-        )
+        receiver = _native.CodedRecvCore(now, nxt, plan, plan_len, store._core, r, segment_bytes)
         assert receiver.rounds == sender.rounds
-        for k, buffer in enumerate(rounds):
-            receiver.decode(k, buffer)
+        stores.append(store)
+        receivers.append(receiver)
+    for k in range(sender.rounds):
+        relays = []
+        for r, receiver in enumerate(receivers):
+            sent, _ = receiver.relay_sizes(k)
+            out = np.empty(sum(sent), dtype=np.uint8)
+            receiver.pack_relay(k, messages[k][r], out)
+            starts = np.cumsum([0, *sent])
+            relays.append([out[starts[q] : starts[q + 1]] for q in range(3)])
+        assert [[len(x) for x in row] for row in relays] == sender.relay_matrix(k)
+        for r, receiver in enumerate(receivers):
+            from_peers = np.concatenate([relays[q][r] for q in range(3)])
+            receiver.decode(k, messages[k][r], from_peers)
+    for r, (store, receiver) in enumerate(zip(stores, receivers)):
         done = receiver.finish()
         for i in nxt.batch(r):
             assert store[int(i)].tobytes() == data[i], f"rank {r}, record {i}"
         assert list(done["new_records"]) == list(np.setdiff1d(nxt.batch(r), now.targets()[r]))
         store.close()
+    f = sender.figures()
+    assert f["unicast_packets"] + f["multicast_packets"] + f["unneeded_packets"] == f["packets"]
+    assert f["multicast_packets"] > 0, "alpha 0.5 codes: some packets serve several ranks"
     full.close()

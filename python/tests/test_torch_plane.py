@@ -106,12 +106,22 @@ def test_store_mode_codes_from_one_rank_to_the_others(tmp_path):
     for f in steps:
         assert f["packets"] < f["uncoded_packets"], "coding sends fewer packets than uncoded"
         assert f["data_bytes"] + f["padding_bytes"] == f["packets"] * f["segment_bytes"]
-        # The store's uplink carries every packet once (and the plan): pseudo-broadcast.
-        assert (
-            f["packets"] * f["segment_bytes"]
-            <= f["bytes_sent"]
-            <= 1.1 * f["packets"] * f["segment_bytes"] + 65536
-        )
+        # The store's uplink carries every packet a rank decodes from once, without its
+        # padding (and the plan and its routes besides).
+        sent = f["unicast_bytes"] + f["multicast_bytes"]
+        assert f["unicast_packets"] + f["multicast_packets"] + f["unneeded_packets"] == f["packets"]
+        assert sent <= f["data_bytes"] <= sent + f["unneeded_packets"] * f["segment_bytes"]
+        assert sent <= f["bytes_sent"] <= sent + 65536
+        assert sum(sum(r) for r in f["round_store_bytes"]) == sent
+    for e in ("1", "2"):
+        served = next(f for f in steps if f["epoch"] == int(e))
+        relay = np.sum(served["round_relay_bytes"], axis=0)
+        for place, t in enumerate(trainers):
+            f = t["figures"][e]
+            # A rank receives the packets it decodes from: its message from the store and the
+            # other ranks' pieces, nothing else.
+            got = sum(r[place] for r in served["round_store_bytes"]) + int(relay[:, place].sum())
+            assert got <= f["bytes_received"] <= got + 65536
 
 
 @pytest.mark.parametrize("mode", ["peer", "store"])

@@ -205,6 +205,11 @@ impl<S: DecodeStore> Decoder<S> {
         self.scheduled.len()
     }
 
+    /// The packets this worker needs (plan indices, increasing): its peeling schedule's.
+    pub fn needed(&self) -> Vec<u32> {
+        (0..self.by_seq.len() as u32).filter(|&t| self.by_seq[t as usize] != NOT_NEEDED).collect()
+    }
+
     /// Of the packets this worker needs, those that XOR several points.
     pub fn coded_packets_needed(&self) -> usize {
         self.scheduled.iter().filter(|s| s.parts.len() > 1).count()

@@ -40,6 +40,7 @@ pub use learner_spec::LearnerSpec;
 pub use master::{Master, RunReport};
 pub use metrics::{EpochMetrics, metrics_csv};
 pub use phases::{Phase, PhaseTimer};
+pub use routing::{Routes, route};
 pub use run_data::{RunData, ShuffledRecords, SizedRecords};
 pub use spec::{PreparedRun, RunSpec};
 pub use worker::{WorkerExit, WorkerOptions, WorkerSummary, run_worker, run_worker_with};

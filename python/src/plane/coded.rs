@@ -1,63 +1,69 @@
 //! Coded delivery from a store rank, in rounds: the store plans the next epoch over segments
-//! ([`plan_segment_epoch`]) and encodes each round's packets into a caller's buffer; a
-//! training rank decodes each round's buffer into its record store with the one decoder
-//! ([`Decoder`] over a [`SegmentTarget`]). Round `k` is the packets `k P .. (k + 1) P` of the
-//! plan, `P` the packets that fit in the round's bytes, so both ends know every round's size
-//! from the plan alone.
+//! ([`plan_segment_epoch`]), routes it ([`route`]: which training ranks decode from each
+//! packet) and encodes each round's messages into a caller's buffer; a training rank relays its
+//! pieces and decodes its packets into its record store with the one decoder ([`Decoder`] over
+//! a [`SegmentTarget`]). The round layout, who receives what and the relay's messages are the
+//! runtime's [`StoreRounds`]: a packet one rank decodes goes to it alone; a packet several
+//! decode goes in pieces among them. The store sends the table with the plan, so every
+//! training rank lays out the same rounds.
 
 use std::sync::Arc;
 
 use ubershuffle_codes::{Decoder, SegmentEncoder, SegmentTarget, Segmentation};
 use ubershuffle_core::Plan;
-use ubershuffle_runtime::exchange::{SegmentEpoch, plan_segment_epoch};
+use ubershuffle_runtime::exchange::{SegmentEpoch, StoreRounds, plan_segment_epoch};
+use ubershuffle_runtime::route;
 
 use crate::errors::{Failure, Outcome, bad, one_line};
 use crate::sampler::SamplerCore;
 use crate::store::{MappedStore, SharedStore};
 
-/// Packets per round for segments of `segment_bytes` in rounds of `round_bytes`.
+/// The most bytes of packets in one round on the wire: small enough that the store's next
+/// round travels while the training ranks relay this one (the pipeline fills in one round),
+/// large enough that a round's fixed costs stay small beside its bytes.
+pub const WIRE_ROUND_BYTES: u64 = 1 << 20;
+
+/// Packets per round for segments of `segment_bytes` in rounds of at most `round_bytes`
+/// (and [`WIRE_ROUND_BYTES`]).
 pub fn packets_per_round(segment_bytes: usize, round_bytes: u64) -> usize {
-    (round_bytes / segment_bytes.max(1) as u64).max(1) as usize
+    (round_bytes.min(WIRE_ROUND_BYTES) / segment_bytes.max(1) as u64).max(1) as usize
 }
 
-/// The packets of round `k` of a plan of `packets` packets.
-pub fn round_range(packets: usize, per_round: usize, k: usize) -> std::ops::Range<usize> {
-    let start = (k * per_round).min(packets);
-    start..(start + per_round).min(packets)
+/// Per packet of `plan`, the bytes it travels with: its longest real part (the rest is zero
+/// padding, not sent).
+fn travelling_lengths(plan: &Plan, segmentation: &Segmentation) -> Vec<u32> {
+    plan.iter().map(|t| t.iter().map(|p| segmentation.real_bytes(p.point)).max().unwrap_or(0) as u32).collect()
 }
 
 /// The store rank's side of one epoch.
 pub struct CodedSend {
     pub epoch: SegmentEpoch,
     pub segmentation: Arc<Segmentation>,
-    pub per_round: usize,
+    pub rounds: StoreRounds,
 }
 
 impl CodedSend {
-    /// Plans the epoch after `now`'s (which must be a step of its chain).
+    /// Plans and routes the epoch after `now`'s (which must be a step of its chain).
     pub fn plan(now: &SamplerCore, segmentation: Arc<Segmentation>, round_bytes: u64) -> Outcome<CodedSend> {
         let (drawn, planner, candidates) = now
             .draw_next()?
             .ok_or_else(|| bad("the next epoch starts a new chain: nothing is cached for it"))?;
         let epoch = plan_segment_epoch(drawn, planner.as_ref(), candidates, &segmentation)
             .map_err(|e| Failure::Internal(one_line(&e)))?;
-        let per_round = packets_per_round(segmentation.segment_bytes(), round_bytes);
-        Ok(CodedSend { epoch, segmentation, per_round })
+        let routes = route(&epoch.segments, &epoch.plan).map_err(|e| Failure::Internal(one_line(&e)))?;
+        let width = segmentation.segment_bytes();
+        let lengths = travelling_lengths(&epoch.plan, &segmentation);
+        let rounds = StoreRounds::from_routes(&routes, lengths, width, packets_per_round(width, round_bytes))
+            .map_err(|e| Failure::Internal(one_line(&e)))?;
+        Ok(CodedSend { epoch, segmentation, rounds })
     }
 
-    /// Number of rounds.
-    pub fn rounds(&self) -> usize {
-        self.epoch.plan.len().div_ceil(self.per_round)
-    }
-
-    /// The records whose segments the plan's packets carry (what the store must hold to
+    /// The records whose segments the sent packets carry (what the store must hold to
     /// encode them), sorted.
     pub fn records(&self) -> Vec<u32> {
-        let mut ids: Vec<u32> = self
-            .epoch
-            .plan
-            .iter()
-            .flatten()
+        let mut ids: Vec<u32> = (0..self.epoch.plan.len())
+            .filter(|&t| !self.rounds.receivers_of(t).is_empty())
+            .flat_map(|t| self.epoch.plan.transmission(t))
             .filter_map(|part| self.segmentation.record_of(part.point).map(|(record, _)| record))
             .collect();
         ids.sort_unstable();
@@ -65,85 +71,87 @@ impl CodedSend {
         ids
     }
 
-    /// Encodes round `k`'s packets from `store` into `out` (exactly the round's bytes).
+    /// Encodes round `k`'s messages from `store` into `out`: every training rank's, in rank
+    /// order (exactly [`StoreRounds::store_sizes`]'s bytes).
     pub fn encode_into(&self, store: &MappedStore, k: usize, out: &mut [u8]) -> Outcome<()> {
-        let seqs = round_range(self.epoch.plan.len(), self.per_round, k);
-        let width = self.segmentation.segment_bytes();
-        if out.len() != seqs.len() * width {
-            return Err(bad(format!(
-                "round {k} needs {} bytes, the buffer has {}",
-                seqs.len() * width,
-                out.len()
-            )));
-        }
         let encoder = SegmentEncoder::new(&self.epoch.plan, &self.segmentation, store)
             .map_err(|e| bad(one_line(&e)))?;
-        for (seq, chunk) in seqs.zip(out.chunks_exact_mut(width)) {
-            encoder.encode_into(seq, chunk).map_err(|e| bad(one_line(&e)))?;
-        }
-        Ok(())
+        self.rounds
+            .pack_store(k, out, |t, packet| encoder.encode_into(t, packet))
+            .map_err(|e| bad(one_line(&e)))?
+            .map_err(|e| bad(one_line(&e)))
     }
 }
 
-/// A training rank's side of one epoch: its decoder, kept across rounds.
+/// A training rank's side of one epoch: its decoder, kept across rounds, and the rounds'
+/// layout.
 pub struct CodedReceive {
     pub decoder: Decoder<SegmentTarget<SharedStore>>,
-    pub packets: usize,
-    pub per_round: usize,
-    pub width: usize,
+    pub rounds: StoreRounds,
+    pub rank: usize,
     pub new_records: Vec<u32>,
     pub padding_bytes: u64,
 }
 
 impl CodedReceive {
     /// The decoder of `rank` for `plan` (the store's, over `segmentation`), from the rank's
-    /// target in `now` (its cache) to its batch in `next`.
+    /// target in `now` (its cache) to its batch in `next`; `table`: the store's
+    /// [`StoreRounds`] in wire form, checked against the packets this rank's decoder needs.
     pub fn new(
         now: &SamplerCore,
         next: &SamplerCore,
         plan: Plan,
+        table: &[u8],
         segmentation: Arc<Segmentation>,
         store: SharedStore,
         rank: usize,
-        round_bytes: u64,
     ) -> Outcome<CodedReceive> {
         let cache = now.targets().into_iter().nth(rank).ok_or_else(|| bad(format!("no rank {rank}")))?;
         let batch = next.batches().into_iter().nth(rank).ok_or_else(|| bad(format!("no rank {rank}")))?;
+        let ranks = now.targets().len();
         let wanted: Vec<u32> = batch.into_iter().filter(|id| cache.binary_search(id).is_err()).collect();
         let wanted_segments = segmentation.expand(&wanted);
         let known = segmentation.expand(&cache);
         let width = segmentation.segment_bytes();
-        let packets = plan.len();
+        let rounds = StoreRounds::from_bytes(table, ranks, width, plan.len())
+            .map_err(|e| Failure::Internal(format!("the store's routes: {}", one_line(&e))))?;
         let padding_bytes = segmentation.padding_of(&plan);
         // Their pages first: a full file system is an error here, not SIGBUS mid-decoding.
         crate::store::locked(&store.0).reserve_all(&wanted)?;
         let target = SegmentTarget::new(Arc::clone(&segmentation), store, &cache, &wanted);
         let decoder = Decoder::over(rank, &plan, target, known, wanted_segments)
             .map_err(|e| Failure::Internal(format!("the store's plan: {}", one_line(&e))))?;
-        let per_round = packets_per_round(width, round_bytes);
-        Ok(CodedReceive { decoder, packets, per_round, width, new_records: wanted, padding_bytes })
-    }
-
-    /// Number of rounds.
-    pub fn rounds(&self) -> usize {
-        self.packets.div_ceil(self.per_round)
-    }
-
-    /// Decodes round `k`'s packets from `buffer`.
-    pub fn decode(&mut self, k: usize, buffer: &[u8]) -> Outcome<()> {
-        let seqs = round_range(self.packets, self.per_round, k);
-        if buffer.len() != seqs.len() * self.width {
-            return Err(bad(format!(
-                "round {k} carries {} bytes, the buffer has {}",
-                seqs.len() * self.width,
-                buffer.len()
+        let lengths = travelling_lengths(&plan, &segmentation);
+        if let Some(t) = (0..plan.len()).find(|&t| rounds.length(t) != lengths[t] as usize) {
+            return Err(Failure::Internal(format!(
+                "the store's routes send packet {t} with {} bytes, its parts fill {}",
+                rounds.length(t),
+                lengths[t]
             )));
         }
-        for (seq, payload) in seqs.zip(buffer.chunks_exact(self.width)) {
-            self.decoder
-                .receive_indexed(seq as u32, payload)
-                .map_err(|e| Failure::Internal(format!("decoding packet {seq}: {}", one_line(&e))))?;
+        let routed = rounds.needs(rank);
+        if let Some(t) = decoder.needed().into_iter().find(|t| routed.binary_search(t).is_err()) {
+            return Err(Failure::Internal(format!(
+                "the store's routes do not send packet {t} to rank {rank}, which decodes from it"
+            )));
         }
-        Ok(())
+        Ok(CodedReceive { decoder, rounds, rank, new_records: wanted, padding_bytes })
+    }
+
+    /// Writes this rank's relay of round `k` into `out` from the store's message.
+    pub fn pack_relay(&self, k: usize, from_store: &[u8], out: &mut [u8]) -> Outcome<()> {
+        self.rounds.pack_relay(k, self.rank, from_store, out).map_err(|e| bad(one_line(&e)))
+    }
+
+    /// Decodes round `k`'s packets from the store's message and the relay's bytes.
+    pub fn decode(&mut self, k: usize, from_store: &[u8], from_peers: &[u8]) -> Outcome<()> {
+        let decoder = &mut self.decoder;
+        self.rounds
+            .assemble(k, self.rank, from_store, from_peers, |t, packet| {
+                decoder
+                    .receive_indexed(t as u32, packet)
+                    .map_err(|e| Failure::Internal(format!("decoding packet {t}: {}", one_line(&e))))
+            })
+            .map_err(|e| bad(one_line(&e)))?
     }
 }

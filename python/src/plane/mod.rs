@@ -19,7 +19,7 @@ use ubershuffle_core::wire::{decode_plan, encode_plan};
 use crate::errors::{Failure, Outcome, bad, guarded, one_line};
 use crate::sampler::SamplerCore;
 use crate::store::{MappedStore, SharedStore, StoreCore, ids_array, ids_from, locked};
-use coded::{CodedReceive, CodedSend, round_range};
+use coded::{CodedReceive, CodedSend};
 use liveness::{CLOSED, Liveness, Verdict};
 use transfer::{Holding, Transfer};
 
@@ -170,8 +170,8 @@ pub struct CodedSendCore {
 
 #[pymethods]
 impl CodedSendCore {
-    /// Plans the epoch after `now`'s over segments of `segment_bytes`, in rounds of
-    /// `round_bytes`, to be encoded from `store` (which holds every record).
+    /// Plans and routes the epoch after `now`'s over segments of `segment_bytes`, in rounds of
+    /// at most `round_bytes`, to be encoded from `store` (which holds every record).
     #[new]
     fn py_new(
         py: Python<'_>,
@@ -190,31 +190,41 @@ impl CodedSendCore {
         Ok(CodedSendCore { send, store: shared })
     }
 
-    /// The plan as bytes (the workspace's plan wire form), for the training ranks.
-    fn plan_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<u8>>> {
-        let bytes = encode_plan(&self.send.epoch.plan).map_err(|e| Failure::Internal(one_line(&e)))?;
-        Ok(bytes.into_pyarray(py))
+    /// The plan and its routes as bytes, for the training ranks: the workspace's plan wire
+    /// form, then the table of receivers ([`ubershuffle_runtime::exchange::StoreRounds`]);
+    /// `(plan_len, table_len)` says where one ends.
+    fn plan_bytes<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyArray1<u8>>, usize, usize)> {
+        let mut bytes = encode_plan(&self.send.epoch.plan).map_err(|e| Failure::Internal(one_line(&e)))?;
+        let plan_len = bytes.len();
+        let table = self.send.rounds.to_bytes();
+        let table_len = table.len();
+        bytes.extend_from_slice(&table);
+        Ok((bytes.into_pyarray(py), plan_len, table_len))
     }
 
     /// Number of rounds.
     #[getter]
     fn rounds(&self) -> usize {
-        self.send.rounds()
+        self.send.rounds.rounds()
     }
 
-    /// Round `k`'s bytes.
-    fn round_len(&self, k: usize) -> usize {
-        round_range(self.send.epoch.plan.len(), self.send.per_round, k).len()
-            * self.send.segmentation.segment_bytes()
+    /// Round `k`'s bytes to each training rank, in rank order.
+    fn round_sizes(&self, k: usize) -> Vec<u64> {
+        self.send.rounds.store_sizes(k)
     }
 
-    /// The records the plan's packets carry, sorted (int64): what the store must hold before
+    /// Round `k`'s relay among the training ranks: bytes from rank `i` to rank `j`, `[i][j]`.
+    fn relay_matrix(&self, k: usize) -> Vec<Vec<u64>> {
+        self.send.rounds.relay_matrix(k)
+    }
+
+    /// The records the sent packets carry, sorted (int64): what the store must hold before
     /// the first round is encoded.
     fn records<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
         ids_array(py, &self.send.records())
     }
 
-    /// Encodes round `k` into `out`.
+    /// Encodes round `k`'s messages into `out` (every training rank's, in rank order).
     fn encode_into(&self, py: Python<'_>, k: usize, mut out: PyReadwriteArray1<'_, u8>) -> PyResult<()> {
         let out = out.as_slice_mut()?;
         let (send, store) = (&self.send, &self.store);
@@ -222,11 +232,13 @@ impl CodedSendCore {
     }
 
     /// The plan's figures: packets, coded packets, the uncoded count on segments and on
-    /// records, padding and data bytes, the segment size and the scheme that made it.
+    /// records, padding and data bytes, the segment size, the scheme that made it, and how the
+    /// packets travel (unicast, multicast among their receivers, or not at all).
     fn figures<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let e = &self.send.epoch;
         let d = PyDict::new(py);
         let width = self.send.segmentation.segment_bytes() as u64;
+        let routes = self.send.rounds.figures();
         d.set_item("epoch", e.epoch)?;
         d.set_item("packets", e.plan.len())?;
         d.set_item("coded_packets", e.plan.iter().filter(|t| t.len() > 1).count())?;
@@ -236,6 +248,11 @@ impl CodedSendCore {
         d.set_item("data_bytes", e.plan.len() as u64 * width - e.padding_bytes)?;
         d.set_item("segment_bytes", width)?;
         d.set_item("made_by", &e.made_by)?;
+        d.set_item("unicast_packets", routes.unicast_packets)?;
+        d.set_item("multicast_packets", routes.multicast_packets)?;
+        d.set_item("unneeded_packets", routes.unneeded_packets)?;
+        d.set_item("unicast_bytes", routes.unicast_bytes)?;
+        d.set_item("multicast_bytes", routes.multicast_bytes)?;
         Ok(d)
     }
 }
@@ -248,8 +265,8 @@ pub struct CodedRecvCore {
 
 #[pymethods]
 impl CodedRecvCore {
-    /// The decoder of `rank` for the store's `plan` (bytes), from its cache in `now` to its
-    /// batch in `next`, into `store`.
+    /// The decoder of `rank` for the store's plan and routes (`plan_bytes`' bytes, the plan's
+    /// first `plan_len`), from its cache in `now` to its batch in `next`, into `store`.
     #[new]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
@@ -257,19 +274,22 @@ impl CodedRecvCore {
         now: PyRef<'_, SamplerCore>,
         next: PyRef<'_, SamplerCore>,
         plan: PyReadonlyArray1<'_, u8>,
+        plan_len: usize,
         store: PyRef<'_, StoreCore>,
         rank: usize,
         segment_bytes: usize,
-        round_bytes: u64,
     ) -> PyResult<Self> {
-        let plan = plan.as_slice()?;
+        let bytes = plan.as_slice()?;
         let shared = store.shared();
         let (now, next) = (&*now, &*next);
         let receive = guarded(py, move || {
+            let (plan, table) = bytes.split_at_checked(plan_len).ok_or_else(|| {
+                Failure::Internal(format!("the store's plan of {plan_len} bytes came in {}", bytes.len()))
+            })?;
             let plan = decode_plan(plan)
                 .map_err(|e| Failure::Internal(format!("the store's plan: {}", one_line(&e))))?;
             let seg = segmentation(&locked(&shared), segment_bytes)?;
-            CodedReceive::new(now, next, plan, seg, SharedStore(shared), rank, round_bytes)
+            CodedReceive::new(now, next, plan, table, seg, SharedStore(shared), rank)
         })?;
         Ok(CodedRecvCore { receive: Mutex::new(receive) })
     }
@@ -277,20 +297,51 @@ impl CodedRecvCore {
     /// Number of rounds.
     #[getter]
     fn rounds(&self) -> usize {
-        self.lock().rounds()
+        self.lock().rounds.rounds()
     }
 
-    /// Round `k`'s bytes.
-    fn round_len(&self, k: usize) -> usize {
+    /// Round `k`'s bytes from the store to this rank.
+    fn store_len(&self, k: usize) -> u64 {
         let r = self.lock();
-        round_range(r.packets, r.per_round, k).len() * r.width
+        r.rounds.store_sizes(k).get(r.rank).copied().unwrap_or(0)
     }
 
-    /// Decodes round `k` from `buffer` into the store.
-    fn decode(&self, py: Python<'_>, k: usize, buffer: PyReadonlyArray1<'_, u8>) -> PyResult<()> {
-        let buffer = buffer.as_slice()?;
+    /// Whether round `k` has a relay (every training rank then takes part in it).
+    fn has_relay(&self, k: usize) -> bool {
+        self.lock().rounds.has_relay(k)
+    }
+
+    /// Round `k`'s relay at this rank: `(sent, received)`, bytes to and from each training rank.
+    fn relay_sizes(&self, k: usize) -> (Vec<u64>, Vec<u64>) {
+        let r = self.lock();
+        r.rounds.relay_sizes(k, r.rank)
+    }
+
+    /// Writes this rank's relay of round `k` into `out` (every other rank's bytes in rank
+    /// order) from `from_store`, the store's message of that round.
+    fn pack_relay(
+        &self,
+        py: Python<'_>,
+        k: usize,
+        from_store: PyReadonlyArray1<'_, u8>,
+        mut out: PyReadwriteArray1<'_, u8>,
+    ) -> PyResult<()> {
+        let (from_store, out) = (from_store.as_slice()?, out.as_slice_mut()?);
         let receive = &self.receive;
-        guarded(py, move || receive.lock().unwrap_or_else(|p| p.into_inner()).decode(k, buffer))
+        guarded(py, move || lock(receive).pack_relay(k, from_store, out))
+    }
+
+    /// Decodes round `k` into the store from the store's message and the relay's bytes.
+    fn decode(
+        &self,
+        py: Python<'_>,
+        k: usize,
+        from_store: PyReadonlyArray1<'_, u8>,
+        from_peers: PyReadonlyArray1<'_, u8>,
+    ) -> PyResult<()> {
+        let (from_store, from_peers) = (from_store.as_slice()?, from_peers.as_slice()?);
+        let receive = &self.receive;
+        guarded(py, move || lock(receive).decode(k, from_store, from_peers))
     }
 
     /// After the last round: the packets this rank needed (and the coded ones), the records it
@@ -316,8 +367,13 @@ impl CodedRecvCore {
 
 impl CodedRecvCore {
     fn lock(&self) -> std::sync::MutexGuard<'_, CodedReceive> {
-        self.receive.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.receive)
     }
+}
+
+/// A receiver's state, whoever panicked holding it.
+fn lock(receive: &Mutex<CodedReceive>) -> std::sync::MutexGuard<'_, CodedReceive> {
+    receive.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A rank's view of who in its group is alive (see [`liveness`]): heartbeats in as the raw

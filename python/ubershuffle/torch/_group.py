@@ -3,6 +3,7 @@ overlapped with the epoch before it."""
 
 from __future__ import annotations
 
+import collections
 import os
 import threading
 import time
@@ -24,6 +25,8 @@ from ._serve import StoreSide
 from ._setup import check_contents, check_settings, device_of, link_over, new_group
 from ._watch import ShuffleTimeout
 
+ROUNDS_AHEAD = 2
+"""Rounds of a coded delivery whose receives a training rank posts ahead."""
 CLOSE_WAIT = 10.0
 """Seconds :meth:`ShuffleGroup.close` lets a delivery in flight run on, and then waits for the
 other ranks to close too (at the end of a job they close together), at the most."""
@@ -180,9 +183,15 @@ class ShuffleGroup(StoreSide):
                 # every rank and the groups made after this one (a validation set's, a library's)
                 # match: the store makes one of itself alone.
                 trainers = [self._ranks[r] for r in self._trainers]
-                made = new_group([self._ranks[self.rank]] if self.is_store else trainers, None, None)
+                alone = [self._ranks[self.rank]]
+                made = new_group(alone if self.is_store else trainers, None, None)
                 self._made.append(made)
                 self.train_group = None if self.is_store else made
+                # The relay's collectives run on a group of their own (DDP's on train_group
+                # run beside them, from another thread).
+                relay = new_group(alone if self.is_store else trainers, backend, self.timeout)
+                self._made.append(relay)
+                self._link.relay_group = None if self.is_store else relay
             offsets = self._agree_on_index()
             check_contents(self._link, self._source, offsets, seed)
             self.segment_bytes = (
@@ -517,6 +526,12 @@ class ShuffleGroup(StoreSide):
         targets = self._by_group_rank([missing.get(place, empty) for place in range(len(self._trainers))])
         return _native.TransferCore(self._store._core, holdings, targets, self.rank, self._round_bytes)
 
+    def _record_bytes(self, ids: Any) -> int:
+        """The bytes of the records ``ids`` (their own sizes)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        offsets = self._store.offsets
+        return int((offsets[ids + 1] - offsets[ids]).sum())
+
     def _run_transfer(self, transfer: Any, what: str) -> dict:
         """Sends and receives a transfer's rounds, then reads from the source what no rank held."""
         sent0, got0 = self._link.bytes_sent, self._link.bytes_received
@@ -543,6 +558,7 @@ class ShuffleGroup(StoreSide):
             "bytes_sent": self._link.bytes_sent - sent0,
             "bytes_received": self._link.bytes_received - got0,
             "records_received": int(f["records_received"]),
+            "record_bytes_received": int(f["bytes_received"]),
             "source_records": int(len(source)),
             "source_bytes": int(source_bytes),
             "padding_bytes": 0,
@@ -605,41 +621,69 @@ class ShuffleGroup(StoreSide):
         self._link.send_ints(self.source_rank, values, "a request to the store", CONTROL_TAG)
 
     def _receive_step(self, now: Any, nxt: Any, epoch: int) -> dict:
-        """A training rank's side of the store's delivery of ``epoch``."""
+        """A training rank's side of the store's delivery of ``epoch``: the plan and its routes,
+        then per round the store's message to this rank and, where the round has packets for
+        several ranks, the relay among the training ranks (one all-to-all); each round decoded
+        while the store's next ones arrive (their receives posted ahead)."""
         link, store = self._link, self.source_rank
         sent0, got0 = link.bytes_sent, link.bytes_received
         timers = dict(link.seconds)
+        cpu = time.thread_time()
         asked = time.perf_counter()
         self._control(STEP, epoch)
-        kind, plan_len = (int(v) for v in link.recv_ints(store, 2, f"the store's answer for epoch {epoch}"))
+        kind, total, plan_len = (
+            int(v) for v in link.recv_ints(store, 3, f"the store's answer for epoch {epoch}")
+        )
         answer_wait = time.perf_counter() - asked
         if kind == WHOLE:
             me = self._me()
             missing = {me: np.setdiff1d(nxt.targets()[me], now.targets()[me])}
             return self._run_transfer(self._from_store(missing), f"epoch {epoch}'s delivery")
-        plan = link.scatter_gather(store, self._trainers, None, plan_len, f"the plan of epoch {epoch}")
+        plan = link.scatter_allgather(store, self._trainers, None, total, f"the plan of epoch {epoch}")
         decoding = time.perf_counter()
         receiver = _native.CodedRecvCore(
-            now, nxt, plan, self._store._core, self._me(), self.segment_bytes, self._round_bytes
+            now, nxt, plan, plan_len, self._store._core, self._me(), self.segment_bytes
         )
         decode = time.perf_counter() - decoding
-        for k in range(receiver.rounds):
-            data = link.scatter_gather(
-                store, self._trainers, None, receiver.round_len(k), f"round {k} of epoch {epoch}"
-            )
+        rounds = receiver.rounds
+        what = f"epoch {epoch}'s delivery"
+        posted = collections.deque(
+            link.irecv(store, receiver.store_len(k), f"round {k} of {what}")
+            for k in range(min(ROUNDS_AHEAD, rounds))
+        )
+        scatter = 0.0
+        for k in range(rounds):
+            waiting = time.perf_counter()
+            buffer, works = posted.popleft()
+            link.wait(works, f"round {k} of {what} from the store")
+            scatter += time.perf_counter() - waiting
+            if k + ROUNDS_AHEAD < rounds:
+                j = k + ROUNDS_AHEAD
+                posted.append(link.irecv(store, receiver.store_len(j), f"round {j} of {what}"))
+            from_store = buffer.cpu().numpy()
+            from_peers = np.zeros(0, dtype=np.uint8)
+            if receiver.has_relay(k):
+                sent, received = receiver.relay_sizes(k)
+                out = np.empty(int(sum(sent)), dtype=np.uint8)
+                receiver.pack_relay(k, from_store, out)
+                from_peers = link.relay(self._trainers, out, sent, received, f"the relay of round {k} of {what}")
             decoding = time.perf_counter()
-            receiver.decode(k, data)
+            receiver.decode(k, from_store, from_peers)
             decode += time.perf_counter() - decoding
+        link.tally("scatter_seconds", scatter)
         decoding = time.perf_counter()
         done = receiver.finish()
         decode += time.perf_counter() - decoding
+        new_records = done["new_records"]
         return {
             "answer_wait_seconds": answer_wait,
             "decode_seconds": decode,
             **link.seconds_since(timers),
+            "thread_cpu_seconds": time.thread_time() - cpu,
             "bytes_sent": link.bytes_sent - sent0,
             "bytes_received": link.bytes_received - got0,
-            "records_received": len(done["new_records"]),
+            "records_received": len(new_records),
+            "record_bytes_received": self._record_bytes(new_records),
             "source_records": 0,
             "source_bytes": 0,
             "padding_bytes": int(done["padding_bytes"]),

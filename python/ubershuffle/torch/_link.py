@@ -30,8 +30,6 @@ DATA_TAG = 0
 """The tag of records and packets."""
 CONTROL_TAG = 1
 """The tag of a training rank's requests to the store."""
-CHUNK_BYTES = 1 << 20
-"""Bytes per chunk of :meth:`Link.scatter_gather`'s pipeline."""
 SLICE_SECONDS = 0.05
 """How often a waiting rank looks at its peers' liveness and its own closing."""
 
@@ -62,10 +60,12 @@ class Link:
         """Payload bytes this link has sent."""
         self.bytes_received = 0
         """Payload bytes this link has received."""
+        self.relay_group: dist.ProcessGroup | None = None
+        """A group of the training ranks alone (store mode), for the relay's collectives."""
         self.seconds: dict = {}
         """Seconds spent, by what (``gloo_wait_seconds``: waiting on posted operations;
-        ``scatter_seconds`` and ``relay_seconds``: the two halves of :meth:`scatter_gather`,
-        copies included), summed over the link's life; a delivery reports the difference."""
+        ``scatter_seconds``: waiting for the store's messages; ``relay_seconds``: the relay's
+        all-to-alls), summed over the link's life; a delivery reports the difference."""
 
     def tally(self, key: str, seconds: float) -> None:
         """Adds ``seconds`` to ``self.seconds[key]``."""
@@ -211,91 +211,85 @@ class Link:
             what,
         )
 
-    def scatter_gather(
-        self,
-        source: int,
-        receivers: list,
-        data: np.ndarray | None,
-        nbytes: int,
-        what: str,
-        chunk_bytes: int = CHUNK_BYTES,
-    ) -> np.ndarray | None:
-        """The UberShuffle paper's pseudo-broadcast (Section 3.1, Van de Geijn's): ``source``
-        cuts ``data`` (``nbytes``) into one piece per receiver and sends piece ``i`` to
-        ``receivers[i]``; the receivers then give each other their pieces. The source's uplink
-        carries the data once, each receiver's about once. Returns the whole data at a
-        receiver, ``None`` at the source.
+    def post(self, ops: list, posted: list, what: str) -> list:
+        """Posts ``ops`` (``dist.P2POp``s) together without waiting; returns what
+        :meth:`wait` takes (``posted`` names each op's peer and what it does)."""
+        if not ops:
+            return []
+        self.check_usable(what)
+        return list(zip(posted, dist.batch_isend_irecv(ops)))
 
-        Pipelined: the data goes in chunks of about ``chunk_bytes``, the source sending every
-        chunk's pieces at once (its uplink never idles) while the receivers relay the chunks
-        they have, each in ``m - 1`` shifts: at shift ``s`` receiver ``i`` sends its piece to
-        receiver ``i + s`` and receives from ``i - s``, so every link carries one piece at a
-        time (sending to every other receiver at once makes ``m - 1`` flows converge on each
-        downlink). Pieces land in place: no copies at either end."""
-        m = len(receivers)
-        chunks = max(1, -(-nbytes // max(int(chunk_bytes), 1)))
-        per_chunk = -(-nbytes // chunks)
+    def irecv(self, peer: int, nbytes: int, what: str) -> tuple:
+        """Posts the receive of ``nbytes`` from ``peer``: ``(buffer, posted)``, ``posted`` for
+        :meth:`wait` (empty when nothing comes)."""
+        buffer = torch.empty(int(nbytes), dtype=torch.uint8, device=self.device)
+        if not nbytes:
+            return buffer, []
+        self.bytes_received += int(nbytes)
+        op = dist.P2POp(dist.irecv, buffer, group=self.group, tag=DATA_TAG, group_peer=peer)
+        return buffer, self.post([op], [(peer, "receiving")], what)
 
-        def pieces(c: int) -> list:
-            lo, hi = min(c * per_chunk, nbytes), min((c + 1) * per_chunk, nbytes)
-            p = -(-(hi - lo) // m) if m else 0
-            return [(min(lo + i * p, hi), min(lo + (i + 1) * p, hi)) for i in range(m)]
+    def isends(self, messages: Mapping, what: str) -> list:
+        """Posts the sends of ``messages[peer]`` (uint8 numpy arrays; empty ones skipped)."""
+        ops, posted = [], []
+        for peer, array in messages.items():
+            if len(array):
+                self.bytes_sent += int(array.nbytes)
+                ops.append(
+                    dist.P2POp(dist.isend, self._wire(array), group=self.group, tag=DATA_TAG, group_peer=peer)
+                )
+                posted.append((peer, "sending"))
+        return self.post(ops, posted, what)
 
+    def relay(self, receivers: list, data: np.ndarray, sent: list, received: list, what: str) -> np.ndarray:
+        """One all-to-all among ``receivers`` (group ranks; :attr:`relay_group`, of them alone):
+        sends ``data``, ``sent[i]`` bytes of it to ``receivers[i]`` in order, and returns what
+        every one sent here, ``received[i]`` bytes from ``receivers[i]``, in order. Native code
+        moves it (gloo's pairwise all-to-all, NCCL's), watched like any wait."""
+        out = torch.empty(int(sum(received)), dtype=torch.uint8, device=self.device)
+        self.check_usable(what)
         start = time.perf_counter()
-        group = self.group
+        work = dist.all_to_all_single(
+            out,
+            self._wire(data),
+            output_split_sizes=[int(x) for x in received],
+            input_split_sizes=[int(x) for x in sent],
+            group=self.relay_group,
+            async_op=True,
+        )
+        self.bytes_sent += int(sum(sent))
+        self.bytes_received += int(sum(received))
+        others = [r for r in receivers if r != self.rank]
+        self.wait([((None, "in the relay"), work)], what, others)
+        self.tally("relay_seconds", time.perf_counter() - start)
+        return out.cpu().numpy()
+
+    def scatter_allgather(
+        self, source: int, receivers: list, data: np.ndarray | None, nbytes: int, what: str
+    ) -> np.ndarray | None:
+        """The UberShuffle paper's pseudo-broadcast (Section 3.1) of a few bytes (a plan):
+        ``source`` sends one piece to each of ``receivers`` (group ranks, in order), which then
+        all-gather the pieces (one collective on :attr:`relay_group`). Returns the whole data
+        at a receiver, ``None`` at the source."""
+        m = len(receivers)
+        piece = -(-nbytes // m) if m else 0
         if self.rank == source:
             assert data is not None and len(data) == nbytes
-            wire = self._wire(data)
-            ops, posted = [], []
-            for c in range(chunks):
-                for r, (a, b) in zip(receivers, pieces(c)):
-                    if b > a:
-                        self.bytes_sent += b - a
-                        ops.append(dist.P2POp(dist.isend, wire[a:b], group=group, tag=DATA_TAG, group_peer=r))
-                        posted.append((r, "sending"))
-            self.run(ops, posted, what)
-            self.tally("scatter_seconds", time.perf_counter() - start)
+            padded = np.zeros(piece * m, dtype=np.uint8)
+            padded[:nbytes] = data
+            self.wait(
+                self.isends({r: padded[i * piece : (i + 1) * piece] for i, r in enumerate(receivers)}, what),
+                what,
+            )
             return None
-        me = receivers.index(self.rank)
-        buffer = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
+        mine, posted = self.irecv(source, piece, what)
+        self.wait(posted, f"{what} from the store")
+        if m == 1:
+            return mine.cpu().numpy()[:nbytes]
+        whole = torch.empty(piece * m, dtype=torch.uint8, device=self.device)
         self.check_usable(what)
-        incoming = []
-        for c in range(chunks):
-            a, b = pieces(c)[me]
-            work = None
-            if b > a:
-                work = dist.irecv(buffer[a:b], group=group, tag=DATA_TAG, group_src=source)
-            incoming.append(work)
-        scatter = relay = 0.0
-        for c in range(chunks):
-            t = time.perf_counter()
-            bounds = pieces(c)
-            a, b = bounds[me]
-            if incoming[c] is not None:
-                self.wait([((source, "receiving"), incoming[c])], f"{what} from the store")
-                self.bytes_received += b - a
-            t2 = time.perf_counter()
-            scatter += t2 - t
-            for shift in range(1, m):
-                to, frm = (me + shift) % m, (me - shift) % m
-                ops, posted = [], []
-                if b > a:
-                    self.bytes_sent += b - a
-                    peer = receivers[to]
-                    ops.append(
-                        dist.P2POp(dist.isend, buffer[a:b], group=group, tag=DATA_TAG, group_peer=peer)
-                    )
-                    posted.append((peer, "sending"))
-                lo, hi = bounds[frm]
-                if hi > lo:
-                    self.bytes_received += hi - lo
-                    peer = receivers[frm]
-                    ops.append(
-                        dist.P2POp(dist.irecv, buffer[lo:hi], group=group, tag=DATA_TAG, group_peer=peer)
-                    )
-                    posted.append((peer, "receiving"))
-                self.run(ops, posted, f"{what} from the other ranks")
-            relay += time.perf_counter() - t2
-        self.tally("scatter_seconds", scatter)
-        self.tally("relay_seconds", relay)
-        return buffer.cpu().numpy()
+        work = dist.all_gather(list(whole.split(piece)), mine, group=self.relay_group, async_op=True)
+        self.bytes_sent += piece * (m - 1)
+        self.bytes_received += piece * (m - 1)
+        self.wait([((None, "in the relay"), work)], what, [r for r in receivers if r != self.rank])
+        return whole.cpu().numpy()[:nbytes]

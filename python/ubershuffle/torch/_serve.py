@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from typing import Any
@@ -13,6 +14,10 @@ from .. import _native
 from ._link import CONTROL_TAG, ShuffleError
 from ._protocol import CODED, CONTROL_LEN, FULFIL, STOP, WHOLE, state_from
 from ._watch import PeerClosed, ShuffleClosed, log
+
+
+ROUNDS_IN_FLIGHT = 2
+"""Rounds of a coded delivery the store has posted at once."""
 
 
 class Ahead:
@@ -108,7 +113,7 @@ class StoreSide:
                 )
             op, epoch = ops.pop(), epochs.pop()
             self._source_reads = (0, 0)
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             sent0 = self._link.bytes_sent
             timers = dict(self._link.seconds)
             figures = (
@@ -117,6 +122,7 @@ class StoreSide:
             figures.update(
                 epoch=epoch,
                 transfer_seconds=time.perf_counter() - start,
+                cpu_seconds=time.process_time() - cpu,
                 bytes_sent=self._link.bytes_sent - sent0,
                 source_records=self._source_reads[0],
                 source_bytes=self._source_reads[1],
@@ -159,6 +165,51 @@ class StoreSide:
                     f"rank {r}'s epoch chain differs from the store's at epoch {epoch} "
                     "(the same seed, policy, fraction, extra_cache or alpha and scheme on every rank?)"
                 )
+
+    def _send_rounds(self, sender: Any, epoch: int, planning: float, plan_ahead: float) -> dict:
+        """The store's side of a coded step: the plan and its routes to every training rank,
+        then the rounds, each training rank's message sent to it alone. Up to
+        :data:`ROUNDS_IN_FLIGHT` rounds are posted at once, and the next is encoded while they
+        travel, so that the uplink does not idle between rounds."""
+        link = self._link
+        plan, plan_len, _ = sender.plan_bytes()
+        plan_seconds = time.perf_counter() - planning
+        self._ensure_held(sender.records())
+        for r in self._trainers:
+            link.send_ints(r, [CODED, len(plan), plan_len], f"the answer for epoch {epoch}")
+        link.scatter_allgather(self.rank, self._trainers, plan, len(plan), f"the plan of epoch {epoch}")
+        encode_seconds = scatter = 0.0
+        in_flight: collections.deque = collections.deque()
+        store_bytes, relay_bytes = [], []
+        for k in range(sender.rounds):
+            encoding = time.perf_counter()
+            sizes = sender.round_sizes(k)
+            data = np.empty(int(sum(sizes)), dtype=np.uint8)
+            sender.encode_into(k, data)
+            encode_seconds += time.perf_counter() - encoding
+            store_bytes.append([int(x) for x in sizes])
+            relay_bytes.append(sender.relay_matrix(k))
+            ends = np.cumsum(sizes)
+            messages = {r: data[e - n : e] for r, n, e in zip(self._trainers, sizes, ends)}
+            in_flight.append(link.isends(messages, f"round {k} of epoch {epoch}"))
+            while len(in_flight) >= ROUNDS_IN_FLIGHT:
+                sending = time.perf_counter()
+                link.wait(in_flight.popleft(), f"round {k} of epoch {epoch}")
+                scatter += time.perf_counter() - sending
+        sending = time.perf_counter()
+        while in_flight:
+            link.wait(in_flight.popleft(), f"the last rounds of epoch {epoch}")
+        scatter += time.perf_counter() - sending
+        link.tally("scatter_seconds", scatter)
+        figures = dict(sender.figures())
+        figures.update(
+            plan_seconds=plan_seconds,
+            plan_ahead_seconds=plan_ahead,
+            encode_seconds=encode_seconds,
+            round_store_bytes=store_bytes,
+            round_relay_bytes=relay_bytes,
+        )
+        return figures
 
     def _serve_catch_up(self, epoch: int, requests: dict) -> dict:
         link = self._link
@@ -219,23 +270,7 @@ class StoreSide:
             missing = {place: np.setdiff1d(will[place], was[place]) for place in range(len(self._trainers))}
             figures = self._run_transfer(self._from_store(missing), f"epoch {epoch}'s delivery")
         else:
-            plan = sender.plan_bytes()
-            plan_seconds = time.perf_counter() - planning
-            self._ensure_held(sender.records())
-            encode_seconds = 0.0
-            for r in self._trainers:
-                link.send_ints(r, [CODED, len(plan)], f"the answer for epoch {epoch}")
-            link.scatter_gather(self.rank, self._trainers, plan, len(plan), f"the plan of epoch {epoch}")
-            for k in range(sender.rounds):
-                encoding = time.perf_counter()
-                data = np.empty(sender.round_len(k), dtype=np.uint8)
-                sender.encode_into(k, data)
-                encode_seconds += time.perf_counter() - encoding
-                link.scatter_gather(self.rank, self._trainers, data, len(data), f"round {k} of epoch {epoch}")
-            figures = dict(sender.figures())
-            figures.update(
-                plan_seconds=plan_seconds, plan_ahead_seconds=plan_ahead, encode_seconds=encode_seconds
-            )
+            figures = self._send_rounds(sender, epoch, planning, plan_ahead)
         self._sampler.set_epoch(epoch)
         figures.update(kind="step")
         return figures

@@ -12,8 +12,10 @@ pub mod record_files;
 mod segment_epoch;
 mod serve;
 mod sink;
+mod store_rounds;
 
 pub use learner::RecordsLearner;
 pub use segment_epoch::{SegmentEpoch, SegmentEpochError, plan_segment_epoch, plan_segment_epoch_without};
 pub use serve::{ServeError, ServeOptions, Serving, serve};
 pub use sink::{Delivery, DeliveryFigures, NoSink, RecordSink};
+pub use store_rounds::{RouteFigures, StoreRounds, StoreRoundsError};
