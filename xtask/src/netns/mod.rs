@@ -11,6 +11,8 @@ mod compare;
 mod host;
 mod measure;
 mod model;
+mod replay;
+mod rounds;
 mod topology;
 pub mod train;
 mod train_report;
