@@ -15,7 +15,6 @@ mod replay;
 mod rounds;
 mod topology;
 pub mod train;
-mod train_report;
 
 use std::path::{Path, PathBuf};
 
