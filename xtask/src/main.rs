@@ -94,10 +94,11 @@ enum Task {
     /// processes in them against the emulator's model at the same rate (results/netns.csv).
     Netns(netns::NetnsArgs),
     /// Linux, root: real PyTorch DDP jobs (gloo) between network namespaces shaped by `tc`, a
-    /// store node and 4 training ranks, one job per arm (store mode coded and uncoded, peer mode
-    /// partial-local and local, a replicated data set): exposed data time, epoch time, bytes
-    /// on every link, held-out accuracy against wall time, the emulator's prediction beside
-    /// the store arms (results/netns-train.csv).
+    /// store node and 2 to 8 training ranks (4 by default), one job per arm (store mode coded
+    /// and uncoded, peer mode partial-local and local, a replicated data set): exposed data
+    /// time, epoch time, bytes on every link, held-out accuracy against wall time, each store
+    /// delivery's rounds replayed on the emulator and bounded by its busiest port
+    /// (results/netns-train*.csv).
     NetnsTrain(netns::train::NetnsTrainArgs),
 }
 

@@ -11,9 +11,10 @@ mod compare;
 mod host;
 mod measure;
 mod model;
+mod replay;
+mod rounds;
 mod topology;
 pub mod train;
-mod train_report;
 
 use std::path::{Path, PathBuf};
 
