@@ -212,7 +212,7 @@ def main() -> None:
     for epoch in range(args.epochs):
         dist.barrier(train_group)
         row: dict = {"epoch": epoch, "t_start": time.time(), "counters_start": counters(args.interface)}
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         if sg is None:
             sampler.set_epoch(epoch)
         else:
@@ -243,6 +243,9 @@ def main() -> None:
             row.update(held_bytes=int(sizes.sum()), bytes_sent=0, bytes_received=0, transfer_seconds=0.0)
         else:
             row.update({k: v for k, v in sg.figures(epoch).items() if isinstance(v, (int, float, str))})
+        # The process's CPU over the epoch: training and the plane (the plane's alone with
+        # --sleep-train, the main thread sleeping).
+        row["cpu_seconds"] = time.process_time() - cpu
         row["t_end"] = time.time()
         epochs.append(row)
     if sg is not None:

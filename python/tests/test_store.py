@@ -158,7 +158,6 @@ def test_a_coded_delivery_decodes_at_every_rank_byte_for_byte(segment_bytes):
     figures = sender.figures()
     assert figures["packets"] < figures["uncoded_packets"]
     assert figures["data_bytes"] + figures["padding_bytes"] == figures["packets"] * segment_bytes
-    plan, plan_len, _ = sender.plan_bytes()
     # Every round: the store's message to each rank, then the relay as one all-to-all.
     messages = []
     for k in range(sender.rounds):
@@ -171,7 +170,7 @@ def test_a_coded_delivery_decodes_at_every_rank_byte_for_byte(segment_bytes):
     for r in range(3):
         store = RecordStore(source.offsets)
         source.load(store, now.targets()[r])
-        receiver = _native.CodedRecvCore(now, nxt, plan, plan_len, store._core, r, segment_bytes)
+        receiver = _native.CodedRecvCore(now, nxt, sender.part_for(r), store._core, r, segment_bytes)
         assert receiver.rounds == sender.rounds
         stores.append(store)
         receivers.append(receiver)

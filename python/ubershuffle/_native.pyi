@@ -175,7 +175,7 @@ class TransferCore:
 
 class CodedSendCore:
     def __init__(self, now: SamplerCore, store: StoreCore, segment_bytes: int, round_bytes: int) -> None: ...
-    def plan_bytes(self) -> tuple[npt.NDArray[np.uint8], int, int]: ...
+    def part_for(self, rank: int) -> npt.NDArray[np.uint8]: ...
     def records(self) -> npt.NDArray[np.int64]: ...
     @property
     def rounds(self) -> int: ...
@@ -189,8 +189,7 @@ class CodedRecvCore:
         self,
         now: SamplerCore,
         next: SamplerCore,
-        plan: npt.NDArray[np.uint8],
-        plan_len: int,
+        part: npt.NDArray[np.uint8],
         store: StoreCore,
         rank: int,
         segment_bytes: int,

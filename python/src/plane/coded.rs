@@ -4,14 +4,15 @@
 //! pieces and decodes its packets into its record store with the one decoder ([`Decoder`] over
 //! a [`SegmentTarget`]). The round layout, who receives what and the relay's messages are the
 //! runtime's [`StoreRounds`]: a packet one rank decodes goes to it alone; a packet several
-//! decode goes in pieces among them. The store sends the table with the plan, so every
-//! training rank lays out the same rounds.
+//! decode goes in pieces among them. The store sends each training rank its part of the plan
+//! and of the table ([`StoreRounds::part_for`]), from which it lays out the same rounds.
 
 use std::sync::Arc;
 
 use ubershuffle_codes::{Decoder, SegmentEncoder, SegmentTarget, Segmentation};
 use ubershuffle_core::Plan;
-use ubershuffle_runtime::exchange::{SegmentEpoch, StoreRounds, plan_segment_epoch};
+use ubershuffle_core::Part;
+use ubershuffle_runtime::exchange::{SegmentEpoch, StoreRounds, plan_segment_epoch, read_part};
 use ubershuffle_runtime::route;
 
 use crate::errors::{Failure, Outcome, bad, one_line};
@@ -32,7 +33,12 @@ pub fn packets_per_round(segment_bytes: usize, round_bytes: u64) -> usize {
 /// Per packet of `plan`, the bytes it travels with: its longest real part (the rest is zero
 /// padding, not sent).
 fn travelling_lengths(plan: &Plan, segmentation: &Segmentation) -> Vec<u32> {
-    plan.iter().map(|t| t.iter().map(|p| segmentation.real_bytes(p.point)).max().unwrap_or(0) as u32).collect()
+    plan.iter().map(|t| travelling_length(t, segmentation)).collect()
+}
+
+/// The bytes a packet of `parts` travels with.
+fn travelling_length(parts: &[Part], segmentation: &Segmentation) -> u32 {
+    parts.iter().map(|p| segmentation.real_bytes(p.point)).max().unwrap_or(0) as u32
 }
 
 /// The store rank's side of one epoch.
@@ -88,20 +94,21 @@ impl CodedSend {
 pub struct CodedReceive {
     pub decoder: Decoder<SegmentTarget<SharedStore>>,
     pub rounds: StoreRounds,
+    /// The index in the whole plan of each packet the decoder knows (increasing).
+    pub seqs: Vec<u32>,
     pub rank: usize,
     pub new_records: Vec<u32>,
     pub padding_bytes: u64,
 }
 
 impl CodedReceive {
-    /// The decoder of `rank` for `plan` (the store's, over `segmentation`), from the rank's
-    /// target in `now` (its cache) to its batch in `next`; `table`: the store's
-    /// [`StoreRounds`] in wire form, checked against the packets this rank's decoder needs.
+    /// The decoder of `rank` for its `part` of the store's delivery ([`StoreRounds::part_for`]:
+    /// the packets it decodes from, over `segmentation`), from the rank's target in `now` (its
+    /// cache) to its batch in `next`.
     pub fn new(
         now: &SamplerCore,
         next: &SamplerCore,
-        plan: Plan,
-        table: &[u8],
+        part: &[u8],
         segmentation: Arc<Segmentation>,
         store: SharedStore,
         rank: usize,
@@ -113,29 +120,29 @@ impl CodedReceive {
         let wanted_segments = segmentation.expand(&wanted);
         let known = segmentation.expand(&cache);
         let width = segmentation.segment_bytes();
-        let rounds = StoreRounds::from_bytes(table, ranks, width, plan.len())
-            .map_err(|e| Failure::Internal(format!("the store's routes: {}", one_line(&e))))?;
-        let padding_bytes = segmentation.padding_of(&plan);
+        let part = read_part(part, rank, ranks, width, |parts| travelling_length(parts, &segmentation))
+            .map_err(|e| Failure::Internal(format!("the store's plan: {}", one_line(&e))))?;
+        if let Some(p) = part.plan.iter().flatten().find(|p| p.point as usize >= segmentation.segments()) {
+            return Err(Failure::Internal(format!(
+                "the store's plan names segment {} of {}",
+                p.point,
+                segmentation.segments()
+            )));
+        }
+        let padding_bytes = segmentation.padding_of(&part.plan);
         // Their pages first: a full file system is an error here, not SIGBUS mid-decoding.
         crate::store::locked(&store.0).reserve_all(&wanted)?;
         let target = SegmentTarget::new(Arc::clone(&segmentation), store, &cache, &wanted);
-        let decoder = Decoder::over(rank, &plan, target, known, wanted_segments)
+        let decoder = Decoder::over(rank, &part.plan, target, known, wanted_segments)
             .map_err(|e| Failure::Internal(format!("the store's plan: {}", one_line(&e))))?;
-        let lengths = travelling_lengths(&plan, &segmentation);
-        if let Some(t) = (0..plan.len()).find(|&t| rounds.length(t) != lengths[t] as usize) {
-            return Err(Failure::Internal(format!(
-                "the store's routes send packet {t} with {} bytes, its parts fill {}",
-                rounds.length(t),
-                lengths[t]
-            )));
-        }
-        let routed = rounds.needs(rank);
-        if let Some(t) = decoder.needed().into_iter().find(|t| routed.binary_search(t).is_err()) {
-            return Err(Failure::Internal(format!(
-                "the store's routes do not send packet {t} to rank {rank}, which decodes from it"
-            )));
-        }
-        Ok(CodedReceive { decoder, rounds, rank, new_records: wanted, padding_bytes })
+        Ok(CodedReceive {
+            decoder,
+            rounds: part.rounds,
+            seqs: part.seqs,
+            rank,
+            new_records: wanted,
+            padding_bytes,
+        })
     }
 
     /// Writes this rank's relay of round `k` into `out` from the store's message.
@@ -145,11 +152,16 @@ impl CodedReceive {
 
     /// Decodes round `k`'s packets from the store's message and the relay's bytes.
     pub fn decode(&mut self, k: usize, from_store: &[u8], from_peers: &[u8]) -> Outcome<()> {
-        let decoder = &mut self.decoder;
+        let (decoder, seqs) = (&mut self.decoder, &self.seqs);
         self.rounds
             .assemble(k, self.rank, from_store, from_peers, |t, packet| {
+                // Its place among the packets the decoder knows (the part has every packet
+                // this rank receives).
+                let local = seqs
+                    .binary_search(&(t as u32))
+                    .map_err(|_| Failure::Internal(format!("packet {t} is not in this rank's part")))?;
                 decoder
-                    .receive_indexed(t as u32, packet)
+                    .receive_indexed(local as u32, packet)
                     .map_err(|e| Failure::Internal(format!("decoding packet {t}: {}", one_line(&e))))
             })
             .map_err(|e| bad(one_line(&e)))?

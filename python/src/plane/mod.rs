@@ -14,7 +14,6 @@ use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1, PyReadwriteArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use ubershuffle_codes::Segmentation;
-use ubershuffle_core::wire::{decode_plan, encode_plan};
 
 use crate::errors::{Failure, Outcome, bad, guarded, one_line};
 use crate::sampler::SamplerCore;
@@ -190,16 +189,10 @@ impl CodedSendCore {
         Ok(CodedSendCore { send, store: shared })
     }
 
-    /// The plan and its routes as bytes, for the training ranks: the workspace's plan wire
-    /// form, then the table of receivers ([`ubershuffle_runtime::exchange::StoreRounds`]);
-    /// `(plan_len, table_len)` says where one ends.
-    fn plan_bytes<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyArray1<u8>>, usize, usize)> {
-        let mut bytes = encode_plan(&self.send.epoch.plan).map_err(|e| Failure::Internal(one_line(&e)))?;
-        let plan_len = bytes.len();
-        let table = self.send.rounds.to_bytes();
-        let table_len = table.len();
-        bytes.extend_from_slice(&table);
-        Ok((bytes.into_pyarray(py), plan_len, table_len))
+    /// Training rank `rank`'s part of the plan and its routes, as bytes (what it needs to
+    /// lay out and decode its rounds: [`ubershuffle_runtime::exchange::read_part`]).
+    fn part_for<'py>(&self, py: Python<'py>, rank: usize) -> Bound<'py, PyArray1<u8>> {
+        self.send.rounds.part_for(rank, &self.send.epoch.plan).into_pyarray(py)
     }
 
     /// Number of rounds.
@@ -265,31 +258,24 @@ pub struct CodedRecvCore {
 
 #[pymethods]
 impl CodedRecvCore {
-    /// The decoder of `rank` for the store's plan and routes (`plan_bytes`' bytes, the plan's
-    /// first `plan_len`), from its cache in `now` to its batch in `next`, into `store`.
+    /// The decoder of `rank` for its `part` of the store's delivery (the store's
+    /// `part_for(rank)`), from its cache in `now` to its batch in `next`, into `store`.
     #[new]
-    #[allow(clippy::too_many_arguments)]
     fn py_new(
         py: Python<'_>,
         now: PyRef<'_, SamplerCore>,
         next: PyRef<'_, SamplerCore>,
-        plan: PyReadonlyArray1<'_, u8>,
-        plan_len: usize,
+        part: PyReadonlyArray1<'_, u8>,
         store: PyRef<'_, StoreCore>,
         rank: usize,
         segment_bytes: usize,
     ) -> PyResult<Self> {
-        let bytes = plan.as_slice()?;
+        let part = part.as_slice()?;
         let shared = store.shared();
         let (now, next) = (&*now, &*next);
         let receive = guarded(py, move || {
-            let (plan, table) = bytes.split_at_checked(plan_len).ok_or_else(|| {
-                Failure::Internal(format!("the store's plan of {plan_len} bytes came in {}", bytes.len()))
-            })?;
-            let plan = decode_plan(plan)
-                .map_err(|e| Failure::Internal(format!("the store's plan: {}", one_line(&e))))?;
             let seg = segmentation(&locked(&shared), segment_bytes)?;
-            CodedReceive::new(now, next, plan, table, seg, SharedStore(shared), rank)
+            CodedReceive::new(now, next, part, seg, SharedStore(shared), rank)
         })?;
         Ok(CodedRecvCore { receive: Mutex::new(receive) })
     }

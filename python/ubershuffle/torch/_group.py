@@ -337,21 +337,29 @@ class ShuffleGroup(StoreSide):
 
     def figures(self, epoch: int) -> dict:
         """What epoch ``epoch``'s delivery moved and cost at this rank: ``bytes_sent``,
-        ``bytes_received`` (payload on the plane's group), ``padding_bytes``, ``packets``,
+        ``bytes_received`` (payload on the plane's group), ``record_bytes_received`` (the bytes
+        of the records it lacked and received), ``padding_bytes``, ``packets``,
         ``coded_packets``, ``records_received``, ``source_records`` and ``source_bytes`` (read
         from the source), ``transfer_seconds`` (the delivery, in the background or not),
         ``exposed_seconds`` (what :meth:`set_epoch` waited), ``held_records``, ``held_bytes``
         and ``kind`` (``"step"``: along the chain; ``"catch-up"``: a start, a resume, a jump).
+        A delivery that ended at :meth:`close` is counted too.
 
         A store-mode step also says where its time went: at a training rank,
         ``answer_wait_seconds`` (from the request to the store's answer: the store's planning
-        and its wait for every rank's request), ``scatter_seconds`` (receiving its pieces from
-        the store), ``relay_seconds`` (the ranks giving each other their pieces),
-        ``decode_seconds`` and ``gloo_wait_seconds`` (every wait on the plane's group); at the
-        store (:meth:`serve`'s figures), ``request_wait_seconds``, ``plan_seconds`` (what the
-        delivery waited for its plan), ``plan_ahead_seconds`` (the planner's time when the store
-        planned it ahead, while the ranks trained), ``encode_seconds``, ``scatter_seconds`` and
-        ``gloo_wait_seconds``."""
+        and its wait for every rank's request), ``scatter_seconds`` (waiting for the store's
+        messages), ``relay_seconds`` (the relay among the ranks of packets several decode),
+        ``decode_seconds``, ``gloo_wait_seconds`` (every wait on the plane's group),
+        ``thread_cpu_seconds`` (the delivery thread's CPU) and ``round_bytes_received`` (the
+        rounds' payload, without the plan); at the store (:meth:`serve`'s figures),
+        ``request_wait_seconds``, ``plan_seconds`` (what the delivery waited for its plan),
+        ``plan_ahead_seconds`` (the planner's time when the store planned it ahead, while the
+        ranks trained), ``encode_seconds``, ``scatter_seconds``, ``gloo_wait_seconds``,
+        ``cpu_seconds`` (the store process's CPU), how the packets travelled
+        (``unicast_packets`` and ``unicast_bytes``: to one rank; ``multicast_packets`` and
+        ``multicast_bytes``: in pieces among the ranks that decode them; ``unneeded_packets``:
+        not sent) and per round the bytes to each training rank (``round_store_bytes``) and of
+        the relay from rank ``i`` to rank ``j`` (``round_relay_bytes``)."""
         if epoch not in self._figures:
             raise KeyError(f"no figures for epoch {epoch} at rank {self.rank}")
         return dict(self._figures[epoch])
@@ -447,6 +455,10 @@ class ShuffleGroup(StoreSide):
             background, self._background = self._background, None
             if background is not None:
                 background.thread.join()
+                if background.error is None and background.figures:
+                    # A delivery that ended is counted (figures(epoch) after close) though
+                    # its epoch never starts.
+                    self._figures.setdefault(background.epoch, background.figures)
             link.cancel.clear()
             self._release(tell_store=self.mode == "store" and not self.is_store)
 
@@ -631,19 +643,15 @@ class ShuffleGroup(StoreSide):
         cpu = time.thread_time()
         asked = time.perf_counter()
         self._control(STEP, epoch)
-        kind, total, plan_len = (
-            int(v) for v in link.recv_ints(store, 3, f"the store's answer for epoch {epoch}")
-        )
+        kind, part_len = (int(v) for v in link.recv_ints(store, 2, f"the store's answer for epoch {epoch}"))
         answer_wait = time.perf_counter() - asked
         if kind == WHOLE:
             me = self._me()
             missing = {me: np.setdiff1d(nxt.targets()[me], now.targets()[me])}
             return self._run_transfer(self._from_store(missing), f"epoch {epoch}'s delivery")
-        plan = link.scatter_allgather(store, self._trainers, None, total, f"the plan of epoch {epoch}")
+        part = link.exchange({}, {store: (part_len, torch.uint8)}, f"the plan of epoch {epoch}")[store]
         decoding = time.perf_counter()
-        receiver = _native.CodedRecvCore(
-            now, nxt, plan, plan_len, self._store._core, self._me(), self.segment_bytes
-        )
+        receiver = _native.CodedRecvCore(now, nxt, part, self._store._core, self._me(), self.segment_bytes)
         decode = time.perf_counter() - decoding
         rounds = receiver.rounds
         what = f"epoch {epoch}'s delivery"
@@ -652,6 +660,7 @@ class ShuffleGroup(StoreSide):
             for k in range(min(ROUNDS_AHEAD, rounds))
         )
         scatter = 0.0
+        round_bytes = 0
         for k in range(rounds):
             waiting = time.perf_counter()
             buffer, works = posted.popleft()
@@ -667,6 +676,7 @@ class ShuffleGroup(StoreSide):
                 out = np.empty(int(sum(sent)), dtype=np.uint8)
                 receiver.pack_relay(k, from_store, out)
                 from_peers = link.relay(self._trainers, out, sent, received, f"the relay of round {k} of {what}")
+            round_bytes += len(from_store) + len(from_peers)
             decoding = time.perf_counter()
             receiver.decode(k, from_store, from_peers)
             decode += time.perf_counter() - decoding
@@ -682,6 +692,7 @@ class ShuffleGroup(StoreSide):
             "thread_cpu_seconds": time.thread_time() - cpu,
             "bytes_sent": link.bytes_sent - sent0,
             "bytes_received": link.bytes_received - got0,
+            "round_bytes_received": round_bytes,
             "records_received": len(new_records),
             "record_bytes_received": self._record_bytes(new_records),
             "source_records": 0,

@@ -263,33 +263,3 @@ class Link:
         self.wait([((None, "in the relay"), work)], what, others)
         self.tally("relay_seconds", time.perf_counter() - start)
         return out.cpu().numpy()
-
-    def scatter_allgather(
-        self, source: int, receivers: list, data: np.ndarray | None, nbytes: int, what: str
-    ) -> np.ndarray | None:
-        """The UberShuffle paper's pseudo-broadcast (Section 3.1) of a few bytes (a plan):
-        ``source`` sends one piece to each of ``receivers`` (group ranks, in order), which then
-        all-gather the pieces (one collective on :attr:`relay_group`). Returns the whole data
-        at a receiver, ``None`` at the source."""
-        m = len(receivers)
-        piece = -(-nbytes // m) if m else 0
-        if self.rank == source:
-            assert data is not None and len(data) == nbytes
-            padded = np.zeros(piece * m, dtype=np.uint8)
-            padded[:nbytes] = data
-            self.wait(
-                self.isends({r: padded[i * piece : (i + 1) * piece] for i, r in enumerate(receivers)}, what),
-                what,
-            )
-            return None
-        mine, posted = self.irecv(source, piece, what)
-        self.wait(posted, f"{what} from the store")
-        if m == 1:
-            return mine.cpu().numpy()[:nbytes]
-        whole = torch.empty(piece * m, dtype=torch.uint8, device=self.device)
-        self.check_usable(what)
-        work = dist.all_gather(list(whole.split(piece)), mine, group=self.relay_group, async_op=True)
-        self.bytes_sent += piece * (m - 1)
-        self.bytes_received += piece * (m - 1)
-        self.wait([((None, "in the relay"), work)], what, [r for r in receivers if r != self.rank])
-        return whole.cpu().numpy()[:nbytes]

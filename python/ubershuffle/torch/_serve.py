@@ -167,17 +167,20 @@ class StoreSide:
                 )
 
     def _send_rounds(self, sender: Any, epoch: int, planning: float, plan_ahead: float) -> dict:
-        """The store's side of a coded step: the plan and its routes to every training rank,
-        then the rounds, each training rank's message sent to it alone. Up to
+        """The store's side of a coded step: each training rank its part of the plan and its
+        routes, then the rounds, each training rank's message sent to it alone. Up to
         :data:`ROUNDS_IN_FLIGHT` rounds are posted at once, and the next is encoded while they
         travel, so that the uplink does not idle between rounds."""
         link = self._link
-        plan, plan_len, _ = sender.plan_bytes()
+        parts = {r: sender.part_for(place) for place, r in enumerate(self._trainers)}
         plan_seconds = time.perf_counter() - planning
         self._ensure_held(sender.records())
-        for r in self._trainers:
-            link.send_ints(r, [CODED, len(plan), plan_len], f"the answer for epoch {epoch}")
-        link.scatter_allgather(self.rank, self._trainers, plan, len(plan), f"the plan of epoch {epoch}")
+        link.exchange(
+            {r: np.asarray([CODED, len(p)], dtype=np.int64) for r, p in parts.items()},
+            {},
+            f"the answer for epoch {epoch}",
+        )
+        link.exchange(parts, {}, f"the plan of epoch {epoch}")
         encode_seconds = scatter = 0.0
         in_flight: collections.deque = collections.deque()
         store_bytes, relay_bytes = [], []

@@ -11,11 +11,13 @@ mod learner;
 pub mod record_files;
 mod segment_epoch;
 mod serve;
+mod receiver_part;
 mod sink;
 mod store_rounds;
 
 pub use learner::RecordsLearner;
 pub use segment_epoch::{SegmentEpoch, SegmentEpochError, plan_segment_epoch, plan_segment_epoch_without};
 pub use serve::{ServeError, ServeOptions, Serving, serve};
+pub use receiver_part::{ReceiverPart, read_part};
 pub use sink::{Delivery, DeliveryFigures, NoSink, RecordSink};
 pub use store_rounds::{RouteFigures, StoreRounds, StoreRoundsError};

@@ -15,9 +15,9 @@
 //! - from receiver `r` to receiver `q` (the relay): `r`'s piece of each of the round's packets
 //!   both receive ([`StoreRounds::relay_sizes`]).
 //!
-//! Both ends build the same [`StoreRounds`] from its wire form ([`StoreRounds::to_bytes`]), so
-//! every message's size and layout is known to its sender and its receiver from the table
-//! alone. Nothing here moves bytes over a network: the caller does, with whatever it has (a
+//! The store holds the whole table; each receiver is sent its part of it
+//! ([`StoreRounds::part_for`], [`super::read_part`]), from which it lays out the same messages:
+//! every message's size and layout is known to its sender and its receiver. Nothing here moves bytes over a network: the caller does, with whatever it has (a
 //! process group's sends and one all-to-all per round for the relay).
 
 use std::ops::Range;
@@ -55,6 +55,8 @@ pub struct StoreRounds {
     to: Vec<Vec<u32>>,
     /// Per packet, the bytes it travels with (at most `width`; the rest is zero padding).
     lengths: Vec<u32>,
+    /// Per round, whether any of its packets has several receivers (a relay).
+    relay: Vec<bool>,
 }
 
 /// How the packets of a delivery travel, in all.
@@ -110,7 +112,36 @@ impl StoreRounds {
                 )));
             }
         }
-        Ok(StoreRounds { receivers, width, per_round, to, lengths })
+        let rounds = to.len().div_ceil(per_round);
+        let relay = (0..rounds)
+            .map(|k| to[k * per_round..((k + 1) * per_round).min(to.len())].iter().any(|l| l.len() > 1))
+            .collect();
+        Ok(StoreRounds { receivers, width, per_round, to, lengths, relay })
+    }
+
+    /// [`StoreRounds::new`] for a receiver that knows only its own packets (the others' `to`
+    /// empty) and is told which rounds have a relay.
+    pub fn with_relay(
+        receivers: usize,
+        width: usize,
+        per_round: usize,
+        to: Vec<Vec<u32>>,
+        lengths: Vec<u32>,
+        relay: Vec<bool>,
+    ) -> Result<StoreRounds, StoreRoundsError> {
+        let mut rounds = StoreRounds::new(receivers, width, per_round, to, lengths)?;
+        if relay.len() != rounds.relay.len() {
+            return Err(StoreRoundsError::Malformed(format!(
+                "{} rounds, {} told whether they relay",
+                rounds.relay.len(),
+                relay.len()
+            )));
+        }
+        if let Some(k) = (0..relay.len()).find(|&k| rounds.relay[k] && !relay[k]) {
+            return Err(StoreRoundsError::Malformed(format!("round {k} has a relay it is said not to have")));
+        }
+        rounds.relay = relay;
+        Ok(rounds)
     }
 
     /// The layout of a routed plan of `lengths.len()` packets (`routes.needs[r]`: the packets
@@ -134,58 +165,14 @@ impl StoreRounds {
         StoreRounds::new(routes.needs.len(), width, per_round, to, lengths)
     }
 
-    /// The table's wire form: little-endian u32s, the receivers, the packet width, the packets
-    /// per round and the packets, then per packet its length, its number of receivers and
-    /// their places.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let head = [self.receivers, self.width, self.per_round, self.to.len()];
-        let words = head.into_iter().map(|v| v as u32).chain(self.to.iter().zip(&self.lengths).flat_map(
-            |(list, &len)| [len, list.len() as u32].into_iter().chain(list.iter().copied()),
-        ));
-        words.flat_map(u32::to_le_bytes).collect()
-    }
-
-    /// The table of [`StoreRounds::to_bytes`], checked: `packets` packets of `width` bytes
-    /// for `receivers` receivers.
-    pub fn from_bytes(
-        bytes: &[u8],
-        receivers: usize,
-        width: usize,
-        packets: usize,
-    ) -> Result<StoreRounds, StoreRoundsError> {
-        let malformed = |why: String| StoreRoundsError::Malformed(why);
-        if bytes.len() % 4 != 0 {
-            return Err(malformed(format!("{} bytes is not a whole number of words", bytes.len())));
-        }
-        let mut words = bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize);
-        let mut next = |what: &str| words.next().ok_or_else(|| malformed(format!("it ends before {what}")));
-        let head = [next("the receivers")?, next("the width")?, next("the round")?, next("the packets")?];
-        if head[0] != receivers || head[1] != width || head[3] != packets {
-            return Err(malformed(format!(
-                "it is for {} receivers, packets of {} bytes and {} packets; this rank expects {receivers}, \
-{width} and {packets}",
-                head[0], head[1], head[3]
-            )));
-        }
-        let (mut to, mut lengths) = (Vec::with_capacity(packets), Vec::with_capacity(packets));
-        for t in 0..packets {
-            lengths.push(next("a packet's length")? as u32);
-            let count = next("a packet's receivers")?;
-            if count > receivers {
-                return Err(malformed(format!("packet {t} has {count} receivers of {receivers}")));
-            }
-            let list = (0..count).map(|_| next("a receiver").map(|r| r as u32)).collect::<Result<Vec<_>, _>>()?;
-            to.push(list);
-        }
-        if next("the end").is_ok() {
-            return Err(malformed("it has words after its last packet".into()));
-        }
-        StoreRounds::new(receivers, width, head[2], to, lengths)
-    }
-
     /// Receivers.
     pub fn receivers(&self) -> usize {
         self.receivers
+    }
+
+    /// Bytes per packet (with its padding).
+    pub fn width(&self) -> usize {
+        self.width
     }
 
     /// Packets per round.
@@ -274,7 +261,7 @@ impl StoreRounds {
 
     /// Whether round `k` has a relay at all (every receiver takes part in it, or none does).
     pub fn has_relay(&self, k: usize) -> bool {
-        self.packets(k).any(|t| self.to[t].len() > 1)
+        self.relay.get(k).copied().unwrap_or(false)
     }
 
     /// Writes round `k`'s messages from the store into `out`, receiver by receiver, calling
@@ -560,27 +547,13 @@ mod tests {
     }
 
     #[test]
-    fn the_wire_form_round_trips_and_refuses_what_does_not_fit() {
-        for seed in 0..50 {
-            let s = random_rounds(seed);
-            let back = StoreRounds::from_bytes(&s.to_bytes(), s.receivers(), s.width, s.to.len()).unwrap();
-            assert_eq!(back, s);
-        }
-        let s = StoreRounds::new(2, 8, 1, vec![vec![0, 1], vec![1]], vec![8, 5]).unwrap();
-        let bytes = s.to_bytes();
-        for (bad, want) in [
-            (StoreRounds::from_bytes(&bytes, 3, 8, 2), "3"),
-            (StoreRounds::from_bytes(&bytes[..bytes.len() - 4], 2, 8, 2), "ends before"),
-            (StoreRounds::from_bytes(&[bytes.clone(), vec![0; 4]].concat(), 2, 8, 2), "after its last"),
-            (StoreRounds::from_bytes(&bytes[..5], 2, 8, 2), "whole number"),
-        ] {
-            let e = bad.unwrap_err().to_string();
-            assert!(e.contains(want), "{e}");
-        }
+    fn a_table_that_does_not_fit_is_refused() {
         let e = StoreRounds::new(2, 8, 1, vec![vec![2]], vec![8]).unwrap_err().to_string();
         assert!(e.contains("receiver 2 of 2"), "{e}");
         let e = StoreRounds::new(2, 8, 1, vec![vec![1]], vec![9]).unwrap_err().to_string();
         assert!(e.contains("more than its 8"), "{e}");
+        let e = StoreRounds::with_relay(2, 8, 1, vec![vec![0, 1]], vec![8], vec![false]).unwrap_err();
+        assert!(e.to_string().contains("has a relay"), "{e}");
     }
 
     #[test]

@@ -188,6 +188,8 @@ pub struct EpochLog {
     /// Bytes of the records (their own sizes) this rank lacked and received for this epoch's
     /// delivery (newer logs).
     pub record_bytes_received: Option<u64>,
+    /// Of the plane payload received, the rounds' (a store's step: without the plan's part).
+    pub round_bytes_received: Option<u64>,
     /// Padding bytes of the coded packets.
     pub padding_bytes: u64,
     /// Packets and coded packets this rank needed.

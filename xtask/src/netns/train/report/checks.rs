@@ -128,11 +128,14 @@ fn store_checks(
             Err(why) => check(false, format!("epoch {e}: the store's rounds: {why}")),
             Ok(rounds) => {
                 for (k, t) in trainers.iter().enumerate() {
-                    let got = t.epochs.get(e).map(|l| l.bytes_received);
+                    // The rounds' payload (the plan's part, the answer besides).
+                    let got = t.epochs.get(e).map(|l| l.round_bytes_received.unwrap_or(l.bytes_received));
                     let logged = rounds.place_received(k);
                     check(
                         got == Some(logged),
-                        format!("epoch {e}: rank {k} received {got:?} plane bytes, its rounds say {logged}"),
+                        format!(
+                            "epoch {e}: rank {k} received {got:?} bytes in rounds, the store's rounds say {logged}"
+                        ),
                     );
                 }
             }
@@ -150,22 +153,24 @@ fn store_checks(
 /// An uncoded store arm's rank (a, c): what it received on the plane is exactly the records it
 /// lacked, and (when the ranks did not train) its link received that plus the headers.
 fn uncoded_rank_checks(k: usize, t: &RankLog, setting: &Setting, check: &mut impl FnMut(bool, String)) {
+    // The records themselves: a step's rounds (its plan's part besides), a catch-up's records.
     for (e, log) in t.epochs.iter().enumerate() {
         if let Some(records) = log.record_bytes_received {
+            let payload = log.round_bytes_received.unwrap_or(log.bytes_received);
             check(
-                log.bytes_received == records,
+                payload == records,
                 format!(
-                    "rank {k} received {} plane bytes for epoch {e}, the records it lacked {records}",
-                    log.bytes_received
+                    "rank {k} received {payload} bytes of records for epoch {e}, the records it lacked {records}"
                 ),
             );
         }
     }
     let drained = t.drained_bytes("bytes_received");
-    if let (Some(got), Some(records)) = (drained, t.drained_bytes("record_bytes_received")) {
+    let payload = t.drained_bytes("round_bytes_received").or(drained);
+    if let (Some(got), Some(records)) = (payload, t.drained_bytes("record_bytes_received")) {
         check(
             got == records,
-            format!("rank {k} received {got} plane bytes at close, the records it lacked {records}"),
+            format!("rank {k} received {got} bytes of records at close, the records it lacked {records}"),
         );
     }
     // A rank that trains shares its link with DDP's gradients (and the model's first
