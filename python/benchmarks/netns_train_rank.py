@@ -59,10 +59,11 @@ PEER_ARMS = ("d", "e")
 ARMS = STORE_ARMS + PEER_ARMS + ("f",)
 
 
-def counters(interface: str) -> tuple:
-    """The interface's (tx, rx) byte counters, from this namespace's sysfs."""
+def counters(interface: str, unit: str = "bytes") -> tuple:
+    """The interface's (tx, rx) counters of ``unit`` (``bytes`` or ``packets``), from this
+    namespace's sysfs."""
     base = pathlib.Path("/sys/class/net") / interface / "statistics"
-    return int((base / "tx_bytes").read_text()), int((base / "rx_bytes").read_text())
+    return int((base / f"tx_{unit}").read_text()), int((base / f"rx_{unit}").read_text())
 
 
 class Sampler(threading.Thread):
@@ -211,7 +212,12 @@ def main() -> None:
     epochs = []
     for epoch in range(args.epochs):
         dist.barrier(train_group)
-        row: dict = {"epoch": epoch, "t_start": time.time(), "counters_start": counters(args.interface)}
+        row: dict = {
+            "epoch": epoch,
+            "t_start": time.time(),
+            "counters_start": counters(args.interface),
+            "packets_start": counters(args.interface, "packets"),
+        }
         start, cpu = time.perf_counter(), time.process_time()
         if sg is None:
             sampler.set_epoch(epoch)
@@ -258,6 +264,7 @@ def main() -> None:
             pass
     log["epochs"] = epochs
     log["end_counters"] = counters(args.interface)
+    log["end_packets"] = counters(args.interface, "packets")
     log["t_end"] = time.time()
     (args.out / f"rank-{rank}.json").write_text(json.dumps(log))
     dist.barrier(train_group)

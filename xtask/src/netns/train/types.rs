@@ -175,6 +175,8 @@ pub struct EpochLog {
     pub t_end: f64,
     /// The interface's (tx, rx) counters at the epoch's start.
     pub counters_start: (u64, u64),
+    /// The interface's (tx, rx) packet counters at the epoch's start (newer logs).
+    pub packets_start: Option<(u64, u64)>,
     /// What `set_epoch` waited.
     pub exposed_seconds: f64,
     /// From `set_epoch` to the end of the training loop.
@@ -296,6 +298,8 @@ pub struct RankLog {
     pub start_counters: (u64, u64),
     /// Interface counters at the end.
     pub end_counters: (u64, u64),
+    /// Packet counters at the end (newer logs).
+    pub end_packets: Option<(u64, u64)>,
     /// The training rank's epochs.
     pub epochs: Vec<EpochLog>,
     /// The store's deliveries.

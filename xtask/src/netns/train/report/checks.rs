@@ -14,12 +14,13 @@ pub const IP_TCP_HEADER_BYTES: u64 = 52;
 /// issue's 2 %: the rest of the rank's traffic, requests, barriers, acknowledgements).
 const COUNTER_TOLERANCE: f64 = 0.02;
 
-/// The bytes a link counts for `payload` bytes of TCP payload in frames of `mtu`: every frame
-/// full but the last, each with [`HEADER_BYTES`]. (Segmentation offload on veth may count
-/// fewer, larger frames; this is the formula to recalibrate then.)
-pub fn wire_bytes(payload: u64, mtu: u32) -> u64 {
+/// The bytes a link counts for `payload` bytes of TCP payload: with `packets`, the packets the
+/// kernel counted, each with [`HEADER_BYTES`] (segmentation offload on veth hands the counter
+/// fewer, larger packets than frames of the MTU, and acknowledgements are packets too);
+/// without (older logs), frames of `mtu`, every one full but the last.
+pub fn wire_bytes(payload: u64, packets: Option<u64>, mtu: u32) -> u64 {
     let per_frame = u64::from(mtu).saturating_sub(IP_TCP_HEADER_BYTES).max(1);
-    payload + payload.div_ceil(per_frame) * HEADER_BYTES
+    payload + packets.unwrap_or_else(|| payload.div_ceil(per_frame)) * HEADER_BYTES
 }
 
 /// One byte check: what, and whether it held.
@@ -179,7 +180,13 @@ fn uncoded_rank_checks(k: usize, t: &RankLog, setting: &Setting, check: &mut imp
         return;
     };
     let plane = t.epochs.iter().map(|l| l.bytes_received).sum::<u64>() + drained.unwrap_or(0);
-    let expected = wire_bytes(plane, setting.mtu);
+    let packets = t
+        .epochs
+        .first()
+        .and_then(|l| l.packets_start)
+        .zip(t.end_packets)
+        .map(|(a, b)| b.1.saturating_sub(a.1));
+    let expected = wire_bytes(plane, packets, setting.mtu);
     let rx = t.end_counters.1.saturating_sub(from);
     let ratio = rx as f64 / expected.max(1) as f64;
     check(
@@ -198,11 +205,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_wire_adds_a_frames_headers_per_mss() {
+    fn the_wire_adds_headers_per_packet_counted_or_per_mss() {
         // MTU 1500: 1448 bytes of payload per frame.
-        assert_eq!(wire_bytes(0, 1500), 0);
-        assert_eq!(wire_bytes(1448, 1500), 1448 + 66);
-        assert_eq!(wire_bytes(1449, 1500), 1449 + 2 * 66);
-        assert_eq!(wire_bytes(1_000_000, 9000), 1_000_000 + 112 * 66);
+        assert_eq!(wire_bytes(0, None, 1500), 0);
+        assert_eq!(wire_bytes(1448, None, 1500), 1448 + 66);
+        assert_eq!(wire_bytes(1449, None, 1500), 1449 + 2 * 66);
+        assert_eq!(wire_bytes(1_000_000, None, 9000), 1_000_000 + 112 * 66);
+        // The kernel's packets, when counted: 10 packets of headers.
+        assert_eq!(wire_bytes(1_000_000, Some(10), 1500), 1_000_000 + 10 * 66);
     }
 }

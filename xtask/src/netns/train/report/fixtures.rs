@@ -44,12 +44,12 @@ pub fn uncoded(skew: u64, lacked: u64) -> Job {
 "bytes_sent": 5000, "packets": 5, "segment_bytes": 1000, "data_bytes": 5000, "unicast_packets": 5,
 "unicast_bytes": 5000, "round_store_bytes": [[3000, 1000], [500, 500]], "round_relay_bytes": [],
 "cpu_seconds": 0.05}}]}}"#,
-        wire_bytes(5000, 1500)
+        wire_bytes(5000, None, 1500)
     ));
     let ranks = vec![
         store,
-        trainer(0, 3500, lacked, wire_bytes(3500, 1500) + skew),
-        trainer(1, 1500, 1500, wire_bytes(1500, 1500)),
+        trainer(0, 3500, lacked, wire_bytes(3500, None, 1500) + skew),
+        trainer(1, 1500, 1500, wire_bytes(1500, None, 1500)),
     ];
     Job { arm: Arm::C, repeat: 0, ranks }
 }
