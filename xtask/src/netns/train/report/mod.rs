@@ -187,7 +187,7 @@ mod tests {
         let lacked = failed(&uncoded(0, 3400), &setting());
         assert_eq!(
             lacked,
-            ["arm c: rank 0 received 3500 plane bytes for epoch 1, the records it lacked 3400"]
+            ["arm c: rank 0 received 3500 bytes of records for epoch 1, the records it lacked 3400"]
         );
         let skewed = failed(&uncoded(200, 3500), &setting());
         assert!(
