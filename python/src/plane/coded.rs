@@ -22,7 +22,7 @@ use crate::store::{MappedStore, SharedStore};
 /// The most bytes of packets in one round on the wire: small enough that the store's next
 /// round travels while the training ranks relay this one (the pipeline fills in one round),
 /// large enough that a round's fixed costs stay small beside its bytes.
-pub const WIRE_ROUND_BYTES: u64 = 1 << 20;
+pub const WIRE_ROUND_BYTES: u64 = 128 << 10;
 
 /// Packets per round for segments of `segment_bytes` in rounds of at most `round_bytes`
 /// (and [`WIRE_ROUND_BYTES`]).

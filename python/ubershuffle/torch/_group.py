@@ -25,7 +25,7 @@ from ._serve import StoreSide
 from ._setup import check_contents, check_settings, device_of, link_over, new_group
 from ._watch import ShuffleTimeout
 
-ROUNDS_AHEAD = 2
+ROUNDS_AHEAD = 4
 """Rounds of a coded delivery whose receives a training rank posts ahead."""
 CLOSE_WAIT = 10.0
 """Seconds :meth:`ShuffleGroup.close` lets a delivery in flight run on, and then waits for the

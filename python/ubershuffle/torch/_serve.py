@@ -16,7 +16,7 @@ from ._protocol import CODED, CONTROL_LEN, FULFIL, STOP, WHOLE, state_from
 from ._watch import PeerClosed, ShuffleClosed, log
 
 
-ROUNDS_IN_FLIGHT = 2
+ROUNDS_IN_FLIGHT = 4
 """Rounds of a coded delivery the store has posted at once."""
 
 
