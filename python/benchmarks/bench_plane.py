@@ -7,11 +7,17 @@ coefficient of variation 0.7 (ImageNet's JPEGs average about 110 KB), generated 
   partial-local seed's scheduler (one isend/irecv and a barrier of the group per record) on
   the same step as the plane's last delivery, in the foreground.
 - ``store``: a store rank and 4 training ranks caching alpha = 0.5 (``auto``), the same records.
+- ``store-uncoded``: the same, uncoded (``scheme="uncoded"``): the store unicasts each rank
+  the records it lacks, the baseline that coded delivery is measured against.
 - ``store-delivery`` and ``exchange-delivery``: the delivery time on the same chain (alpha =
   0.5, ``auto``, the same records and seed) of the store mode and of the TCP
   :class:`ubershuffle.Exchange` (its master on a thread of this process, 4 rank processes,
   sealed loopback links), both with no training, so that each epoch's wait for its batch is
   the whole delivery (``exposed_seconds``).
+
+Every arm reports, per rank and epoch, the bytes it received on the plane against the bytes of
+the records it lacked (``received_vs_lacked``: 1 plus the plan's description for records sent
+whole, below 1 where coding saves).
 
 Writes results/plane.csv (one row per arm, epoch and rank: the figures of
 ``ShuffleGroup.figures``, the records the chain moves into the rank, and the store's plan) and
@@ -59,6 +65,8 @@ COLUMNS = [
     "kind",
     "bytes_sent",
     "bytes_received",
+    "record_bytes_received",
+    "received_vs_lacked",
     "chain_bytes",
     "padding_bytes",
     "data_bytes",
@@ -191,22 +199,23 @@ def peer_rows(logs: list, sizes: np.ndarray, train: float) -> list:
     return rows
 
 
-def store_rows(logs: list, sizes: np.ndarray, train: float) -> list:
-    """The store arm's rows; the store's steps with the record-level plan's transmissions."""
+def store_rows(logs: list, train: float, arm: str = "store", scheme: str = "auto") -> list:
+    """A store arm's rows; the store's steps with the record-level plan's transmissions."""
     store, trainers = logs[0], logs[1:]
-    states = chain(4, alpha=0.5)
+    states = chain(4, alpha=0.5, scheme=scheme)
+    policy = "global" if scheme == "auto" else f"global, {scheme}"
     rows = []
     for r, log in enumerate(trainers):
         for f in log["epochs"]:
-            rows.append(row("store", "store", "global", 4, log["segment_bytes"], f, r + 1, train))
+            rows.append(row(arm, "store", policy, 4, log["segment_bytes"], f, r + 1, train))
     for f in store["served"]:
         e = f["epoch"]
         extra = {}
         if f["kind"] == "step":
             before, after = states[e - 1], states[e]
-            plan = us.plan_instance(before["targets"], after["batches"], "auto", points=RECORDS, seed=SEED)
+            plan = us.plan_instance(before["targets"], after["batches"], scheme, points=RECORDS, seed=SEED)
             extra["record_transmissions"] = plan.transmissions
-        rows.append(row("store", "store", "global", 4, store["segment_bytes"], f, 0, train, **extra))
+        rows.append(row(arm, "store", policy, 4, store["segment_bytes"], f, 0, train, **extra))
     return rows
 
 
@@ -248,6 +257,9 @@ def row(arm, mode, policy, ranks, segment, f, rank, train, **extra) -> dict:
         train_seconds=train,
     )
     out.update(extra)
+    lacked = f.get("record_bytes_received")
+    if lacked:
+        out["received_vs_lacked"] = f["bytes_received"] / lacked
     return out
 
 
@@ -270,7 +282,33 @@ def summary(rows: list) -> list:
         max(x["transfer_seconds"] for x in g) < min(x["train_seconds"] for x in g) for g in by_epoch.values()
     ]
     delivery = delivery_seconds(rows, "store-delivery") / delivery_seconds(rows, "exchange-delivery")
+
+    def received(arm: str) -> float:
+        ratios = [r["received_vs_lacked"] for r in rows if r["arm"] == arm and r["kind"] == "step"]
+        return statistics.median(ratios) if ratios else float("nan")
+
     return [
+        measure(
+            "peer_received_vs_lacked",
+            "peer: bytes a rank received / bytes of the records it lacked, median",
+            received("peer"),
+            "= 1",
+            lambda v: v == 1,
+        ),
+        measure(
+            "store_uncoded_received_vs_lacked",
+            "store, uncoded: bytes a rank received / bytes of the records it lacked, median",
+            received("store-uncoded"),
+            "<= 1.02",
+            lambda v: v <= 1.02,
+        ),
+        measure(
+            "store_received_vs_lacked",
+            "store, coded: bytes a rank received / bytes of the records it lacked, median",
+            received("store"),
+            "(below 1: what coding saves a rank)",
+            lambda v: True,
+        ),
         measure(
             "peer_bytes_equal_chain",
             "peer: ranks whose bytes received equal the chain's records, to the byte",
@@ -358,11 +396,13 @@ def main() -> None:
             *train,
         )
         store = run(tmp / "store", 5, "mode=store", "alpha=0.5", *common, *train)
+        uncoded = run(tmp / "store-uncoded", 5, "mode=store", "alpha=0.5", "scheme=uncoded", *common, *train)
         store_delivery = run(tmp / "store-delivery", 5, "mode=store", "alpha=0.5", *common)
     exchange_delivery = run_exchange(plane_rank.make_records(sizes, SEED))
     rows = (
         peer_rows(peer, sizes, args.train_seconds)
-        + store_rows(store, sizes, args.train_seconds)
+        + store_rows(store, args.train_seconds)
+        + store_rows(uncoded, args.train_seconds, "store-uncoded", "uncoded")
         + delivery_rows(store_delivery, exchange_delivery)
     )
     args.out_dir.mkdir(parents=True, exist_ok=True)

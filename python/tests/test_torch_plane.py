@@ -124,6 +124,25 @@ def test_store_mode_codes_from_one_rank_to_the_others(tmp_path):
             assert got <= f["bytes_received"] <= got + 65536
 
 
+def test_uncoded_store_mode_sends_each_rank_only_the_records_it_lacks(tmp_path):
+    logs = run_job(tmp_path, 4, "mode=store", "alpha=0.5", "scheme=uncoded", "epochs=3")
+    store, trainers = logs[0], logs[1:]
+    check_served(trainers, range(3), 3)
+    steps = [f for f in store["served"] if f["kind"] == "step"]
+    assert steps, "the store served steps"
+    for f in steps:
+        # Every packet has one receiver: unicasts, no relay.
+        assert f["multicast_packets"] == 0 and f["unicast_packets"] > 0
+        assert not any(any(any(row) for row in m) for m in f["round_relay_bytes"])
+    for e in ("1", "2"):
+        for t in trainers:
+            f = t["figures"][e]
+            assert f["round_bytes_received"] == f["record_bytes_received"], "its records, to the byte"
+            # Besides them, its part of the plan and the store's answer: under 2 %.
+            assert f["bytes_received"] - f["record_bytes_received"] <= 0.02 * f["record_bytes_received"] + 64
+            assert f["bytes_sent"] <= 1024, "a rank sends its requests, nothing else"
+
+
 @pytest.mark.parametrize("mode", ["peer", "store"])
 def test_a_killed_rank_s_job_resumes_from_its_last_state(tmp_path, mode):
     store_dir = tmp_path / "stores"

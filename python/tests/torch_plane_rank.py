@@ -80,6 +80,8 @@ def main() -> None:
         kwargs["fraction"] = float(opts["fraction"])
     if opts.get("alpha"):
         kwargs["alpha"] = float(opts["alpha"])
+    if opts.get("scheme"):
+        kwargs["scheme"] = opts["scheme"]
     if opts.get("store_dir"):
         kwargs["store_dir"] = opts["store_dir"]
     if opts.get("segment_bytes"):

@@ -1,6 +1,7 @@
 """``ubershuffle.torch``: shuffling inside the training job. The job's own
 ``torch.distributed`` process group carries the records, rank to rank (``mode="peer"``, the
-partial-local seed's system) or by coded pseudo-broadcast from a store rank (``mode="store"``),
+partial-local seed's system) or by coded delivery from a store rank (``mode="store"``: each
+packet only to the ranks that decode it, pseudo-broadcast among them),
 for records of any size, each epoch's delivery overlapped with the epoch before.
 
 This subpackage imports torch; ``import ubershuffle`` does not.

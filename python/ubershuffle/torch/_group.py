@@ -56,9 +56,10 @@ class ShuffleGroup(StoreSide):
       ``extra_cache`` of the records outside it (a share that holds on every number of ranks),
       or the papers' ``alpha`` of the data (its batch included, so at least one over the
       training ranks; :class:`ubershuffle.CodedShuffleSampler` says more), and receives each
-      epoch's coded delivery (``scheme``, planned over fixed-size segments of the records) by
-      pseudo-broadcast: the store sends each coded packet once, cut into one piece per rank,
-      and the ranks give each other their pieces. Those ranks train together on
+      epoch's coded delivery (``scheme``, planned over fixed-size segments of the records),
+      each packet only to the ranks that decode from it: to one rank from the store alone, to
+      several by pseudo-broadcast among them (the store sends each receiver a piece, and they
+      give each other their pieces). Those ranks train together on
       :attr:`train_group` (DDP's ``process_group``). The store plans each step beside the
       delivery of the step before; ``time_budget`` bounds a searching scheme's planner per
       step (seconds of work on two cores, counted in work units, so the plan depends on the
@@ -185,15 +186,9 @@ class ShuffleGroup(StoreSide):
                 # every rank and the groups made after this one (a validation set's, a library's)
                 # match: the store makes one of itself alone.
                 trainers = [self._ranks[r] for r in self._trainers]
-                alone = [self._ranks[self.rank]]
-                made = new_group(alone if self.is_store else trainers, None, None)
+                made = new_group([self._ranks[self.rank]] if self.is_store else trainers, None, None)
                 self._made.append(made)
                 self.train_group = None if self.is_store else made
-                # The relay's collectives run on a group of their own (DDP's on train_group
-                # run beside them, from another thread).
-                relay = new_group(alone if self.is_store else trainers, backend, self.timeout)
-                self._made.append(relay)
-                self._link.relay_group = None if self.is_store else relay
             offsets = self._agree_on_index()
             check_contents(self._link, self._source, offsets, seed)
             self.segment_bytes = (
@@ -635,10 +630,12 @@ class ShuffleGroup(StoreSide):
         self._link.send_ints(self.source_rank, values, "a request to the store", CONTROL_TAG)
 
     def _receive_step(self, now: Any, nxt: Any, epoch: int) -> dict:
-        """A training rank's side of the store's delivery of ``epoch``: the plan and its routes,
-        then per round the store's message to this rank and, where the round has packets for
-        several ranks, the relay among the training ranks (one all-to-all); each round decoded
-        while the store's next ones arrive (their receives posted ahead)."""
+        """A training rank's side of the store's delivery of ``epoch``: its part of the plan and
+        its routes, then per round the store's message to this rank and, where the round has
+        packets for several ranks, the relay among the training ranks: the round's receives,
+        from the store and the other ranks, posted :data:`ROUNDS_AHEAD` rounds ahead, its own
+        relay sends posted as soon as its store message lands, each round decoded as it
+        completes. Python only posts and waits; gloo (or NCCL) moves the bytes."""
         link, store = self._link, self.source_rank
         sent0, got0 = link.bytes_sent, link.bytes_received
         timers = dict(link.seconds)
@@ -657,31 +654,54 @@ class ShuffleGroup(StoreSide):
         decode = time.perf_counter() - decoding
         rounds = receiver.rounds
         what = f"epoch {epoch}'s delivery"
-        posted = collections.deque(
-            link.irecv(store, receiver.store_len(k), f"round {k} of {what}")
-            for k in range(min(ROUNDS_AHEAD, rounds))
-        )
-        scatter = 0.0
+        trainers = self._trainers
+
+        def post(k: int) -> tuple:
+            # Round k's receives: the store's message, and every other rank's relay.
+            store_part = link.irecv(store, receiver.store_len(k), f"round {k} of {what}")
+            sent, received = receiver.relay_sizes(k) if receiver.has_relay(k) else ([], [])
+            relay_part = link.irecvs(
+                {trainers[q]: n for q, n in enumerate(received)}, f"the relay of round {k} of {what}"
+            )
+            return store_part, relay_part, sent
+
+        posted = collections.deque(post(k) for k in range(min(ROUNDS_AHEAD, rounds)))
+        sending: collections.deque = collections.deque()
+        scatter = relay = 0.0
         round_bytes = 0
         for k in range(rounds):
             waiting = time.perf_counter()
-            buffer, works = posted.popleft()
+            (buffer, works), (from_peers_t, relay_works), sent = posted.popleft()
             link.wait(works, f"round {k} of {what} from the store")
             scatter += time.perf_counter() - waiting
-            if k + ROUNDS_AHEAD < rounds:
-                j = k + ROUNDS_AHEAD
-                posted.append(link.irecv(store, receiver.store_len(j), f"round {j} of {what}"))
             from_store = buffer.cpu().numpy()
-            from_peers = np.zeros(0, dtype=np.uint8)
-            if receiver.has_relay(k):
-                sent, received = receiver.relay_sizes(k)
+            if sent:
                 out = np.empty(int(sum(sent)), dtype=np.uint8)
                 receiver.pack_relay(k, from_store, out)
-                from_peers = link.relay(self._trainers, out, sent, received, f"the relay of round {k} of {what}")
+                ends = np.cumsum(sent)
+                sending.append(
+                    link.isends(
+                        {trainers[q]: out[e - n : e] for q, (n, e) in enumerate(zip(sent, ends))},
+                        f"the relay of round {k} of {what}",
+                    )
+                )
+            if k + ROUNDS_AHEAD < rounds:
+                posted.append(post(k + ROUNDS_AHEAD))
+            waiting = time.perf_counter()
+            link.wait(relay_works, f"the relay of round {k} of {what}")
+            while len(sending) > ROUNDS_AHEAD:
+                link.wait(sending.popleft(), f"the relay of round {k} of {what}")
+            relay += time.perf_counter() - waiting
+            from_peers = from_peers_t.cpu().numpy()
             round_bytes += len(from_store) + len(from_peers)
             decoding = time.perf_counter()
             receiver.decode(k, from_store, from_peers)
             decode += time.perf_counter() - decoding
+        waiting = time.perf_counter()
+        while sending:
+            link.wait(sending.popleft(), f"the relay of {what}")
+        relay += time.perf_counter() - waiting
+        link.tally("relay_seconds", relay)
         link.tally("scatter_seconds", scatter)
         decoding = time.perf_counter()
         done = receiver.finish()

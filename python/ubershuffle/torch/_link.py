@@ -60,12 +60,11 @@ class Link:
         """Payload bytes this link has sent."""
         self.bytes_received = 0
         """Payload bytes this link has received."""
-        self.relay_group: dist.ProcessGroup | None = None
-        """A group of the training ranks alone (store mode), for the relay's collectives."""
         self.seconds: dict = {}
         """Seconds spent, by what (``gloo_wait_seconds``: waiting on posted operations;
-        ``scatter_seconds``: waiting for the store's messages; ``relay_seconds``: the relay's
-        all-to-alls), summed over the link's life; a delivery reports the difference."""
+        ``scatter_seconds``: waiting for the store's messages; ``relay_seconds``: waiting for
+        the relay among the training ranks), summed over the link's life; a delivery reports
+        the difference."""
 
     def tally(self, key: str, seconds: float) -> None:
         """Adds ``seconds`` to ``self.seconds[key]``."""
@@ -229,6 +228,21 @@ class Link:
         op = dist.P2POp(dist.irecv, buffer, group=self.group, tag=DATA_TAG, group_peer=peer)
         return buffer, self.post([op], [(peer, "receiving")], what)
 
+    def irecvs(self, sizes: Mapping, what: str) -> tuple:
+        """Posts the receives of ``sizes[peer]`` bytes from each peer (none where 0) into one
+        buffer, the peers' bytes in the order given: ``(buffer, posted)``."""
+        total = int(sum(sizes.values()))
+        buffer = torch.empty(total, dtype=torch.uint8, device=self.device)
+        ops, posted, at = [], [], 0
+        for peer, n in sizes.items():
+            if n:
+                view = buffer[at : at + n]
+                ops.append(dist.P2POp(dist.irecv, view, group=self.group, tag=DATA_TAG, group_peer=peer))
+                posted.append((peer, "receiving"))
+            at += int(n)
+        self.bytes_received += total
+        return buffer, self.post(ops, posted, what)
+
     def isends(self, messages: Mapping, what: str) -> list:
         """Posts the sends of ``messages[peer]`` (uint8 numpy arrays; empty ones skipped)."""
         ops, posted = [], []
@@ -240,26 +254,3 @@ class Link:
                 )
                 posted.append((peer, "sending"))
         return self.post(ops, posted, what)
-
-    def relay(self, receivers: list, data: np.ndarray, sent: list, received: list, what: str) -> np.ndarray:
-        """One all-to-all among ``receivers`` (group ranks; :attr:`relay_group`, of them alone):
-        sends ``data``, ``sent[i]`` bytes of it to ``receivers[i]`` in order, and returns what
-        every one sent here, ``received[i]`` bytes from ``receivers[i]``, in order. Native code
-        moves it (gloo's pairwise all-to-all, NCCL's), watched like any wait."""
-        out = torch.empty(int(sum(received)), dtype=torch.uint8, device=self.device)
-        self.check_usable(what)
-        start = time.perf_counter()
-        work = dist.all_to_all_single(
-            out,
-            self._wire(data),
-            output_split_sizes=[int(x) for x in received],
-            input_split_sizes=[int(x) for x in sent],
-            group=self.relay_group,
-            async_op=True,
-        )
-        self.bytes_sent += int(sum(sent))
-        self.bytes_received += int(sum(received))
-        others = [r for r in receivers if r != self.rank]
-        self.wait([((None, "in the relay"), work)], what, others)
-        self.tally("relay_seconds", time.perf_counter() - start)
-        return out.cpu().numpy()

@@ -15,7 +15,6 @@ from ._link import CONTROL_TAG, ShuffleError
 from ._protocol import CODED, CONTROL_LEN, FULFIL, STOP, WHOLE, state_from
 from ._watch import PeerClosed, ShuffleClosed, log
 
-
 ROUNDS_IN_FLIGHT = 2
 """Rounds of a coded delivery the store has posted at once (as many as a training rank posts
 receives ahead: :data:`ubershuffle.torch._group.ROUNDS_AHEAD`)."""
