@@ -10,8 +10,8 @@
 use std::sync::Arc;
 
 use ubershuffle_codes::{Decoder, SegmentEncoder, SegmentTarget, Segmentation};
-use ubershuffle_core::Plan;
 use ubershuffle_core::Part;
+use ubershuffle_core::Plan;
 use ubershuffle_runtime::exchange::{SegmentEpoch, StoreRounds, plan_segment_epoch, read_part};
 use ubershuffle_runtime::route;
 

@@ -352,7 +352,8 @@ class ShuffleGroup(StoreSide):
         ``request_wait_seconds``, ``plan_seconds`` (what the delivery waited for its plan),
         ``plan_ahead_seconds`` (the planner's time when the store planned it ahead, while the
         ranks trained), ``encode_seconds``, ``scatter_seconds``, ``gloo_wait_seconds``,
-        ``cpu_seconds`` (the store process's CPU), how the packets travelled
+        ``cpu_seconds`` (the store process's CPU), ``part_bytes`` (the parts of the plan it sent
+        the training ranks, each its packets and their receivers), how the packets travelled
         (``unicast_packets`` and ``unicast_bytes``: to one rank; ``multicast_packets`` and
         ``multicast_bytes``: in pieces among the ranks that decode them; ``unneeded_packets``:
         not sent) and per round the bytes to each training rank (``round_store_bytes``) and of

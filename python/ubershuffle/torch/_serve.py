@@ -209,6 +209,7 @@ class StoreSide:
             plan_seconds=plan_seconds,
             plan_ahead_seconds=plan_ahead,
             encode_seconds=encode_seconds,
+            part_bytes=sum(len(p) for p in parts.values()),
             round_store_bytes=store_bytes,
             round_relay_bytes=relay_bytes,
         )

@@ -5,8 +5,8 @@
 //!
 //! Node 0 is the store, node `i + 1` training place `i`. The store sends, round after round,
 //! each place its bytes (places in order); each place, per round, receives its store message,
-//! sends its relay messages (to `i + 1`, `i + 2`, ... mod n, the shift order of an
-//! all_to_all), then receives the relay messages addressed to it, earliest sent first.
+//! sends its relay messages (to `i + 1`, `i + 2`, ... mod n), then receives the relay
+//! messages addressed to it, earliest sent first.
 
 use std::thread;
 use std::time::Duration;
@@ -155,7 +155,7 @@ mod tests {
         let replayed = plane(m, MBIT, &store, &relay).unwrap();
         let job = BroadcastJob { bytes, rounds: 1, method: BroadcastMethod::PseudoBroadcast, seed: 1 };
         let emulated = model::broadcast(m, MBIT, &job).unwrap()[0];
-        // The pseudo-broadcast's ring and the all_to_all move the same bytes over the same
+        // The pseudo-broadcast's ring and the relay move the same bytes over the same
         // ports: (2m - 1)/m of the buffer's time; the broadcast adds its headers and
         // acknowledgements.
         let ideal =

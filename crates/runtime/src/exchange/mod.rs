@@ -8,16 +8,16 @@
 //! the epoch, so the master never runs more than the epoch in flight ahead of the caller.
 
 mod learner;
+mod receiver_part;
 pub mod record_files;
 mod segment_epoch;
 mod serve;
-mod receiver_part;
 mod sink;
 mod store_rounds;
 
 pub use learner::RecordsLearner;
+pub use receiver_part::{ReceiverPart, read_part};
 pub use segment_epoch::{SegmentEpoch, SegmentEpochError, plan_segment_epoch, plan_segment_epoch_without};
 pub use serve::{ServeError, ServeOptions, Serving, serve};
-pub use receiver_part::{ReceiverPart, read_part};
 pub use sink::{Delivery, DeliveryFigures, NoSink, RecordSink};
 pub use store_rounds::{RouteFigures, StoreRounds, StoreRoundsError};

@@ -197,9 +197,10 @@ impl Words<'_> {
     fn next(&mut self, what: &str) -> Result<u64, StoreRoundsError> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
-            let b = *self.bytes.get(self.at).ok_or_else(|| {
-                StoreRoundsError::Malformed(format!("it ends before {what}"))
-            })?;
+            let b = *self
+                .bytes
+                .get(self.at)
+                .ok_or_else(|| StoreRoundsError::Malformed(format!("it ends before {what}")))?;
             self.at += 1;
             v |= u64::from(b & 0x7f) << shift;
             if b & 0x80 == 0 {

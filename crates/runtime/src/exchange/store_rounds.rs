@@ -314,7 +314,13 @@ impl StoreRounds {
     /// Writes receiver `r`'s relay of round `k` into `out` (every other receiver's bytes in
     /// receiver order, as one all-to-all sends them) from `from_store`, the store's message to
     /// `r` in that round.
-    pub fn pack_relay(&self, k: usize, r: usize, from_store: &[u8], out: &mut [u8]) -> Result<(), StoreRoundsError> {
+    pub fn pack_relay(
+        &self,
+        k: usize,
+        r: usize,
+        from_store: &[u8],
+        out: &mut [u8],
+    ) -> Result<(), StoreRoundsError> {
         self.check_store_message(k, r, from_store)?;
         let (sends, _) = self.relay_sizes(k, r);
         let total: u64 = sends.iter().sum();

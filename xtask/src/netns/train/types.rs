@@ -79,7 +79,7 @@ impl Arm {
             Arm::A | Arm::C => "the store unicasts each rank the records it lacks",
             Arm::B => {
                 "the store unicasts each packet that one rank decodes and sends a packet that several \
-ranks decode in pieces, one to each of them, which relay their pieces to each other (one all_to_all per round)"
+ranks decode in pieces, one to each of them, which relay their pieces to each other"
             }
             Arm::D => {
                 "each rank receives the records it lacks straight from a rank that holds them (peer to peer)"
@@ -242,6 +242,8 @@ pub struct Served {
     pub data_bytes: u64,
     /// Bytes per segment.
     pub segment_bytes: u64,
+    /// Bytes of the parts of the plan the store sent the training ranks (newest logs).
+    pub part_bytes: Option<u64>,
     /// Per round, per training place: the store's payload bytes to that place (newer logs).
     pub round_store_bytes: Vec<Vec<u64>>,
     /// Per round, the places' relay: `[i][j]` the bytes place `i` sends place `j` (newer logs;

@@ -23,6 +23,9 @@ pub fn wire_bytes(payload: u64, packets: Option<u64>, mtu: u32) -> u64 {
     payload + packets.unwrap_or_else(|| payload.div_ceil(per_frame)) * HEADER_BYTES
 }
 
+/// The store's answer to a training rank's request for a step: two int64s.
+const ANSWER_BYTES: u64 = 16;
+
 /// One byte check: what, and whether it held.
 #[derive(Clone, Debug)]
 pub struct Check {
@@ -106,10 +109,20 @@ fn store_checks(
         let travelling = f.unicast_bytes + f.multicast_bytes;
         let wanted = if travelling > 0 { travelling } else { packets };
         let overhead = f.bytes_sent.saturating_sub(wanted);
-        check(
-            f.bytes_sent >= wanted && overhead <= wanted / 20 + (64 << 10),
-            format!("epoch {e}: the store sent {} plane bytes for packets of {wanted}", f.bytes_sent),
-        );
+        match f.part_bytes {
+            // Newest logs: the packets, the plan's parts and one answer per rank, to the byte.
+            Some(parts) => check(
+                f.bytes_sent == wanted + parts + ANSWER_BYTES * setting.ranks as u64,
+                format!(
+                    "epoch {e}: the store sent {} plane bytes for packets of {wanted}, parts of the plan of {parts} and {} answers",
+                    f.bytes_sent, setting.ranks
+                ),
+            ),
+            None => check(
+                f.bytes_sent >= wanted && overhead <= wanted / 20 + (64 << 10),
+                format!("epoch {e}: the store sent {} plane bytes for packets of {wanted}", f.bytes_sent),
+            ),
+        }
         let chain: Option<u64> = first.chain_bytes.get(e.wrapping_sub(1)).map(|v| v.iter().sum());
         if job.arm == Arm::B {
             check(

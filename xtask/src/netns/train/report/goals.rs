@@ -118,6 +118,19 @@ pub fn goals(rows: &[Row], ranks: usize) -> Vec<Goal> {
         let v = med_opt(rows, 'b', |r| r.limit_s.map(|l| r.shuffle_s / l));
         goal("b_vs_limit", "shuffle time of (b) / its busiest port's bound", v, "<= 1.2", v <= 1.2);
     }
+    for arm in ['a', 'b', 'c'].into_iter().filter(|&a| has_figure(a, |r| r.part_bytes.map(|p| p as f64))) {
+        let v = med_opt(rows, arm, |r| {
+            let packets = (r.unicast_bytes + r.multicast_bytes) as f64;
+            r.part_bytes.filter(|_| packets > 0.0).map(|p| p as f64 / packets)
+        });
+        goal(
+            &format!("{arm}_plan_share"),
+            &format!("the plan's parts sent by ({arm})'s store / its packets' bytes (not in the limit)"),
+            v,
+            "",
+            true,
+        );
+    }
     for arm in ['b', 'c'].into_iter().filter(|&a| profiled(rows, a)) {
         let m = |f: fn(&Row) -> Option<f64>| med_opt(rows, arm, f);
         let figures: [(&str, &str, f64); 6] = [

@@ -74,6 +74,8 @@ pub struct Row {
     pub unicast_bytes: u64,
     /// Bytes of the multicast packets.
     pub multicast_bytes: u64,
+    /// Bytes of the plan's parts the store sent the ranks (each its packets and receivers).
+    pub part_bytes: Option<u64>,
     /// The most bytes a training rank holds.
     pub storage_bytes_per_rank: u64,
     /// Held-out accuracy after the epoch.
@@ -264,6 +266,7 @@ pub fn job_rows(job: &Job, setting: &Setting) -> anyhow::Result<(Vec<Row>, Vec<L
             unneeded_packets: step.map_or(0, |f| f.unneeded_packets),
             unicast_bytes: step.map_or(0, |f| f.unicast_bytes),
             multicast_bytes: step.map_or(0, |f| f.multicast_bytes),
+            part_bytes: step.and_then(|f| f.part_bytes),
             storage_bytes_per_rank: logs.iter().map(|l| l.held_bytes).max().unwrap_or(0),
             held_out_accuracy: l0.held_out_accuracy.unwrap_or(f64::NAN),
             held_out_loss: l0.held_out_loss.unwrap_or(f64::NAN),
