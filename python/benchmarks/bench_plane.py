@@ -16,8 +16,8 @@ coefficient of variation 0.7 (ImageNet's JPEGs average about 110 KB), generated 
   the whole delivery (``exposed_seconds``).
 
 Every arm reports, per rank and epoch, the bytes it received on the plane against the bytes of
-the records it lacked (``received_vs_lacked``: 1 plus the plan's description for records sent
-whole, below 1 where coding saves).
+the records it lacked (``received_vs_lacked``: 1 plus its part of the plan; coded delivery
+saves the store's uplink, not a rank's downlink, so about 1 there too).
 
 Writes results/plane.csv (one row per arm, epoch and rank: the figures of
 ``ShuffleGroup.figures``, the records the chain moves into the rank, and the store's plan) and
@@ -284,7 +284,12 @@ def summary(rows: list) -> list:
     delivery = delivery_seconds(rows, "store-delivery") / delivery_seconds(rows, "exchange-delivery")
 
     def received(arm: str) -> float:
-        ratios = [r["received_vs_lacked"] for r in rows if r["arm"] == arm and r["kind"] == "step"]
+        # The training ranks' steps (the store's rows and the catch-ups have no such ratio).
+        ratios = [
+            r["received_vs_lacked"]
+            for r in rows
+            if r["arm"] == arm and r["kind"] == "step" and isinstance(r["received_vs_lacked"], float)
+        ]
         return statistics.median(ratios) if ratios else float("nan")
 
     return [
@@ -306,7 +311,7 @@ def summary(rows: list) -> list:
             "store_received_vs_lacked",
             "store, coded: bytes a rank received / bytes of the records it lacked, median",
             received("store"),
-            "(below 1: what coding saves a rank)",
+            "(about 1: coding saves the store's uplink, not a rank's downlink)",
             lambda v: True,
         ),
         measure(

@@ -19,15 +19,24 @@ use crate::errors::{Failure, Outcome, bad, one_line};
 use crate::sampler::SamplerCore;
 use crate::store::{MappedStore, SharedStore};
 
-/// The most bytes of packets in one round on the wire: small enough that the store's next
-/// round travels while the training ranks relay this one (the pipeline fills in one round),
-/// large enough that a round's fixed costs stay small beside its bytes.
+/// The bytes of packets in one round on the wire, at the least: small enough that the store's
+/// next round travels while the training ranks relay this one (the pipeline fills in one
+/// round), large enough that a round's fixed costs stay small beside its bytes on slow links.
 pub const WIRE_ROUND_BYTES: u64 = 128 << 10;
 
-/// Packets per round for segments of `segment_bytes` in rounds of at most `round_bytes`
-/// (and [`WIRE_ROUND_BYTES`]).
-pub fn packets_per_round(segment_bytes: usize, round_bytes: u64) -> usize {
-    (round_bytes.min(WIRE_ROUND_BYTES) / segment_bytes.max(1) as u64).max(1) as usize
+/// The most rounds of one delivery: a round costs each rank a few posts and waits in Python,
+/// which on fast links (loopback, 1 Gbit/s) cost more than the bytes, so a large delivery
+/// goes in larger rounds.
+pub const MAX_ROUNDS: usize = 64;
+
+/// Packets per round of a delivery of `packets` packets of `segment_bytes`: rounds of
+/// [`WIRE_ROUND_BYTES`], or larger to stay within [`MAX_ROUNDS`], and at most `round_bytes`
+/// (the memory a round may take).
+pub fn packets_per_round(packets: usize, segment_bytes: usize, round_bytes: u64) -> usize {
+    let width = segment_bytes.max(1) as u64;
+    let least = (WIRE_ROUND_BYTES / width).max(1) as usize;
+    let most = (round_bytes / width).max(1) as usize;
+    least.max(packets.div_ceil(MAX_ROUNDS)).min(most)
 }
 
 /// Per packet of `plan`, the bytes it travels with: its longest real part (the rest is zero
@@ -59,8 +68,13 @@ impl CodedSend {
         let routes = route(&epoch.segments, &epoch.plan).map_err(|e| Failure::Internal(one_line(&e)))?;
         let width = segmentation.segment_bytes();
         let lengths = travelling_lengths(&epoch.plan, &segmentation);
-        let rounds = StoreRounds::from_routes(&routes, lengths, width, packets_per_round(width, round_bytes))
-            .map_err(|e| Failure::Internal(one_line(&e)))?;
+        let rounds = StoreRounds::from_routes(
+            &routes,
+            lengths,
+            width,
+            packets_per_round(epoch.plan.len(), width, round_bytes),
+        )
+        .map_err(|e| Failure::Internal(one_line(&e)))?;
         Ok(CodedSend { epoch, segmentation, rounds })
     }
 
@@ -120,8 +134,11 @@ impl CodedReceive {
         let wanted_segments = segmentation.expand(&wanted);
         let known = segmentation.expand(&cache);
         let width = segmentation.segment_bytes();
-        let part = read_part(part, rank, ranks, width, |parts| travelling_length(parts, &segmentation))
-            .map_err(|e| Failure::Internal(format!("the store's plan: {}", one_line(&e))))?;
+        // A plan's packets each bring some rank a segment it lacks.
+        let max_packets = segmentation.segments().saturating_mul(ranks);
+        let part =
+            read_part(part, rank, ranks, width, max_packets, |parts| travelling_length(parts, &segmentation))
+                .map_err(|e| Failure::Internal(format!("the store's plan: {}", one_line(&e))))?;
         if let Some(p) = part.plan.iter().flatten().find(|p| p.point as usize >= segmentation.segments()) {
             return Err(Failure::Internal(format!(
                 "the store's plan names segment {} of {}",
@@ -165,5 +182,22 @@ impl CodedReceive {
                     .map_err(|e| Failure::Internal(format!("decoding packet {t}: {}", one_line(&e))))
             })
             .map_err(|e| bad(one_line(&e)))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_are_128_kib_at_least_64_at_most_and_never_above_round_bytes() {
+        // 100 packets of 512 bytes: one round of 256 packets would hold them all.
+        assert_eq!(packets_per_round(100, 512, 16 << 20), 256);
+        // 100 000 packets: 64 rounds of 1563 packets.
+        assert_eq!(packets_per_round(100_000, 512, 16 << 20), 1563);
+        // The memory cap wins: 64 KiB rounds.
+        assert_eq!(packets_per_round(100_000, 512, 64 << 10), 128);
+        // Segments larger than a round: one per round.
+        assert_eq!(packets_per_round(10, 1 << 20, 16 << 20), 1);
     }
 }

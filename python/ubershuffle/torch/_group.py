@@ -690,18 +690,14 @@ class ShuffleGroup(StoreSide):
                 posted.append(post(k + ROUNDS_AHEAD))
             waiting = time.perf_counter()
             link.wait(relay_works, f"the relay of round {k} of {what}")
-            while len(sending) > ROUNDS_AHEAD:
-                link.wait(sending.popleft(), f"the relay of round {k} of {what}")
             relay += time.perf_counter() - waiting
+            relay += link.drain(sending, ROUNDS_AHEAD, f"the relay of round {k} of {what}")
             from_peers = from_peers_t.cpu().numpy()
             round_bytes += len(from_store) + len(from_peers)
             decoding = time.perf_counter()
             receiver.decode(k, from_store, from_peers)
             decode += time.perf_counter() - decoding
-        waiting = time.perf_counter()
-        while sending:
-            link.wait(sending.popleft(), f"the relay of {what}")
-        relay += time.perf_counter() - waiting
+        relay += link.drain(sending, 0, f"the relay of {what}")
         link.tally("relay_seconds", relay)
         link.tally("scatter_seconds", scatter)
         decoding = time.perf_counter()

@@ -11,6 +11,7 @@ gloo they are CPU tensors sharing memory with numpy.
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 import warnings
@@ -109,7 +110,9 @@ class Link:
 
     def wait(self, posted: list, what: str, peers: list | None = None) -> None:
         """Waits for the posted operations (``((peer, doing), work)``) while their peers (or
-        ``peers``) live; a failure names the peer."""
+        ``peers``) live; a failure names the peer. Nothing posted: nothing to wait for."""
+        if not posted:
+            return
         start = time.perf_counter()
         try:
             self._wait(posted, what, peers)
@@ -217,6 +220,14 @@ class Link:
             return []
         self.check_usable(what)
         return list(zip(posted, dist.batch_isend_irecv(ops)))
+
+    def drain(self, posted: collections.deque, keep: int, what: str) -> float:
+        """Waits for the oldest of ``posted`` (each what :meth:`post` returned) until at most
+        ``keep`` remain; returns the seconds it waited."""
+        start = time.perf_counter()
+        while len(posted) > keep:
+            self.wait(posted.popleft(), what)
+        return time.perf_counter() - start
 
     def irecv(self, peer: int, nbytes: int, what: str) -> tuple:
         """Posts the receive of ``nbytes`` from ``peer``: ``(buffer, posted)``, ``posted`` for

@@ -195,14 +195,8 @@ class StoreSide:
             ends = np.cumsum(sizes)
             messages = {r: data[e - n : e] for r, n, e in zip(self._trainers, sizes, ends)}
             in_flight.append(link.isends(messages, f"round {k} of epoch {epoch}"))
-            while len(in_flight) >= ROUNDS_IN_FLIGHT:
-                sending = time.perf_counter()
-                link.wait(in_flight.popleft(), f"round {k} of epoch {epoch}")
-                scatter += time.perf_counter() - sending
-        sending = time.perf_counter()
-        while in_flight:
-            link.wait(in_flight.popleft(), f"the last rounds of epoch {epoch}")
-        scatter += time.perf_counter() - sending
+            scatter += link.drain(in_flight, ROUNDS_IN_FLIGHT - 1, f"round {k} of epoch {epoch}")
+        scatter += link.drain(in_flight, 0, f"the last rounds of epoch {epoch}")
         link.tally("scatter_seconds", scatter)
         figures = dict(sender.figures())
         figures.update(

@@ -59,12 +59,14 @@ impl StoreRounds {
 }
 
 /// Reads receiver `r`'s part ([`StoreRounds::part_for`]) for `receivers` receivers of packets
-/// of `width` bytes; `length(parts)` gives the bytes a packet of those parts travels with.
+/// of `width` bytes, of a plan of at most `max_packets` packets; `length(parts)` gives the bytes
+/// a packet of those parts travels with.
 pub fn read_part(
     bytes: &[u8],
     r: usize,
     receivers: usize,
     width: usize,
+    max_packets: usize,
     length: impl Fn(&[Part]) -> u32,
 ) -> Result<ReceiverPart, StoreRoundsError> {
     let malformed = |why: String| StoreRoundsError::Malformed(why);
@@ -76,6 +78,9 @@ pub fn read_part(
             "it is for {} receivers and packets of {} bytes; this rank expects {receivers} and {width}",
             head[0], head[1]
         )));
+    }
+    if packets > max_packets {
+        return Err(malformed(format!("{packets} packets, more than a plan can have here ({max_packets})")));
     }
     if per_round == 0 || relays > packets {
         return Err(malformed(format!("{per_round} packets per round, {relays} rounds with a relay")));
@@ -241,7 +246,7 @@ mod tests {
     fn a_receiver_reads_back_its_packets_and_lays_out_its_rounds_as_the_store_does() {
         let (plan, whole) = example();
         for r in 0..3 {
-            let part = read_part(&whole.part_for(r, &plan), r, 3, 8, length_of).unwrap();
+            let part = read_part(&whole.part_for(r, &plan), r, 3, 8, 100, length_of).unwrap();
             assert_eq!(part.seqs, whole.needs(r));
             for (local, &t) in part.seqs.iter().enumerate() {
                 let points = |p: &[Part]| p.iter().map(|x| x.point).collect::<Vec<_>>();
@@ -262,7 +267,7 @@ mod tests {
         plan.push(&[Part::new(1, 3), Part::new(2, 69)]);
         let to = vec![vec![69], vec![3, 69]];
         let whole = StoreRounds::new(70, 8, 2, to, vec![8, 8]).unwrap();
-        let part = read_part(&whole.part_for(69, &plan), 69, 70, 8, |_| 8).unwrap();
+        let part = read_part(&whole.part_for(69, &plan), 69, 70, 8, 100, |_| 8).unwrap();
         assert_eq!(part.seqs, vec![0, 1]);
         assert_eq!(part.rounds.receivers_of(1), &[3, 69]);
         assert_eq!(part.rounds.relay_sizes(0, 69), whole.relay_sizes(0, 69));
@@ -276,11 +281,12 @@ mod tests {
         // mask: 4) and 3 (gap, parts, three points, mask: 6).
         assert_eq!(bytes.len(), 5 + 2 + 1 + 4 + 6);
         for (bad, want) in [
-            (read_part(&bytes, 1, 4, 8, length_of), "4"),
-            (read_part(&bytes[..bytes.len() - 1], 1, 3, 8, length_of), "ends before"),
-            (read_part(&[bytes.clone(), vec![0]].concat(), 1, 3, 8, length_of), "after its last"),
-            (read_part(&bytes, 1, 3, 9, length_of), "packets of 8 bytes"),
-            (read_part(&bytes, 0, 3, 8, length_of), "not for it"),
+            (read_part(&bytes, 1, 4, 8, 100, length_of), "4"),
+            (read_part(&bytes[..bytes.len() - 1], 1, 3, 8, 100, length_of), "ends before"),
+            (read_part(&[bytes.clone(), vec![0]].concat(), 1, 3, 8, 100, length_of), "after its last"),
+            (read_part(&bytes, 1, 3, 9, 100, length_of), "packets of 8 bytes"),
+            (read_part(&bytes, 0, 3, 8, 100, length_of), "not for it"),
+            (read_part(&bytes, 1, 3, 8, 3, length_of), "more than a plan can have"),
         ] {
             let e = bad.unwrap_err().to_string();
             assert!(e.contains(want) && !e.contains('\n'), "{e}");

@@ -274,24 +274,9 @@ impl StoreRounds {
         mut encode: impl FnMut(usize, &mut [u8]) -> Result<(), E>,
     ) -> Result<Result<(), E>, StoreRoundsError> {
         let sizes = self.store_sizes(k);
-        let total: u64 = sizes.iter().sum();
-        if out.len() as u64 != total {
-            return Err(StoreRoundsError::WrongLength {
-                what: "the store's messages",
-                round: k,
-                len: out.len(),
-                wanted: total as usize,
-            });
-        }
+        expect_len("the store's messages", k, out.len(), sizes.iter().sum())?;
         // Where each receiver's message goes next.
-        let mut cursor: Vec<usize> = sizes
-            .iter()
-            .scan(0usize, |at, &s| {
-                let here = *at;
-                *at += s as usize;
-                Some(here)
-            })
-            .collect();
+        let mut cursor = starts(&sizes);
         let mut packet = vec![0u8; self.width];
         for t in self.packets(k) {
             let list = &self.to[t];
@@ -323,15 +308,7 @@ impl StoreRounds {
     ) -> Result<(), StoreRoundsError> {
         self.check_store_message(k, r, from_store)?;
         let (sends, _) = self.relay_sizes(k, r);
-        let total: u64 = sends.iter().sum();
-        if out.len() as u64 != total {
-            return Err(StoreRoundsError::WrongLength {
-                what: "the relay's send buffer",
-                round: k,
-                len: out.len(),
-                wanted: total as usize,
-            });
-        }
+        expect_len("the relay's send buffer", k, out.len(), sends.iter().sum())?;
         let mut cursor = starts(&sends);
         let mut at = 0usize;
         for (t, piece) in self.store_message(k, r) {
@@ -363,15 +340,7 @@ impl StoreRounds {
     ) -> Result<Result<(), E>, StoreRoundsError> {
         self.check_store_message(k, r, from_store)?;
         let (_, recvs) = self.relay_sizes(k, r);
-        let total: u64 = recvs.iter().sum();
-        if from_peers.len() as u64 != total {
-            return Err(StoreRoundsError::WrongLength {
-                what: "the relay's receive buffer",
-                round: k,
-                len: from_peers.len(),
-                wanted: total as usize,
-            });
-        }
+        expect_len("the relay's receive buffer", k, from_peers.len(), recvs.iter().sum())?;
         let mut cursor = starts(&recvs);
         let mut packet = vec![0u8; self.width];
         let mut at = 0usize;
@@ -397,15 +366,7 @@ impl StoreRounds {
 
     fn check_store_message(&self, k: usize, r: usize, from_store: &[u8]) -> Result<(), StoreRoundsError> {
         let wanted: usize = self.store_message(k, r).map(|(_, b)| b.len()).sum();
-        if from_store.len() != wanted {
-            return Err(StoreRoundsError::WrongLength {
-                what: "the store's message",
-                round: k,
-                len: from_store.len(),
-                wanted,
-            });
-        }
-        Ok(())
+        expect_len("the store's message", k, from_store.len(), wanted as u64)
     }
 
     /// How the packets travel, in all.
@@ -426,6 +387,14 @@ impl StoreRounds {
         }
         f
     }
+}
+
+/// `Ok` when a buffer of `len` bytes holds `what` of round `round`, `wanted` bytes.
+fn expect_len(what: &'static str, round: usize, len: usize, wanted: u64) -> Result<(), StoreRoundsError> {
+    if len as u64 == wanted {
+        return Ok(());
+    }
+    Err(StoreRoundsError::WrongLength { what, round, len, wanted: wanted as usize })
 }
 
 /// Where each of consecutive sections of `sizes` starts.

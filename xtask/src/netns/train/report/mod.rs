@@ -21,7 +21,7 @@ use ubershuffle_bench::report::chart::{LineChart, Series};
 use crate::netns::train::types::{Arm, Job, ReportOptions, Setting};
 use crate::netns::write_csv;
 use checks::Check;
-use goals::{Goal, last_accuracy, med, med_opt};
+use goals::{Goal, last_accuracy, med};
 use rows::Row;
 use section::num;
 
@@ -115,15 +115,10 @@ fn print_summary(rows: &[Row], goals: &[Goal], checks: &[Check]) {
     eprintln!("netns-train: medians over epochs after the first:");
     for arm in section::arms_run(rows) {
         let a = arm.letter();
+        let [exposed, epoch, shuffle, model, uplink, limit] = section::timings(rows, a);
         eprintln!(
-            "  ({a}) exposed {:>7} s  epoch {:>7} s  shuffle {:>7} s  model {:>7} s  uplink {:>7} s  limit {:>7} s  \
-store {:>7} MB  accuracy {}",
-            num(med(rows, a, |r| r.exposed_s), 3),
-            num(med(rows, a, |r| r.epoch_s), 3),
-            num(med(rows, a, |r| r.shuffle_s), 3),
-            num(med_opt(rows, a, |r| r.model_shuffle_s), 3),
-            num(med_opt(rows, a, |r| r.store_uplink_s), 3),
-            num(med_opt(rows, a, |r| r.limit_s), 3),
+            "  ({a}) exposed {exposed:>7} s  epoch {epoch:>7} s  shuffle {shuffle:>7} s  model {model:>7} s  \
+uplink {uplink:>7} s  limit {limit:>7} s  store {:>7} MB  accuracy {}",
             num(med(rows, a, |r| r.plane_store_sent_bytes as f64 / 1e6), 2),
             num(last_accuracy(rows, a), 4),
         );

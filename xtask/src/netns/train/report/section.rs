@@ -74,18 +74,26 @@ rank) over the rate, the delivery's own lower bound";
 /// and the plane's bytes, medians over the epochs after the first.
 fn timing_cells(rows: &[Row], arm: Arm, setting: &Setting) -> String {
     let a = arm.letter();
+    let [exposed, epoch, shuffle, model, uplink, limit] = timings(rows, a);
     format!(
-        "| ({a}) {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        "| ({a}) {} | {exposed} | {epoch} | {shuffle} | {model} | {uplink} | {limit} | {} | {} |",
         arm.describe(setting.fraction),
+        num(med(rows, a, |r| r.store_tx_bytes as f64 / 1e6), 2),
+        num(med(rows, a, |r| r.plane_received_bytes as f64 / 1e6), 2),
+    )
+}
+
+/// Arm `a`'s times, medians over the epochs after the first, as text: exposed, epoch,
+/// shuffle, the emulator's, the store's uplink bound and the delivery's limit.
+pub fn timings(rows: &[Row], a: char) -> [String; 6] {
+    [
         num(med(rows, a, |r| r.exposed_s), 3),
         num(med(rows, a, |r| r.epoch_s), 3),
         num(med(rows, a, |r| r.shuffle_s), 3),
         num(med_opt(rows, a, |r| r.model_shuffle_s), 3),
         num(med_opt(rows, a, |r| r.store_uplink_s), 3),
         num(med_opt(rows, a, |r| r.limit_s), 3),
-        num(med(rows, a, |r| r.store_tx_bytes as f64 / 1e6), 2),
-        num(med(rows, a, |r| r.plane_received_bytes as f64 / 1e6), 2),
-    )
+    ]
 }
 
 /// The header of [`timing_cells`]' columns, then `more`.
