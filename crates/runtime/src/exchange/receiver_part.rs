@@ -89,7 +89,7 @@ pub fn read_part(
     let mut relay = vec![false; rounds];
     let mut k = 0usize;
     for i in 0..relays {
-        k = k.checked_add(words.next("the rounds with a relay")? as usize).unwrap_or(usize::MAX);
+        k = k.saturating_add(words.next("the rounds with a relay")? as usize);
         if k >= rounds || (i > 0 && relay[k]) {
             return Err(malformed(format!("round {k} of {rounds} has a relay")));
         }
