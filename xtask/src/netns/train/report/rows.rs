@@ -1,6 +1,6 @@
 //! The ranks' logs of one job turned into typed rows: one per epoch ([`Row`]) and one per epoch
 //! and node ([`LinkRow`]); the store arms' deliveries bounded by their ports and replayed on
-//! the emulator ([`replay`]).
+//! the emulator ([`replay()`]).
 
 use anyhow::{Context, bail};
 use serde::Serialize;
@@ -169,7 +169,7 @@ fn largest(logs: &[&EpochLog], f: impl Fn(&EpochLog) -> Option<f64>) -> Option<f
     logs.iter().filter_map(|l| f(l)).fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
 }
 
-/// The rows of one job (without the emulator's column: [`replay`]).
+/// The rows of one job (without the emulator's column: [`replay()`]).
 pub fn job_rows(job: &Job, setting: &Setting) -> anyhow::Result<(Vec<Row>, Vec<LinkRow>)> {
     let trainers = job.trainers();
     let store = job.store();
