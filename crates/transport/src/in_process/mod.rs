@@ -245,11 +245,13 @@ impl Links for InProcessTransport {
             stamp
         });
         let delivery = Delivery::Message { from: self.rank, tag, bytes, stamp };
-        self.peers[to].send(delivery).map_err(|_| TransportError::PeerGone {
-            peer: to,
-            op,
-            detail: "its endpoint was dropped".into(),
-        })
+        if self.peers[to].send(delivery).is_ok() {
+            return Ok(());
+        }
+        // The peer left between the check above and this send. An endpoint says why it leaves
+        // before it drops its inbox, so its reason is already in this rank's inbox.
+        self.mailbox.ensure_present(to, op)?;
+        Err(TransportError::PeerGone { peer: to, op, detail: "its endpoint was dropped".into() })
     }
 
     fn recv_from(
