@@ -39,7 +39,8 @@ def finish(job: subprocess.Popen, out: pathlib.Path, nproc: int, timeout: float 
         stdout, _ = job.communicate()
         pytest.fail("the job did not end in time:\n" + "\n".join(stdout.splitlines()[-60:]))
     if job.returncode != 0:
-        tail = "\n".join(stdout.splitlines()[-40:])
+        # Enough lines to reach the failing rank's own traceback above the agent's summary.
+        tail = "\n".join(stdout.splitlines()[-200:])
         pytest.fail(f"the job exited with {job.returncode}:\n{tail}")
     return [json.loads((out / f"rank-{r}.json").read_text()) for r in range(nproc)]
 
