@@ -564,6 +564,19 @@ impl SamplerCore {
         self.targets().iter().map(|t| crate::store::ids_array(py, t)).collect()
     }
 
+    /// A copy of this core as it stands: what a background delivery works from, so that the
+    /// sampler's own core stays free for the training thread (a `load_state` or `set_epoch`
+    /// there while the delivery reads it would be a borrow conflict).
+    fn copy(&self) -> SamplerCore {
+        SamplerCore {
+            config: self.config.clone(),
+            world: self.world,
+            epoch: self.epoch,
+            segment_start: self.segment_start,
+            current: self.current.clone(),
+        }
+    }
+
     /// A copy at the next epoch (computed without the GIL).
     #[pyo3(name = "stepped")]
     fn py_stepped(&self, py: Python<'_>) -> PyResult<SamplerCore> {
