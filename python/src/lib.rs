@@ -288,5 +288,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<plane::CodedSendCore>()?;
     m.add_class::<plane::CodedRecvCore>()?;
     m.add_class::<plane::LivenessCore>()?;
+    m.add_class::<plane::PaceCore>()?;
     Ok(())
 }

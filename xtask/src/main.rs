@@ -100,6 +100,11 @@ enum Task {
     /// delivery's rounds replayed on the emulator and bounded by its busiest port
     /// (results/netns-train*.csv).
     NetnsTrain(netns::train::NetnsTrainArgs),
+    /// Linux, root: DDP's gradient all-reduce while ShuffleGroup delivers the next epoch's
+    /// records, between network namespaces shaped by `tc`: per arm (peer partial-local, peer
+    /// global, store coded) with the plane idle, in flight, and yielding to the all-reduces
+    /// (results/netns-gradients*.csv).
+    NetnsGradients(netns::gradients::NetnsGradientsArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -170,6 +175,7 @@ fn main() -> anyhow::Result<()> {
         Task::Cluster(args) => cluster::run(&args, &workspace_root(), &target_dir()),
         Task::Netns(args) => netns::run(&args, &workspace_root(), &target_dir()),
         Task::NetnsTrain(args) => netns::train::run(&args, &workspace_root(), &target_dir()),
+        Task::NetnsGradients(args) => netns::gradients::run(&args, &workspace_root(), &target_dir()),
     }
 }
 

@@ -2,10 +2,12 @@
 //! themselves. Python only hands buffers to the process group; everything here runs without the
 //! GIL. [`TransferCore`]: records sent whole, rank to rank (peer mode, and every catch-up);
 //! [`CodedSendCore`] and [`CodedRecvCore`]: a store rank's coded delivery and a training
-//! rank's decoding, in rounds.
+//! rank's decoding, in rounds; [`LivenessCore`]: who is alive; [`PaceCore`]: when a delivery
+//! yields to the job's gradient all-reduces.
 
 mod coded;
 mod liveness;
+mod pace;
 mod transfer;
 
 use std::sync::{Arc, Mutex};
@@ -20,6 +22,7 @@ use crate::sampler::SamplerCore;
 use crate::store::{MappedStore, SharedStore, StoreCore, ids_array, ids_from, locked};
 use coded::{CodedReceive, CodedSend};
 use liveness::{CLOSED, Liveness, Verdict};
+use pace::{Hold, Pace};
 use transfer::{Holding, Transfer};
 
 /// Holdings from Python: an int64 array of record ids, or `None` for every record.
@@ -427,5 +430,47 @@ fn verdict_tuple(v: Verdict) -> (&'static str, usize, f64) {
     match v {
         Verdict::Closed { rank } => ("closed", rank, 0.0),
         Verdict::Silent { rank, seconds } => ("silent", rank, seconds),
+    }
+}
+
+/// When a background delivery may post its next round (see [`pace`]): the steps' all-reduces
+/// and the rounds' times in, on the caller's monotonic clock; a verdict out.
+#[pyclass(module = "ubershuffle._native")]
+pub struct PaceCore {
+    pace: Pace,
+}
+
+#[pymethods]
+impl PaceCore {
+    /// A rank that has seen no step yet.
+    #[new]
+    fn py_new() -> Self {
+        PaceCore { pace: Pace::new() }
+    }
+
+    /// A step's all-reduce began at `now`.
+    fn began(&mut self, now: f64) {
+        self.pace.began(now);
+    }
+
+    /// The step's all-reduce ended at `now`, having sent and received `wire_bytes` at each rank.
+    fn ended(&mut self, now: f64, wire_bytes: f64) {
+        self.pace.ended(now, wire_bytes);
+    }
+
+    /// Whether the training thread waits for the delivery (then nothing is held).
+    fn set_training_waits(&mut self, waits: bool) {
+        self.pace.set_training_waits(waits);
+    }
+
+    /// With `in_flight` bytes posted and not landed after the post: `0.0`, post now; `None`,
+    /// an all-reduce is in flight, wait for its end; `s > 0`, the next all-reduce is due, wait
+    /// at most `s` seconds.
+    fn hold(&self, now: f64, in_flight: f64) -> Option<f64> {
+        match self.pace.hold(now, in_flight) {
+            Hold::Go => Some(0.0),
+            Hold::UntilEnd => None,
+            Hold::For(s) => Some(s),
+        }
     }
 }

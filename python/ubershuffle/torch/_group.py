@@ -19,6 +19,7 @@ from ..sources import as_source
 from ..store import RecordStore
 from ._background import Background, Reader
 from ._dataset import RecordDataset
+from ._gradients import YIELD_ROUND_BYTES, GradientGate
 from ._link import CONTROL_TAG, ShuffleError
 from ._protocol import CONTROL_LEN, FULFIL, STEP, STOP, WHOLE, offsets_digest, state_bytes
 from ._serve import StoreSide
@@ -90,6 +91,14 @@ class ShuffleGroup(StoreSide):
     without it they live in shared memory. :meth:`state_dict` and :meth:`load_state_dict`
     resume exactly, also on another number of ranks.
 
+    The next epoch's delivery shares the links with DDP's gradients. After :meth:`yield_to`
+    with the model, the delivery yields to them: it posts no new round while a step's
+    all-reduce is in flight (``yield_to_gradients``, on by default; every rank must pass the
+    same). A peer-mode delivery then moves in rounds of at most 128 KiB per pair of ranks,
+    which is what an all-reduce may still meet on the links; a store-mode one in its rounds,
+    at most two posted ahead. If the compute windows are too short for the delivery, the next
+    :meth:`set_epoch` waits for the rest (``exposed_seconds``).
+
     The process group trusts its network, as MPI does: what a peer sends is checked only for
     shape (sizes, plan, padding), not authenticated. :class:`ubershuffle.Exchange` is the sealed
     path.
@@ -114,6 +123,7 @@ class ShuffleGroup(StoreSide):
         round_bytes: int = 16 << 20,
         extra_cache: float | None = None,
         time_budget: float = 1.0,
+        yield_to_gradients: bool = True,
     ) -> None:
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError(
@@ -148,6 +158,8 @@ class ShuffleGroup(StoreSide):
         """Whether this rank is the store (it serves; it does not train)."""
         self.timeout = float(timeout)
         self._round_bytes = int(round_bytes)
+        self._gate = GradientGate(yield_to_gradients)
+        self._hooked = False
         self._closed = False
         self._close_lock = threading.Lock()
         self._busy = threading.RLock()
@@ -176,7 +188,14 @@ class ShuffleGroup(StoreSide):
             """What the sampler's epoch chain is made of (with the number of training ranks)."""
             where = dict(mode=mode, source_rank=source_rank if mode == "store" else None)
             check_settings(
-                self._link, {**where, **chain, "segment_bytes": segment_bytes, "round_bytes": round_bytes}
+                self._link,
+                {
+                    **where,
+                    **chain,
+                    "segment_bytes": segment_bytes,
+                    "round_bytes": round_bytes,
+                    "yield_to_gradients": bool(yield_to_gradients),
+                },
             )
             self.train_group: dist.ProcessGroup | None = self.group
             """The group the training ranks train on (DDP's ``process_group``): ``group`` in peer
@@ -332,6 +351,49 @@ class ShuffleGroup(StoreSide):
         """The records this rank holds now, sorted (int64)."""
         return self._store.held()
 
+    def yield_to(self, model: Any, hook: Any = None, state: Any = None) -> Any:
+        """Makes the plane yield to ``model``'s gradients (a ``DistributedDataParallel``,
+        usually on :attr:`train_group`) and returns ``model``. It registers a DDP communication
+        hook that runs ``hook(state, bucket)`` (default: DDP's own all-reduce on the model's
+        process group) and tells this rank's delivery thread when a step's all-reduce is on the
+        wire: while it is, the delivery posts no new round, so the next epoch's records travel
+        in the compute windows between the all-reduces. With ``yield_to_gradients=False`` the
+        hook only times the all-reduces. Either way :meth:`figures` then says what the
+        gradients and the delivery cost each other (``allreduce_step_seconds``,
+        ``yield_seconds``). DDP takes one hook: pass yours as ``hook`` rather than registering
+        it. Call it on every training rank, once, before the first step."""
+        self._check_open()
+        if self.is_store:
+            raise RuntimeError("the store rank does not train: call yield_to on the training ranks")
+        if self._hooked:
+            raise RuntimeError("yield_to was called already: DDP takes one communication hook")
+        if not callable(getattr(model, "register_comm_hook", None)):
+            raise TypeError(
+                f"yield_to needs a torch DistributedDataParallel model, not {type(model).__name__}"
+            )
+        if hook is None:
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+            hook, state = default_hooks.allreduce_hook, getattr(model, "process_group", None)
+        group = getattr(model, "process_group", None)
+        model.register_comm_hook(None, self._gate.wrap(hook, state, dist.get_world_size(group)))
+        self._hooked = True
+        return model
+
+    def wait_delivery(self) -> None:
+        """Waits until the next epoch's delivery, in the background since :meth:`set_epoch`,
+        has arrived (its error, if any, is raised by the next :meth:`set_epoch`): the plane is
+        then idle until that call. For measuring the epoch without the plane on the links;
+        a training job has no need of it."""
+        self._check_open()
+        background = self._background
+        if background is not None:
+            self._gate.training_waits(True)
+            try:
+                background.thread.join()
+            finally:
+                self._gate.training_waits(False)
+
     def figures(self, epoch: int) -> dict:
         """What epoch ``epoch``'s delivery moved and cost at this rank: ``bytes_sent``,
         ``bytes_received`` (payload on the plane's group), ``record_bytes_received`` (the bytes
@@ -357,7 +419,14 @@ class ShuffleGroup(StoreSide):
         (``unicast_packets`` and ``unicast_bytes``: to one rank; ``multicast_packets`` and
         ``multicast_bytes``: in pieces among the ranks that decode them; ``unneeded_packets``:
         not sent) and per round the bytes to each training rank (``round_store_bytes``) and of
-        the relay from rank ``i`` to rank ``j`` (``round_relay_bytes``)."""
+        the relay from rank ``i`` to rank ``j`` (``round_relay_bytes``).
+
+        After :meth:`yield_to`, a training rank's figures of epoch ``e`` also hold the gradient
+        all-reduces of epoch ``e - 1``, the epoch this delivery ran behind:
+        ``allreduce_step_seconds`` (per step, from its first bucket's hook call to its last
+        bucket's completion), ``allreduce_step_during_delivery`` (whether the delivery was in
+        flight when the step's all-reduce began), ``allreduce_steps``, ``allreduce_seconds``
+        (their sum), ``yield_seconds`` (what the delivery waited for them) and ``yields``."""
         if epoch not in self._figures:
             raise KeyError(f"no figures for epoch {epoch} at rank {self.rank}")
         return dict(self._figures[epoch])
@@ -381,7 +450,11 @@ class ShuffleGroup(StoreSide):
             background = self._background
             if background is not None and background.epoch == epoch and self._local == epoch - 1:
                 self._background = None
-                figures = background.join()
+                self._gate.training_waits(True)
+                try:
+                    figures = background.join()
+                finally:
+                    self._gate.training_waits(False)
                 self._sampler.set_epoch(epoch)
             else:
                 self._drain()
@@ -392,8 +465,13 @@ class ShuffleGroup(StoreSide):
             figures["exposed_seconds"] = time.perf_counter() - start
             figures["held_records"] = len(self._store.held())
             figures["held_bytes"] = self._store.held_bytes()
+            if self._hooked:
+                figures.update(self._gate.take())
             self._figures[epoch] = figures
-            self._background = Background(epoch + 1, self._deliver_next)
+            # The delivery works from a copy of the chain: the training thread may use the
+            # sampler meanwhile (a StatefulDataLoader loads its state into it).
+            now = self._sampler._core.copy()
+            self._background = Background(epoch + 1, lambda background: self._deliver_next(background, now))
 
     def state_dict(self) -> dict:
         """The sampler's state (epoch, position, chain): plain values and bytes.
@@ -443,6 +521,7 @@ class ShuffleGroup(StoreSide):
         background = self._background
         if background is not None:
             deadline = time.monotonic() + CLOSE_WAIT
+            self._gate.training_waits(True)
             while background.thread.is_alive():
                 background.thread.join(0.05)
                 now = time.monotonic()
@@ -455,8 +534,11 @@ class ShuffleGroup(StoreSide):
                 background.thread.join()
                 if background.error is None and background.figures:
                     # A delivery that ended is counted (figures(epoch) after close) though
-                    # its epoch never starts.
-                    self._figures.setdefault(background.epoch, background.figures)
+                    # its epoch never starts, with the last epoch's all-reduces.
+                    figures = dict(background.figures)
+                    if self._hooked:
+                        figures.update(self._gate.take())
+                    self._figures.setdefault(background.epoch, figures)
             link.cancel.clear()
             self._release(tell_store=self.mode == "store" and not self.is_store)
 
@@ -542,11 +624,14 @@ class ShuffleGroup(StoreSide):
         offsets = self._store.offsets
         return int((offsets[ids + 1] - offsets[ids]).sum())
 
-    def _run_transfer(self, transfer: Any, what: str) -> dict:
-        """Sends and receives a transfer's rounds, then reads from the source what no rank held."""
+    def _run_transfer(self, transfer: Any, what: str, gated: bool = False) -> dict:
+        """Sends and receives a transfer's rounds, then reads from the source what no rank held.
+        ``gated``: each round waits until no gradient all-reduce is in flight."""
         sent0, got0 = self._link.bytes_sent, self._link.bytes_received
         for k in range(transfer.rounds):
             sent, received = transfer.sizes(k)
+            if gated:
+                self._gate.wait_open(self._link.cancel, float(sum(received)))
             out = np.empty(int(sum(sent)), dtype=np.uint8)
             transfer.pack_into(k, out)
             ends = np.cumsum(sent)
@@ -605,28 +690,33 @@ class ShuffleGroup(StoreSide):
         figures.update(kind="catch-up", transfer_seconds=time.perf_counter() - start)
         return figures
 
-    def _deliver_next(self, background: Background) -> None:
-        """The delivery of epoch ``background.epoch`` from the current one (background)."""
+    def _deliver_next(self, background: Background, now: Any) -> None:
+        """The delivery of epoch ``background.epoch`` from the current one (``now``, a copy of
+        the sampler's core), in the background."""
         start = time.perf_counter()
-        now = self._sampler._core
         nxt = now.stepped()
         epoch = background.epoch
-        if self.mode == "peer":
-            transfer = _native.TransferCore(
-                self._store._core, now.targets(), nxt.targets(), self.rank, self._round_bytes
-            )
-            figures = self._run_transfer(transfer, f"epoch {epoch}'s delivery")
-        else:
-            figures = self._receive_step(now, nxt, epoch)
-            figures.update(kind="step", transfer_seconds=time.perf_counter() - start)
-            background.figures = figures
-            return
+        self._gate.delivering(True)
+        try:
+            if self.mode == "peer":
+                round_bytes = self._round_bytes
+                if self._gate.enabled:
+                    round_bytes = min(round_bytes, YIELD_ROUND_BYTES)
+                transfer = _native.TransferCore(
+                    self._store._core, now.targets(), nxt.targets(), self.rank, round_bytes
+                )
+                figures = self._run_transfer(transfer, f"epoch {epoch}'s delivery", gated=True)
+            else:
+                figures = self._receive_step(now, nxt, epoch)
+        finally:
+            self._gate.delivering(False)
         figures.update(kind="step", transfer_seconds=time.perf_counter() - start)
         background.figures = figures
 
-    def _control(self, op: int, epoch: int, *extra: int) -> None:
-        """A training rank's request to the store."""
-        digest = int(self._sampler._core.digest()) & (2**63 - 1)
+    def _control(self, op: int, epoch: int, *extra: int, core: Any = None) -> None:
+        """A training rank's request to the store (``core``: the chain it is made from, by
+        default the sampler's)."""
+        digest = int((core if core is not None else self._sampler._core).digest()) & (2**63 - 1)
         values = [op, epoch, digest, *extra] + [0] * (CONTROL_LEN - 3 - len(extra))
         self._link.send_ints(self.source_rank, values, "a request to the store", CONTROL_TAG)
 
@@ -642,7 +732,7 @@ class ShuffleGroup(StoreSide):
         timers = dict(link.seconds)
         cpu = time.thread_time()
         asked = time.perf_counter()
-        self._control(STEP, epoch)
+        self._control(STEP, epoch, core=now)
         kind, part_len = (int(v) for v in link.recv_ints(store, 2, f"the store's answer for epoch {epoch}"))
         answer_wait = time.perf_counter() - asked
         if kind == WHOLE:
@@ -657,14 +747,22 @@ class ShuffleGroup(StoreSide):
         what = f"epoch {epoch}'s delivery"
         trainers = self._trainers
 
+        in_flight = 0  # bytes posted to receive and not landed
+
         def post(k: int) -> tuple:
-            # Round k's receives: the store's message, and every other rank's relay.
-            store_part = link.irecv(store, receiver.store_len(k), f"round {k} of {what}")
+            # Round k's receives: the store's message, and every other rank's relay; none
+            # that would meet a gradient all-reduce (the store and the other ranks send only
+            # to a posted receive).
+            nonlocal in_flight
             sent, received = receiver.relay_sizes(k) if receiver.has_relay(k) else ([], [])
+            incoming = receiver.store_len(k) + sum(received)
+            self._gate.wait_open(link.cancel, in_flight + incoming)
+            store_part = link.irecv(store, receiver.store_len(k), f"round {k} of {what}")
             relay_part = link.irecvs(
                 {trainers[q]: n for q, n in enumerate(received)}, f"the relay of round {k} of {what}"
             )
-            return store_part, relay_part, sent
+            in_flight += incoming
+            return store_part, relay_part, sent, incoming
 
         posted = collections.deque(post(k) for k in range(min(ROUNDS_AHEAD, rounds)))
         sending: collections.deque = collections.deque()
@@ -672,11 +770,13 @@ class ShuffleGroup(StoreSide):
         round_bytes = 0
         for k in range(rounds):
             waiting = time.perf_counter()
-            (buffer, works), (from_peers_t, relay_works), sent = posted.popleft()
+            (buffer, works), (from_peers_t, relay_works), sent, incoming = posted.popleft()
             link.wait(works, f"round {k} of {what} from the store")
             scatter += time.perf_counter() - waiting
             from_store = buffer.cpu().numpy()
             if sent:
+                # The relay leaves this rank's uplink: not while its gradients are on the wire.
+                self._gate.wait_open(link.cancel)
                 out = np.empty(int(sum(sent)), dtype=np.uint8)
                 receiver.pack_relay(k, from_store, out)
                 ends = np.cumsum(sent)
@@ -691,6 +791,7 @@ class ShuffleGroup(StoreSide):
             waiting = time.perf_counter()
             link.wait(relay_works, f"the relay of round {k} of {what}")
             relay += time.perf_counter() - waiting
+            in_flight -= incoming
             relay += link.drain(sending, ROUNDS_AHEAD, f"the relay of round {k} of {what}")
             from_peers = from_peers_t.cpu().numpy()
             round_bytes += len(from_store) + len(from_peers)

@@ -8,9 +8,12 @@
 //! failure and on Ctrl-C.
 
 mod compare;
+mod goal;
+pub mod gradients;
 mod host;
 mod measure;
 mod model;
+mod ranks;
 mod replay;
 mod rounds;
 mod topology;

@@ -3,10 +3,9 @@
 //! JSON log read back.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Instant;
 
 use anyhow::{Context, bail};
 use serde::Deserialize;
@@ -14,14 +13,12 @@ use serde::Deserialize;
 use super::TrainRun;
 use super::types::{Arm, Job, RankLog};
 use crate::netns::host;
+use crate::netns::ranks::RankJob;
 use crate::netns::topology::{Node, Topology};
-
-/// The port gloo's rendezvous listens on (inside the namespaces only).
-const MASTER_PORT: u16 = 29500;
 
 /// What the ranks import, checked before anything is made: one line naming the first module
 /// `python` lacks.
-pub(super) fn check_python(python: &Path) -> anyhow::Result<()> {
+pub(crate) fn check_python(python: &Path) -> anyhow::Result<()> {
     const PROBE: &str = r"
 import importlib, sys
 for m in ('torch', 'PIL', 'sklearn', 'ubershuffle.torch'):
@@ -49,17 +46,24 @@ for m in ('torch', 'PIL', 'sklearn', 'ubershuffle.torch'):
 }
 
 /// Makes the data set (outside the namespaces) and returns its records and bytes.
-pub(super) fn make_data(plan: &TrainRun, script: &Path, data: &Path) -> anyhow::Result<(u64, u64)> {
-    let out = Command::new(&plan.python)
+/// (`script` is `python/benchmarks/netns_train_rank.py`; `side` and `grain` its flags.)
+pub(crate) fn make_data(
+    python: &Path,
+    script: &Path,
+    data: &Path,
+    side: u32,
+    grain: f64,
+) -> anyhow::Result<(u64, u64)> {
+    let out = Command::new(python)
         .arg(script)
         .args(["--make-data", "--data"])
         .arg(data)
-        .args(["--side", &plan.side.to_string(), "--grain", &plan.grain.to_string()])
+        .args(["--side", &side.to_string(), "--grain", &grain.to_string()])
         .stderr(Stdio::inherit())
         .output()
-        .with_context(|| format!("cannot run {}", plan.python.display()))?;
+        .with_context(|| format!("cannot run {}", python.display()))?;
     if !out.status.success() {
-        bail!("making the data set with {} failed ({})", plan.python.display(), out.status);
+        bail!("making the data set with {} failed ({})", python.display(), out.status);
     }
     #[derive(Deserialize)]
     struct Made {
@@ -127,86 +131,33 @@ fn run_job(
     data: &Path,
     dir: &Path,
 ) -> anyhow::Result<Vec<RankLog>> {
-    let topology = &plan.topology;
-    let nodes = placement(topology, arm);
-    let master = topology.address(nodes[0]);
-    let mut children: Vec<(usize, Child)> = Vec::new();
-    let pythonpath = std::env::var("PYTHONPATH").unwrap_or_default();
-    for (rank, &node) in nodes.iter().enumerate() {
-        let log = File::create(dir.join(format!("rank-{rank}.log")))?;
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &topology.namespace(node), "env"])
-            .arg(format!("RANK={rank}"))
-            .arg(format!("WORLD_SIZE={}", nodes.len()))
-            .arg(format!("LOCAL_RANK={rank}"))
-            .arg(format!("MASTER_ADDR={master}"))
-            .arg(format!("MASTER_PORT={MASTER_PORT}"))
-            .arg("GLOO_SOCKET_IFNAME=eth0")
-            .arg(format!("PYTHONPATH={pythonpath}"))
-            .arg("OMP_NUM_THREADS=1")
-            .arg(&plan.python)
-            .arg(script)
-            .args(["--arm", &arm.letter().to_string(), "--data"])
-            .arg(data)
-            .arg("--out")
-            .arg(dir)
-            .args(["--epochs", &plan.epochs.to_string(), "--fraction", &plan.fraction.to_string()])
-            .args(["--seed", &seed.to_string()])
-            .args(["--sleep-train", &plan.sleep_train.to_string()])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log);
-        let child = cmd.spawn().context("cannot run `ip netns exec`")?;
-        children.push((rank, child));
-    }
-    let started = Instant::now();
-    let mut failed: Option<String> = None;
-    while !children.is_empty() {
-        let mut still = Vec::new();
-        for (rank, mut child) in children {
-            match child.try_wait() {
-                Ok(Some(status)) if status.success() => {}
-                Ok(Some(status)) => {
-                    failed.get_or_insert_with(|| {
-                        format!("rank {rank} exited with {status}{}", last_line(dir, rank))
-                    });
-                }
-                Ok(None) => still.push((rank, child)),
-                Err(e) => {
-                    failed.get_or_insert_with(|| format!("cannot wait for rank {rank}: {e}"));
-                }
-            }
-        }
-        children = still;
-        if failed.is_none() && started.elapsed() > plan.timeout {
-            failed = Some(format!("the job did not finish within {} s", plan.timeout.as_secs()));
-        }
-        if failed.is_some() {
-            for (_, child) in &mut children {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    if let Some(why) = failed {
-        bail!("arm {}: {why} (logs in {})", arm.letter(), dir.display());
-    }
-    (0..nodes.len())
-        .map(|rank| {
-            let path = dir.join(format!("rank-{rank}.json"));
-            let text =
-                std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-            serde_json::from_str(&text).with_context(|| format!("{} is not a rank's log", path.display()))
-        })
-        .collect()
-}
-
-/// `: LAST LINE` of a rank's log, or nothing.
-fn last_line(dir: &Path, rank: usize) -> String {
-    let text = std::fs::read_to_string(dir.join(format!("rank-{rank}.log"))).unwrap_or_default();
-    text.lines().rev().find(|l| !l.trim().is_empty()).map(|l| format!(": {}", l.trim())).unwrap_or_default()
+    let nodes = placement(&plan.topology, arm);
+    let data = data.to_string_lossy().into_owned();
+    let job = RankJob {
+        topology: &plan.topology,
+        nodes: &nodes,
+        python: &plan.python,
+        script,
+        args: [
+            "--arm",
+            &arm.letter().to_string(),
+            "--data",
+            &data,
+            "--epochs",
+            &plan.epochs.to_string(),
+            "--fraction",
+            &plan.fraction.to_string(),
+            "--seed",
+            &seed.to_string(),
+            "--sleep-train",
+            &plan.sleep_train.to_string(),
+        ]
+        .map(String::from)
+        .to_vec(),
+        dir,
+        timeout: plan.timeout,
+    };
+    job.run().map_err(|e| anyhow::anyhow!("arm {}: {e}", arm.letter()))
 }
 
 #[cfg(test)]

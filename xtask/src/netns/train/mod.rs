@@ -12,7 +12,7 @@
 //! Here: the flags and the run; [`jobs`] runs the jobs, [`types`] holds what both share,
 //! [`report`] turns the logs into rows, checks, goals and Markdown.
 
-mod jobs;
+pub(crate) mod jobs;
 mod report;
 mod types;
 
@@ -213,7 +213,7 @@ pub fn run(args: &NetnsTrainArgs, root: &Path, target: &Path) -> anyhow::Result<
     let data = work.join(format!("digits-{}-{}", plan.side, plan.grain));
     std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
     jobs::check_python(&plan.python)?;
-    let (records, bytes) = jobs::make_data(&plan, &script, &data)?;
+    let (records, bytes) = jobs::make_data(&plan.python, &script, &data, plan.side, plan.grain)?;
     let t = &plan.topology;
     let setting = Setting {
         ranks: t.workers,

@@ -2,47 +2,9 @@
 //! repeat), and the profile and CPU figures beside them. A goal whose text is empty or starts
 //! with `(` is information, not a target.
 
-use serde::Serialize;
-
 use super::rows::Row;
 
-/// One goal of the issue, measured.
-#[derive(Clone, Debug, Serialize)]
-pub struct Goal {
-    /// A short key for citations.
-    pub key: String,
-    /// What is measured.
-    pub measure: String,
-    /// The measured value.
-    pub value: f64,
-    /// The goal.
-    pub goal: String,
-    /// Whether it is met.
-    pub met: bool,
-}
-
-impl Goal {
-    /// Whether the goal is a target (not information).
-    pub fn is_target(&self) -> bool {
-        !self.goal.is_empty() && !self.goal.starts_with('(')
-    }
-}
-
-/// The goal `key`'s value (NaN when it was not measured).
-pub fn goal_value(goals: &[Goal], key: &str) -> f64 {
-    goals.iter().find(|g| g.key == key).map_or(f64::NAN, |g| g.value)
-}
-
-/// The median of `values` (NaN when empty).
-pub fn median(mut values: Vec<f64>) -> f64 {
-    values.retain(|v| v.is_finite());
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 }
-}
+pub use crate::netns::goal::{Goal, goal_value, median};
 
 /// Median over the epochs after the first (every repeat) of `f` in arm `arm`.
 pub fn med(rows: &[Row], arm: char, f: impl Fn(&Row) -> f64) -> f64 {

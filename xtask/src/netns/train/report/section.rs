@@ -11,10 +11,7 @@ use super::profile::{cpu_table, profile_table, profile_words};
 use super::rows::Row;
 use crate::netns::train::types::{Arm, MAIN_MBIT, MAIN_RANKS, Setting};
 
-/// A number with `digits` decimals, or `-`.
-pub fn num(v: f64, digits: usize) -> String {
-    if v.is_finite() { format!("{v:.digits$}") } else { "-".into() }
-}
+pub use crate::netns::goal::num;
 
 /// The arms that ran, in order.
 pub fn arms_run(rows: &[Row]) -> Vec<Arm> {

@@ -1,0 +1,47 @@
+//! A measured goal of an issue, as the netns experiments' summary CSVs hold them, and the
+//! median they are measured with.
+
+use serde::Serialize;
+
+/// One goal of the issue, measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct Goal {
+    /// A short key for citations.
+    pub key: String,
+    /// What is measured.
+    pub measure: String,
+    /// The measured value.
+    pub value: f64,
+    /// The goal.
+    pub goal: String,
+    /// Whether it is met.
+    pub met: bool,
+}
+
+impl Goal {
+    /// Whether the goal is a target (not information).
+    pub fn is_target(&self) -> bool {
+        !self.goal.is_empty() && !self.goal.starts_with('(')
+    }
+}
+
+/// The goal `key`'s value (NaN when it was not measured).
+pub fn goal_value(goals: &[Goal], key: &str) -> f64 {
+    goals.iter().find(|g| g.key == key).map_or(f64::NAN, |g| g.value)
+}
+
+/// The median of `values` (NaN when empty).
+pub fn median(mut values: Vec<f64>) -> f64 {
+    values.retain(|v| v.is_finite());
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 }
+}
+
+/// A number with `digits` decimals, or `-`.
+pub fn num(v: f64, digits: usize) -> String {
+    if v.is_finite() { format!("{v:.digits$}") } else { "-".into() }
+}
