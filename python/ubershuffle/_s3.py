@@ -78,6 +78,15 @@ def _reason(e: BaseException) -> str:
     return re.sub(r"\?[^\s\"']*", "", text)
 
 
+def _failures() -> tuple:
+    """What a request or the read of its body raises when the store or the network fails
+    (botocore is imported by then: a client exists)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+    from urllib3.exceptions import HTTPError
+
+    return (BotoCoreError, ClientError, HTTPError, OSError)
+
+
 def _new_client() -> Any:
     try:
         import boto3
@@ -101,7 +110,8 @@ class ObjectStore:
         """Requests made (listings, heads and reads), failed ones included."""
         self.bytes_read = 0
         """Bytes of object data read."""
-        self._client_of: tuple[int, Any] | None = None
+        self._made: Any = None
+        """The client, once made."""
         self._lock = threading.Lock()
         self._pid = os.getpid()
 
@@ -110,11 +120,11 @@ class ObjectStore:
 
     def _client(self) -> Any:
         if self._pid != os.getpid():  # a forked child: the parent's lock may be held forever
-            self._lock, self._pid, self._client_of = threading.Lock(), os.getpid(), None
+            self._lock, self._pid, self._made = threading.Lock(), os.getpid(), None
         with self._lock:
-            if self._client_of is None:
-                self._client_of = (self._pid, _new_client())
-            return self._client_of[1]
+            if self._made is None:
+                self._made = _new_client()
+            return self._made
 
     def _count(self, requests: int, nbytes: int = 0) -> None:
         with self._lock:
@@ -126,7 +136,7 @@ class ObjectStore:
         self._count(1)
         try:
             return getattr(client, method)(**kwargs)
-        except Exception as e:
+        except _failures() as e:
             reason = _reason(e)
             if reason.startswith("PreconditionFailed"):  # an If-Match read of an object replaced
                 raise ValueError(f"{url} changed since the source was made (its ETag differs)") from None
@@ -176,7 +186,7 @@ class ObjectStore:
         r = self._call(url, "get_object", **kwargs)
         try:
             body = r["Body"].read()
-        except Exception as e:
+        except _failures() as e:
             raise ObjectStoreError(f"{url}: {_reason(e)}") from None
         self._count(0, len(body))
         whole = len(body)
