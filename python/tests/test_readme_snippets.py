@@ -7,6 +7,9 @@ names in the comment right above it (``<!-- runs as: ... -->``, required on ever
   is not installed: CI keeps it out);
 - ``N ranks beside: ubershuffle serve ...``: N processes of the snippet beside that command
   (the command line, with its data file written first);
+- ``python beside an S3 server holding s3://BUCKET/PREFIX/``: a script, with the environment
+  pointing at an S3 server on loopback (moto's) whose bucket holds 50 objects under the prefix
+  (skips where boto3 or moto[server] is not installed);
 - ``master of N ranks of the next snippet``: the snippet as the master, and N processes of the
   next one (``runs as: a rank of the master above``).
 
@@ -26,7 +29,7 @@ import sys
 from dataclasses import dataclass
 
 import pytest
-from conftest import ROOT, find_cli, find_plugin
+from conftest import ROOT, S3_UNSET, find_cli, find_plugin, s3_environment
 
 DOCUMENTS = [ROOT / "README.md", ROOT / "python" / "README.md"]
 SNIPPET = re.compile(r"(?:<!-- runs as: (?P<how>[^\n]*?) -->\n)?```python\n(?P<code>.*?)```", re.S)
@@ -58,6 +61,7 @@ def snippets() -> list[Snippet]:
 
 KINDS = [
     ("python", re.compile(r"python")),
+    ("s3", re.compile(r"python beside an S3 server holding s3://(?P<bucket>[^/\s]+)/(?P<prefix>\S*)")),
     ("torchrun", re.compile(r"torchrun, (?P<ranks>\d+) ranks")),
     ("serve", re.compile(r"(?P<ranks>\d+) ranks beside: (?P<command>ubershuffle serve .*)")),
     ("master", re.compile(r"master of (?P<ranks>\d+) ranks of the next snippet")),
@@ -130,6 +134,23 @@ def run_python(snippet: Snippet, tmp_path: pathlib.Path) -> None:
     assert out.returncode == 0, out.stderr
 
 
+def run_beside_s3(snippet: Snippet, bucket: str, prefix: str, endpoint: str, tmp_path: pathlib.Path) -> None:
+    import boto3
+
+    env = {k: v for k, v in environment().items() if k not in S3_UNSET} | s3_environment(endpoint)
+    client = boto3.session.Session().client(
+        "s3", endpoint_url=endpoint, aws_access_key_id="x", aws_secret_access_key="x", region_name="us-east-1"
+    )
+    try:
+        client.create_bucket(Bucket=bucket)
+    except client.exceptions.BucketAlreadyOwnedByYou:
+        pass
+    for i in range(50):
+        client.put_object(Bucket=bucket, Key=f"{prefix}{i:03}.jpg", Body=os.urandom(100 + 37 * i))
+    out = run([sys.executable, str(write(tmp_path, snippet.code, PORT))], tmp_path, env)
+    assert out.returncode == 0, out.stderr
+
+
 def run_torchrun(snippet: Snippet, n: int, tmp_path: pathlib.Path) -> None:
     if importlib.util.find_spec("torch") is None:
         pytest.skip("torch is not installed (CI keeps it out); the snippet needs torchrun")
@@ -177,10 +198,13 @@ RUNNABLE = [s for s in snippets() if not KINDS[-1][1].fullmatch(s.how or "")]
 
 
 @pytest.mark.parametrize("snippet", RUNNABLE, ids=[s.name for s in RUNNABLE])
-def test_the_snippet_runs_as_written(snippet, tmp_path):
+def test_the_snippet_runs_as_written(snippet, tmp_path, request):
     how, given = kind(snippet)
     if how == "python":
         run_python(snippet, tmp_path)
+    elif how == "s3":
+        endpoint = request.getfixturevalue("s3_endpoint")  # skips without boto3 and moto[server]
+        run_beside_s3(snippet, given["bucket"], given["prefix"], endpoint, tmp_path)
     elif how == "torchrun":
         run_torchrun(snippet, int(given["ranks"]), tmp_path)
     elif how == "serve":

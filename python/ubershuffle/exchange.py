@@ -277,13 +277,14 @@ class Exchange:
     ) -> Host:
         """Serves ``records`` (anything :func:`ubershuffle.sources.as_source` takes: a 2-D uint8
         array, a folder, a list of paths, a sequence of bytes-like objects, a blob with its
-        offsets; read once into a temporary :class:`ubershuffle.RecordStore`) to ``workers``
-        ranks on a background thread of this process, ``epochs`` epochs of coded delivery
-        (``ubershuffle serve`` in-process); returns the :class:`Host`, whose ``address`` the
-        ranks connect to. The cache is :class:`CodedShuffleSampler`'s: ``extra_cache`` (the
-        share of the records outside a rank's batch that it also caches; holds on every number
-        of ranks) or the papers' ``alpha`` (the cached share of all records, the batch
-        included), one of them; the ranks' samplers take the same value.
+        offsets, an ``s3://`` prefix, a list of ``s3://`` URLs; read once into a temporary
+        :class:`ubershuffle.RecordStore`) to ``workers`` ranks on a background thread of this
+        process, ``epochs`` epochs of coded delivery (``ubershuffle serve`` in-process); returns
+        the :class:`Host`, whose ``address`` the ranks connect to. The cache is
+        :class:`CodedShuffleSampler`'s: ``extra_cache`` (the share of the records outside a
+        rank's batch that it also caches; holds on every number of ranks) or the papers'
+        ``alpha`` (the cached share of all records, the batch included), one of them; the
+        ranks' samplers take the same value.
 
         Raises ``ValueError`` (``TypeError`` for records of no kind it takes) at once, before
         anything listens, for settings that do not fit the records (a cache smaller than a

@@ -9,21 +9,45 @@
 - a list or tuple of paths: one record a file, in the order given;
 - any other sequence of bytes-like objects (``len`` and ``[i]``: ``bytes``, ``bytearray``,
   ``memoryview``, 1-D ``uint8`` arrays): record ``i`` is ``records[i]``;
-- :meth:`RecordSource.from_blob`: records laid end to end in one file, with their offsets.
+- :meth:`RecordSource.from_blob`: records laid end to end in one file, with their offsets;
+- ``"s3://bucket/prefix"``: one record an object under the prefix, taken as a folder (``prefix/``;
+  ``s3://bucket`` for the whole bucket), sorted by key, names starting with ``.`` and folder
+  markers (keys ending in ``/``) skipped, as a folder of files is read (a folder uploaded as it
+  is gives the same records in the same order);
+- a list or tuple of ``s3://bucket/key`` URLs: one record an object, in the order given;
+- :meth:`RecordSource.from_blob` of an ``s3://bucket/key`` URL: records laid end to end in one
+  object, read by HTTP range requests (consecutive records in one request).
 
-Sizes come from the array's shape, the files' sizes (``os.stat``, nothing read), or ``len`` of
-every item of a sequence (which is in memory anyway). Reading records (:meth:`RecordSource.load`)
-counts what it reads: the data planes report it as reads from the source.
+Sizes come from the array's shape, the files' sizes (``os.stat``, nothing read), ``len`` of
+every item of a sequence (which is in memory anyway), or the object store's listing
+(ListObjectsV2; HeadObject for a list of URLs or a blob; nothing read). Reading records
+(:meth:`RecordSource.load`) counts what it reads: the data planes report it as reads from the
+source, and an object store source also counts its :attr:`~RecordSource.requests` and
+:attr:`~RecordSource.bytes_read`.
+
+Object storage goes through boto3 (``pip install boto3``; imported only when an ``s3://``
+source is made), configured by the usual environment: ``AWS_ENDPOINT_URL`` (or
+``AWS_ENDPOINT_URL_S3``, or ``S3_ENDPOINT_URL`` when neither is set) for an S3-compatible store,
+``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``, ``AWS_PROFILE`` (see
+``ubershuffle._s3`` for the whole list and the choice of client). A failed request is a one-line
+:class:`ObjectStoreError` naming the object, e.g. ``s3://data/a.jpg: NoSuchKey (The specified
+key does not exist.)``; an object replaced since the source was made is a one-line
+``ValueError``.
 """
 
 from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
+
+from . import _s3
+from ._s3 import ObjectStoreError
+
+__all__ = ["ObjectStoreError", "RecordSource", "as_source"]
 
 _FILE_TYPES = (str, os.PathLike)
 
@@ -46,7 +70,8 @@ class RecordSource:
     :func:`as_source`."""
 
     kind: str
-    """``"array"``, ``"files"``, ``"sequence"`` or ``"blob"``."""
+    """``"array"``, ``"files"``, ``"sequence"``, ``"blob"`` or ``"s3"`` (objects, or ranges of
+    one object)."""
 
     def __init__(self, kind: str, sizes: np.ndarray, data: Any) -> None:
         self.kind = kind
@@ -67,6 +92,19 @@ class RecordSource:
         """The bytes of all records."""
         return int(self.offsets[-1])
 
+    @property
+    def requests(self) -> int:
+        """Requests this process made to the object store for this source (listing, heads and
+        reads, failed ones included; 0 for a local source). A pickled copy counts from 0."""
+        return self._data.store.requests if self.kind == "s3" else 0
+
+    @property
+    def bytes_read(self) -> int:
+        """Bytes this process read from the object store for this source (0 for a local
+        source, whose reads the data planes count as ``source_bytes``). A pickled copy counts
+        from 0."""
+        return self._data.store.bytes_read if self.kind == "s3" else 0
+
     def __repr__(self) -> str:
         return f"RecordSource({self.kind}, {len(self)} records, {self.total_bytes} bytes)"
 
@@ -81,29 +119,47 @@ class RecordSource:
             return np.frombuffer(pathlib.Path(self._data[i]).read_bytes(), dtype=np.uint8)
         if self.kind == "blob":
             return self._data[self.offsets[i] : self.offsets[i + 1]]
+        if self.kind == "s3":
+            return self._data.record(i, self.sizes)
         return np.frombuffer(memoryview(self._data[i]).cast("B"), dtype=np.uint8)
+
+    def read(self, ids: Any) -> Iterator[tuple[int, np.ndarray]]:
+        """``(i, record i's bytes)`` for every ``i`` of ``ids``, in the order given; an object
+        store source reads them by several requests at once (consecutive records of a blob in
+        one range). A record whose size differs from the source's is a one-line ``ValueError``."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if len(ids) and not (0 <= ids.min() and ids.max() < len(self)):
+            bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
+            raise IndexError(f"record {bad} is out of range (the source has {len(self)} records)")
+        if self.kind == "s3":
+            yield from self._data.read(ids, self.sizes)
+            return
+        for i in map(int, ids):
+            record = self.record(i)
+            if len(record) != self.sizes[i]:
+                was = int(self.sizes[i])
+                raise ValueError(f"record {i} has {len(record)} bytes now, {was} when the source was made")
+            yield i, record
 
     def load(self, store: Any, ids: Any) -> int:
         """Reads the records ``ids`` into ``store`` (a :class:`ubershuffle.store.RecordStore`);
-        returns the bytes read. Files are read by the Rust side, without the GIL."""
+        returns the bytes read. Files are read by the Rust side, without the GIL; objects by
+        several requests at once, in ascending order of ids (so that consecutive records of a
+        blob share a range request)."""
         ids = np.asarray(ids, dtype=np.int64)
         if len(ids) == 0:
             return 0
         if self.kind == "files":
             return int(store._core.load_files(ids, [os.fspath(self._data[i]) for i in ids]))
+        if self.kind == "s3":
+            ids = np.sort(ids)
         total = 0
         chunk: list[np.ndarray] = []
         chunk_ids: list[int] = []
         chunk_bytes = 0
-        for i in ids:
-            record = self.record(int(i))
-            if len(record) != self.sizes[i]:
-                was = int(self.sizes[i])
-                raise ValueError(
-                    f"record {int(i)} has {len(record)} bytes now, {was} when the source was made"
-                )
+        for i, record in self.read(ids):
             chunk.append(record)
-            chunk_ids.append(int(i))
+            chunk_ids.append(i)
             chunk_bytes += len(record)
             if chunk_bytes >= 16 << 20:
                 store.put_many(chunk_ids, np.concatenate(chunk))
@@ -117,10 +173,19 @@ class RecordSource:
     @classmethod
     def from_blob(cls, path: str | os.PathLike, offsets: Any) -> RecordSource:
         """Records laid end to end in the file ``path`` (memory-mapped, read-only) at
-        ``offsets`` (``records + 1`` ints from 0; the last one the file's size)."""
+        ``offsets`` (``records + 1`` ints from 0; the last one the file's size). ``path`` may
+        be an ``s3://bucket/key`` URL: the object is read by range requests, never whole."""
         offsets = np.asarray(offsets, dtype=np.int64)
         if offsets.ndim != 1 or len(offsets) < 2 or offsets[0] != 0 or (np.diff(offsets) < 0).any():
             raise ValueError("blob offsets must be records + 1 non-decreasing ints from 0")
+        if _s3.is_url(path):
+            bucket, key = _s3.split_url(path)
+            objects = _s3.ObjectRecords([(bucket, key)], [""], offsets)
+            size, etag = objects.store.head(bucket, key)
+            objects.etags[0] = etag
+            if int(offsets[-1]) != size:
+                raise ValueError(f"{path} has {size} bytes, its offsets end at {int(offsets[-1])}")
+            return cls("s3", np.diff(offsets), objects)
         size = os.stat(path).st_size
         if int(offsets[-1]) != size:
             raise ValueError(f"{path} has {size} bytes, its offsets end at {int(offsets[-1])}")
@@ -140,6 +205,17 @@ def as_source(records: Any) -> RecordSource:
                 f"got {records.ndim}-D {records.dtype}: for records of uneven size pass a list of bytes"
             )
         return RecordSource("array", np.full(records.shape[0], records.shape[1], dtype=np.int64), records)
+    if _s3.is_url(records):
+        return _prefix_source(records)
+    if isinstance(records, str) and "://" in records:
+        raise ValueError(
+            f"{records!r}: object storage is read through s3:// URLs (an S3-compatible store: "
+            "set AWS_ENDPOINT_URL), local records through paths"
+        )
+    if isinstance(records, (list, tuple)) and records and all(_s3.is_url(r) for r in records):
+        return _objects_source(list(records))
+    if isinstance(records, (list, tuple)) and any(_s3.is_url(r) for r in records):
+        raise ValueError("a list of records mixes s3:// URLs with other things: give one kind")
     if isinstance(records, _FILE_TYPES):
         folder = pathlib.Path(records)
         if not folder.is_dir():
@@ -156,8 +232,8 @@ def as_source(records: Any) -> RecordSource:
         )
         return RecordSource("sequence", sizes, records)
     raise TypeError(
-        "records must be a 2-D uint8 array, a folder, a list of paths, or a sequence of bytes-like "
-        f"objects, not {type(records).__name__}"
+        "records must be a 2-D uint8 array, a folder, a list of paths, an s3:// prefix or a list "
+        f"of s3:// URLs, or a sequence of bytes-like objects, not {type(records).__name__}"
     )
 
 
@@ -169,3 +245,30 @@ def _files_source(files: list[pathlib.Path]) -> RecordSource:
         except OSError as e:
             raise ValueError(f"{path}: {e.strerror}") from None
     return RecordSource("files", sizes, files)
+
+
+def _prefix_source(url: str) -> RecordSource:
+    """Every object under ``url``'s prefix, taken as a folder, as a folder of files is read."""
+    bucket, prefix = _s3.split_url(url)
+    if prefix and not prefix.endswith("/"):
+        prefix += "/"
+    objects = _s3.ObjectRecords([], [])
+    keys, sizes, etags = objects.store.list(bucket, prefix)
+    kept = [
+        k
+        for k, key in enumerate(keys)
+        if not key.endswith("/") and not any(part.startswith(".") for part in key[len(prefix) :].split("/"))
+    ]
+    if not kept:
+        raise ValueError(f"s3://{bucket}/{prefix} holds no object")
+    objects.bucket_keys = [(bucket, keys[k]) for k in kept]
+    objects.etags = [etags[k] for k in kept]
+    return RecordSource("s3", sizes[kept], objects)
+
+
+def _objects_source(urls: list[str]) -> RecordSource:
+    """One record an object, in the order given; sizes by HeadObject."""
+    objects = _s3.ObjectRecords([_s3.split_url(u) for u in urls], [])
+    heads = objects.store.heads(urls)
+    objects.etags = [etag for _, etag in heads]
+    return RecordSource("s3", np.array([size for size, _ in heads], dtype=np.int64), objects)

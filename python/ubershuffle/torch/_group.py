@@ -43,7 +43,10 @@ class ShuffleGroup(StoreSide):
     epoch's delivery in the background of the epoch before.
 
     ``records`` is the data set (see :func:`ubershuffle.sources.as_source`: a 2-D uint8 array,
-    a folder of files, a list of paths, a sequence of bytes-like objects). ``mode``:
+    a folder of files, a list of paths, a sequence of bytes-like objects, a blob, or the same
+    in object storage: ``"s3://bucket/prefix"``, a list of ``s3://`` URLs, a blob at an
+    ``s3://`` URL, read by boto3 with the endpoint and credentials of the environment).
+    ``mode``:
 
     - ``"peer"`` (the partial-local seed's system): every rank reads only its first batch from
       the source and holds its batch; each epoch the records that change rank go rank to rank

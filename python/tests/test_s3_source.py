@@ -1,0 +1,284 @@
+"""Record sources in object storage, against a real S3 server (moto's) on loopback: listing
+order and sizes, loading into a record store byte for byte, range reads of a blob, the count of
+requests and bytes, one-line errors that name the bucket or key, pickling, and a ShuffleGroup
+that reads an s3:// prefix. Skipped when boto3 or moto[server] is not installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import S3_SECRET
+
+from ubershuffle import RecordStore
+from ubershuffle import _s3 as s3_module
+from ubershuffle.sources import ObjectStoreError, RecordSource, as_source
+
+PYTHON_DIR = pathlib.Path(__file__).resolve().parents[1]
+
+
+def uneven(count: int, seed: int = 0) -> list[bytes]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 256, int(s), dtype=np.uint8).tobytes() for s in rng.integers(0, 3000, count)]
+
+
+def one_line(e: BaseException) -> str:
+    """``e``'s message, checked to be one line with nothing chained and no secret."""
+    text = str(e)
+    assert "\n" not in text and S3_SECRET not in text, text
+    assert e.__cause__ is None and e.__suppress_context__, "botocore's exception is chained"
+    return text
+
+
+def run_python(code: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PYTHON_DIR), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_importing_the_package_never_imports_boto3():
+    out = run_python(
+        "import sys, ubershuffle, ubershuffle.sources\n"
+        "ubershuffle.sources.as_source([b'ab', b'c'])\n"
+        "assert not {'boto3', 'botocore'} & set(sys.modules), sorted(sys.modules)\n"
+    )
+    assert out.returncode == 0, out.stderr
+
+
+def test_without_boto3_an_s3_source_says_what_to_install():
+    out = run_python(
+        "import sys\n"
+        "sys.modules['boto3'] = None\n"
+        "from ubershuffle.sources import as_source\n"
+        "try:\n"
+        "    as_source('s3://bucket/prefix')\n"
+        "except ImportError as e:\n"
+        "    print(e)\n"
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "records in s3:// need boto3: pip install boto3", (
+        out.stdout + out.stderr
+    )
+
+
+def test_a_prefix_is_a_folder_of_objects_sorted_by_key(s3, monkeypatch):
+    monkeypatch.setattr(s3_module, "LIST_KEYS", 2)  # several pages
+    data = {
+        "images/b.jpg": b"bb",
+        "images/a.jpg": b"a",
+        "images/sub/c.jpg": b"ccc",
+        "images/empty": b"",
+        "images/sub/": b"",  # a folder marker
+        "images/.hidden": b"h",
+        "images/.git/config": b"g",
+        "images-other/d.jpg": b"dddd",  # shares the prefix's text, not its folder
+    }
+    for key, body in data.items():
+        s3.put(key, body)
+    for url in (s3.url("images"), s3.url("images/")):
+        source = as_source(url)
+        assert source.kind == "s3" and len(source) == 4, source
+        assert list(source.sizes) == [1, 2, 0, 3]  # a.jpg, b.jpg, empty, sub/c.jpg
+        assert [source.record(i).tobytes() for i in range(4)] == [b"a", b"bb", b"", b"ccc"]
+    assert len(as_source(s3.url())) == 5, "the whole bucket: images-other/d.jpg too"
+    listed = as_source(s3.url("images"))
+    assert listed.requests == 4 and listed.bytes_read == 0, "4 pages of 2 keys, nothing read"
+
+
+def test_a_folder_uploaded_as_it_is_gives_the_same_records(s3, tmp_path):
+    folder = tmp_path / "data"
+    for name, body in {"b/c.jpg": b"xyz", "a.jpg": b"12", ".DS_Store": b"junk", "b/d": b"q" * 100}.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(body)
+        s3.put(f"data/{name}", body)
+    local, remote = as_source(folder), as_source(s3.url("data"))
+    assert list(local.sizes) == list(remote.sizes)
+    assert [remote.record(i).tobytes() for i in range(len(remote))] == [
+        local.record(i).tobytes() for i in range(len(local))
+    ]
+
+
+def test_load_reads_every_record_once_into_the_store(s3, monkeypatch):
+    monkeypatch.setattr(s3_module, "INFLIGHT", 3)  # more requests than may be in flight
+    data = uneven(40)
+    for i, body in enumerate(data):
+        s3.put(f"set/{i:03}", body)
+    source = as_source(s3.url("set"))
+    store = RecordStore(source.offsets)
+    ids = np.random.default_rng(1).permutation(40)[:30]
+    assert source.load(store, ids) == sum(len(data[i]) for i in ids)
+    assert sorted(store.held()) == sorted(ids)
+    assert all(store[int(i)].tobytes() == data[i] for i in ids)
+    assert source.requests == 1 + 30 and source.bytes_read == sum(len(data[i]) for i in ids)
+    assert [i for i, _ in source.read([5, 2, 9])] == [5, 2, 9], "read() keeps the order given"
+    store.close()
+
+
+def test_a_list_of_urls_is_one_record_an_object_in_the_order_given(s3):
+    urls = [s3.put(f"u/{name}", name.encode() * 3) for name in ("z", "a", "m")]
+    source = as_source([urls[1], urls[0], urls[2]])
+    assert list(source.sizes) == [3, 3, 3] and source.requests == 3  # a HeadObject each
+    assert [r.tobytes() for _, r in source.read(range(3))] == [b"aaa", b"zzz", b"mmm"]
+    with pytest.raises(ValueError, match="mixes s3:// URLs"):
+        as_source([urls[0], "local.jpg"])
+    with pytest.raises(ValueError, match="read through s3:// URLs"):
+        as_source("gs://bucket/prefix")
+
+
+def test_a_blob_is_read_in_ranges_of_consecutive_records(s3, monkeypatch):
+    data = uneven(12, 2)
+    data[4] = b""
+    offsets = np.cumsum([0, *map(len, data)])
+    url = s3.put("blob.bin", b"".join(data))
+    source = RecordSource.from_blob(url, offsets)
+    assert source.kind == "s3" and list(source.sizes) == [len(d) for d in data]
+    assert source.requests == 1 and source.bytes_read == 0, "a HeadObject for the size"
+    store = RecordStore(source.offsets)
+    ids = [8, 0, 1, 2, 7, 11, 4]
+    assert source.load(store, ids) == sum(len(data[i]) for i in ids)
+    assert all(store[i].tobytes() == data[i] for i in ids)
+    # Sorted: 0-2, 4, 7-8, 11: three ranges and an empty record that needs no request.
+    assert source.requests == 1 + 3 and source.bytes_read == sum(len(data[i]) for i in ids)
+    monkeypatch.setattr(s3_module, "RANGE_BYTES", 1)  # each record a range of its own
+    assert [r.tobytes() for _, r in source.read([5, 6])] == [data[5], data[6]]
+    assert source.requests == 1 + 3 + 2 and source.record(3).tobytes() == data[3]
+    with pytest.raises(ValueError, match="its offsets end at"):
+        RecordSource.from_blob(url, offsets[:-1])
+    store.close()
+
+
+def test_failures_are_one_line_errors_naming_the_bucket_or_key(s3, monkeypatch):
+    with pytest.raises(ObjectStoreError) as e:
+        as_source("s3://no-such-bucket/images")
+    assert one_line(e.value).startswith("s3://no-such-bucket/images/: NoSuchBucket (")
+    with pytest.raises(ValueError, match=f"s3://{s3.name}/nothing/ holds no object"):
+        as_source(s3.url("nothing"))
+    with pytest.raises(ObjectStoreError) as e:
+        as_source([s3.put("k/a", b"a"), s3.url("k/missing")])
+    assert one_line(e.value) == f"s3://{s3.name}/k/missing: HTTP 404 (Not Found)"
+    with pytest.raises(ObjectStoreError) as e:
+        RecordSource.from_blob("s3://no-such-bucket/blob", [0, 1])
+    assert one_line(e.value).startswith("s3://no-such-bucket/blob: HTTP 404")
+
+    s3.put("k/b", b"bb")
+    source = as_source(s3.url("k"))
+    s3.client.delete_object(Bucket=s3.name, Key="k/a")
+    with pytest.raises(ObjectStoreError) as e:
+        source.load(RecordStore(source.offsets), [0, 1])
+    assert one_line(e.value) == f"s3://{s3.name}/k/a: NoSuchKey (The specified key does not exist.)"
+    s3.put("k/b", b"BB")  # replaced, the same size
+    with pytest.raises(ValueError) as e:
+        source.record(1)
+    assert one_line(e.value) == f"s3://{s3.name}/k/b changed since the source was made (its ETag differs)"
+
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    with pytest.raises(ObjectStoreError) as e:
+        as_source(s3.url("k"))
+    assert "Unable to locate credentials (set AWS_ACCESS_KEY_ID" in one_line(e.value)
+
+    with __import__("socket").socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "s3-test-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", S3_SECRET)
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    with pytest.raises(ObjectStoreError) as e:
+        as_source(s3.url("k"))
+    text = one_line(e.value)
+    assert text.startswith(f"s3://{s3.name}/k/: Could not connect to the endpoint URL") and "?" not in text
+
+
+def test_s3_endpoint_url_serves_when_the_aws_variable_is_unset(s3, monkeypatch):
+    s3.put("e/x", b"x")
+    monkeypatch.setenv("S3_ENDPOINT_URL", os.environ.pop("AWS_ENDPOINT_URL"))
+    assert as_source(s3.url("e")).record(0).tobytes() == b"x"
+
+
+def test_a_source_pickles_without_its_client_or_credentials(s3):
+    data = uneven(5, 3)
+    for i, body in enumerate(data):
+        s3.put(f"p/{i}", body)
+    source = as_source(s3.url("p"))
+    source.record(0)
+    pickled = pickle.dumps(source)
+    assert S3_SECRET.encode() not in pickled and b"s3-test-key" not in pickled
+    copy = pickle.loads(pickled)
+    assert copy.requests == 0 and copy.bytes_read == 0, "a copy counts its own requests"
+    assert [r.tobytes() for _, r in copy.read(range(5))] == data
+    assert copy.requests == 5 and source.requests == 2
+
+
+def test_a_shuffle_group_reads_an_s3_prefix(s3):
+    pytest.importorskip("torch", reason="torch is not installed: the ShuffleGroup test needs it")
+    import socket
+
+    import torch.distributed as dist
+
+    from ubershuffle.torch import ShuffleGroup
+
+    data = uneven(30, 4)
+    for i, body in enumerate(data):
+        s3.put(f"train/{i:02}.bin", body)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    try:
+        with ShuffleGroup(s3.url("train"), seed=1) as sg:
+            for epoch in range(2):
+                sg.set_epoch(epoch)
+                assert all(sg[i].tobytes() == data[i] for i in sg.sampler)
+            assert sg.figures(0)["source_records"] == 30 and sg.figures(1)["source_records"] == 0
+            # The start's content check reads a sample (here all 30), epoch 0 reads each once.
+            assert sg._source.bytes_read == 2 * sum(map(len, data))
+    finally:
+        dist.destroy_process_group()
+
+
+PEER_RANK = """
+import json, pathlib, sys
+import torch.distributed as dist
+from ubershuffle.torch import ShuffleGroup
+
+dist.init_process_group("gloo")
+sg = ShuffleGroup(sys.argv[1], policy="partial-local", fraction=0.5, seed=2, timeout=60)
+source, log = sg._source, {}
+for epoch in range(3):
+    sg.set_epoch(epoch)
+    log[epoch] = {
+        "read": {i: sg[i].tobytes().hex() for i in sg.sampler},
+        "bytes_read": source.bytes_read,
+        "source_records": sg.figures(epoch)["source_records"],
+    }
+pathlib.Path(sys.argv[2], f"rank-{dist.get_rank()}.json").write_text(json.dumps(log))
+sg.close()
+dist.destroy_process_group()
+"""
+
+
+def test_two_peer_ranks_read_the_prefix_once_then_move_records_between_them(s3, tmp_path):
+    pytest.importorskip("torch", reason="torch is not installed: the ShuffleGroup test needs it")
+    data = uneven(40, 5)
+    for i, body in enumerate(data):
+        s3.put(f"peer/{i:02}", body)
+    script = tmp_path / "rank.py"
+    script.write_text(PEER_RANK)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PYTHON_DIR), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    cmd += [str(script), s3.url("peer"), str(tmp_path)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in range(2)]
+    for epoch in map(str, range(3)):
+        read = {int(i): bytes.fromhex(h) for log in ranks for i, h in log[epoch]["read"].items()}
+        assert sorted(read) == list(range(40)) and all(read[i] == data[i] for i in read)
+    for log in ranks:
+        # Epoch 0 reads the rank's batch; later epochs read nothing from the object store.
+        assert log["0"]["source_records"] == 20
+        assert log["2"]["bytes_read"] == log["0"]["bytes_read"] and log["2"]["source_records"] == 0
