@@ -143,6 +143,28 @@ def test_uncoded_store_mode_sends_each_rank_only_the_records_it_lacks(tmp_path):
             assert f["bytes_sent"] <= 1024, "a rank sends its requests, nothing else"
 
 
+@pytest.mark.parametrize(("mode", "options"), [("peer", ["policy=global"]), ("store", ["alpha=0.5"])])
+def test_yielding_to_the_gradients_changes_no_record_that_arrives(tmp_path, mode, options):
+    """DDP steps on every batch, the plane yielding to their all-reduces or not: the same
+    records arrive, with the same bytes, and every step's all-reduce is timed."""
+    runs = {}
+    for ddp in ("yield", "flight"):
+        logs = run_job(tmp_path / ddp, 4, f"mode={mode}", *options, "epochs=3", f"ddp={ddp}")
+        trainers = logs[1:] if mode == "store" else logs
+        check_served(trainers, range(3), len(trainers))
+        runs[ddp] = trainers
+        for log in trainers:
+            for e in range(3):
+                batches = -(-len(log["epochs"][str(e)]["served"]) // 16)
+                assert log["figures"][str(e + 1)]["allreduce_steps"] == batches, "every step timed"
+    keys = ("records_received", "record_bytes_received", "bytes_received", "held_records", "held_bytes")
+    for yielding, flying in zip(runs["yield"], runs["flight"]):
+        for e in ("1", "2"):
+            assert yielding["epochs"][e]["served"] == flying["epochs"][e]["served"]
+            y, f = yielding["figures"][e], flying["figures"][e]
+            assert [y[k] for k in keys] == [f[k] for k in keys], f"epoch {e}"
+
+
 @pytest.mark.parametrize("mode", ["peer", "store"])
 def test_a_killed_rank_s_job_resumes_from_its_last_state(tmp_path, mode):
     store_dir = tmp_path / "stores"
@@ -252,6 +274,31 @@ def test_the_dataset_yields_transformed_records_and_pickles_as_a_reader(one_rank
         copy = pickle.loads(pickle.dumps(dataset))
         assert copy[7] == len(data[7]) and type(copy.records).__name__ == "Reader"
         assert pickle.loads(pickle.dumps(sg.dataset()))[9].tobytes() == data[9]
+
+
+def test_yield_to_times_every_step_s_all_reduce_and_takes_one_ddp_model(one_rank_group):
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+
+    from ubershuffle.torch import ShuffleGroup
+
+    with ShuffleGroup(RECORDS[:40], seed=1) as sg:
+        with pytest.raises(TypeError, match="needs a torch DistributedDataParallel model"):
+            sg.yield_to(torch.nn.Linear(4, 4))
+        model = sg.yield_to(DistributedDataParallel(torch.nn.Linear(4, 4)))
+        with pytest.raises(RuntimeError, match="DDP takes one communication hook"):
+            sg.yield_to(model)
+        for epoch in range(2):
+            sg.set_epoch(epoch)
+            for _ in range(3 + epoch):
+                model(torch.ones(2, 4)).sum().backward()
+        sg.wait_delivery()
+        sg.set_epoch(2)
+        for epoch, steps in ((1, 3), (2, 4)):
+            f = sg.figures(epoch)
+            assert f["allreduce_steps"] == steps == len(f["allreduce_step_seconds"])
+            assert f["allreduce_seconds"] == pytest.approx(sum(f["allreduce_step_seconds"]))
+            assert f["yield_seconds"] >= 0.0 and len(f["allreduce_step_during_delivery"]) == steps
 
 
 def test_nccl_moves_the_records_as_cuda_tensors(tmp_path):

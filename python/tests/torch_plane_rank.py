@@ -17,6 +17,7 @@ import sys
 import numpy as np
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset
 
 from ubershuffle.torch import ShuffleGroup, init_process_group
@@ -86,6 +87,8 @@ def main() -> None:
         kwargs["store_dir"] = opts["store_dir"]
     if opts.get("segment_bytes"):
         kwargs["segment_bytes"] = int(opts["segment_bytes"])
+    if opts.get("ddp"):
+        kwargs["yield_to_gradients"] = opts["ddp"] == "yield"
     source = data
     if kwargs["mode"] == "store" and dist.get_rank() != 0:
         source = None  # the training ranks learn the index from the store
@@ -126,6 +129,13 @@ def main() -> None:
         persistent_workers=True,
         multiprocessing_context=context,
     )
+    # With ddp=yield or ddp=flight every batch is a DDP step whose all-reduce the plane's hook
+    # times (and, yielding, waits for).
+    model = opt = None
+    if opts.get("ddp"):
+        torch.manual_seed(0)
+        model = sg.yield_to(DistributedDataParallel(torch.nn.Linear(64, 64), process_group=sg.train_group))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
     kill_at = int(opts.get("kill_at", -1))
     stall = int(opts.get("stall", -1))
     write_atomic(out / f"pid-{rank}", str(os.getpid()))
@@ -151,6 +161,10 @@ def main() -> None:
                 served.append(i)
                 if c != sums[i]:
                     bad.append(i)
+            if model is not None:
+                opt.zero_grad()
+                model(torch.ones(len(ids), 64)).square().mean().backward()
+                opt.step()
         for i in sg.held():
             if sg[int(i)].tobytes() != data[i]:
                 bad.append(int(i))
@@ -164,7 +178,13 @@ def main() -> None:
             dist.barrier(group=sg.train_group)
     log["held"] = len(sg.held())
     write_log(log_path, log)
+    if model is not None:
+        sg.wait_delivery()
     sg.close()
+    if model is not None:
+        # The last epoch's all-reduces are counted with the delivery that ran behind it.
+        log["figures"][str(epochs)] = sg.figures(epochs)
+        write_log(log_path, log)
     dist.destroy_process_group()
 
 

@@ -45,3 +45,18 @@ pub fn median(mut values: Vec<f64>) -> f64 {
 pub fn num(v: f64, digits: usize) -> String {
     if v.is_finite() { format!("{v:.digits$}") } else { "-".into() }
 }
+
+/// Prints one line per goal: `met`, `MISS`, or nothing for information, the value, the goal and
+/// what is measured.
+pub fn print_goals(goals: &[Goal]) {
+    for g in goals {
+        let verdict = if !g.is_target() {
+            "    "
+        } else if g.met {
+            "met "
+        } else {
+            "MISS"
+        };
+        eprintln!("  {verdict} {:>9} {:>14}  {}", num(g.value, 4), g.goal, g.measure);
+    }
+}

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 
-use super::topology::{Argv, owned_namespaces, stale_namespaces, teardown_commands};
+use super::topology::{Argv, Topology, owned_namespaces, stale_namespaces, teardown_commands};
 
 /// Why this machine cannot run the check (one line), or `None` when it can.
 pub fn unmet_requirement() -> Option<String> {
@@ -124,4 +124,23 @@ impl Drop for NetworkGuard {
     fn drop(&mut self) {
         remove_owned(self.owner);
     }
+}
+
+/// Makes `topology`'s namespaces and says so (`master` and `workers`: what the master and the
+/// workers are in this experiment); they are removed when the returned guard drops, on an
+/// error, a panic or Ctrl-C.
+pub fn build_network(topology: &Topology, master: &str, workers: &str) -> anyhow::Result<NetworkGuard> {
+    let guard = NetworkGuard::arm(topology.owner)?;
+    eprintln!(
+        "xtask: namespaces {}* : a switch, the {master} and {} {workers}, every port shaped by {} at {} Mbit/s, MTU {}",
+        topology.prefix(),
+        topology.workers,
+        topology.qdisc.name(),
+        topology.mbit,
+        topology.mtu
+    );
+    for command in topology.setup_commands() {
+        run(&command)?;
+    }
+    Ok(guard)
 }

@@ -13,6 +13,7 @@ pub mod gradients;
 mod host;
 mod measure;
 mod model;
+mod publish;
 mod ranks;
 mod replay;
 mod rounds;
@@ -91,10 +92,6 @@ pub struct NetnsArgs {
     check_host: bool,
 }
 
-/// The most workers: a namespace, a veth and two shaped ports each, and processes that share
-/// the host's cores.
-const MAX_WORKERS: usize = 8;
-
 /// What a run does: the flags, checked.
 struct NetnsRun {
     topology: Topology,
@@ -106,15 +103,7 @@ struct NetnsRun {
 impl NetnsArgs {
     /// The flags checked once, into what the run does.
     fn check(&self, root: &Path) -> anyhow::Result<NetnsRun> {
-        if !(2..=MAX_WORKERS).contains(&self.workers) {
-            bail!("--workers {}: use 2 to {MAX_WORKERS}", self.workers);
-        }
-        if !(self.mbit.is_finite() && self.mbit > 0.0 && self.mbit <= 100_000.0) {
-            bail!("--mbit {}: use a rate above 0 and at most 100000", self.mbit);
-        }
-        if !(1280..=9000).contains(&self.mtu) {
-            bail!("--mtu {}: use 1280 to 9000", self.mtu);
-        }
+        let topology = Topology::checked("--workers", self.workers, self.mbit, self.qdisc, self.mtu)?;
         if self.master_send_buffer.is_some_and(|b| b < 16384) {
             bail!("--master-send-buffer: use at least 16384 bytes");
         }
@@ -127,14 +116,7 @@ impl NetnsArgs {
         if self.bytes > 1 << 30 {
             bail!("--bytes {}: at most 1 GiB", self.bytes);
         }
-        let topology = Topology {
-            owner: std::process::id(),
-            workers: self.workers,
-            mbit: self.mbit,
-            qdisc: self.qdisc,
-            mtu: self.mtu,
-            master_send_buffer: self.master_send_buffer,
-        };
+        let topology = Topology { master_send_buffer: self.master_send_buffer, ..topology };
         let broadcasts = [BroadcastMethod::PseudoBroadcast, BroadcastMethod::Plain]
             .map(|method| BroadcastJob { bytes: self.bytes, rounds: self.rounds, method, seed: self.seed })
             .to_vec();
@@ -213,18 +195,7 @@ pub fn run(args: &NetnsArgs, root: &Path, target: &Path) -> anyhow::Result<()> {
 /// (the guard also removes it on an error or a panic, its handler on Ctrl-C).
 fn measure(plan: &NetnsRun, exe: &Path) -> anyhow::Result<Measured> {
     let topology = &plan.topology;
-    let _guard = host::NetworkGuard::arm(topology.owner)?;
-    eprintln!(
-        "xtask: namespaces {}* : a switch, the master and {} workers, every port shaped by {} at {} Mbit/s, MTU {}",
-        topology.prefix(),
-        topology.workers,
-        topology.qdisc.name(),
-        topology.mbit,
-        topology.mtu
-    );
-    for command in topology.setup_commands() {
-        host::run(&command)?;
-    }
+    let _guard = host::build_network(topology, "master", "workers")?;
     let broadcasts = plan
         .broadcasts
         .iter()
@@ -248,6 +219,12 @@ pub(super) fn probe(topology: &Topology) -> anyhow::Result<()> {
         host::run(&command).with_context(|| format!("cannot shape a link with {}", topology.qdisc.name()))?;
     }
     Ok(())
+}
+
+/// `out` with its `.csv` replaced by `tail` (the side files of an experiment's CSV).
+fn beside(out: &Path, tail: &str) -> PathBuf {
+    let stem = out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "results".into());
+    out.with_file_name(format!("{stem}{tail}"))
 }
 
 /// Writes the rows with the csv crate, atomically ([`ubershuffle_runtime::files`]).

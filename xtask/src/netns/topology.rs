@@ -88,6 +88,64 @@ pub struct Topology {
     pub master_send_buffer: Option<u32>,
 }
 
+/// The most worker nodes (training ranks) of a run: a namespace, a veth and two shaped ports
+/// each, and processes that share the host's cores.
+pub const MAX_WORKERS: usize = 8;
+
+impl Topology {
+    /// A run's network from its flags (`flag`: the one that counts the workers, `--workers` or
+    /// `--ranks`), owned by this process; a one-line error naming the first flag out of range.
+    pub fn checked(
+        flag: &str,
+        workers: usize,
+        mbit: f64,
+        qdisc: Qdisc,
+        mtu: u32,
+    ) -> anyhow::Result<Topology> {
+        if !(2..=MAX_WORKERS).contains(&workers) {
+            anyhow::bail!("{flag} {workers}: use 2 to {MAX_WORKERS}");
+        }
+        if !(mbit.is_finite() && mbit > 0.0 && mbit <= 100_000.0) {
+            anyhow::bail!("--mbit {mbit}: use a rate above 0 and at most 100000");
+        }
+        if !(1280..=9000).contains(&mtu) {
+            anyhow::bail!("--mtu {mtu}: use 1280 to 9000");
+        }
+        Ok(Topology { owner: std::process::id(), workers, mbit, qdisc, mtu, master_send_buffer: None })
+    }
+}
+
+/// Training ranks of the PyTorch jobs' main runs (the flag's default; README's headlines come
+/// from them).
+pub const MAIN_RANKS: usize = 4;
+/// Rate of the main runs' ports in Mbit/s (the flag's default).
+pub const MAIN_MBIT: f64 = 100.0;
+
+/// The network flags of the PyTorch jobs in namespaces (`netns-train`, `netns-gradients`):
+/// training ranks and their links.
+#[derive(Debug, clap::Args)]
+pub struct NetFlags {
+    /// Training ranks, 2 to 8, each in a namespace of its own (a store arm has one more).
+    #[arg(long, default_value_t = MAIN_RANKS)]
+    pub ranks: usize,
+    /// Rate of every node's send and receive port, in Mbit/s.
+    #[arg(long, default_value_t = MAIN_MBIT)]
+    pub mbit: f64,
+    /// The qdisc that shapes the ports.
+    #[arg(long, value_enum, default_value_t = Qdisc::Tbf)]
+    pub qdisc: Qdisc,
+    /// MTU of every link, 1280 to 9000.
+    #[arg(long, default_value_t = 1500)]
+    pub mtu: u32,
+}
+
+impl NetFlags {
+    /// The flags checked, into the topology this process owns.
+    pub fn topology(&self) -> anyhow::Result<Topology> {
+        Topology::checked("--ranks", self.ranks, self.mbit, self.qdisc, self.mtu)
+    }
+}
+
 /// One command line (`ip ...` or `tc ...`).
 pub type Argv = Vec<String>;
 

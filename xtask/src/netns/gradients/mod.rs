@@ -20,8 +20,8 @@ use clap::Args;
 
 use super::host;
 use super::ranks::RankJob;
-use super::topology::{Node, Qdisc, Topology};
-use super::train::jobs::{check_python, make_data};
+use super::topology::{NetFlags, Node, Topology};
+use super::train::jobs::{check_data_flags, check_python, make_data};
 use types::{Job, Plane, RankLog, Setting};
 
 /// Flags of `cargo xtask netns-gradients`.
@@ -37,18 +37,8 @@ Examples:\n  cargo xtask netns-gradients --python /path/to/venv/bin/python --rep
 cargo xtask netns-gradients --mbit 1000   # a 20 MB gradient; writes results/netns-gradients-1000mbit.csv\n  \
 cargo xtask netns-gradients --short --out target/netns-gradients.csv   # CI: one arm, 2 epochs")]
 pub struct NetnsGradientsArgs {
-    /// Training ranks, 2 to 8, each in a namespace of its own (the store arm has one more).
-    #[arg(long, default_value_t = types::MAIN_RANKS)]
-    ranks: usize,
-    /// Rate of every node's send and receive port, in Mbit/s.
-    #[arg(long, default_value_t = types::MAIN_MBIT)]
-    mbit: f64,
-    /// The qdisc that shapes the ports.
-    #[arg(long, value_enum, default_value_t = Qdisc::Tbf)]
-    qdisc: Qdisc,
-    /// MTU of every link, 1280 to 9000.
-    #[arg(long, default_value_t = 1500)]
-    mtu: u32,
+    #[command(flatten)]
+    net: NetFlags,
     /// The arms to run (p, g, s; comma-separated) [default: all three; with --short p].
     #[arg(long = "arm", value_delimiter = ',', value_name = "P|G|S")]
     arms: Vec<char>,
@@ -107,9 +97,6 @@ pub struct NetnsGradientsArgs {
     check_host: bool,
 }
 
-/// The most training ranks.
-const MAX_RANKS: usize = 8;
-
 /// What a run does: the flags, checked.
 pub struct GradientsRun {
     topology: Topology,
@@ -127,28 +114,12 @@ pub struct GradientsRun {
 impl NetnsGradientsArgs {
     /// The flags checked once, into what the run does.
     fn check(&self, root: &Path) -> anyhow::Result<GradientsRun> {
-        if !(2..=MAX_RANKS).contains(&self.ranks) {
-            bail!("--ranks {}: use 2 to {MAX_RANKS}", self.ranks);
-        }
-        if !(self.mbit.is_finite() && self.mbit > 0.0 && self.mbit <= 100_000.0) {
-            bail!("--mbit {}: use a rate above 0 and at most 100000", self.mbit);
-        }
-        if !(1280..=9000).contains(&self.mtu) {
-            bail!("--mtu {}: use 1280 to 9000", self.mtu);
-        }
-        if !(self.fraction > 0.0 && self.fraction <= 1.0) {
-            bail!("--fraction {}: use a fraction in (0, 1]", self.fraction);
-        }
-        if !(8..=1024).contains(&self.side) {
-            bail!("--side {}: use 8 to 1024 pixels", self.side);
-        }
-        if !(self.grain.is_finite() && (0.0..=128.0).contains(&self.grain)) {
-            bail!("--grain {}: use 0 to 128 grey levels", self.grain);
-        }
+        let topology = self.net.topology()?;
+        check_data_flags(self.fraction, self.side, self.grain)?;
         if !(self.compute.is_finite() && (0.0..=60.0).contains(&self.compute)) {
             bail!("--compute {}: use 0 to 60 seconds", self.compute);
         }
-        let gradient_mb = self.gradient_mb.unwrap_or((2.0 * self.mbit / 100.0).max(1.0));
+        let gradient_mb = self.gradient_mb.unwrap_or((2.0 * self.net.mbit / 100.0).max(1.0));
         if !(gradient_mb.is_finite() && gradient_mb > 0.0 && gradient_mb <= 1000.0) {
             bail!("--gradient-mb {gradient_mb}: use above 0 and at most 1000");
         }
@@ -193,23 +164,16 @@ impl NetnsGradientsArgs {
         let readme = self.out.is_none();
         let out = match &self.out {
             Some(path) => crate::from_here(path)?,
-            None => root.join("results").join(types::run_name(self.ranks, self.mbit) + ".csv"),
+            None => root.join("results").join(types::run_name(self.net.ranks, self.net.mbit) + ".csv"),
         };
         Ok(GradientsRun {
-            topology: Topology {
-                owner: std::process::id(),
-                workers: self.ranks,
-                mbit: self.mbit,
-                qdisc: self.qdisc,
-                mtu: self.mtu,
-                master_send_buffer: None,
-            },
+            topology,
             jobs,
             setting: Setting {
-                ranks: self.ranks,
-                mbit: self.mbit,
-                qdisc: self.qdisc.name(),
-                mtu: self.mtu,
+                ranks: self.net.ranks,
+                mbit: self.net.mbit,
+                qdisc: self.net.qdisc.name(),
+                mtu: self.net.mtu,
                 side,
                 grain,
                 records: 0,
@@ -273,18 +237,7 @@ pub fn run(args: &NetnsGradientsArgs, root: &Path, target: &Path) -> anyhow::Res
 /// panic or Ctrl-C).
 fn measure(plan: &GradientsRun, script: &Path, data: &Path, work: &Path) -> anyhow::Result<Vec<Job>> {
     let topology = &plan.topology;
-    let _guard = host::NetworkGuard::arm(topology.owner)?;
-    eprintln!(
-        "xtask: namespaces {}* : a switch, the store and {} ranks, every port shaped by {} at {} Mbit/s, MTU {}",
-        topology.prefix(),
-        topology.workers,
-        topology.qdisc.name(),
-        topology.mbit,
-        topology.mtu
-    );
-    for command in topology.setup_commands() {
-        host::run(&command)?;
-    }
+    let _guard = host::build_network(topology, "store", "ranks")?;
     let s = &plan.setting;
     let mut jobs = Vec::new();
     for &(arm, plane, repeat) in &plan.jobs {

@@ -5,16 +5,16 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, bail};
 use serde::Serialize;
 use ubershuffle_bench::report::chart::{LineChart, Series};
-use ubershuffle_bench::report::headline::{self, HeadlineRecord};
+use ubershuffle_bench::report::headline::HeadlineRecord;
 
 use super::types::{ARMS, Job, Plane, Setting, describe};
 use crate::netns::goal::{Goal, goal_value, median, num};
-use crate::netns::write_csv;
+use crate::netns::{beside, write_csv};
 
 /// Where the report writes.
 pub struct Options<'a> {
@@ -327,13 +327,6 @@ fn chart(steps: &[StepRow], setting: &Setting) -> LineChart {
     }
 }
 
-/// `out` with its `.csv` replaced by `tail`.
-fn beside(out: &Path, tail: &str) -> PathBuf {
-    let stem =
-        out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "netns-gradients".into());
-    out.with_file_name(format!("{stem}{tail}"))
-}
-
 /// Builds the rows, checks, goals; writes everything; fails (after writing) when a check failed.
 pub fn report(options: &Options<'_>, setting: &Setting, jobs: &[Job], root: &Path) -> anyhow::Result<()> {
     let mut rows = Vec::new();
@@ -359,16 +352,7 @@ pub fn report(options: &Options<'_>, setting: &Setting, jobs: &[Job], root: &Pat
         }
     }
     eprintln!("netns-gradients: medians over the epochs after the first:");
-    for g in &goals {
-        let verdict = if g.goal.starts_with('(') {
-            "    "
-        } else if g.met {
-            "met "
-        } else {
-            "MISS"
-        };
-        eprintln!("  {verdict} {:>9} {:>14}  {}", num(g.value, 4), g.goal, g.measure);
-    }
+    crate::netns::goal::print_goals(&goals);
     if options.short {
         eprintln!("netns-gradients: the short form checks the records and the hook, not the times");
     }
@@ -390,20 +374,6 @@ fn cited(name: &str, goals: &[Goal], key: &str, digits: usize) -> String {
 
 /// Replaces results/README.md's section of this run.
 fn write_section(root: &Path, setting: &Setting, goals: &[Goal], jobs: &[Job]) -> anyhow::Result<()> {
-    let path = root.join("results").join("README.md");
-    let existing =
-        std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    let marker = "<!-- experiment ";
-    let preamble =
-        existing.find(marker).map_or(existing.as_str(), |at| &existing[..at]).trim_end().to_string() + "\n";
-    let order: Vec<String> = existing
-        .match_indices(marker)
-        .filter_map(|(at, _)| {
-            existing[at + marker.len()..].split_once(" begin -->").map(|(n, _)| n.to_string())
-        })
-        .filter(|n| !n.contains(' '))
-        .collect();
-    let order: Vec<&str> = order.iter().map(String::as_str).collect();
     let name = setting.name();
     let repeats = jobs.iter().map(|j| j.repeat + 1).max().unwrap_or(1);
     let mut s = String::new();
@@ -426,7 +396,7 @@ fn write_section(root: &Path, setting: &Setting, goals: &[Goal], jobs: &[Job]) -
     s.push_str("\nPlanes: idle, the next epoch's delivery waited for before the epoch starts (the all-reduce alone on the links); in flight, the delivery in the background of the epoch, not yielding; yielding, in flight, the delivery posting no new round while a step's all-reduce is on the wire (`ShuffleGroup.yield_to(model)`). \"During the delivery\": the steps whose all-reduce began while the delivery was in flight.\n\n");
     s.push_str("| measure | value | goal | met |\n|---|---|---|---|\n");
     for g in goals {
-        let met = if g.goal.starts_with('(') {
+        let met = if !g.is_target() {
             ""
         } else if g.met {
             "yes"
@@ -445,8 +415,7 @@ fn write_section(root: &Path, setting: &Setting, goals: &[Goal], jobs: &[Job]) -
             String::new()
         }
     );
-    ubershuffle_bench::report::sections::update_section(&path, &preamble, &name, &s, &order)
-        .with_context(|| format!("cannot write {}", path.display()))
+    crate::netns::publish::write_section(root, &name, &s)
 }
 
 /// Replaces netns-gradients' row of `results/headline.csv` and re-renders README's table.
@@ -469,29 +438,7 @@ fn publish_headline(root: &Path, goals: &[Goal]) -> anyhow::Result<()> {
         command: "cargo xtask netns-gradients --python PYTHON".into(),
         machine: true,
     };
-    let path = root.join("results").join("headline.csv");
-    let existing = std::fs::read_to_string(&path).unwrap_or_default();
-    let records = headline::parse_records(&existing)?;
-    let mut order: Vec<String> = Vec::new();
-    for r in &records {
-        if !order.contains(&r.experiment) {
-            order.push(r.experiment.clone());
-        }
-    }
-    if !order.iter().any(|e| e == "netns-gradients") {
-        order.push("netns-gradients".into());
-    }
-    let order: Vec<&str> = order.iter().map(String::as_str).collect();
-    let all = headline::merge(records, "netns-gradients", "full", vec![record], &order);
-    ubershuffle_runtime::write_atomically(&path, headline::to_csv(&all)?.as_bytes())?;
-    let readme_path = root.join("README.md");
-    let readme = std::fs::read_to_string(&readme_path)
-        .with_context(|| format!("cannot read {}", readme_path.display()))?;
-    ubershuffle_runtime::write_atomically(
-        &readme_path,
-        headline::replace_block(&readme, &headline::render(&all))?.as_bytes(),
-    )?;
-    Ok(())
+    crate::netns::publish::publish_headlines(root, "netns-gradients", vec![record])
 }
 
 #[cfg(test)]

@@ -3,10 +3,7 @@
 
 use serde::Deserialize;
 
-/// Training ranks of the main run (the README's headline comes from it).
-pub const MAIN_RANKS: usize = 4;
-/// Rate of the main run's ports in Mbit/s.
-pub const MAIN_MBIT: f64 = 100.0;
+pub use crate::netns::topology::{MAIN_MBIT, MAIN_RANKS};
 /// The arms: peer partial-local, peer global, store coded.
 pub const ARMS: [char; 3] = ['p', 'g', 's'];
 

@@ -45,6 +45,21 @@ for m in ('torch', 'PIL', 'sklearn', 'ubershuffle.torch'):
     Ok(())
 }
 
+/// The data set's flags and partial-local's Q checked: a one-line error naming the first out
+/// of range.
+pub(crate) fn check_data_flags(fraction: f64, side: u32, grain: f64) -> anyhow::Result<()> {
+    if !(fraction > 0.0 && fraction <= 1.0) {
+        bail!("--fraction {fraction}: use a fraction in (0, 1]");
+    }
+    if !(8..=1024).contains(&side) {
+        bail!("--side {side}: use 8 to 1024 pixels");
+    }
+    if !(grain.is_finite() && (0.0..=128.0).contains(&grain)) {
+        bail!("--grain {grain}: use 0 to 128 grey levels");
+    }
+    Ok(())
+}
+
 /// Makes the data set (outside the namespaces) and returns its records and bytes.
 /// (`script` is `python/benchmarks/netns_train_rank.py`; `side` and `grain` its flags.)
 pub(crate) fn make_data(
@@ -83,18 +98,7 @@ pub(crate) fn make_data(
 /// an error or a panic, its handler on Ctrl-C).
 pub(super) fn measure(plan: &TrainRun, script: &Path, data: &Path, work: &Path) -> anyhow::Result<Vec<Job>> {
     let topology = &plan.topology;
-    let _guard = host::NetworkGuard::arm(topology.owner)?;
-    eprintln!(
-        "xtask: namespaces {}* : a switch, the store and {} ranks, every port shaped by {} at {} Mbit/s, MTU {}",
-        topology.prefix(),
-        topology.workers,
-        topology.qdisc.name(),
-        topology.mbit,
-        topology.mtu
-    );
-    for command in topology.setup_commands() {
-        host::run(&command)?;
-    }
+    let _guard = host::build_network(topology, "store", "ranks")?;
     let mut jobs = Vec::new();
     let mut seen: BTreeMap<Arm, usize> = BTreeMap::new();
     for &arm in &plan.arms {

@@ -23,8 +23,8 @@ use anyhow::{Context, bail};
 use clap::Args;
 
 use super::host;
-use super::topology::{Qdisc, Topology};
-use types::{Arm, MAIN_MBIT, MAIN_RANKS, ReportOptions, Setting, run_name};
+use super::topology::{NetFlags, Topology};
+use types::{Arm, ReportOptions, Setting, run_name};
 
 /// Flags of `cargo xtask netns-train`.
 #[derive(Debug, Args)]
@@ -36,18 +36,8 @@ Examples:\n  cargo xtask netns-train --python /path/to/venv/bin/python\n  \
 cargo xtask netns-train --short --out target/netns-train.csv   # CI: 2 epochs, small records, idle ranks, bytes checked\n  \
 cargo xtask netns-train --sleep-train 1 --arm b,c --ranks 8   # writes results/netns-train-idle-8ranks.csv")]
 pub struct NetnsTrainArgs {
-    /// Training ranks, 2 to 8, each in a namespace of its own (the store has one more).
-    #[arg(long, default_value_t = MAIN_RANKS)]
-    ranks: usize,
-    /// Rate of every node's send and receive port, in Mbit/s.
-    #[arg(long, default_value_t = MAIN_MBIT)]
-    mbit: f64,
-    /// The qdisc that shapes the ports.
-    #[arg(long, value_enum, default_value_t = Qdisc::Tbf)]
-    qdisc: Qdisc,
-    /// MTU of every link, 1280 to 9000.
-    #[arg(long, default_value_t = 1500)]
-    mtu: u32,
+    #[command(flatten)]
+    net: NetFlags,
     /// The arms to run, in this order (letters a to f; repeatable or comma-separated)
     /// [default: all six; with --short a, b, c, d].
     #[arg(long = "arm", value_delimiter = ',', value_name = "A..F")]
@@ -103,8 +93,6 @@ pub struct NetnsTrainArgs {
     check_host: bool,
 }
 
-/// The most training ranks.
-const MAX_RANKS: usize = 8;
 /// Seconds each rank sleeps per epoch in the short form unless --sleep-train says otherwise.
 const SHORT_SLEEP: f64 = 0.5;
 
@@ -131,24 +119,8 @@ pub struct TrainRun {
 impl NetnsTrainArgs {
     /// The flags checked once, into what the run does.
     fn check(&self, root: &Path) -> anyhow::Result<TrainRun> {
-        if !(2..=MAX_RANKS).contains(&self.ranks) {
-            bail!("--ranks {}: use 2 to {MAX_RANKS}", self.ranks);
-        }
-        if !(self.mbit.is_finite() && self.mbit > 0.0 && self.mbit <= 100_000.0) {
-            bail!("--mbit {}: use a rate above 0 and at most 100000", self.mbit);
-        }
-        if !(1280..=9000).contains(&self.mtu) {
-            bail!("--mtu {}: use 1280 to 9000", self.mtu);
-        }
-        if !(self.fraction > 0.0 && self.fraction <= 1.0) {
-            bail!("--fraction {}: use a fraction in (0, 1]", self.fraction);
-        }
-        if !(8..=1024).contains(&self.side) {
-            bail!("--side {}: use 8 to 1024 pixels", self.side);
-        }
-        if !(self.grain.is_finite() && (0.0..=128.0).contains(&self.grain)) {
-            bail!("--grain {}: use 0 to 128 grey levels", self.grain);
-        }
+        let topology = self.net.topology()?;
+        jobs::check_data_flags(self.fraction, self.side, self.grain)?;
         let sleep_train = self.sleep_train.unwrap_or(if self.short { SHORT_SLEEP } else { 0.0 });
         if !(sleep_train.is_finite() && (0.0..=600.0).contains(&sleep_train)) {
             bail!("--sleep-train {sleep_train}: use 0 to 600 seconds");
@@ -173,17 +145,12 @@ impl NetnsTrainArgs {
         let readme = self.out.is_none();
         let out = match &self.out {
             Some(path) => crate::from_here(path)?,
-            None => root.join("results").join(run_name(self.ranks, self.mbit, sleep_train > 0.0) + ".csv"),
+            None => {
+                root.join("results").join(run_name(self.net.ranks, self.net.mbit, sleep_train > 0.0) + ".csv")
+            }
         };
         Ok(TrainRun {
-            topology: Topology {
-                owner: std::process::id(),
-                workers: self.ranks,
-                mbit: self.mbit,
-                qdisc: self.qdisc,
-                mtu: self.mtu,
-                master_send_buffer: None,
-            },
+            topology,
             arms: order,
             epochs,
             side,

@@ -8,11 +8,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-/// Training ranks of the main run (the flag's default, and the run the README's headlines
-/// come from).
-pub const MAIN_RANKS: usize = 4;
-/// Rate of the main run's ports in Mbit/s (the flag's default).
-pub const MAIN_MBIT: f64 = 100.0;
+pub use crate::netns::topology::{MAIN_MBIT, MAIN_RANKS};
 
 /// One arm of the experiment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

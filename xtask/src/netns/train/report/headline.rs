@@ -2,8 +2,7 @@
 
 use std::path::Path;
 
-use anyhow::Context;
-use ubershuffle_bench::report::headline::{self, HeadlineRecord};
+use ubershuffle_bench::report::headline::HeadlineRecord;
 
 use super::goals::{Goal, goal_value};
 use super::section::num;
@@ -55,28 +54,5 @@ its busiest port's",
             "key=b_vs_c_bytes, b_vs_c_shuffle, b_vs_c_epoch, c_vs_uplink, b_vs_limit",
         ));
     }
-    let path = root.join("results").join("headline.csv");
-    let existing = std::fs::read_to_string(&path).unwrap_or_default();
-    let records = headline::parse_records(&existing)?;
-    // The experiments in the order they stand (netns-train last when new).
-    let mut order: Vec<String> = Vec::new();
-    for r in &records {
-        if !order.contains(&r.experiment) {
-            order.push(r.experiment.clone());
-        }
-    }
-    if !order.iter().any(|e| e == "netns-train") {
-        order.push("netns-train".into());
-    }
-    let order: Vec<&str> = order.iter().map(String::as_str).collect();
-    let all = headline::merge(records, "netns-train", "full", fresh, &order);
-    ubershuffle_runtime::write_atomically(&path, headline::to_csv(&all)?.as_bytes())?;
-    let readme_path = root.join("README.md");
-    let readme = std::fs::read_to_string(&readme_path)
-        .with_context(|| format!("cannot read {}", readme_path.display()))?;
-    ubershuffle_runtime::write_atomically(
-        &readme_path,
-        headline::replace_block(&readme, &headline::render(&all))?.as_bytes(),
-    )?;
-    Ok(())
+    crate::netns::publish::publish_headlines(root, "netns-train", fresh)
 }

@@ -13,13 +13,13 @@ mod profile;
 mod rows;
 mod section;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, bail};
 use ubershuffle_bench::report::chart::{LineChart, Series};
 
 use crate::netns::train::types::{Arm, Job, ReportOptions, Setting};
-use crate::netns::write_csv;
+use crate::netns::{beside, write_csv};
 use checks::Check;
 use goals::{Goal, last_accuracy, med};
 use rows::Row;
@@ -74,13 +74,6 @@ pub fn report(options: &ReportOptions, setting: &Setting, jobs: &[Job], root: &P
     Ok(())
 }
 
-/// `out` with its `.csv` replaced by `tail`.
-fn beside(out: &Path, tail: &str) -> PathBuf {
-    let stem =
-        out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "netns-train".into());
-    out.with_file_name(format!("{stem}{tail}"))
-}
-
 /// Accuracy against wall time, one line per arm (its first run).
 fn accuracy_chart(rows: &[Row], setting: &Setting) -> LineChart {
     let series = Arm::ALL
@@ -123,16 +116,7 @@ uplink {uplink:>7} s  limit {limit:>7} s  store {:>7} MB  accuracy {}",
             num(last_accuracy(rows, a), 4),
         );
     }
-    for g in goals {
-        let verdict = if !g.is_target() {
-            "    "
-        } else if g.met {
-            "met "
-        } else {
-            "MISS"
-        };
-        eprintln!("  {verdict} {:>9} {:>12}  {}", num(g.value, 4), g.goal, g.measure);
-    }
+    crate::netns::goal::print_goals(goals);
     for c in checks.iter().filter(|c| !c.ok) {
         eprintln!("  byte check FAILED: {}", c.what);
     }

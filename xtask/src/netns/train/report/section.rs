@@ -4,8 +4,6 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use anyhow::Context;
-
 use super::goals::{Goal, last_accuracy, med, med_opt, median};
 use super::profile::{cpu_table, profile_table, profile_words};
 use super::rows::Row;
@@ -25,28 +23,13 @@ fn runs(rows: &[Row]) -> usize {
 
 /// Replaces results/README.md's section of this run (the others stay as they are).
 pub fn write_section(root: &Path, setting: &Setting, rows: &[Row], goals: &[Goal]) -> anyhow::Result<()> {
-    let path = root.join("results").join("README.md");
-    let existing =
-        std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    let marker = "<!-- experiment ";
-    let preamble =
-        existing.find(marker).map_or(existing.as_str(), |at| &existing[..at]).trim_end().to_string() + "\n";
-    let order: Vec<String> = existing
-        .match_indices(marker)
-        .filter_map(|(at, _)| {
-            existing[at + marker.len()..].split_once(" begin -->").map(|(n, _)| n.to_string())
-        })
-        .filter(|n| !n.contains(' '))
-        .collect();
-    let order: Vec<&str> = order.iter().map(String::as_str).collect();
     let name = setting.name();
     let body = if setting.idle() {
         idle_section(&name, setting, rows, goals)
     } else {
         section(&name, setting, rows, goals)
     };
-    ubershuffle_bench::report::sections::update_section(&path, &preamble, &name, &body, &order)
-        .with_context(|| format!("cannot write {}", path.display()))
+    crate::netns::publish::write_section(root, &name, &body)
 }
 
 /// One sentence per arm that ran: how its bytes travel.
