@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import pathlib
 import pickle
 import subprocess
 import sys
@@ -19,8 +18,6 @@ from conftest import S3_SECRET
 from ubershuffle import RecordStore
 from ubershuffle import _s3 as s3_module
 from ubershuffle.sources import ObjectStoreError, RecordSource, as_source
-
-PYTHON_DIR = pathlib.Path(__file__).resolve().parents[1]
 
 
 def uneven(count: int, seed: int = 0) -> list[bytes]:
@@ -37,8 +34,9 @@ def one_line(e: BaseException) -> str:
 
 
 def run_python(code: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PYTHON_DIR), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    # The same interpreter and environment as the tests: the package as they import it (installed,
+    # or on PYTHONPATH in a checkout), never the source folder ahead of an installed build.
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
 
 
 def test_importing_the_package_never_imports_boto3():
@@ -269,10 +267,9 @@ def test_two_peer_ranks_read_the_prefix_once_then_move_records_between_them(s3, 
         s3.put(f"peer/{i:02}", body)
     script = tmp_path / "rank.py"
     script.write_text(PEER_RANK)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PYTHON_DIR), os.environ.get("PYTHONPATH", "")])}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
     cmd += [str(script), s3.url("peer"), str(tmp_path)]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in range(2)]
     for epoch in map(str, range(3)):
