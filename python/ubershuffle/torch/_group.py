@@ -95,9 +95,10 @@ class ShuffleGroup(StoreSide):
     resume exactly, also on another number of ranks.
 
     The next epoch's delivery shares the links with DDP's gradients. After :meth:`yield_to`
-    with the model, the delivery yields to them: it posts no new round while a step's
-    all-reduce is in flight (``yield_to_gradients``, on by default; every rank must pass the
-    same). A peer-mode delivery then moves in rounds of at most 128 KiB per pair of ranks,
+    with the model, the delivery yields to them: it posts no round while a step's all-reduce
+    is in flight, nor one whose bytes would still be landing when the next is due
+    (``yield_to_gradients``, on by default; every rank must pass the same). A peer-mode
+    delivery then moves in rounds of at most 128 KiB per pair of ranks,
     which is what an all-reduce may still meet on the links; a store-mode one in its rounds,
     at most two posted ahead. If the compute windows are too short for the delivery, the next
     :meth:`set_epoch` waits for the rest (``exposed_seconds``).
@@ -359,8 +360,8 @@ class ShuffleGroup(StoreSide):
         usually on :attr:`train_group`) and returns ``model``. It registers a DDP communication
         hook that runs ``hook(state, bucket)`` (default: DDP's own all-reduce on the model's
         process group) and tells this rank's delivery thread when a step's all-reduce is on the
-        wire: while it is, the delivery posts no new round, so the next epoch's records travel
-        in the compute windows between the all-reduces. With ``yield_to_gradients=False`` the
+        wire: the delivery then posts no round that would meet one, so the next epoch's records
+        travel in the compute windows between the all-reduces. With ``yield_to_gradients=False`` the
         hook only times the all-reduces. Either way :meth:`figures` then says what the
         gradients and the delivery cost each other (``allreduce_step_seconds``,
         ``yield_seconds``). DDP takes one hook: pass yours as ``hook`` rather than registering
@@ -374,11 +375,11 @@ class ShuffleGroup(StoreSide):
             raise TypeError(
                 f"yield_to needs a torch DistributedDataParallel model, not {type(model).__name__}"
             )
+        group = getattr(model, "process_group", None)
         if hook is None:
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-            hook, state = default_hooks.allreduce_hook, getattr(model, "process_group", None)
-        group = getattr(model, "process_group", None)
+            hook, state = default_hooks.allreduce_hook, group
         model.register_comm_hook(None, self._gate.wrap(hook, state, dist.get_world_size(group)))
         self._hooked = True
         return model
