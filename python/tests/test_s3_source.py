@@ -233,8 +233,9 @@ def test_a_shuffle_group_reads_an_s3_prefix(s3):
                 sg.set_epoch(epoch)
                 assert all(sg[i].tobytes() == data[i] for i in sg.sampler)
             assert sg.figures(0)["source_records"] == 30 and sg.figures(1)["source_records"] == 0
-            # The start's content check reads a sample (here all 30), epoch 0 reads each once.
-            assert sg._source.bytes_read == 2 * sum(map(len, data))
+            # One rank reads the source: no content check to read a sample for; epoch 0 reads
+            # each record once.
+            assert sg._source.bytes_read == sum(map(len, data))
     finally:
         dist.destroy_process_group()
 
@@ -279,3 +280,52 @@ def test_two_peer_ranks_read_the_prefix_once_then_move_records_between_them(s3, 
         # Epoch 0 reads the rank's batch; later epochs read nothing from the object store.
         assert log["0"]["source_records"] == 20
         assert log["2"]["bytes_read"] == log["0"]["bytes_read"] and log["2"]["source_records"] == 0
+
+
+STORE_RANK = """
+import json, pathlib, sys
+import torch.distributed as dist
+from ubershuffle.torch import ShuffleGroup
+
+dist.init_process_group("gloo")
+store = dist.get_rank() == 0
+sg = ShuffleGroup(sys.argv[1] if store else None, mode="store", alpha=0.5, seed=3, timeout=60)
+log = {}
+if store:
+    served = sg.serve()
+    log = {"served": [{k: f[k] for k in ("epoch", "source_records", "source_bytes")} for f in served],
+           "requests": sg._source.requests, "bytes_read": sg._source.bytes_read}
+else:
+    for epoch in range(4):
+        sg.set_epoch(epoch)
+        log[epoch] = {i: sg[i].tobytes().hex() for i in sg.sampler}
+    sg.close()
+pathlib.Path(sys.argv[2], f"rank-{dist.get_rank()}.json").write_text(json.dumps(log))
+dist.destroy_process_group()
+"""
+
+
+def test_the_store_reads_each_record_from_the_object_store_at_most_once(s3, tmp_path):
+    # Store mode with the object store behind the store rank: the training ranks pass no
+    # source, so the store has nobody to compare a sample with and reads no sample at the start;
+    # each record is read once, when a delivery first needs it, and kept (issue 54's arm s).
+    pytest.importorskip("torch", reason="torch is not installed: the ShuffleGroup test needs it")
+    data = uneven(40, 6)
+    for i, body in enumerate(data):
+        s3.put(f"store/{i:02}", body)
+    script = tmp_path / "rank.py"
+    script.write_text(STORE_RANK)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=3"]
+    cmd += [str(script), s3.url("store"), str(tmp_path)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    store = json.loads((tmp_path / "rank-0.json").read_text())
+    trainers = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in (1, 2)]
+    for epoch in map(str, range(4)):
+        read = {int(i): bytes.fromhex(h) for log in trainers for i, h in log[epoch].items()}
+        assert sorted(read) == list(range(40)) and all(read[i] == data[i] for i in read)
+    records = sum(f["source_records"] for f in store["served"])
+    # Every record was needed (each epoch covers the data set) and read exactly once: a GET
+    # each, beside the one listing of the prefix.
+    assert records == 40 and store["requests"] == 40 + 1, store
+    assert store["bytes_read"] == sum(f["source_bytes"] for f in store["served"]) == sum(map(len, data))
