@@ -49,9 +49,9 @@ def test_known_cli_output_without_the_binary():
 # `ubershuffle plan --policy partial-local --fraction 0.3 --scheme coded -n 6 -q 1200 --epochs 3
 # --seed 7 --json`'s per_epoch, recorded (the epoch chain of core's EpochChain).
 KNOWN_EPOCHS = [
-    (1, 360, 304, 168, 304),
-    (2, 360, 292, 170, 292),
-    (3, 360, 298, 171, 298),
+    (1, 360, 360, 202, 360),
+    (2, 360, 360, 205, 360),
+    (3, 360, 360, 206, 360),
 ]
 
 

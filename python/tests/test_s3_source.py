@@ -254,6 +254,7 @@ for epoch in range(3):
         "read": {i: sg[i].tobytes().hex() for i in sg.sampler},
         "bytes_read": source.bytes_read,
         "source_records": sg.figures(epoch)["source_records"],
+        "held": [sg.figures(epoch)["held_bytes"], sg.figures(epoch)["peak_held_bytes"]],
     }
 pathlib.Path(sys.argv[2], f"rank-{dist.get_rank()}.json").write_text(json.dumps(log))
 sg.close()
@@ -280,6 +281,13 @@ def test_two_peer_ranks_read_the_prefix_once_then_move_records_between_them(s3, 
         # Epoch 0 reads the rank's batch; later epochs read nothing from the object store.
         assert log["0"]["source_records"] == 20
         assert log["2"]["bytes_read"] == log["0"]["bytes_read"] and log["2"]["source_records"] == 0
+        # The most a rank holds: epoch 1's 20 records and the 10 that partial-local (Q = 0.5)
+        # brings it from the other rank for epoch 2, until epoch 2 lets go of the 10 it gave.
+        before, now = (set(map(int, log[e]["read"])) for e in ("1", "2"))
+        assert len(now - before) == 10
+        held, peak = log["2"]["held"]
+        assert held == sum(len(data[i]) for i in now)
+        assert peak == sum(len(data[i]) for i in before | now)
 
 
 STORE_RANK = """

@@ -105,6 +105,13 @@ enum Task {
     /// global, store coded) with the plane idle, in flight, and yielding to the all-reduces
     /// (results/netns-gradients*.csv).
     NetnsGradients(netns::gradients::NetnsGradientsArgs),
+    /// MosaicML Streaming and LitData beside ShuffleGroup's peer and store modes, every arm
+    /// reading the same JPEGs from an S3 object store (moto) and training the same CNN under
+    /// DDP between network namespaces shaped by `tc`, at the same storage per node: bytes from
+    /// the object store, epoch and exposed time, storage, accuracy and mixing across nodes
+    /// (results/netns-loaders*.csv).
+    #[command(alias = "netns-peers")]
+    NetnsLoaders(netns::loaders::NetnsLoadersArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -176,6 +183,7 @@ fn main() -> anyhow::Result<()> {
         Task::Netns(args) => netns::run(&args, &workspace_root(), &target_dir()),
         Task::NetnsTrain(args) => netns::train::run(&args, &workspace_root(), &target_dir()),
         Task::NetnsGradients(args) => netns::gradients::run(&args, &workspace_root(), &target_dir()),
+        Task::NetnsLoaders(args) => netns::loaders::run(&args, &workspace_root(), &target_dir()),
     }
 }
 

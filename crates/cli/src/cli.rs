@@ -161,8 +161,8 @@ pub struct PolicyArgs {
     pub policy: Option<PolicyKind>,
     /// partial-local (required there, refused by local and global): the fraction Q in [0, 1] of
     /// each worker's points put into the exchange every epoch (round(Q * batch) points drawn
-    /// uniformly; the pool is dealt back uniformly at random, as many to each worker as it gave,
-    /// so a point may come back to its own worker).
+    /// uniformly; the pool is dealt at random to the other workers, as many to each worker as it
+    /// gave, so a fraction Q of every worker's points comes from the others, as in the paper).
     #[arg(long, value_name = "Q", requires = "policy")]
     pub fraction: Option<f64>,
     /// With --policy: plan this many consecutive epochs (default 1), each verified, and report

@@ -42,18 +42,16 @@ fn local_moves_nothing_and_global_moves_about_one_minus_one_over_n() {
 fn partial_local_exchanges_the_fraction_and_keeps_batch_sizes() {
     let mut c = chain(ExchangePolicy::PartialLocal { fraction: 0.3 }, None);
     let sizes: Vec<usize> = c.state().batches.iter().map(Vec::len).collect();
-    let mut moved = 0;
     for epoch in 1..=20 {
         let e = step(&mut c, "uncoded");
         assert_eq!(e.epoch, epoch);
         assert_eq!(e.points_exchanged, 150);
-        assert!(e.points_moved <= 150);
+        // Every exchanged point goes to another worker (the paper's exchange; global's pool
+        // may deal a point back).
+        assert_eq!(e.points_moved, 150);
         assert_eq!(e.instance.uncoded_transmissions(), e.points_moved); // no excess storage
-        moved += e.points_moved;
         assert_eq!(c.state().batches.iter().map(Vec::len).collect::<Vec<_>>(), sizes);
     }
-    let mean = moved as f64 / 20.0;
-    assert!((mean - 120.0).abs() < 10.0, "{mean}");
 }
 
 #[test]

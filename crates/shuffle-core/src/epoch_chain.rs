@@ -475,7 +475,8 @@ pub struct DrawnEpoch {
     pub instance: ShuffleInstance,
     /// The live workers' batches before the exchange.
     pub previous: Vec<Vec<u32>>,
-    /// Points put into the exchange (some come back to the worker that gave them).
+    /// Points put into the exchange (under global some come back to the worker that gave them;
+    /// under partial-local none, where the givers allow it).
     pub points_exchanged: usize,
     /// Points whose worker changed.
     pub points_moved: usize,

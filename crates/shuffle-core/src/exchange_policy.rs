@@ -137,9 +137,16 @@ impl ExchangePolicy {
 
     /// The next batches. Worker `i` puts `round(Q |B_i|)` of its points, drawn uniformly, into
     /// a common pool; the pool is shuffled uniformly and dealt back so that every worker gets
-    /// as many as it gave (batch sizes never change). A point may come back to the worker that
-    /// gave it, so with `Q = 1` the result is a uniformly random assignment with the same batch
-    /// sizes, i.e. a global reshuffle. Batches come back sorted.
+    /// as many as it gave (batch sizes never change). Batches come back sorted.
+    ///
+    /// Under partial-local no point is dealt back to the worker that gave it (whenever the
+    /// givers allow it: no worker gives more than all the others together), as the paper has
+    /// it: a worker exchanges the fraction `Q` of its points with the others, so it holds at
+    /// most `(1 + Q) N / M` and a fraction `Q` of every epoch's points comes from other workers.
+    /// (Before, the pool was dealt uniformly, a point came back to its giver one time in `M`
+    /// and only `Q (M - 1) / M` came from other workers.) Under global a point may come back,
+    /// so the result is a uniformly random assignment with the same batch sizes, i.e. a global
+    /// reshuffle.
     pub fn exchange(&self, batches: &[Vec<u32>], rng: &mut SeededRng) -> Vec<Vec<u32>> {
         let q = self.fraction();
         let mut kept = Vec::with_capacity(batches.len());
@@ -153,6 +160,17 @@ impl ExchangePolicy {
             kept.push(order[count..].to_vec());
             gave.push(count);
         }
+        if let ExchangePolicy::PartialLocal { .. } = self {
+            let givers: Vec<usize> =
+                gave.iter().enumerate().flat_map(|(w, &n)| std::iter::repeat_n(w, n)).collect();
+            for (point, receiver) in pool.into_iter().zip(deal_to_others(&givers, rng)) {
+                kept[receiver].push(point);
+            }
+            for batch in &mut kept {
+                batch.sort_unstable();
+            }
+            return kept;
+        }
         shuffle(rng, &mut pool);
         let mut rest = pool.as_slice();
         for (batch, count) in kept.iter_mut().zip(gave) {
@@ -163,6 +181,28 @@ impl ExchangePolicy {
         }
         kept
     }
+}
+
+/// The receiver of each pooled point, given each point's giver: every worker receives as many
+/// points as it gave, uniformly dealt, then every point dealt back to its giver swapped with
+/// another whose swap sends neither back (the first such from a random place). A point stays
+/// with its giver only where no swap exists: one worker gave more than all the others.
+fn deal_to_others(givers: &[usize], rng: &mut SeededRng) -> Vec<usize> {
+    let mut receivers = givers.to_vec();
+    shuffle(rng, &mut receivers);
+    let n = receivers.len();
+    for k in 0..n {
+        if receivers[k] != givers[k] {
+            continue;
+        }
+        let start = crate::rng::uniform_below(rng, n as u64) as usize;
+        let swap =
+            (0..n).map(|d| (start + d) % n).find(|&j| receivers[j] != givers[k] && receivers[k] != givers[j]);
+        if let Some(j) = swap {
+            receivers.swap(k, j);
+        }
+    }
+    receivers
 }
 
 #[cfg(test)]
@@ -180,6 +220,42 @@ mod tests {
             assert!(crate::instance::sorted_difference(new, old).len() <= 30);
         }
         assert_eq!(ExchangePolicy::Local.exchange(&batches, &mut seeded(2)), batches);
+    }
+
+    #[test]
+    fn partial_local_deals_every_exchanged_point_to_another_worker() {
+        for (workers, points, fraction) in [(4, 1500, 0.3), (2, 100, 0.5), (5, 503, 1.0), (3, 30, 0.1)] {
+            let batches = balanced_assignment(&mut seeded(3), workers, points);
+            for seed in 0..5 {
+                let policy = ExchangePolicy::PartialLocal { fraction };
+                let next = policy.exchange(&batches, &mut seeded(seed));
+                for (old, new) in batches.iter().zip(&next) {
+                    assert_eq!(old.len(), new.len());
+                    // Exactly the fraction came from the other workers; nothing came back.
+                    let moved = crate::instance::sorted_difference(new, old).len();
+                    assert_eq!(
+                        moved,
+                        (fraction * old.len() as f64).round() as usize,
+                        "{workers} workers, seed {seed}"
+                    );
+                }
+                let mut all: Vec<u32> = next.concat();
+                all.sort_unstable();
+                assert_eq!(all, (0..points as u32).collect::<Vec<_>>());
+                assert_eq!(next, policy.exchange(&batches, &mut seeded(seed)), "deterministic under a seed");
+            }
+        }
+    }
+
+    #[test]
+    fn a_worker_that_gave_more_than_all_the_others_keeps_the_rest() {
+        let givers = [0, 0, 0, 0, 1];
+        let receivers = deal_to_others(&givers, &mut seeded(1));
+        let mut sorted = receivers.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, givers);
+        // Worker 1's point goes to 0 and one of 0's to 1; the other three stay with 0.
+        assert_eq!(receivers.iter().zip(&givers).filter(|(r, g)| r != g).count(), 2);
     }
 
     #[test]

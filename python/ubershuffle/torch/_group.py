@@ -405,7 +405,9 @@ class ShuffleGroup(StoreSide):
         ``coded_packets``, ``records_received``, ``source_records`` and ``source_bytes`` (read
         from the source), ``transfer_seconds`` (the delivery, in the background or not),
         ``exposed_seconds`` (what :meth:`set_epoch` waited), ``held_records``, ``held_bytes``
-        and ``kind`` (``"step"``: along the chain; ``"catch-up"``: a start, a resume, a jump).
+        (what the rank holds for the epoch), ``peak_held_bytes`` (what it held when the
+        delivery ended, before it let go of the records the epoch no longer needs: the most it
+        holds) and ``kind`` (``"step"``: along the chain; ``"catch-up"``: a start, a resume, a jump).
         A delivery that ended at :meth:`close` is counted too.
 
         A store-mode step also says where its time went: at a training rank,
@@ -464,11 +466,13 @@ class ShuffleGroup(StoreSide):
                 self._drain()
                 self._sampler.set_epoch(epoch)
                 figures = self._catch_up(epoch)
+            peak = self._store.held_bytes()
             self._store.retain(self._target())
             self._local = epoch
             figures["exposed_seconds"] = time.perf_counter() - start
             figures["held_records"] = len(self._store.held())
             figures["held_bytes"] = self._store.held_bytes()
+            figures["peak_held_bytes"] = peak
             if self._hooked:
                 figures.update(self._gate.take())
             self._figures[epoch] = figures

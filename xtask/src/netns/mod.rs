@@ -11,6 +11,7 @@ mod compare;
 mod goal;
 pub mod gradients;
 mod host;
+pub mod loaders;
 mod measure;
 mod model;
 mod publish;

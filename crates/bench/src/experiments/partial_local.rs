@@ -130,10 +130,7 @@ fn chart(rows: &[Exchange], fractions: &[f64]) -> LineChart {
     let moved =
         fractions.iter().map(|&f| (f, rate(rows, storage, f, schemes[0], |r| r.points_moved))).collect();
     series.push(Series::dashed("points moved", moved));
-    series.push(Series::dashed(
-        "Q (1 - 1/n)",
-        fractions.iter().map(|&f| (f, f * (1.0 - 1.0 / WORKERS as f64))).collect(),
-    ));
+    series.push(Series::dashed("Q", fractions.iter().map(|&f| (f, f)).collect()));
     LineChart {
         title: format!("Partial-local exchange, n = {WORKERS}, q = {POINTS}"),
         x_label: "fraction Q exchanged per epoch".into(),
@@ -159,7 +156,7 @@ fn summary(rows: &[Exchange], fractions: &[f64], epochs: usize, seeds: usize) ->
     });
     format!(
         "Mean per epoch over {epochs} epochs x {seeds} seed(s). Each worker puts round(Q q/n) points into the \
-         exchange and the pool is dealt back uniformly, so about Q q (1 - 1/n) points change worker (dashed). The \
+         exchange and the pool is dealt to the other workers, as many to each as it gave, so Q q points change worker (dashed). The \
          exchange is an ordinary shuffle: with no excess storage it is a no-excess instance, planned by \
          Attia-Tandon's scheme and by cycle packing; with spare storage Lee et al.'s coded scheme plans it.\n\n{}",
         markdown_table(&["storage", "Q", "points moved", "transmissions"], lines)
