@@ -15,7 +15,9 @@ Every rank is its own node, as in every netns experiment (one rank per namespace
 sets ``LOCAL_RANK=0``, ``LOCAL_WORLD_SIZE=1`` and ``NNODES=WORLD_SIZE`` before Streaming or
 LitData read them. Every arm reads its batches the same way (the JPEG bytes, the label and the
 record's id, decoded in the training loop), so ``exposed_seconds`` (the training loop's wait for
-its next batch, plus ``set_epoch`` for p and s) is data time alone in every arm.
+its next batch, plus ``set_epoch`` for p and s) is data time alone in every arm. With
+``--compute`` every step also sleeps that long after its update, the CPU idle as while a GPU
+computes a larger model: the compute window a real job gives the loaders to hide their reads.
 
 Per epoch a training rank logs to ``OUT/rank-R.json``: the record ids it trained on, in order;
 when the epoch started and ended (the host's clock, shared by every namespace); exposed data
@@ -348,6 +350,8 @@ def run(args: argparse.Namespace) -> None:
                 loss.backward()
                 opt.step()
                 total, count = total + loss.item() * len(y), count + len(y)
+                if args.compute > 0:
+                    time.sleep(args.compute)  # the rest of a step's compute, as on a GPU
             row["epoch_seconds"] = time.perf_counter() - start
             row["exposed_seconds"] = exposed
             row["ids"] = ids
@@ -395,6 +399,12 @@ def main() -> None:
     parser.add_argument("--alpha", type=float, default=0.5, help="s: the share each training rank caches")
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument(
+        "--compute",
+        type=float,
+        default=0.0,
+        help="seconds slept after each step (the CPU idle, as while a GPU computes a larger model)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--epoch-timeout", type=float, default=600.0)
     parser.add_argument("--interface", default=os.environ.get("GLOO_SOCKET_IFNAME", "eth0"))

@@ -54,11 +54,15 @@ pub struct NetnsLoadersArgs {
     #[arg(long, default_value_t = 1)]
     repeats: usize,
     /// Epochs per job (the figures are the epochs after the first).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 8)]
     epochs: usize,
     /// Records per step and rank.
     #[arg(long, default_value_t = 32)]
     batch: usize,
+    /// Seconds every step sleeps after its update (the CPU idle, as while a GPU computes a
+    /// larger model): the compute window in which the loaders may hide their reads.
+    #[arg(long, default_value_t = 0.25)]
+    compute: f64,
     /// Side of the JPEGs in pixels (512: about 80 KB each).
     #[arg(long, default_value_t = 512)]
     side: u32,
@@ -71,8 +75,8 @@ pub struct NetnsLoadersArgs {
     /// Seed of the loaders' shuffles, the chain and the model in the first run.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// The short form for CI: arms m and p, 2 epochs, 64-pixel records without grain; it checks
-    /// the object store's byte counts, not the times.
+    /// The short form for CI: arms m and p, 2 epochs, 64-pixel records without grain, no
+    /// compute sleep; it checks the object store's byte counts, not the times.
     #[arg(long)]
     short: bool,
     /// The Python that runs the ranks and the object store [default: the command's own venv,
@@ -112,6 +116,9 @@ impl NetnsLoadersArgs {
     fn check(&self, root: &Path) -> anyhow::Result<LoadersRun> {
         let topology = self.net.topology()?;
         check_data_flags(self.fraction, self.side, self.grain)?;
+        if !(self.compute.is_finite() && (0.0..=60.0).contains(&self.compute)) {
+            bail!("--compute {}: use 0 to 60 seconds", self.compute);
+        }
         if self.epochs < 2 || self.repeats == 0 || self.epoch_timeout == 0 || self.batch == 0 {
             bail!("--epochs must be at least 2, --repeats, --batch and --epoch-timeout at least 1");
         }
@@ -126,8 +133,8 @@ impl NetnsLoadersArgs {
             arms = if self.short { Arm::SHORT.to_vec() } else { Arm::ALL.to_vec() };
         }
         let jobs = (0..self.repeats).flat_map(|r| arms.iter().map(move |&a| (a, r))).collect();
-        let (epochs, side, grain) =
-            if self.short { (2, 64, 0.0) } else { (self.epochs, self.side, self.grain) };
+        let (epochs, side, grain, compute) =
+            if self.short { (2, 64, 0.0, 0.0) } else { (self.epochs, self.side, self.grain, self.compute) };
         let readme = self.out.is_none();
         let out = match &self.out {
             Some(path) => crate::from_here(path)?,
@@ -145,6 +152,7 @@ impl NetnsLoadersArgs {
                 grain,
                 epochs,
                 batch: self.batch,
+                compute,
                 fraction: self.fraction,
                 ..Setting::default()
             },
@@ -299,6 +307,7 @@ fn run_job(
         ("--alpha", s.alpha().to_string()),
         ("--epochs", s.epochs.to_string()),
         ("--batch", s.batch.to_string()),
+        ("--compute", s.compute.to_string()),
         ("--seed", (plan.seed + repeat as u64).to_string()),
         ("--epoch-timeout", plan.epoch_timeout.to_string()),
     ]
@@ -363,7 +372,7 @@ mod tests {
         assert_eq!(plan.out, Path::new("/ws/results/netns-loaders.csv"));
         let short = parse(&["--short"]).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(short.jobs, [(Arm::M, 0), (Arm::P, 0)]);
-        assert_eq!((short.setting.epochs, short.setting.side), (2, 64));
+        assert_eq!((short.setting.epochs, short.setting.side, short.setting.compute), (2, 64, 0.0));
         let two = parse(&["--arm", "p,m-half", "--repeats", "2", "--mbit", "1000"])
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(two.jobs, [(Arm::P, 0), (Arm::MHalf, 0), (Arm::P, 1), (Arm::MHalf, 1)]);
@@ -377,6 +386,7 @@ mod tests {
             (&["--arm", "p,p"][..], "--arm p: named twice"),
             (&["--epochs", "1"][..], "--epochs must be at least 2"),
             (&["--fraction", "0"][..], "--fraction 0: use a fraction in (0, 1]"),
+            (&["--compute=-1"][..], "--compute -1: use 0 to 60 seconds"),
         ] {
             let err = parse(flags).map(|_| ()).unwrap_err().to_string();
             assert!(err.starts_with(wanted) && !err.contains('\n'), "{flags:?}: {err}");

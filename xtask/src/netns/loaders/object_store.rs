@@ -244,8 +244,7 @@ pub fn upload(
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &topology.namespace(Node::Master), "env"])
         .arg(format!("PYTHONPATH={}", std::env::var("PYTHONPATH").unwrap_or_default()))
-        .arg(format!("AWS_ENDPOINT_URL={}", store.endpoint))
-        .arg("TQDM_DISABLE=1"); // LitData's progress bars
+        .arg(format!("AWS_ENDPOINT_URL={}", store.endpoint));
     for (k, v) in CREDENTIALS {
         cmd.arg(format!("{k}={v}"));
     }
@@ -259,11 +258,19 @@ pub fn upload(
         .arg(out)
         .args(["--bucket", BUCKET, "--chunk-bytes", &chunk_bytes.to_string()])
         .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
         .output()
         .context("cannot run `ip netns exec` for the upload")?;
+    // The writers' output (LitData's progress bars among it) goes to a log beside the data.
+    let log = out.with_extension("log");
+    let _ = std::fs::write(&log, &output.stderr);
     if !output.status.success() {
-        bail!("writing and uploading the data set failed ({})", output.status);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+        bail!(
+            "writing and uploading the data set failed ({}): {last} (all of it in {})",
+            output.status,
+            log.display()
+        );
     }
     let text = String::from_utf8_lossy(&output.stdout);
     let line = text.lines().rfind(|l| l.starts_with('{')).context("the upload printed no JSON")?;

@@ -95,20 +95,31 @@ fn served(job: &Job, client: Option<&str>, from: f64, to: f64) -> (u64, usize) {
 }
 
 /// The epochs' windows on the host clock: epoch e from its first rank's start to the next
-/// epoch's (epoch 0 from the job's start, the set-up with it; the last to the job's end).
+/// epoch's (epoch 0 from the job's start, the set-up with it; the last to the job's end), and
+/// when the job stopped early, one more: from the last finished epoch's end to the job's end.
 fn windows(job: &Job, epochs: usize) -> Vec<(f64, f64)> {
-    let starts: Vec<f64> = (0..epochs)
-        .map(|e| {
-            job.ranks.iter().filter_map(|r| r.epochs.get(e)).map(|x| x.t_start).fold(f64::INFINITY, f64::min)
-        })
-        .collect();
-    (0..epochs)
+    let over = |e: usize, t: fn(&super::types::EpochLog) -> f64, fold: fn(f64, f64) -> f64, init: f64| {
+        job.ranks.iter().filter_map(|r| r.epochs.get(e)).map(t).fold(init, fold)
+    };
+    let starts: Vec<f64> = (0..epochs).map(|e| over(e, |x| x.t_start, f64::min, f64::INFINITY)).collect();
+    let stopped = job.error.is_some();
+    let mut out: Vec<(f64, f64)> = (0..epochs)
         .map(|e| {
             let from = if e == 0 { f64::NEG_INFINITY } else { starts[e] };
-            let to = if e + 1 < epochs && starts[e + 1].is_finite() { starts[e + 1] } else { f64::INFINITY };
+            let to = if e + 1 < epochs {
+                starts[e + 1]
+            } else if stopped {
+                over(e, |x| x.t_end, f64::max, f64::NEG_INFINITY)
+            } else {
+                f64::INFINITY
+            };
             (from, to)
         })
-        .collect()
+        .collect();
+    if stopped {
+        out.push((out.last().map_or(f64::NEG_INFINITY, |w| w.1), f64::INFINITY));
+    }
+    out
 }
 
 /// Reads per object of the record layout, over the requests before `to`.
@@ -194,10 +205,35 @@ pub fn job_rows(job: &Job, setting: &Setting) -> (Vec<Row>, Vec<RankRow>) {
                 from_other_nodes: mean(&here.iter().map(|r| r.from_other_nodes).collect::<Vec<_>>()),
                 held_out_accuracy: end.and_then(|x| x.held_out_accuracy).unwrap_or(f64::NAN),
                 max_object_reads: object_reads(job, wins[e].1),
-                error: if e + 1 == epochs { job.error.clone().unwrap_or_default() } else { String::new() },
+                error: String::new(),
             }
         })
         .collect();
+    let mut rows: Vec<Row> = rows;
+    if let Some(error) = &job.error {
+        // The epoch it did not finish: what it read from the object store until it stopped.
+        let (from, to) = wins[epochs];
+        let (bytes, requests) = served(job, None, from, to);
+        let end = job.requests.iter().map(|q| q.t).fold(f64::NAN, f64::max);
+        rows.push(Row {
+            arm: job.arm.name(),
+            repeat: job.repeat,
+            epoch: epochs,
+            epoch_s: f64::NAN,
+            exposed_s: f64::NAN,
+            wall_s: end - job.t0,
+            object_store_bytes: bytes,
+            object_store_requests: requests,
+            storage_bytes: 0,
+            cache_limit_bytes: limit,
+            busiest_rx_bytes: 0,
+            not_read_before: f64::NAN,
+            from_other_nodes: f64::NAN,
+            held_out_accuracy: f64::NAN,
+            max_object_reads: object_reads(job, to),
+            error: error.clone(),
+        });
+    }
     (rows, ranks)
 }
 
@@ -272,14 +308,18 @@ pub fn checks(jobs: &[Job], setting: &Setting, rows: &[RankRow]) -> Vec<String> 
 
 /// The median over the runs and the epochs after the first of `f` of `arm`'s rows.
 fn med(rows: &[Row], arm: Arm, f: impl Fn(&Row) -> f64) -> f64 {
-    median(rows.iter().filter(|r| r.arm == arm.name() && r.epoch > 0).map(f).collect())
+    median(rows.iter().filter(|r| r.arm == arm.name() && r.epoch > 0 && r.error.is_empty()).map(f).collect())
 }
 
 /// Per run of `arm`, `f` of its last epoch.
 fn last(rows: &[Row], arm: Arm, f: impl Fn(&Row) -> f64) -> Vec<f64> {
     let runs: BTreeSet<usize> = rows.iter().filter(|r| r.arm == arm.name()).map(|r| r.repeat).collect();
     runs.into_iter()
-        .filter_map(|k| rows.iter().filter(|r| r.arm == arm.name() && r.repeat == k).max_by_key(|r| r.epoch))
+        .filter_map(|k| {
+            rows.iter()
+                .filter(|r| r.arm == arm.name() && r.repeat == k && r.error.is_empty())
+                .max_by_key(|r| r.epoch)
+        })
         .map(f)
         .collect()
 }
@@ -304,6 +344,23 @@ pub fn goals(rows: &[Row], jobs: &[Job], setting: &Setting) -> Vec<Goal> {
             "(information)",
             true,
         );
+        let stopped: Vec<&Row> = rows.iter().filter(|r| r.arm == a && !r.error.is_empty()).collect();
+        if !stopped.is_empty() {
+            add(
+                format!("{key}_stopped_after_epochs"),
+                format!("({a}) epochs finished before a run stopped (median)"),
+                median(stopped.iter().map(|r| r.epoch as f64).collect()),
+                "(information)",
+                true,
+            );
+            add(
+                format!("{key}_stopped_mb"),
+                format!("({a}) MB from the object store in the epoch a run did not finish (median)"),
+                median(stopped.iter().map(|r| r.object_store_bytes as f64 / mb).collect()),
+                "(information)",
+                true,
+            );
+        }
         add(
             format!("{key}_epoch_s"),
             format!("({a}) epoch time (s)"),
@@ -320,7 +377,7 @@ pub fn goals(rows: &[Row], jobs: &[Job], setting: &Setting) -> Vec<Goal> {
         );
         let first = median(
             rows.iter()
-                .filter(|r| r.arm == a && r.epoch == 0)
+                .filter(|r| r.arm == a && r.epoch == 0 && r.error.is_empty())
                 .map(|r| r.object_store_bytes as f64 / mb)
                 .collect(),
         );
@@ -331,7 +388,12 @@ pub fn goals(rows: &[Row], jobs: &[Job], setting: &Setting) -> Vec<Goal> {
             "(information)",
             true,
         );
-        let epoch0 = median(rows.iter().filter(|r| r.arm == a && r.epoch == 0).map(|r| r.epoch_s).collect());
+        let epoch0 = median(
+            rows.iter()
+                .filter(|r| r.arm == a && r.epoch == 0 && r.error.is_empty())
+                .map(|r| r.epoch_s)
+                .collect(),
+        );
         add(format!("{key}_epoch0_s"), format!("({a}) epoch 0's time (s)"), epoch0, "(information)", true);
         add(
             format!("{key}_epoch0_floor_s"),
@@ -530,7 +592,7 @@ pub fn report(options: &Options<'_>, setting: &Setting, jobs: &[Job], root: &Pat
             .with_context(|| format!("cannot write {}", beside(out, tail).display()))?;
     }
     if options.readme {
-        write_section(root, setting, &goals, jobs)?;
+        write_section(root, setting, &goals, jobs, &rows)?;
         if setting.is_main() {
             publish_headline(root, &goals)?;
         }
@@ -560,18 +622,25 @@ fn cited(name: &str, goals: &[Goal], key: &str, digits: usize) -> String {
 }
 
 /// Replaces results/README.md's section of this run.
-fn write_section(root: &Path, setting: &Setting, goals: &[Goal], jobs: &[Job]) -> anyhow::Result<()> {
+fn write_section(
+    root: &Path,
+    setting: &Setting,
+    goals: &[Goal],
+    jobs: &[Job],
+    rows: &[Row],
+) -> anyhow::Result<()> {
     let name = setting.name();
     let repeats = jobs.iter().map(|j| j.repeat + 1).max().unwrap_or(1);
     let mut s = String::new();
     let _ = writeln!(s, "## {name}\n");
     let _ = writeln!(
         s,
-        "MosaicML Streaming and LitData beside ShuffleGroup, every arm reading the same {} JPEG records <!-- param --> ({:.1} MB <!-- param -->) from an S3 object store (moto's server in the store's namespace) and training the same CNN under DDP (gloo) for {} epochs <!-- param -->, batches of {} <!-- param -->. {} nodes in network namespaces, every port shaped by {} at {} Mbit/s <!-- param -->, MTU {} <!-- param -->; {} interleaved runs <!-- param -->; medians over the runs and the epochs after the first. Every node keeps at most S = (1 + Q) N / M = {:.1} MB <!-- param --> (Q = {} <!-- param -->, what peer mode holds); the half arms {:.1} MB <!-- param -->, half a node's share. MDS shards and LitData chunks of at most {} KB <!-- param -->.",
+        "MosaicML Streaming and LitData beside ShuffleGroup, every arm reading the same {} JPEG records <!-- param --> ({:.1} MB <!-- param -->) from an S3 object store (moto's server in the store's namespace) and training the same CNN under DDP (gloo) for {} epochs <!-- param -->, batches of {} <!-- param -->, each step followed by {} s <!-- param --> of sleep (the compute of a larger model on a GPU, the CPU idle). {} nodes in network namespaces, every port shaped by {} at {} Mbit/s <!-- param -->, MTU {} <!-- param -->; {} interleaved runs <!-- param -->; medians over the runs and the epochs after the first. Every node keeps at most S = (1 + Q) N / M = {:.1} MB <!-- param --> (Q = {} <!-- param -->, what peer mode holds); the half arms {:.1} MB <!-- param -->, half a node's share. MDS shards and LitData chunks of at most {} KB <!-- param -->.",
         setting.records,
         setting.bytes as f64 / 1e6,
         setting.epochs,
         setting.batch,
+        setting.compute,
         setting.ranks,
         setting.qdisc,
         setting.mbit,
@@ -594,12 +663,18 @@ fn write_section(root: &Path, setting: &Setting, goals: &[Goal], jobs: &[Job]) -
         };
         let _ = writeln!(s, "| {} | {} | {} | {met} |", g.measure, cited(&name, goals, &g.key, 3), g.goal);
     }
-    let failures: Vec<String> = jobs
+    let failures: Vec<String> = rows
         .iter()
-        .filter_map(|j| {
-            j.error
-                .as_ref()
-                .map(|e| format!("- ({}) run {}: `{}`", j.arm.name(), j.repeat, e.replace('`', "'")))
+        .filter(|r| !r.error.is_empty())
+        .map(|r| {
+            format!(
+                "- ({}) run {}: `{}` after {} finished epochs, having read {:.1} MB from the object store in the epoch it did not finish",
+                r.arm,
+                r.repeat,
+                r.error.replace('`', "'"),
+                r.epoch,
+                r.object_store_bytes as f64 / 1e6
+            )
         })
         .collect();
     if !failures.is_empty() {
@@ -643,4 +718,136 @@ fn publish_headline(root: &Path, goals: &[Goal]) -> anyhow::Result<()> {
         machine: true,
     };
     crate::netns::publish::publish_headlines(root, "netns-loaders", vec![record])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::netns::loaders::types::{EpochLog, RankLog, Request};
+
+    fn setting() -> Setting {
+        Setting {
+            ranks: 2,
+            mbit: 100.0,
+            epochs: 2,
+            batch: 2,
+            fraction: 0.5,
+            sizes: vec![100; 8],
+            bytes: 800,
+            ..Setting::default()
+        }
+    }
+
+    fn epoch(e: usize, ids: &[u64]) -> EpochLog {
+        let t = 10.0 * (e as f64 + 1.0);
+        EpochLog {
+            epoch: e,
+            t_start: t,
+            t_end: t + 5.0,
+            epoch_seconds: 5.0,
+            ids: ids.to_vec(),
+            ..EpochLog::default()
+        }
+    }
+
+    fn get(t: f64, client: &str, id: u64) -> Request {
+        Request {
+            t,
+            client: client.into(),
+            method: "GET".into(),
+            path: format!("/{BUCKET}/objects/{id:05}.jpg"),
+            bytes: 100,
+        }
+    }
+
+    /// Two ranks of arm `arm`: rank 0 trains on 0..4 then 2..6, rank 1 on 4..8 then 0..2 and
+    /// 6..8; each reads its first epoch's records before epoch 0 ends, and `late` after.
+    fn job(arm: Arm, late: Vec<Request>, error: Option<&str>) -> Job {
+        let ranks = vec![
+            RankLog {
+                rank: 0,
+                role: "trainer".into(),
+                epochs: vec![epoch(0, &[0, 1, 2, 3]), epoch(1, &[2, 3, 4, 5])],
+                ..RankLog::default()
+            },
+            RankLog {
+                rank: 1,
+                role: "trainer".into(),
+                epochs: vec![epoch(0, &[4, 5, 6, 7]), epoch(1, &[0, 1, 6, 7])],
+                ..RankLog::default()
+            },
+        ];
+        let mut requests: Vec<Request> =
+            (0..4).map(|i| get(5.0, "a0", i)).chain((4..8).map(|i| get(5.0, "a1", i))).collect();
+        requests.extend(late);
+        Job {
+            arm,
+            repeat: 0,
+            ranks,
+            addresses: vec!["a0".into(), "a1".into()],
+            requests,
+            t0: 0.0,
+            error: error.map(String::from),
+        }
+    }
+
+    fn run(jobs: &[Job]) -> (Vec<Row>, Vec<RankRow>, Vec<String>) {
+        let (mut rows, mut ranks) = (Vec::new(), Vec::new());
+        for j in jobs {
+            let (r, k) = job_rows(j, &setting());
+            rows.extend(r);
+            ranks.extend(k);
+        }
+        let failed = checks(jobs, &setting(), &ranks);
+        (rows, ranks, failed)
+    }
+
+    #[test]
+    fn bytes_go_to_their_rank_and_epoch_and_the_mixing_counts_the_other_rank_s_records() {
+        let (rows, ranks, failed) = run(&[job(Arm::P, vec![], None)]);
+        assert!(failed.is_empty(), "{failed:?}");
+        assert_eq!(rows.iter().map(|r| r.object_store_bytes).collect::<Vec<_>>(), [800, 0]);
+        assert_eq!(ranks[0].object_store_bytes, 400);
+        // Epoch 1: half of each rank's records are new, and they are the other rank's.
+        assert_eq!((rows[1].not_read_before, rows[1].from_other_nodes), (0.5, 0.5));
+        let goals = goals(&rows, &[job(Arm::P, vec![], None)], &setting());
+        let met = |k: &str| goals.iter().find(|g| g.key == k).map(|g| g.met);
+        assert_eq!(met("p_object_store_bytes_after_first"), Some(true));
+        assert_eq!(met("p_from_other_nodes_min"), Some(true));
+    }
+
+    #[test]
+    fn reads_after_epoch_0_in_peer_mode_and_a_record_read_twice_by_the_store_fail_the_checks() {
+        let (_, _, failed) = run(&[job(Arm::P, vec![get(21.0, "a0", 4)], None)]);
+        assert!(failed[0].contains("read 100 bytes from the object store after epoch 0"), "{failed:?}");
+        let mut store = job(Arm::S, vec![get(21.0, "a0", 4)], None);
+        store.ranks.insert(0, RankLog { rank: 0, role: "store".into(), ..RankLog::default() });
+        store.addresses.insert(0, "store".into());
+        let (_, _, failed) = run(&[store]);
+        assert!(failed.iter().any(|f| f.contains("more than once")), "{failed:?}");
+        // A request from outside the job is caught too.
+        let (_, _, failed) = run(&[job(Arm::M, vec![get(21.0, "elsewhere", 1)], None)]);
+        assert!(failed[0].contains("800 of them to the job's ranks"), "{failed:?}");
+    }
+
+    #[test]
+    fn a_loader_that_stops_is_a_result_with_what_it_read_until_then() {
+        let mut stopped = job(
+            Arm::MHalf,
+            vec![get(40.0, "a0", 1), get(41.0, "a1", 2)],
+            Some("timeout: epoch 2 ran over 180 s"),
+        );
+        stopped.ranks.iter_mut().for_each(|r| r.error = Some("timeout: epoch 2 ran over 180 s".into()));
+        let (rows, _, failed) = run(&[stopped.clone()]);
+        assert!(failed.is_empty(), "a loader's failure is not a failed check: {failed:?}");
+        let last = rows.last().map(|r| (r.epoch, r.object_store_bytes, r.error.clone()));
+        assert_eq!(last, Some((2, 200, "timeout: epoch 2 ran over 180 s".to_string())));
+        assert_eq!(rows[1].object_store_bytes, 0, "epoch 1 ends where the unfinished one starts");
+        let goals = goals(&rows, &[stopped], &setting());
+        assert_eq!(goal_value(&goals, "m_half_failed_runs"), 1.0);
+        assert_eq!(goal_value(&goals, "m_half_stopped_mb"), 200.0 / 1e6);
+        // Ours failing is a failed check.
+        let (_, _, failed) = run(&[job(Arm::P, vec![], Some("ShuffleError: boom"))]);
+        assert_eq!(failed, ["arm p run 0 failed: ShuffleError: boom"]);
+    }
 }

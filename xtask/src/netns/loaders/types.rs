@@ -125,6 +125,8 @@ pub struct Setting {
     pub epochs: usize,
     /// Records per step and rank.
     pub batch: usize,
+    /// Seconds every step sleeps after its update.
+    pub compute: f64,
     /// Q of arm p, and of the storage S = (1 + Q) N / M every arm gets.
     pub fraction: f64,
     /// Every record's bytes, by id (the upload's manifest).
