@@ -60,3 +60,40 @@ pub fn print_goals(goals: &[Goal]) {
         eprintln!("  {verdict} {:>9} {:>14}  {}", num(g.value, 4), g.goal, g.measure);
     }
 }
+
+/// The goals as results/README.md's table (measure, value, goal, met), each value cited from
+/// `results/{name}-summary.csv` as docs_numbers wants it.
+pub fn goals_table(name: &str, goals: &[Goal]) -> String {
+    let mut s = String::from("| measure | value | goal | met |\n|---|---|---|---|\n");
+    for g in goals {
+        let met = if !g.is_target() {
+            ""
+        } else if g.met {
+            "yes"
+        } else {
+            "**no**"
+        };
+        s.push_str(&format!(
+            "| {} | {} <!-- = results/{name}-summary.csv[key={}].value --> | {} | {met} |\n",
+            g.measure,
+            num(g.value, 3),
+            g.key,
+            g.goal
+        ));
+    }
+    s
+}
+
+/// The name of a run's files and results/README.md section: `base`, then `-{ranks}ranks` and
+/// `-{mbit}mbit` when they differ from the main run's.
+pub fn run_name(base: &str, ranks: usize, mbit: f64) -> String {
+    let mut name = String::from(base);
+    if ranks != crate::netns::topology::MAIN_RANKS {
+        name.push_str(&format!("-{ranks}ranks"));
+    }
+    if mbit != crate::netns::topology::MAIN_MBIT {
+        // f64's Display prints 1000.0 as `1000`.
+        name.push_str(&format!("-{mbit}mbit"));
+    }
+    name
+}

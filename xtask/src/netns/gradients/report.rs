@@ -367,11 +367,6 @@ pub fn report(options: &Options<'_>, setting: &Setting, jobs: &[Job], root: &Pat
     Ok(())
 }
 
-/// A goal's value with its citation comment, as docs_numbers wants it.
-fn cited(name: &str, goals: &[Goal], key: &str, digits: usize) -> String {
-    format!("{} <!-- = results/{name}-summary.csv[key={key}].value -->", num(goal_value(goals, key), digits))
-}
-
 /// Replaces results/README.md's section of this run.
 fn write_section(root: &Path, setting: &Setting, goals: &[Goal], jobs: &[Job]) -> anyhow::Result<()> {
     let name = setting.name();
@@ -394,17 +389,7 @@ fn write_section(root: &Path, setting: &Setting, goals: &[Goal], jobs: &[Job]) -
         repeats
     );
     s.push_str("\nPlanes: idle, the next epoch's delivery waited for before the epoch starts (the all-reduce alone on the links); in flight, the delivery in the background of the epoch, not yielding; yielding, in flight, the delivery posting no new round while a step's all-reduce is on the wire (`ShuffleGroup.yield_to(model)`). \"During the delivery\": the steps whose all-reduce began while the delivery was in flight.\n\n");
-    s.push_str("| measure | value | goal | met |\n|---|---|---|---|\n");
-    for g in goals {
-        let met = if !g.is_target() {
-            ""
-        } else if g.met {
-            "yes"
-        } else {
-            "**no**"
-        };
-        let _ = writeln!(s, "| {} | {} | {} | {met} |", g.measure, cited(&name, goals, &g.key, 3), g.goal);
-    }
+    s.push_str(&crate::netns::goal::goals_table(&name, goals));
     let _ = writeln!(s, "\n![All-reduce time per step]({name}.svg)\n");
     let _ = writeln!(
         s,

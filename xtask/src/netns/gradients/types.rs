@@ -44,14 +44,7 @@ impl Plane {
 /// The name of a run's files and results/README.md section: `netns-gradients`, then
 /// `-{ranks}ranks` and `-{mbit}mbit` when they differ from the main run's.
 pub fn run_name(ranks: usize, mbit: f64) -> String {
-    let mut name = String::from("netns-gradients");
-    if ranks != MAIN_RANKS {
-        name.push_str(&format!("-{ranks}ranks"));
-    }
-    if mbit != MAIN_MBIT {
-        name.push_str(&format!("-{mbit}mbit"));
-    }
-    name
+    crate::netns::goal::run_name("netns-gradients", ranks, mbit)
 }
 
 /// The run's setting, as the report states it.

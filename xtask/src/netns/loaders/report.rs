@@ -616,11 +616,6 @@ pub fn report(options: &Options<'_>, setting: &Setting, jobs: &[Job], root: &Pat
     Ok(())
 }
 
-/// A goal's value with its citation comment, as docs_numbers wants it.
-fn cited(name: &str, goals: &[Goal], key: &str, digits: usize) -> String {
-    format!("{} <!-- = results/{name}-summary.csv[key={key}].value -->", num(goal_value(goals, key), digits))
-}
-
 /// Replaces results/README.md's section of this run.
 fn write_section(
     root: &Path,
@@ -652,17 +647,7 @@ fn write_section(
         setting.chunk_bytes / 1024
     );
     s.push_str("\nArms: (m) MosaicML Streaming, `cache_limit` S; (l) LitData, `max_cache_size` S; (p) ShuffleGroup peer mode, partial-local; (s) ShuffleGroup store mode, coded, each training rank caching S, the store reading the object store; (m-half), (l-half): m and l with half a node's share. Bytes from the object store are its request log's, per client address; \"from other nodes\": the share of a rank's samples that another rank read the epoch before and this one did not.\n\n");
-    s.push_str("| measure | value | goal | met |\n|---|---|---|---|\n");
-    for g in goals {
-        let met = if !g.is_target() {
-            ""
-        } else if g.met {
-            "yes"
-        } else {
-            "**no**"
-        };
-        let _ = writeln!(s, "| {} | {} | {} | {met} |", g.measure, cited(&name, goals, &g.key, 3), g.goal);
-    }
+    s.push_str(&crate::netns::goal::goals_table(&name, goals));
     let failures: Vec<String> = rows
         .iter()
         .filter(|r| !r.error.is_empty())
