@@ -106,14 +106,14 @@ def shard_map(index: dict, kind: str) -> tuple[list, list, list]:
     )
 
 
-def manifest(files: list, labels: np.ndarray, out: pathlib.Path) -> dict:
+def manifest(files: list, labels: np.ndarray, out: pathlib.Path, kinds: list) -> dict:
     m: dict = {
         "records": len(files),
         "sizes": [f.stat().st_size for f in files],
         "labels": [int(x) for x in labels],
         "objects": [f"{PREFIXES['objects']}{i:05d}.jpg" for i in range(len(files))],
     }
-    for kind in ("mds", "lit"):
+    for kind in kinds:
         names, counts, sizes = shard_map(json.loads((out / kind / "index.json").read_text()), kind)
         # Both writers keep records in id order (MDSWriter in write order; optimize with one
         # worker): shard k holds the next counts[k] ids.
@@ -127,8 +127,9 @@ def manifest(files: list, labels: np.ndarray, out: pathlib.Path) -> dict:
     return m
 
 
-def upload(out: pathlib.Path, files: list, bucket: str) -> int:
-    """Uploads the three layouts and the manifest; returns the bytes uploaded."""
+def upload(out: pathlib.Path, files: list, bucket: str, kinds: list) -> int:
+    """Uploads the layouts written (``kinds``), the objects and the manifest; returns the bytes
+    uploaded."""
     import boto3
     from botocore.exceptions import ClientError
 
@@ -139,7 +140,7 @@ def upload(out: pathlib.Path, files: list, bucket: str) -> int:
         if e.response["Error"]["Code"] not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
             raise
     sent = 0
-    for kind in ("mds", "lit"):
+    for kind in kinds:
         for f in sorted((out / kind).iterdir()):
             s3.upload_file(str(f), bucket, PREFIXES[kind] + f.name)
             sent += f.stat().st_size
@@ -158,22 +159,24 @@ def make(args: argparse.Namespace) -> None:
         if (args.out / kind).exists():
             for f in (args.out / kind).iterdir():
                 f.unlink()
-    write_mds(files, labels, args.out / "mds", args.chunk_bytes)
-    write_lit(files, labels, args.out / "lit", args.chunk_bytes)
-    m = manifest(files, labels, args.out)
+    kinds = [k for k in args.formats.split(",") if k]
+    unknown = sorted(set(kinds) - {"mds", "lit"})
+    if unknown:
+        raise SystemExit(f"--formats {','.join(unknown)}: use mds and lit (the objects are always written)")
+    if "mds" in kinds:
+        write_mds(files, labels, args.out / "mds", args.chunk_bytes)
+    if "lit" in kinds:
+        write_lit(files, labels, args.out / "lit", args.chunk_bytes)
+    m = manifest(files, labels, args.out, kinds)
     (args.out / "manifest.json").write_text(json.dumps(m))
-    summary = {
-        "records": m["records"],
-        "bytes": int(sum(m["sizes"])),
-        "mds_shards": len(m["mds"]["files"]),
-        "mds_bytes": int(sum(m["mds"]["bytes"])),
-        "lit_chunks": len(m["lit"]["files"]),
-        "lit_bytes": int(sum(m["lit"]["bytes"])),
-    }
+    summary = {"records": m["records"], "bytes": int(sum(m["sizes"]))}
+    for kind in ("mds", "lit"):
+        summary[f"{kind}_shards"] = len(m[kind]["files"]) if kind in m else 0
+        summary[f"{kind}_bytes"] = int(sum(m[kind]["bytes"])) if kind in m else 0
     if args.bucket:
         if not (os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3")):
             raise SystemExit("--bucket needs the S3 endpoint in AWS_ENDPOINT_URL")
-        summary["uploaded_bytes"] = upload(args.out, files, args.bucket)
+        summary["uploaded_bytes"] = upload(args.out, files, args.bucket, kinds)
         summary["bucket"] = args.bucket
     print(json.dumps(summary))
 
@@ -243,6 +246,12 @@ def main() -> None:
         help="MDS shard / LitData chunk size limit (Streaming needs cache_limit >= 4 shards)",
     )
     p.add_argument("--bucket", help="upload to s3://BUCKET at AWS_ENDPOINT_URL")
+    p.add_argument(
+        "--formats",
+        default="mds,lit",
+        help="the loaders' layouts to write, of mds and lit (comma-separated; each needs its loader "
+        "installed); the objects are always written",
+    )
     p.set_defaults(run=make)
     s = sub.add_parser("serve", help="moto's S3 server, logging every request")
     s.add_argument("--host", default="127.0.0.1")

@@ -217,6 +217,8 @@ fn measure(
     let _guard = host::build_network(&topology, "store", "ranks")?;
     let data_script = benchmarks.join("loaders_data.py");
     let store = ObjectStore::start(&topology, python, &data_script, work)?;
+    let mut arms: Vec<Arm> = plan.jobs.iter().map(|&(a, _)| a).collect();
+    arms.dedup();
     let s = &mut plan.setting;
     let up = object_store::upload(
         &topology,
@@ -226,6 +228,7 @@ fn measure(
         data,
         &work.join("formats"),
         s.chunk_bytes,
+        &arms,
     )?;
     if up.records != s.records || up.bytes != s.bytes {
         bail!(

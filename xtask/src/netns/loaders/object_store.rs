@@ -232,6 +232,7 @@ pub fn record_sizes(out: &Path) -> anyhow::Result<Vec<u64>> {
 
 /// Writes the data set as MDS, LitData and one object per record, and uploads them from the
 /// store's namespace.
+#[allow(clippy::too_many_arguments)]
 pub fn upload(
     topology: &Topology,
     store: &ObjectStore,
@@ -240,7 +241,14 @@ pub fn upload(
     data: &Path,
     out: &Path,
     chunk_bytes: u64,
+    arms: &[Arm],
 ) -> anyhow::Result<Uploaded> {
+    // Only the layouts the arms read: each needs its loader installed to be written.
+    let formats: Vec<&str> = [("m", "mds"), ("l", "lit")]
+        .into_iter()
+        .filter(|(arm, _)| arms.iter().any(|a| a.script_arm() == *arm))
+        .map(|(_, f)| f)
+        .collect();
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &topology.namespace(Node::Master), "env"])
         .arg(format!("PYTHONPATH={}", std::env::var("PYTHONPATH").unwrap_or_default()))
@@ -257,6 +265,7 @@ pub fn upload(
         .arg("--out")
         .arg(out)
         .args(["--bucket", BUCKET, "--chunk-bytes", &chunk_bytes.to_string()])
+        .arg(format!("--formats={}", formats.join(",")))
         .stdin(Stdio::null())
         .output()
         .context("cannot run `ip netns exec` for the upload")?;
