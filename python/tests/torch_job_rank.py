@@ -13,7 +13,8 @@ scenarios:
 - ``resume``: a StatefulDataLoader with workers, checkpointed after every batch; at attempt 0
   rank ``victim`` is SIGKILLed mid-epoch ``kill_epoch``, torchrun restarts the job, and it
   resumes at the batch saved;
-- ``die``: rank ``victim`` is SIGKILLed mid-epoch; the others, training on, must name it;
+- ``die``: rank ``victim`` is SIGKILLed a quarter into epoch 1 (of ``epochs``, 4 by default);
+  the others, training on, must name it;
 - ``close``: rank 0 closes its group from another thread while its ``set_epoch`` waits on rank
   1, then while a delivery no one asked for is in flight.
 """
@@ -194,12 +195,12 @@ def die(sg: ShuffleGroup, opts: dict, log: dict, out: pathlib.Path, rank: int) -
     when and how its plane named it (the watch's log, or a wait or set_epoch that raised)."""
     noticed = Noticed()
     logging.getLogger("ubershuffle.torch").addHandler(noticed)
-    victim, train = int(opts["victim"]), float(opts["train"])
+    victim, train, epochs = int(opts["victim"]), float(opts["train"]), int(opts.get("epochs", 4))
     try:
         if sg.is_store:
             sg.serve()
         else:
-            for epoch in range(4):
+            for epoch in range(epochs):
                 sg.set_epoch(epoch)
                 if epoch == 1 and rank == victim:
                     time.sleep(train / 4)

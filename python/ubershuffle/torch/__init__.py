@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from ._group import ShuffleGroup
 from ._init import init_process_group
-from ._watch import PeerClosed, ShuffleClosed, ShuffleError, ShuffleTimeout
+from ._watch import PeerClosed, PeerFailed, ShuffleClosed, ShuffleError, ShuffleTimeout
 
 __all__ = [
     "PeerClosed",
+    "PeerFailed",
     "ShuffleClosed",
     "ShuffleError",
     "ShuffleGroup",

@@ -104,9 +104,7 @@ class Link:
         op's peer and what it does (``(peer, "sending")``)."""
         if not ops:
             return
-        self.check_usable(what)
-        works = dist.batch_isend_irecv(ops)
-        self.wait(list(zip(posted, works)), what)
+        self.wait(self.post(ops, posted, what), what)
 
     def wait(self, posted: list, what: str, peers: list | None = None) -> None:
         """Waits for the posted operations (``((peer, doing), work)``) while their peers (or
@@ -130,7 +128,7 @@ class Link:
         if self.broken is not None:
             raise ShuffleError(f"rank {self.rank} cannot go on {what}: {self.broken}") from None
         if self.watch.failure is not None:
-            raise self.watch.failure
+            raise self._break(self.watch.failure)
         self._check([], what)
 
     def _check(self, peers: list, what: str) -> None:
@@ -146,8 +144,11 @@ class Link:
         asynchronous collective and watched like any other wait), at most ``limit`` seconds
         (then :class:`ShuffleTimeout`, the link left broken)."""
         self.check_usable(what)
-        work = dist.barrier(group=self.group, async_op=True)
         others = [p for p in range(len(self.ranks)) if p != self.rank]
+        try:
+            work = dist.barrier(group=self.group, async_op=True)
+        except Exception as e:  # noqa: BLE001 (a connection broke before: name who broke it)
+            self._failed(e, None, "in a barrier", what, others)
         self._wait([((None, "in a barrier"), work)], what, others, time.monotonic() + limit)
 
     def _wait(
@@ -162,26 +163,54 @@ class Link:
                 if deadline is not None and time.monotonic() > deadline:
                     raise ShuffleTimeout(f"rank {self.rank} gave up {what}: the other ranks did not come")
             except BaseException as e:
-                self.broken = e  # the waiter stays on the dead peer's operation
+                self._break(e)  # the waiter stays on the dead peer's operation
                 raise
         self.progress = time.monotonic()
         if job.error is not None:
             i, e = job.error
-            try:
-                # A peer that closed its group (and so its connections) is no failure of its own.
-                self.watch.refresh()
-                self.watch.check(peers, what)
-            except ShuffleError as closed:
-                self.broken = closed
-                raise
-            except Exception:  # noqa: BLE001 (the job's store is gone too: report the wait's error)
-                pass
             (peer, doing), _ = posted[i]
-            text = str(e).strip()
-            first = text.splitlines()[0] if text else type(e).__name__
-            party = "" if peer is None else f" with rank {peer}"
-            self.broken = ShuffleError(f"rank {self.rank}, {doing} {what}{party}: {first}")
-            raise self.broken from None
+            self._failed(e, peer, doing, what, peers)
+
+    def _failed(self, error: BaseException, peer: int | None, doing: str, what: str, peers: list) -> None:
+        """Raises for an operation with ``peer`` (``None``: one of ``peers``, which is not
+        known) that gloo failed, ``doing`` what for ``what``; the link is left broken.
+
+        A peer that closed its group (and so its connections) is named as such. A failed
+        connection to one known peer is named with it at once. With several peers and no
+        knowing which one broke (gloo raises when an operation is posted on a connection that
+        broke before, naming an address, not a rank), the rank waits for the liveness watch to
+        name the one that died, within ``timeout + period`` of its last beat, as every other
+        wait does; if none did, the error names them all."""
+        try:
+            self.watch.refresh()
+            self.watch.check(peers, what)
+            if peer is None and len(peers) > 1:
+                deadline = time.monotonic() + self.watch.timeout + 2 * self.watch.period
+                while time.monotonic() < deadline:
+                    time.sleep(SLICE_SECONDS)
+                    self._check(peers, what)
+        except (ShuffleError, ShuffleTimeout) as e:
+            self._break(e)
+            raise
+        except Exception:  # noqa: BLE001 (the job's store is gone too: report gloo's error)
+            pass
+        text = str(error).strip()
+        first = text.splitlines()[0] if text else type(error).__name__
+        if peer is None and len(peers) == 1:
+            peer = peers[0]
+        if peer is not None:
+            party = f" with rank {peer}"
+        else:
+            party = " with one of ranks " + ", ".join(map(str, peers)) if peers else ""
+        raise self._break(ShuffleError(f"rank {self.rank}, {doing} {what}{party}: {first}")) from None
+
+    def _break(self, error: BaseException) -> BaseException:
+        """Marks the link broken by ``error`` (which the caller raises) and, unless this rank
+        closed it, tells the other ranks why (:meth:`Watch.give_up`); returns ``error``."""
+        self.broken = error
+        if not isinstance(error, ShuffleClosed):
+            self.watch.give_up(error)
+        return error
 
     def close(self) -> None:
         """Ends the link's waiting thread (after the jobs queued; one stuck on an abandoned
@@ -219,7 +248,13 @@ class Link:
         if not ops:
             return []
         self.check_usable(what)
-        return list(zip(posted, dist.batch_isend_irecv(ops)))
+        try:
+            works = dist.batch_isend_irecv(ops)
+        except Exception as e:  # noqa: BLE001 (a connection broke before: name who broke it)
+            peers = sorted({peer for peer, _ in posted})
+            doing = posted[0][1] if len({d for _, d in posted}) == 1 else "exchanging"
+            self._failed(e, None, doing, what, peers)
+        return list(zip(posted, works))
 
     def drain(self, posted: collections.deque, keep: int, what: str) -> float:
         """Waits for the oldest of ``posted`` (each what :meth:`post` returned) until at most

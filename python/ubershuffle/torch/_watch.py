@@ -8,6 +8,9 @@ module only writes this rank's counter and reads the others', every ``period`` s
 of ``timeout``, within 50 ms and 30 s), on a daemon thread. A rank that dies is named by every
 rank that watches it within ``timeout + period`` seconds of its last beat: at once by the ones
 waiting on it (their waits raise), and in the log of the others (their next call raises).
+A rank whose plane fails gives up (:meth:`Watch.give_up`): it writes why beside its beat and
+ends its beat as a close does, so that the ranks waiting on it raise :class:`PeerFailed` within
+a period, naming the first failure, rather than whatever their broken connection says.
 
 Cost: each rank writes one key and reads every rank's key per period (one ``multi_get``), so
 the store answers ``world`` reads of ``world`` keys per period: at 1000 ranks and the default
@@ -37,6 +40,10 @@ NO_WAIT_LIMIT = datetime.timedelta(days=365)
 wait and a 2-hour epoch must not end one."""
 
 
+REASON_CHARS = 2000
+"""At most this much of a rank's reason for giving up goes into the job's store."""
+
+
 class ShuffleTimeout(TimeoutError):
     """A rank that another waited on died or froze (its heartbeat stopped for ``timeout``
     seconds): the message names both and what was awaited. The plane's group is left unusable:
@@ -49,6 +56,11 @@ class ShuffleError(RuntimeError):
 
 class PeerClosed(ShuffleError):
     """A rank that another waited on closed its ShuffleGroup."""
+
+
+class PeerFailed(ShuffleError):
+    """A rank that another waited on stopped because its own plane failed: the message says
+    where, and why (the error that rank raised, which names the rank that failed first)."""
 
 
 class ShuffleClosed(ShuffleError):
@@ -66,6 +78,7 @@ class Watch:
         self.timeout = float(timeout)
         self._store = store
         self._keys = [f"{prefix}/beat/{r}" for r in range(world)]
+        self._why = [f"{prefix}/why/{r}" for r in range(world)]
         self._core = _native.LivenessCore(world, self.timeout, time.monotonic())
         self.period: float = self._core.period
         """Seconds between two heartbeats."""
@@ -86,6 +99,8 @@ class Watch:
             try:
                 self._count += 1
                 with self._lock:
+                    if self._stop.is_set():
+                        return  # closed or given up meanwhile: its last word stays
                     self._store.set(self._keys[self.rank], _native.LivenessCore.beat_value(self._count))
                 self.refresh()
             except Exception as e:  # noqa: BLE001 (the store went away: the job is ending)
@@ -125,8 +140,40 @@ class Watch:
         if verdict is None:
             return
         if verdict[0] == "closed":
-            raise PeerClosed(f"rank {verdict[1]} closed its ShuffleGroup while rank {self.rank} was {what}")
+            peer = verdict[1]
+            why = self._reason(peer)
+            if why is not None:
+                raise PeerFailed(f"rank {peer} stopped while rank {self.rank} was {what}, because {why}")
+            raise PeerClosed(f"rank {peer} closed its ShuffleGroup while rank {self.rank} was {what}")
         raise ShuffleTimeout(self._silent(verdict, what))
+
+    def _reason(self, peer: int) -> str | None:
+        """Why ``peer`` gave up (:meth:`give_up`), or ``None`` (it closed, or the job's store
+        cannot say); one line of at most :data:`REASON_CHARS`, whatever the peer wrote."""
+        try:
+            key = self._why[peer]
+            if not self._store.check([key]):
+                return None
+            text = self._store.get(key)[: 4 * REASON_CHARS].decode("utf-8", "replace")
+        except Exception:  # noqa: BLE001 (the job's store is gone: the close is all there is to say)
+            return None
+        return " ".join(text.split())[:REASON_CHARS]
+
+    def give_up(self, error: BaseException) -> None:
+        """Tells the other ranks that this one stopped, and why (``error``, which this rank
+        raises): its heartbeat ends as at :meth:`close`, so that a rank waiting on it raises
+        :class:`PeerFailed` within a beat, naming the first failure, rather than whatever
+        its broken connection says. Once is enough: later calls do nothing."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        reason = " ".join(str(error).split())[:REASON_CHARS]
+        try:
+            with self._lock:
+                self._store.set(self._why[self.rank], reason)
+                self._store.set(self._keys[self.rank], "closed")
+        except Exception:  # noqa: BLE001 (the job's store is gone: nobody is left to tell)
+            pass
 
     def close(self) -> None:
         """Stops the heartbeat (its thread ends before this returns, so no call of it into
