@@ -232,7 +232,7 @@ def loader_arm(args: argparse.Namespace, rank: int, local: pathlib.Path, log: di
     return loader, None, lambda: dir_bytes(local)
 
 
-def serve_store(args: argparse.Namespace, log: dict, save) -> None:
+def serve_store(args: argparse.Namespace, log: dict) -> None:
     """Arm s's store rank: serves until the training ranks close."""
     from ubershuffle.torch import ShuffleGroup
 
@@ -287,7 +287,7 @@ def run(args: argparse.Namespace) -> None:
     log["start_counters"] = counters(args.interface)
     try:
         if args.arm == "s" and rank == 0:
-            serve_store(args, log, save)
+            serve_store(args, log)
             log["end_counters"] = counters(args.interface)
             watchdog.deadline = None
             save()

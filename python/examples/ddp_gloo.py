@@ -70,6 +70,10 @@ def worker(rank: int, world: int, epochs: int, port: int, out_dir: str) -> None:
     assert first + list(resumed) == sampler.indices().tolist()
     if rank == 0:
         print("resumed mid-epoch: the rest of the epoch, exactly")
+    # DDP holds the process group: let it go first, so that the group (and gloo's threads) ends
+    # here rather than at the interpreter's exit.
+    del model, opt
+    dist.barrier()
     dist.destroy_process_group()
 
 
