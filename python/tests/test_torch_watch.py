@@ -41,6 +41,15 @@ def test_a_rank_that_gives_up_is_named_with_its_reason_and_a_closed_one_without(
     me.close()
 
 
+def test_an_error_without_a_message_is_named_by_its_type():
+    _, me, peer = pair("no-message")
+    peer.give_up(KeyboardInterrupt())
+    me.refresh()
+    with pytest.raises(PeerFailed, match="because KeyboardInterrupt$"):
+        me.check([1], "waiting")
+    me.close()
+
+
 def test_what_a_peer_wrote_as_its_reason_is_one_bounded_line():
     store, me, peer = pair("hostile")
     peer.close()

@@ -167,7 +167,7 @@ class Watch:
         if self._stop.is_set():
             return
         self._stop.set()
-        reason = " ".join(str(error).split())[:REASON_CHARS]
+        reason = " ".join(str(error).split())[:REASON_CHARS] or type(error).__name__
         try:
             with self._lock:
                 self._store.set(self._why[self.rank], reason)
