@@ -96,47 +96,68 @@ def take(entry: dict, batch: tuple, sums: dict) -> None:
 
 
 def long_epochs(sg: ShuffleGroup, opts: dict, sums: dict, log: dict, path: pathlib.Path) -> None:
+    """The last rank trains ``train`` seconds per epoch, the others one: with no barrier of the
+    job's own, the others' plane waits on it (and the store waits for its requests) far
+    longer than ``timeout``."""
     if sg.is_store:
-        log["served"] = len(sg.serve())
+        log["served"] = sg.serve()
         return
     loader = loader_of(sg, opts)
+    train = float(opts["train"]) if dist.get_rank() == dist.get_world_size() - 1 else 1.0
     for epoch in range(int(opts.get("epochs", 3))):
         sg.set_epoch(epoch)
         start = time.monotonic()
         entry = log["epochs"][str(epoch)] = {"served": [], "bad": []}
         for batch in loader:
             take(entry, batch, sums)
-        time.sleep(max(0.0, float(opts["train"]) - (time.monotonic() - start)))
-        entry["seconds"] = time.monotonic() - start
+        time.sleep(max(0.0, train - (time.monotonic() - start)))
+        log.setdefault("figures", {})[str(epoch)] = sg.figures(epoch)
         write_log(path, log)
-        dist.barrier(group=sg.train_group)
     sg.close()
 
 
-def groups(opts: dict, rank: int, log: dict, sums: dict) -> None:
-    train = group_of(opts, records(400, 1), rank)
-    valid = group_of(opts, records(150, 2), rank, seed=4)
-    servers = [threading.Thread(target=sg.serve) for sg in (train, valid) if sg.is_store]
+def groups(opts: dict, rank: int, log: dict) -> None:
+    """A training and a validation group, each checked as a job checks its data (every index
+    of every epoch served once across the ranks, every record's bytes), the store serving both
+    on threads whose errors are logged; then new groups over all ranks."""
+    sets = {"train": records(400, 1), "valid": records(150, 2)}
+    made = {
+        "train": group_of(opts, sets["train"], rank),
+        "valid": group_of(opts, sets["valid"], rank, seed=4),
+    }
+    errors: list = []
+
+    def serve(sg: ShuffleGroup) -> None:
+        try:
+            sg.serve()
+        except BaseException as e:  # noqa: BLE001 (the test reads it from the log)
+            errors.append(f"{type(e).__name__}: {e}")
+
+    servers = [threading.Thread(target=serve, args=(sg,)) for sg in made.values() if sg.is_store]
     for thread in servers:
         thread.start()
-    if not train.is_store:
-        for sg, checks in ((train, sums), (valid, None)):
+    if not made["train"].is_store:
+        for name, sg in made.items():
+            sums = {i: crc(np.frombuffer(r, dtype=np.uint8)) for i, r in enumerate(sets[name])}
             for epoch in range(2):
                 sg.set_epoch(epoch)
+                entry = log.setdefault(name, {})[str(epoch)] = {"served": [], "bad": []}
                 for i in sg.sampler:
-                    assert checks is None or crc(sg[i]) == checks[i]
-        log["trained"] = True
+                    entry["served"].append(int(i))
+                    if crc(sg[i]) != sums[i]:
+                        entry["bad"].append(int(i))
     everyone = list(range(dist.get_world_size()))
     total = torch.ones(1)
     dist.all_reduce(total, group=dist.new_group(everyone))
     log["new_group_sum"] = float(total[0])
     dist.all_reduce(total, group=dist.new_group(everyone, use_local_synchronization=True))
     log["library_group_sum"] = float(total[0])
-    if not train.is_store:
-        train.close()
-        valid.close()
+    if not made["train"].is_store:
+        for sg in made.values():
+            sg.close()
     for thread in servers:
         thread.join()
+    log["serve_errors"] = errors
 
 
 def resume(sg: ShuffleGroup, opts: dict, sums: dict, log: dict, out: pathlib.Path, rank: int) -> None:
@@ -196,6 +217,7 @@ def die(sg: ShuffleGroup, opts: dict, log: dict, out: pathlib.Path, rank: int) -
     noticed = Noticed()
     logging.getLogger("ubershuffle.torch").addHandler(noticed)
     victim, train, epochs = int(opts["victim"]), float(opts["train"]), int(opts.get("epochs", 4))
+    write_atomic(out / f"pid-{rank}", str(os.getpid()))
     try:
         if sg.is_store:
             sg.serve()
@@ -204,8 +226,10 @@ def die(sg: ShuffleGroup, opts: dict, log: dict, out: pathlib.Path, rank: int) -
                 sg.set_epoch(epoch)
                 if epoch == 1 and rank == victim:
                     time.sleep(train / 4)
-                    write_atomic(out / "killed_at", repr(time.time()))
-                    os.kill(os.getpid(), signal.SIGKILL)
+                    watch = sg._link.watch
+                    with watch.lock:  # no beat after the one noted: the kill comes first
+                        write_atomic(out / "last_beat", repr(watch.last_beat))
+                        os.kill(os.getpid(), signal.SIGKILL)
                 time.sleep(train)  # training, with no collective that would fail on its own
     except Exception as e:  # noqa: BLE001 (what the plane raised is the point)
         log["raised"] = [time.time(), f"{type(e).__name__}: {e}"]
@@ -281,7 +305,7 @@ def main() -> None:
     log: dict = json.loads(path.read_text()) if path.exists() else {"epochs": {}}
     scenario = opts["scenario"]
     if scenario == "groups":
-        groups(opts, rank, log, sums)
+        groups(opts, rank, log)
     elif scenario == "close":
         close_from_a_thread(opts, data, rank, log, out)
     elif scenario == "mismatch":

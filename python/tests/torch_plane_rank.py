@@ -85,6 +85,8 @@ def main() -> None:
         kwargs["scheme"] = opts["scheme"]
     if opts.get("store_dir"):
         kwargs["store_dir"] = opts["store_dir"]
+    if opts.get("round_bytes"):
+        kwargs["round_bytes"] = int(opts["round_bytes"])
     if opts.get("segment_bytes"):
         kwargs["segment_bytes"] = int(opts["segment_bytes"])
     if opts.get("ddp"):
@@ -134,7 +136,9 @@ def main() -> None:
     model = opt = None
     if opts.get("ddp"):
         torch.manual_seed(0)
-        model = sg.yield_to(DistributedDataParallel(torch.nn.Linear(64, 64), process_group=sg.train_group))
+        width = int(opts.get("width", 64))
+        layer = torch.nn.Linear(width, width)
+        model = sg.yield_to(DistributedDataParallel(layer, process_group=sg.train_group))
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
     kill_at = int(opts.get("kill_at", -1))
     stall = int(opts.get("stall", -1))
@@ -151,6 +155,11 @@ def main() -> None:
         if epoch == 0 and rank == stall:
             os.kill(os.getpid(), signal.SIGSTOP)  # frozen, its delivery thread too
         sg.sampler.set_epoch(epoch)
+        # The bytes of the epoch's batch as they arrived (the ids and every byte).
+        digest = hashlib.blake2b(digest_size=16)
+        for i in sg.sampler.batch():
+            digest.update(int(i).to_bytes(8, "little") + sg[int(i)].tobytes())
+        batch = digest.hexdigest()
         if kill_at == epoch and restarted == 0:
             if rank == 1:
                 os._exit(17)  # a rank dies at the start of an epoch; torchrun restarts the job
@@ -163,12 +172,12 @@ def main() -> None:
                     bad.append(i)
             if model is not None:
                 opt.zero_grad()
-                model(torch.ones(len(ids), 64)).square().mean().backward()
+                model(torch.ones(len(ids), width)).square().mean().backward()
                 opt.step()
         for i in sg.held():
             if sg[int(i)].tobytes() != data[i]:
                 bad.append(int(i))
-        log["epochs"][str(epoch)] = {"served": served, "bad": bad}
+        log["epochs"][str(epoch)] = {"served": served, "bad": bad, "batch": batch}
         log["figures"][str(epoch)] = sg.figures(epoch)
         write_log(log_path, log)
         if opts.get("save_each") and rank == sg._trainers[0]:

@@ -7,8 +7,10 @@
 //! liveness never depends on how long an epoch takes. A rank whose counter has not changed for
 //! `timeout` seconds of the observer's clock died or froze; one that wrote [`CLOSED`] closed its
 //! group. Counters, not timestamps: the ranks' clocks need not agree. A rank beats every
-//! [`Liveness::period`] seconds and observes as often, so a rank that dies is named by every
-//! rank that watches it within `timeout + period` seconds of its last beat.
+//! [`Liveness::period`] seconds and observes as often, so an observer learns of a beat at most
+//! a period after it was written, and a rank that dies is named by every rank that watches it
+//! (asking for verdicts more often than it observes) within `timeout + 2 * period` seconds of
+//! its last beat: the second period is a margin for a busy machine.
 
 /// The heartbeat value of a rank that closed its group.
 pub const CLOSED: u64 = u64::MAX;

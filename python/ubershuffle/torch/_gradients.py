@@ -13,9 +13,10 @@ would slow the delivery in the compute windows too.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .. import _native
@@ -31,7 +32,7 @@ SLICE_SECONDS = 0.05
 class GradientGate:
     """Between DDP's hook and the plane's delivery thread: the hook reports each step's
     all-reduce (from its first bucket's call to its last bucket's completion), the delivery
-    waits at :meth:`wait_open` before each round. With ``enabled`` false it only times the
+    posts each round through :meth:`posting`. With ``enabled`` false it only times the
     all-reduces (the switch's "off")."""
 
     def __init__(self, enabled: bool) -> None:
@@ -47,6 +48,8 @@ class GradientGate:
         """Per step since the last :meth:`take`: (wall start, seconds, a delivery in flight)."""
         self._waited = 0.0
         self._yields = 0
+        self._posts = 0
+        self._posts_during = 0
 
     # -- the hook's side -------------------------------------------------------------------
 
@@ -108,34 +111,51 @@ class GradientGate:
             self._pace.set_training_waits(on)
             self._cond.notify_all()
 
-    def wait_open(self, cancel: threading.Event, in_flight: float = 0.0) -> None:
+    @contextlib.contextmanager
+    def posting(self, cancel: threading.Event, in_flight: float = 0.0) -> Iterator[None]:
         """Returns once the delivery may post, ``in_flight`` bytes then posted and not landed
         at this rank (at once when not ``enabled``), or when ``cancel`` is set (the caller's
-        next operation then raises)."""
+        post then raises); then runs the block (the delivery's post) with the gate shut to the
+        hook: no all-reduce begins between the verdict and the post, so a
+        yielding delivery never posts while one is in flight. Counts the posts, and those
+        made while an all-reduce was in flight (none when ``enabled``)."""
+        with self._cond:
+            self._hold(cancel, in_flight)
+            self._posts += 1
+            if self._in_flight:
+                self._posts_during += 1
+            yield
+
+    def _hold(self, cancel: threading.Event, in_flight: float) -> None:
+        """:meth:`posting`'s wait, the condition's lock held by the caller."""
         if not self.enabled:
             return
-        with self._cond:
-            if self._pace.hold(time.monotonic(), in_flight) == 0.0:
-                return
-            start = time.perf_counter()
-            self._yields += 1
-            while not cancel.is_set():
-                hold = self._pace.hold(time.monotonic(), in_flight)
-                if hold == 0.0:
-                    break
-                self._cond.wait(SLICE_SECONDS if hold is None else min(hold, SLICE_SECONDS))
-            self._waited += time.perf_counter() - start
+        if self._pace.hold(time.monotonic(), in_flight) == 0.0:
+            return
+        start = time.perf_counter()
+        self._yields += 1
+        while not cancel.is_set():
+            hold = self._pace.hold(time.monotonic(), in_flight)
+            if hold == 0.0:
+                break
+            self._cond.wait(SLICE_SECONDS if hold is None else min(hold, SLICE_SECONDS))
+        self._waited += time.perf_counter() - start
 
     def take(self) -> dict:
         """The figures since the last call: ``allreduce_step_seconds`` (per step, its
         all-reduces from the first bucket's hook to the last bucket's completion),
         ``allreduce_step_during_delivery`` (whether a delivery was in flight when it began),
         ``allreduce_steps``, ``allreduce_seconds`` (their sum), ``yield_seconds`` (what the
-        delivery thread waited at the gate) and ``yields`` (how often it waited)."""
+        delivery thread waited at the gate), ``yields`` (how often it waited),
+        ``delivery_posts`` (the posts of the delivery's rounds that passed the gate) and
+        ``posts_during_allreduce`` (those made while an all-reduce was in flight: none when
+        yielding)."""
         with self._cond:
             steps, self._steps = self._steps, []
             waited, self._waited = self._waited, 0.0
             yields, self._yields = self._yields, 0
+            posts, self._posts = self._posts, 0
+            during, self._posts_during = self._posts_during, 0
         return {
             "allreduce_step_seconds": [s for _, s, _ in steps],
             "allreduce_step_during_delivery": [d for _, _, d in steps],
@@ -143,4 +163,6 @@ class GradientGate:
             "allreduce_seconds": float(sum(s for _, s, _ in steps)),
             "yield_seconds": waited,
             "yields": yields,
+            "delivery_posts": posts,
+            "posts_during_allreduce": during,
         }

@@ -4,6 +4,7 @@ overlapped with the epoch before it."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import threading
 import time
@@ -33,6 +34,8 @@ for them: on shaped links, deliveries with 4 and 16 rounds ahead took longer tha
 CLOSE_WAIT = 10.0
 """Seconds :meth:`ShuffleGroup.close` lets a delivery in flight run on, and then waits for the
 other ranks to close too (at the end of a job they close together), at the most."""
+_UNGATED = contextlib.nullcontext()
+"""The gate of a transfer that does not yield (a catch-up, records sent whole by the store)."""
 STALL_SECONDS = 3.0
 """Seconds without a completed operation after which :meth:`ShuffleGroup.close` abandons a
 delivery in flight (a peer stopped or is not closing)."""
@@ -76,9 +79,9 @@ class ShuffleGroup(StoreSide):
     plane's groups advance on the ranks inside only. The records travel on a group of the
     plane's own over the same ranks, so DDP's collectives on ``group`` never interleave with
     them. A wait on a peer lasts as long as the peer is alive, however long it trains: every
-    rank beats every ``timeout / 10`` seconds through the job's key-value store, and a rank
-    silent for ``timeout`` seconds is named by every rank within ``timeout + timeout / 10``
-    seconds of its last beat
+    rank beats every ``period = timeout / 10`` seconds through the job's key-value store, and
+    a rank silent for ``timeout`` seconds is named by every rank within
+    ``timeout + 2 * period`` seconds of its last beat
     (:class:`ShuffleTimeout`: raised by the ranks waiting on it, logged by the others and raised
     at their next :meth:`set_epoch`). At start every rank checks that the others were given the
     same settings and the same records (a sample of 256 records' bytes), before anything moves.
@@ -415,8 +418,9 @@ class ShuffleGroup(StoreSide):
         and its wait for every rank's request), ``scatter_seconds`` (waiting for the store's
         messages), ``relay_seconds`` (the relay among the ranks of packets several decode),
         ``decode_seconds``, ``gloo_wait_seconds`` (every wait on the plane's group),
-        ``thread_cpu_seconds`` (the delivery thread's CPU) and ``round_bytes_received`` (the
-        rounds' payload, without the plan); at the store (:meth:`serve`'s figures),
+        ``thread_cpu_seconds`` (the delivery thread's CPU), ``round_bytes_received`` (the
+        rounds' payload, without the plan) and ``part_bytes`` (its part of the plan); at the
+        store (:meth:`serve`'s figures),
         ``request_wait_seconds``, ``plan_seconds`` (what the delivery waited for its plan),
         ``plan_ahead_seconds`` (the planner's time when the store planned it ahead, while the
         ranks trained), ``encode_seconds``, ``scatter_seconds``, ``gloo_wait_seconds``,
@@ -638,14 +642,17 @@ class ShuffleGroup(StoreSide):
         sent0, got0 = self._link.bytes_sent, self._link.bytes_received
         for k in range(transfer.rounds):
             sent, received = transfer.sizes(k)
-            if gated:
-                self._gate.wait_open(self._link.cancel, float(sum(received)))
             out = np.empty(int(sum(sent)), dtype=np.uint8)
             transfer.pack_into(k, out)
             ends = np.cumsum(sent)
             sends = {p: out[ends[p] - sent[p] : ends[p]] for p in range(self.world) if sent[p]}
             recvs = {p: (received[p], torch.uint8) for p in range(self.world) if received[p]}
-            got = self._link.exchange(sends, recvs, f"round {k} of {what}")
+            round_k = f"round {k} of {what}"
+            gate = self._gate.posting(self._link.cancel, float(sum(received))) if gated else _UNGATED
+            with gate:
+                buffers, posted = self._link.post_exchange(sends, recvs, round_k)
+            self._link.wait(posted, round_k)
+            got = self._link.received(buffers)
             if got:
                 transfer.unpack(k, np.concatenate([got[p] for p in sorted(got)]))
         source = transfer.source_ids()
@@ -764,11 +771,11 @@ class ShuffleGroup(StoreSide):
             nonlocal in_flight
             sent, received = receiver.relay_sizes(k) if receiver.has_relay(k) else ([], [])
             incoming = receiver.store_len(k) + sum(received)
-            self._gate.wait_open(link.cancel, in_flight + incoming)
-            store_part = link.irecv(store, receiver.store_len(k), f"round {k} of {what}")
-            relay_part = link.irecvs(
-                {trainers[q]: n for q, n in enumerate(received)}, f"the relay of round {k} of {what}"
-            )
+            with self._gate.posting(link.cancel, in_flight + incoming):
+                store_part = link.irecv(store, receiver.store_len(k), f"round {k} of {what}")
+                relay_part = link.irecvs(
+                    {trainers[q]: n for q, n in enumerate(received)}, f"the relay of round {k} of {what}"
+                )
             in_flight += incoming
             return store_part, relay_part, sent, incoming
 
@@ -784,16 +791,16 @@ class ShuffleGroup(StoreSide):
             from_store = buffer.cpu().numpy()
             if sent:
                 # The relay leaves this rank's uplink: not while its gradients are on the wire.
-                self._gate.wait_open(link.cancel)
                 out = np.empty(int(sum(sent)), dtype=np.uint8)
                 receiver.pack_relay(k, from_store, out)
                 ends = np.cumsum(sent)
-                sending.append(
-                    link.isends(
-                        {trainers[q]: out[e - n : e] for q, (n, e) in enumerate(zip(sent, ends))},
-                        f"the relay of round {k} of {what}",
+                with self._gate.posting(link.cancel):
+                    sending.append(
+                        link.isends(
+                            {trainers[q]: out[e - n : e] for q, (n, e) in enumerate(zip(sent, ends))},
+                            f"the relay of round {k} of {what}",
+                        )
                     )
-                )
             if k + ROUNDS_AHEAD < rounds:
                 posted.append(post(k + ROUNDS_AHEAD))
             waiting = time.perf_counter()
@@ -821,6 +828,7 @@ class ShuffleGroup(StoreSide):
             "bytes_sent": link.bytes_sent - sent0,
             "bytes_received": link.bytes_received - got0,
             "round_bytes_received": round_bytes,
+            "part_bytes": int(part_len),
             "records_received": len(new_records),
             "record_bytes_received": self._record_bytes(new_records),
             "source_records": 0,

@@ -79,6 +79,13 @@ class Link:
         """Sends ``sends[peer]`` (uint8 or int64 numpy arrays) and receives ``recvs[peer]``
         (``(nbytes_or_count, dtype)``) from every peer named, all at once; returns the received
         numpy arrays by peer. Empty messages are skipped on both ends."""
+        buffers, posted = self.post_exchange(sends, recvs, what, tag)
+        self.wait(posted, what)
+        return self.received(buffers)
+
+    def post_exchange(self, sends: Mapping, recvs: Mapping, what: str, tag: int = DATA_TAG) -> tuple:
+        """:meth:`exchange`'s posts without its wait: ``(buffers, posted)``, ``posted`` for
+        :meth:`wait`, then ``buffers`` for :meth:`received`."""
         ops, posted = [], []
         for peer, array in sends.items():
             if len(array):
@@ -94,7 +101,10 @@ class Link:
             if count:
                 ops.append(dist.P2POp(dist.irecv, buffer, group=self.group, tag=tag, group_peer=peer))
                 posted.append((peer, "receiving"))
-        self.run(ops, posted, what)
+        return buffers, self.post(ops, posted, what)
+
+    def received(self, buffers: Mapping) -> dict:
+        """The numpy arrays of receives posted by :meth:`post_exchange` and waited on."""
         got = {peer: b.cpu().numpy() for peer, b in buffers.items()}
         self.bytes_received += sum(int(a.nbytes) for a in got.values())
         return got
@@ -179,7 +189,7 @@ class Link:
         connection to one known peer is named with it at once. With several peers and no
         knowing which one broke (gloo raises when an operation is posted on a connection that
         broke before, naming an address, not a rank), the rank waits for the liveness watch to
-        name the one that died, within ``timeout + period`` of its last beat, as every other
+        name the one that died, within ``timeout + 2 * period`` of its last beat, as every other
         wait does; if none did, the error names them all."""
         try:
             self.watch.refresh()
