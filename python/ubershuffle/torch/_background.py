@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..store import RecordStore
+from ._watch import ShuffleClosed, log
 
 
 class Background:
@@ -27,6 +28,12 @@ class Background:
             work(self)
         except BaseException as e:  # noqa: BLE001 (raised again by join)
             self.error = e
+            if not isinstance(e, ShuffleClosed):
+                # Said now, not only at the next set_epoch: a dead peer is named in the job's
+                # log within the liveness bound however long the epoch trains.
+                log.error(
+                    "ubershuffle: the delivery of epoch %d failed: %s: %s", self.epoch, type(e).__name__, e
+                )
 
     def join(self) -> dict:
         """Waits for the thread, raises its error, returns its figures."""
