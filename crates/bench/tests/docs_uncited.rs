@@ -1,6 +1,7 @@
 //! Every number in prose is accounted for.
 //!
-//! A number in `README.md`, `docs/*.md` or `crates/*/README.md` must be one of:
+//! A number in `README.md`, `docs/*.md`, `crates/*/README.md` or `python/README.md` must be one
+//! of:
 //!
 //! - **cited**: a `<!-- = EXPR -->` comment follows it (behind its unit), which `docs_numbers.rs`
 //!   evaluates against the committed CSVs;
@@ -352,7 +353,7 @@ const HOW: &str = "cite its cells right after it (`<!-- = EXPR -->`, see docs_nu
 `<!-- param -->`, `<!-- paper -->` or `<!-- not from a CSV: WHY -->` (see docs_uncited.rs)";
 
 #[test]
-fn every_number_in_readme_docs_and_crate_readmes_is_cited_labelled_or_not_measured() {
+fn every_number_in_the_readmes_and_docs_is_cited_labelled_or_not_measured() {
     let root = repo_root();
     let mut problems = Vec::new();
     for doc in documents(&root) {

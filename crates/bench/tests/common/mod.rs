@@ -8,7 +8,8 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The documents that quote figures: README.md, docs/*.md and crates/*/README.md.
+/// The documents that quote figures: README.md, docs/*.md, crates/*/README.md and
+/// python/README.md.
 pub fn documents(root: &Path) -> Vec<PathBuf> {
     let mut docs: Vec<PathBuf> = fs::read_dir(root.join("docs"))
         .expect("docs/ is readable")
@@ -24,6 +25,7 @@ pub fn documents(root: &Path) -> Vec<PathBuf> {
     crates.sort();
     docs.insert(0, root.join("README.md"));
     docs.extend(crates);
+    docs.push(root.join("python/README.md"));
     docs
 }
 
