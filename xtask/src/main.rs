@@ -112,6 +112,10 @@ enum Task {
     /// (results/netns-loaders*.csv).
     #[command(alias = "netns-peers")]
     NetnsLoaders(netns::loaders::NetnsLoadersArgs),
+    /// Render the goals tables of README.md and docs/ again from the committed summary CSVs
+    /// they name (the netns runs do it when they write their CSVs; this is for a changed
+    /// renderer or a new table). `cargo test` checks them (crates/bench/tests/docs_goals.rs).
+    GoalsTables,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -184,6 +188,7 @@ fn main() -> anyhow::Result<()> {
         Task::NetnsTrain(args) => netns::train::run(&args, &workspace_root(), &target_dir()),
         Task::NetnsGradients(args) => netns::gradients::run(&args, &workspace_root(), &target_dir()),
         Task::NetnsLoaders(args) => netns::loaders::run(&args, &workspace_root(), &target_dir()),
+        Task::GoalsTables => netns::publish::render_goal_tables(&workspace_root(), None),
     }
 }
 

@@ -1,13 +1,16 @@
-//! Where the netns experiments publish: their section of results/README.md, and their rows of
-//! results/headline.csv with README's headline table rendered again.
+//! Where the netns experiments publish: their section of results/README.md, the documents'
+//! goals tables of their summary CSVs, and their rows of results/headline.csv with README's
+//! headline table rendered again.
 
 use std::path::Path;
 
 use anyhow::Context;
+use ubershuffle_bench::report::goals;
 use ubershuffle_bench::report::headline::{self, HeadlineRecord};
 
 /// Replaces results/README.md's section `name` with `body` (the others stay as they are, in
-/// their order; a new one goes last).
+/// their order; a new one goes last), and renders the documents' goals tables of
+/// `results/{name}-summary.csv` again.
 pub fn write_section(root: &Path, name: &str, body: &str) -> anyhow::Result<()> {
     let path = root.join("results").join("README.md");
     let existing =
@@ -24,7 +27,26 @@ pub fn write_section(root: &Path, name: &str, body: &str) -> anyhow::Result<()> 
         .collect();
     let order: Vec<&str> = order.iter().map(String::as_str).collect();
     ubershuffle_bench::report::sections::update_section(&path, &preamble, name, body, &order)
-        .with_context(|| format!("cannot write {}", path.display()))
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    render_goal_tables(root, Some(&format!("results/{name}-summary.csv")))
+}
+
+/// Renders the goals tables of the documents (README.md, docs/*.md, ...) again from the
+/// committed summary CSVs they name (only those of `only`, when given), rewriting the documents
+/// whose tables changed.
+pub fn render_goal_tables(root: &Path, only: Option<&str>) -> anyhow::Result<()> {
+    let documents = ubershuffle_bench::report::documents::documents(root)
+        .with_context(|| format!("cannot list the documents under {}", root.display()))?;
+    for doc in documents {
+        let text = std::fs::read_to_string(&doc).with_context(|| format!("cannot read {}", doc.display()))?;
+        let rendered = goals::render_text(&text, root, only).with_context(|| format!("{}", doc.display()))?;
+        if rendered != text {
+            ubershuffle_runtime::write_atomically(&doc, rendered.as_bytes())
+                .with_context(|| format!("cannot write {}", doc.display()))?;
+            eprintln!("xtask: rendered the goals tables of {} again", doc.display());
+        }
+    }
+    Ok(())
 }
 
 /// Replaces `experiment`'s rows of results/headline.csv (run `full`) with `fresh` and renders
