@@ -4,7 +4,7 @@
 //! between the markers of `ubershuffle_bench::report::goals` and must be what its summary CSV
 //! (`key,measure,value,goal,met`) renders to: a goal's "yes" or "**no**" is the CSV's `met`,
 //! never typed. The netns runs write the tables again with their CSVs; `cargo xtask
-//! goals-tables` does it from the committed CSVs.
+//! netns-publish` does it from the committed CSVs.
 
 mod common;
 

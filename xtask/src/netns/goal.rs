@@ -20,6 +20,17 @@ pub fn median(mut values: Vec<f64>) -> f64 {
     if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 }
 }
 
+/// Goal `key`'s value with `digits` decimals, cited from `results/{name}-summary.csv` as
+/// docs_numbers wants it (`-`, uncited, when it was not measured).
+pub fn cited(name: &str, goals: &[Goal], key: &str, digits: usize) -> String {
+    let v = goal_value(goals, key);
+    if v.is_finite() {
+        format!("{v:.digits$}<!-- = results/{name}-summary.csv[key={key}].value -->")
+    } else {
+        "-".into()
+    }
+}
+
 /// A number with `digits` decimals, or `-`.
 pub fn num(v: f64, digits: usize) -> String {
     if v.is_finite() { format!("{v:.digits$}") } else { "-".into() }

@@ -172,7 +172,7 @@ pub fn check_text(name: &str, text: &str, root: &Path) -> (usize, Vec<String>) {
             let first = have.lines().zip(want.lines()).position(|(h, w)| h != w).unwrap_or(0);
             problems.push(format!(
                 "{name}:{}: the goals table differs from {} (first at its line {}: {:?}, the CSV gives {:?}); \
-                 `cargo xtask goals-tables` renders it again",
+                 `cargo xtask netns-publish` renders it again",
                 block.line,
                 block.file,
                 first + 1,
