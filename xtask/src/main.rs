@@ -112,6 +112,14 @@ enum Task {
     /// (results/netns-loaders*.csv).
     #[command(alias = "netns-peers")]
     NetnsLoaders(netns::loaders::NetnsLoadersArgs),
+    /// Write again, from the committed netns summary CSVs, what the netns runs publish from
+    /// them: the documents' goals tables and the netns rows of results/headline.csv with
+    /// README's headline table (for a changed renderer or a new table; no namespaces, no root).
+    NetnsPublish {
+        /// Write nothing; fail naming each committed row or table that differs.
+        #[arg(long)]
+        check: bool,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -150,7 +158,11 @@ fn main() -> anyhow::Result<()> {
             for plugin in plugins {
                 args.extend(["--plugin".into(), plugin.display().to_string()]);
             }
-            cargo(&args.iter().map(String::as_str).collect::<Vec<_>>())
+            let run = cargo(&args.iter().map(String::as_str).collect::<Vec<_>>());
+            // The netns rows of results/headline.csv come from runs CI cannot repeat (root, an
+            // hour): --check holds them to what their committed summary CSVs give.
+            let netns = if check { check_netns_published(&workspace_root()) } else { Ok(()) };
+            run.and(netns)
         }
         Task::Calibrate { check, inject, record } => {
             let mut args: Vec<String> = [
@@ -184,7 +196,30 @@ fn main() -> anyhow::Result<()> {
         Task::NetnsTrain(args) => netns::train::run(&args, &workspace_root(), &target_dir()),
         Task::NetnsGradients(args) => netns::gradients::run(&args, &workspace_root(), &target_dir()),
         Task::NetnsLoaders(args) => netns::loaders::run(&args, &workspace_root(), &target_dir()),
+        Task::NetnsPublish { check: false } => {
+            netns::publish::render_goal_tables(&workspace_root(), None)?;
+            netns::publish::publish_committed_headlines(&workspace_root())
+        }
+        Task::NetnsPublish { check: true } => check_netns_published(&workspace_root()),
     }
+}
+
+/// Fails naming each netns row of results/headline.csv, and each goals table of the documents,
+/// that its committed summary CSV does not give (`cargo test` checks the tables too:
+/// crates/bench/tests/docs_goals.rs).
+fn check_netns_published(root: &std::path::Path) -> anyhow::Result<()> {
+    let mut differences = netns::publish::check_headlines(root)?;
+    differences.extend(netns::publish::check_goal_tables(root)?);
+    for d in &differences {
+        eprintln!("error: netns: {d}");
+    }
+    if let Some(first) = differences.first() {
+        bail!("{} netns figures differ from their summary CSVs; the first: {first}", differences.len());
+    }
+    eprintln!(
+        "netns: every netns row of results/headline.csv and every goals table is what its summary CSV gives"
+    );
+    Ok(())
 }
 
 /// Where cargo builds (`CARGO_TARGET_DIR`, or target/ of the workspace).

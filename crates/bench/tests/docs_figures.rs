@@ -1,6 +1,7 @@
 //! Published figures point at committed results.
 //!
-//! Every `results/....csv` named in `README.md` or `docs/*.md` must exist in the repository,
+//! Every `results/....csv` named in the documents (`README.md`, `docs/*.md`,
+//! `crates/*/README.md`, `python/README.md`) must exist in the repository,
 //! so renaming or dropping a CSV that a document quotes fails here (and so in CI). A pointer
 //! followed by a comma, as in `5.58x (results/full/fig3.csv, points=1000000, alpha=0.55)`,
 //! names rows: each `column=value` after it (up to the parenthesis that closes the pointer,

@@ -1,6 +1,7 @@
 //! Numbers in prose equal their cells.
 //!
-//! Every number in `README.md` or `docs/*.md` followed by a citation comment
+//! Every number in `README.md`, `docs/*.md`, `crates/*/README.md` or `python/README.md` followed
+//! by a citation comment
 //! (`0.734 s<!-- = median(results/table1.csv[setup=mc, gbit=1, scheme=ubershuffle].epoch_s) -->`,
 //! see `ubershuffle_bench::report::citation`) must be what its cells give, rounded to the
 //! decimals written. Changing a committed cell or the number in the text fails here (and so in

@@ -124,15 +124,42 @@ mod tests {
     #[test]
     fn a_rank_never_heard_counts_from_the_start_and_a_closed_rank_is_named_at_once() {
         let mut live = Liveness::new(2, 2.0, 10.0);
-        assert_eq!(live.verdict(&[1], 11.0), None);
-        assert!(matches!(live.verdict(&[1], 12.5), Some(Verdict::Silent { rank: 1, .. })));
-        live.observe(0, Some(CLOSED), 12.6);
-        assert_eq!(live.verdict(&[0, 1], 12.6), Some(Verdict::Closed { rank: 0 }));
-        assert!(
-            matches!(live.silent(&[0, 1], 12.6), Some(Verdict::Silent { rank: 1, .. })),
+        assert_eq!(live.verdict(&[1], 12.0), None, "silent for the timeout exactly: not yet");
+        assert_eq!(live.verdict(&[1], 12.5), Some(Verdict::Silent { rank: 1, seconds: 2.5 }));
+        live.observe(0, Some(CLOSED), 12.75);
+        assert_eq!(live.verdict(&[0, 1], 12.75), Some(Verdict::Closed { rank: 0 }));
+        assert_eq!(
+            live.silent(&[0, 1], 12.75),
+            Some(Verdict::Silent { rank: 1, seconds: 2.75 }),
             "a closed rank does not hide a silent one"
         );
         assert_eq!(live.verdict(&[7], 100.0), None, "ranks out of range are not judged");
+    }
+
+    #[test]
+    fn a_dead_rank_is_named_within_timeout_plus_period_of_its_last_beat() {
+        // Rank 1 beats every period from t = 0 and dies after its beat at 3.0; the observer
+        // reads the beats every period, at phases across a period against the beats, and asks
+        // for a verdict every millisecond (as a wait on the rank does: one millisecond of slack).
+        let (timeout, last_beat) = (2.0, 3.0);
+        for phase in [0.0, 0.05, 0.1, 0.15, 0.199] {
+            let mut live = Liveness::new(2, timeout, 0.0);
+            let period = live.period();
+            let beat_at = |now: f64| (now.min(last_beat) / period).floor() as u64;
+            let mut reads = 0u32;
+            let named = (0..20_000).map(|ms| f64::from(ms) / 1000.0).find(|&now| {
+                if now >= phase + f64::from(reads) * period {
+                    live.observe(1, Some(beat_at(now)), now);
+                    reads += 1;
+                }
+                live.verdict(&[1], now).is_some()
+            });
+            let after = named.map(|t| t - last_beat);
+            assert!(
+                after.is_some_and(|a| a > timeout && a <= timeout + period + 0.001 + 1e-9),
+                "phase {phase}: named {after:?} s after the last beat (timeout {timeout}, period {period})"
+            );
+        }
     }
 
     #[test]

@@ -275,12 +275,59 @@ mod tests {
                 }
             }
         }
+        // Every rank ends holding its target: what it held, what it receives, what it reads,
+        // each received record from a rank that held it.
+        for (r, view) in views.iter().enumerate() {
+            let Holding::Some(held) = &holdings[r] else { unreachable!() };
+            let mut has: Vec<u32> = held.iter().chain(view.source()).copied().collect();
+            for k in 0..view.rounds() {
+                for (peer, ids) in view.recvs(k).iter().enumerate() {
+                    assert!(
+                        ids.iter().all(|&id| holdings[peer].contains(id)),
+                        "rank {r} from {peer}: {ids:?}"
+                    );
+                    has.extend(ids);
+                }
+            }
+            let Holding::Some(want) = &targets[r] else { unreachable!() };
+            assert!(want.iter().all(|id| has.contains(id)), "rank {r} has {has:?}, wants {want:?}");
+        }
         let f = views[0].figures(&index);
         assert_eq!((f.all_records_moved, f.all_source_records), (3, 2));
+        assert_eq!((f.records_sent, f.bytes_sent), (2, 30), "records 1 (20 bytes) and 0 (10 bytes)");
         let everything = [Holding::All, some(&[])];
         let want = [Holding::All, some(&[1, 2, 3])];
         let t = Transfer::plan(&index, &everything, &want, 0, 45).unwrap();
         assert_eq!(t.rounds(), 3, "records of 20, 30 and 40 bytes, no two within 45");
-        assert!(Transfer::plan(&index, &holdings, &[some(&[9])], 0, 60).is_err());
+        let sent: Vec<Vec<u32>> = (0..3).map(|k| t.sends(k)[1].clone()).collect();
+        assert_eq!(sent, [vec![1], vec![2], vec![3]], "one record a round, in order");
+    }
+
+    #[test]
+    fn a_record_comes_from_the_holder_with_the_least_to_send_the_lowest_rank_on_a_tie() {
+        let index = RecordIndex::from_sizes([10u64, 10, 10, 5]).unwrap();
+        let holdings = [some(&[0, 1, 2, 3]), some(&[0, 1, 2, 3]), some(&[])];
+        let targets = [some(&[0, 1, 2, 3]), some(&[0, 1, 2, 3]), some(&[0, 1, 2, 3])];
+        let t = Transfer::plan(&index, &holdings, &targets, 2, 100).unwrap();
+        // 0 from rank 0 (a tie), 1 from rank 1 (rank 0 has 10 bytes to send), 2 from rank 0
+        // (a tie again), 3 from rank 1 (20 bytes against 10).
+        assert_eq!(t.recvs(0), &[vec![0, 2], vec![1, 3], vec![]]);
+    }
+
+    #[test]
+    fn holdings_and_targets_that_do_not_fit_are_refused() {
+        let index = RecordIndex::from_sizes([10u64, 20]).unwrap();
+        let e = Transfer::plan(&index, &[some(&[0]), some(&[])], &[some(&[0])], 0, 60).unwrap_err();
+        assert_eq!(e, "2 holdings and 1 targets for rank 0: one of each per rank is needed");
+        let e =
+            Transfer::plan(&index, &[some(&[0]), some(&[])], &[some(&[0]), some(&[9])], 0, 60).unwrap_err();
+        assert_eq!(e, "rank 1 needs record 9, beyond the 2 records");
+        let e =
+            Transfer::plan(&index, &[some(&[5]), some(&[])], &[some(&[0]), some(&[1])], 0, 60).unwrap_err();
+        assert_eq!(e, "rank 0 holds record 5, beyond the 2 records");
+        assert!(
+            Transfer::plan(&index, &[some(&[0])], &[some(&[0])], 1, 60)
+                .is_err_and(|e| e.contains("for rank 1"))
+        );
     }
 }

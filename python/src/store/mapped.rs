@@ -450,7 +450,8 @@ mod tests {
         for id in [0u32, 2, 3] {
             store.put(id, &bytes[id as usize]).unwrap();
         }
-        assert!(store.put(1, b"toolong").is_err());
+        let e = store.put(1, b"toolong").unwrap_err();
+        assert!(matches!(e, StoreError::Codec(CodecError::WrongSize { point: 1, len: 7, size: 3 })), "{e}");
         assert_eq!(store.held_ids(), vec![0, 2, 3]);
         assert_eq!(store.get(2), Some(&bytes[2][..]));
         assert_eq!(store.get(1), None);
@@ -458,8 +459,12 @@ mod tests {
         drop(store);
         let mut store = MappedStore::open(&d, index).unwrap();
         assert_eq!(store.get(0), Some(&bytes[0][..]), "kept across a reopen");
+        // Record 0 (bytes 0..5000) alone uses page 0; page 1 it shares with record 2
+        // (5003..14003), which stays.
+        let before = space::allocated_bytes(&store.records);
         assert_eq!(store.retain(&[2]), vec![0, 3]);
         assert_eq!(store.held_ids(), vec![2]);
+        assert_eq!(before - space::allocated_bytes(&store.records), PAGE, "record 0's own page goes back");
         assert_eq!(store.get(2), Some(&bytes[2][..]), "a neighbour's eviction keeps shared pages");
         let other = RecordIndex::from_sizes([1u64, 2]).unwrap();
         assert!(matches!(MappedStore::open(&d, other), Err(StoreError::OtherData { .. })));
@@ -477,10 +482,22 @@ mod tests {
         store.put(1, &[7; 100]).unwrap();
         assert!(space::allocated_bytes(&store.records) >= PAGE, "the record's page is reserved");
         store.reserve(0).unwrap();
+        assert_eq!(space::allocated_bytes(&store.records), 3 * PAGE, "records 0 and 1: pages 0 to 2");
+        // Record 0 is being written (reserved, not held) when record 1, which shares its last
+        // page, is evicted: its pages and the bytes written so far stay.
+        store.write_at(0, 8_500, &[1; 1000]).unwrap();
         store.evict(&[1]);
         assert_eq!(store.get(1), None);
-        // Record 0 is being written (reserved, not held): its pages stay.
-        store.write_at(0, 9_000, &[1; 1000]).unwrap();
+        assert_eq!(space::allocated_bytes(&store.records), 3 * PAGE);
+        store.write_at(0, 9_500, &[2; 500]).unwrap();
+        store.complete(0).unwrap();
+        let tail = store.get(0).map(|r| &r[8_500..]).unwrap();
+        let (ones, twos) = tail.split_at(1000);
+        assert_eq!(
+            (ones.iter().filter(|&&b| b == 1).count(), twos),
+            (1000, &[2u8; 500][..]),
+            "the bytes written before the eviction"
+        );
         let too_big = MappedStore::open_expecting(&dir("too-big"), index, Some(u64::MAX));
         assert!(matches!(too_big, Err(StoreError::NoSpace(_))));
         let _ = std::fs::remove_dir_all(dir("too-big"));

@@ -1,29 +1,8 @@
-//! A measured goal of an issue, as the netns experiments' summary CSVs hold them, and the
-//! median they are measured with.
+//! The issues' goals as the netns experiments measure them (the type and its tables are
+//! `ubershuffle_bench::report::goals`'s), and the median they are measured with.
 
-use serde::Serialize;
-
-/// One goal of the issue, measured.
-#[derive(Clone, Debug, Serialize)]
-pub struct Goal {
-    /// A short key for citations.
-    pub key: String,
-    /// What is measured.
-    pub measure: String,
-    /// The measured value.
-    pub value: f64,
-    /// The goal.
-    pub goal: String,
-    /// Whether it is met.
-    pub met: bool,
-}
-
-impl Goal {
-    /// Whether the goal is a target (not information).
-    pub fn is_target(&self) -> bool {
-        !self.goal.is_empty() && !self.goal.starts_with('(')
-    }
-}
+pub use ubershuffle_bench::report::goals::Goal;
+use ubershuffle_bench::report::goals::{Rows, table};
 
 /// The goal `key`'s value (NaN when it was not measured).
 pub fn goal_value(goals: &[Goal], key: &str) -> f64 {
@@ -39,6 +18,17 @@ pub fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     let n = values.len();
     if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 }
+}
+
+/// Goal `key`'s value with `digits` decimals, cited from `results/{name}-summary.csv` as
+/// docs_numbers wants it (`-`, uncited, when it was not measured).
+pub fn cited(name: &str, goals: &[Goal], key: &str, digits: usize) -> String {
+    let v = goal_value(goals, key);
+    if v.is_finite() {
+        format!("{v:.digits$}<!-- = results/{name}-summary.csv[key={key}].value -->")
+    } else {
+        "-".into()
+    }
 }
 
 /// A number with `digits` decimals, or `-`.
@@ -61,27 +51,10 @@ pub fn print_goals(goals: &[Goal]) {
     }
 }
 
-/// The goals as results/README.md's table (measure, value, goal, met), each value cited from
-/// `results/{name}-summary.csv` as docs_numbers wants it.
+/// The goals as results/README.md's table (measure, value, goal, met; every row), each value
+/// cited from `results/{name}-summary.csv` as docs_numbers wants it.
 pub fn goals_table(name: &str, goals: &[Goal]) -> String {
-    let mut s = String::from("| measure | value | goal | met |\n|---|---|---|---|\n");
-    for g in goals {
-        let met = if !g.is_target() {
-            ""
-        } else if g.met {
-            "yes"
-        } else {
-            "**no**"
-        };
-        s.push_str(&format!(
-            "| {} | {} <!-- = results/{name}-summary.csv[key={}].value --> | {} | {met} |\n",
-            g.measure,
-            num(g.value, 3),
-            g.key,
-            g.goal
-        ));
-    }
-    s
+    table(&format!("results/{name}-summary.csv"), goals, Rows::All)
 }
 
 /// The name of a run's files and results/README.md section: `base`, then `-{ranks}ranks` and

@@ -14,7 +14,7 @@ mod host;
 pub mod loaders;
 mod measure;
 mod model;
-mod publish;
+pub mod publish;
 mod ranks;
 mod replay;
 mod rounds;

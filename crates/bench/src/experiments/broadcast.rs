@@ -29,6 +29,7 @@ use ubershuffle_transport::in_process::{self, InProcessConfig, LinkShaping};
 use ubershuffle_transport::tcp::{MasterListener, TcpConfig, connect_worker};
 
 use super::Context;
+use crate::report::citation::cited;
 use crate::report::{Headline, LineChart, Report, Row, Series, markdown_table, median};
 
 /// The experiment's name.
@@ -108,7 +109,7 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
         .table(format!("{NAME}.csv"), &rows)?
         .figure("", shaped_chart(&rows, sizes_mib))
         .figure("tcp", loopback_chart(&rows, sizes_mib))
-        .headlines(headline(&rows)))
+        .headlines(headline(&rows, ctx.results_dir())))
 }
 
 /// Sealed and plain-text loopback clusters of one configuration are measured in turn this many
@@ -456,15 +457,23 @@ fn table(rows: &[Measured], sizes_mib: &[usize]) -> String {
     markdown_table(&header, lines)
 }
 
-fn headline(rows: &[Measured]) -> Vec<Headline> {
+/// The headline row: a figure of the emulated clock of this run, so each number is cited from
+/// `dir`'s CSV (README shows it; docs_numbers checks it).
+fn headline(rows: &[Measured], dir: &str) -> Vec<Headline> {
     let efficiencies = pseudo_efficiencies(rows);
     let met = efficiencies.iter().filter(|&&e| e >= GOAL).count();
+    let pseudo =
+        format!("{dir}/{NAME}.csv[transport={SHAPED}, method={}", BroadcastMethod::PseudoBroadcast.name());
     vec![Headline {
-        what: "pseudo-broadcast vs its ideal (2n-1)/n, emulated 1 Gbit/s".into(),
+        what: "pseudo-broadcast vs its ideal (2n-1)/n, emulated 1 Gbit/s<!-- param -->".into(),
         ours: format!(
-            "median {:.0} % ({met} of {} at {:.0} % or more)",
-            100.0 * median(efficiencies.iter().copied()),
-            efficiencies.len(),
+            "median {} % ({} of {} at {:.0} %<!-- param --> or more)",
+            cited(
+                format!("{:.0}", 100.0 * median(efficiencies.iter().copied())),
+                &format!("100 * median({pseudo}].ideal_over_measured)")
+            ),
+            cited(met, &format!("count({pseudo}, ideal_over_measured>={GOAL}])")),
+            cited(efficiencies.len(), &format!("count({pseudo}].ideal_over_measured)")),
             100.0 * GOAL
         ),
         paper: "(2n-1)/n x size/B (Section 3.1)".into(),
@@ -479,6 +488,7 @@ fn headline(rows: &[Measured]) -> Vec<Headline> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::citation;
 
     fn row(
         transport: &'static str,
@@ -513,8 +523,11 @@ mod tests {
             row(LOOPBACK, pseudo, 8, 3.0, None),
             row(LOOPBACK, plain, 8, 2.0, None),
         ];
-        let headline = headline(&rows);
-        assert_eq!(headline[0].ours, "median 95 % (2 of 3 at 90 % or more)");
+        let headline = headline(&rows, "results");
+        assert_eq!(citation::plain(&headline[0].ours), "median 95 % (2 of 3 at 90 % or more)");
+        assert!(headline[0].ours.contains(
+            "3<!-- = count(results/broadcast.csv[transport=in-process-1gbit, method=pseudo-broadcast].ideal_over_measured) -->"
+        ));
         assert!(headline[0].machine);
         assert_eq!(loopback_wins(&rows), "1 of 2 cases");
         assert!(

@@ -66,6 +66,12 @@ impl Context {
         bar
     }
 
+    /// The committed results folder of this run's kind (`results` or `results/full`), which
+    /// the citations of its machine-dependent headline figures name.
+    pub fn results_dir(&self) -> &'static str {
+        if self.quick { RunKind::Quick.results_dir() } else { RunKind::Full.results_dir() }
+    }
+
     /// A summary's closing line naming the quick subset (empty for a full run), so every
     /// section of the results README says what `--quick` left out.
     pub fn quick_note(&self, subset: &str) -> String {

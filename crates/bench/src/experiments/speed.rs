@@ -15,6 +15,7 @@ use ubershuffle_core::{GeneratorParams, PlannerOptions, rng::seeded_stream, veri
 use ubershuffle_planners::bounds::best_lower_bound;
 
 use super::Context;
+use crate::report::citation::cited;
 use crate::report::{Headline, Report, Row, markdown_table, median};
 
 /// The experiment's name.
@@ -61,7 +62,9 @@ pub fn run(ctx: &Context) -> anyhow::Result<Report> {
     let mut rows = codec(ctx.quick)?;
     rows.extend(planning(points, repetitions)?);
     let summary = summary(&rows) + &ctx.quick_note("q = 1e5 for planning, 3 repetitions, 4 000 records; the full run has q = 1e6, 7 repetitions, 20 000 records");
-    Ok(Report::new(summary).table(format!("{NAME}.csv"), &rows)?.headlines(headlines(&rows)))
+    Ok(Report::new(summary)
+        .table(format!("{NAME}.csv"), &rows)?
+        .headlines(headlines(&rows, ctx.results_dir())))
 }
 
 /// Encoding every packet and decoding at worker 0, each against copying the same records.
@@ -201,16 +204,18 @@ fn summary(rows: &[Timed]) -> String {
     )
 }
 
-fn headlines(rows: &[Timed]) -> Vec<Headline> {
+/// The headline row: times of this machine, so each figure is cited from `dir`'s CSV (README
+/// shows it; docs_numbers checks it).
+fn headlines(rows: &[Timed], dir: &str) -> Vec<Headline> {
     let codec: Vec<&Timed> = rows.iter().filter(|r| r.bytes > 0).collect();
     let [encode, decode] = codec.as_slice() else { return Vec::new() };
+    let percent = |r: &Timed| {
+        let expr = format!("100 * {dir}/{NAME}.csv[what={}].speed_vs_baseline", r.what);
+        cited(format!("{:.0}", 100.0 * r.speed_vs_baseline), &expr)
+    };
     vec![Headline {
-        what: format!("encode / decode speed vs memcpy of the same bytes ({WIDTH} B records)"),
-        ours: format!(
-            "{:.0} % / {:.0} %",
-            100.0 * encode.speed_vs_baseline,
-            100.0 * decode.speed_vs_baseline
-        ),
+        what: format!("encode / decode speed vs memcpy of the same bytes ({WIDTH} B records<!-- param -->)"),
+        ours: format!("{} % / {} %", percent(encode), percent(decode)),
         paper: "".into(),
         table: format!("{NAME}.csv"),
         rows: "what=encode..., what=decode..., speed_vs_baseline".into(),

@@ -20,6 +20,25 @@ pub const OPEN: &str = "<!-- = ";
 /// What closes it.
 pub const CLOSE: &str = "-->";
 
+/// `number` followed by the citation of `expr`: how an experiment writes a figure of a headline
+/// row that no fresh run checks (a time of this machine), so that docs_numbers checks it in
+/// README against the CSV it was computed from.
+pub fn cited(number: impl std::fmt::Display, expr: &str) -> String {
+    format!("{number}{OPEN}{expr} {CLOSE}")
+}
+
+/// `text` without its Markdown comments (citations and labels), as a terminal shows it.
+pub fn plain(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("<!--") {
+        out.push_str(&rest[..at]);
+        rest = rest[at..].find(CLOSE).map_or("", |end| &rest[at + end + CLOSE.len()..]);
+    }
+    out.push_str(rest);
+    out
+}
+
 /// A number in prose and the expression it quotes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Citation {
@@ -143,6 +162,20 @@ mod tests {
         let (found, _) = citations("about 7.35e-4<!-- = a --> or 2e6 s<!-- = b -->, 1.5e+3x<!-- = c -->");
         let got: Vec<&str> = found.iter().map(|c| c.written.as_str()).collect();
         assert_eq!(got, ["7.35e-4", "2e6", "1.5e+3"]);
+    }
+
+    #[test]
+    fn a_cited_figure_reads_back_and_shows_plain() {
+        let text = format!(
+            "median {} % ({} of 9 at 90 %<!-- param --> or more)",
+            cited(100, "a * 100"),
+            cited(9, "count(b)")
+        );
+        let (found, problems) = citations(&text);
+        let got: Vec<(&str, &str)> = found.iter().map(|c| (c.written.as_str(), c.expr.as_str())).collect();
+        assert_eq!((got, problems), (vec![("100", "a * 100"), ("9", "count(b)")], Vec::new()));
+        assert_eq!(plain(&text), "median 100 % (9 of 9 at 90 % or more)");
+        assert_eq!(plain("open <!-- never closed"), "open ");
     }
 
     #[test]

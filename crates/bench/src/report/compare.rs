@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use super::check::checked_columns;
+use super::citation::plain;
 use super::headline::HeadlineRecord;
 use super::markdown_table;
 use super::run_seconds;
@@ -96,12 +97,13 @@ impl Comparison {
         let headlines = headlines
             .iter()
             .map(|h| HeadlineSide {
-                what: h.what.clone(),
+                // The terminal shows the figures without their citations.
+                what: plain(&h.what),
                 committed: committed
                     .iter()
                     .find(|c| c.experiment == name && c.run == run.name() && c.what == h.what)
-                    .map(|c| c.ours.clone()),
-                now: h.ours.clone(),
+                    .map(|c| plain(&c.ours)),
+                now: plain(&h.ours),
                 machine: h.machine,
             })
             .collect();

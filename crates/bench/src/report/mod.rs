@@ -9,6 +9,8 @@ pub mod check;
 pub mod citation;
 pub mod compare;
 pub mod digest;
+pub mod documents;
+pub mod goals;
 pub mod headline;
 pub mod machine;
 pub mod run_seconds;

@@ -8,23 +8,9 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The documents that quote figures: README.md, docs/*.md and crates/*/README.md.
+/// The documents that quote figures (`ubershuffle_bench::report::documents`).
 pub fn documents(root: &Path) -> Vec<PathBuf> {
-    let mut docs: Vec<PathBuf> = fs::read_dir(root.join("docs"))
-        .expect("docs/ is readable")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "md"))
-        .collect();
-    let mut crates: Vec<PathBuf> = fs::read_dir(root.join("crates"))
-        .expect("crates/ is readable")
-        .filter_map(|e| e.ok().map(|e| e.path().join("README.md")))
-        .filter(|p| p.is_file())
-        .collect();
-    docs.sort();
-    crates.sort();
-    docs.insert(0, root.join("README.md"));
-    docs.extend(crates);
-    docs
+    ubershuffle_bench::report::documents::documents(root).expect("the documents are readable")
 }
 
 /// A scratch repository root under the test target's temporary folder holding one CSV,

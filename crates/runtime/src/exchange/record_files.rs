@@ -194,7 +194,11 @@ mod tests {
         let limits = Limits::default();
         let records = folder_records(&d, &limits).unwrap();
         assert_eq!(bytes_of(&records), vec![b"a".to_vec(), b"".to_vec(), b"zz".to_vec()]);
-        assert!(folder_records(&d.join(".hidden/none"), &limits).is_err());
+        let e = folder_records(&d.join(".hidden/none"), &limits).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("cannot read {}: ", d.join(".hidden/none").display())), "{e}");
+        std::fs::create_dir_all(d.join("empty/.dot")).unwrap();
+        let e = folder_records(&d.join("empty"), &limits).unwrap_err().to_string();
+        assert_eq!(e, format!("{}: the folder holds no file", d.join("empty").display()));
 
         std::fs::write(d.join("blob"), b"helloworld").unwrap();
         let offsets: Vec<u8> = [0u64, 5, 5, 10].iter().flat_map(|o| o.to_le_bytes()).collect();
@@ -204,20 +208,23 @@ mod tests {
         let short: Vec<u8> = [0u64, 5, 9].iter().flat_map(|o| o.to_le_bytes()).collect();
         std::fs::write(d.join("short"), &short).unwrap();
         let e = blob_records(&d.join("blob"), &d.join("short"), &limits).unwrap_err().to_string();
-        assert!(e.contains("index ends at 9"), "{e}");
+        assert_eq!(e, format!("{}: 10 bytes, but its index ends at 9", d.join("blob").display()));
         std::fs::write(d.join("odd"), [0u8; 12]).unwrap();
-        assert!(blob_records(&d.join("blob"), &d.join("odd"), &limits).is_err());
+        let e = blob_records(&d.join("blob"), &d.join("odd"), &limits).unwrap_err().to_string();
+        assert!(e.ends_with(": an index holds records + 1 little-endian u64 offsets (at least two)"), "{e}");
+        let late: Vec<u8> = [3u64, 5, 10].iter().flat_map(|o| o.to_le_bytes()).collect();
+        std::fs::write(d.join("late"), &late).unwrap();
+        let e = blob_records(&d.join("blob"), &d.join("late"), &limits).unwrap_err().to_string();
+        assert!(e.ends_with(": the first offset is 3, not 0"), "{e}");
         let falling: Vec<u8> = [0u64, 6, 5, 10].iter().flat_map(|o| o.to_le_bytes()).collect();
         std::fs::write(d.join("falling"), &falling).unwrap();
-        assert!(
-            blob_records(&d.join("blob"), &d.join("falling"), &limits)
-                .unwrap_err()
-                .to_string()
-                .contains("below")
-        );
+        let e = blob_records(&d.join("blob"), &d.join("falling"), &limits).unwrap_err().to_string();
+        assert!(e.ends_with(": offset 2 (5) is below offset 1 (6)"), "{e}");
 
-        assert_eq!(fixed_records(&d.join("blob"), 5, &limits).unwrap().len(), 2);
-        assert!(fixed_records(&d.join("blob"), 3, &limits).is_err());
+        let fixed = fixed_records(&d.join("blob"), 5, &limits).unwrap();
+        assert_eq!((fixed.len(), fixed.get(1)), (2, Some(b"world".as_slice())));
+        let e = fixed_records(&d.join("blob"), 3, &limits).unwrap_err().to_string();
+        assert!(e.ends_with(": 10 bytes is not a positive multiple of the record size 3"), "{e}");
         let tight = Limits { max_memory_bytes: 4, ..Limits::default() };
         assert!(matches!(fixed_records(&d.join("blob"), 5, &tight), Err(RecordFilesError::Limit(_))));
         std::fs::remove_dir_all(&d).unwrap();

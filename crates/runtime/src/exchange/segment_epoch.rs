@@ -170,6 +170,10 @@ mod tests {
             let drawn = chain.draw(&chain.all_workers(), 0).unwrap();
             let e = plan_segment_epoch(drawn, planner.as_ref(), None, &seg).unwrap();
             assert_eq!(e.segments.points(), seg.segments());
+            assert!(
+                verify(&e.segments, &e.plan).unwrap().is_valid(),
+                "{scheme}: every rank decodes its segments"
+            );
             assert!(e.plan.len() <= e.segments.uncoded_transmissions(), "{scheme}");
             let again = plan_segment_epoch(
                 chain.draw(&chain.all_workers(), 0).unwrap(),

@@ -24,6 +24,8 @@ use super::topology::{NetFlags, Node, Topology};
 use super::train::jobs::{check_data_flags, check_python, make_data};
 use types::{Job, Plane, RankLog, Setting};
 
+pub use report::headline_records;
+
 /// Flags of `cargo xtask netns-gradients`.
 #[derive(Debug, Args)]
 #[command(after_help = "Needs Linux, root, `ip` and `tc` (iproute2), and a Python with torch, Pillow, \

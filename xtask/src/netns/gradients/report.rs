@@ -13,7 +13,7 @@ use ubershuffle_bench::report::chart::{LineChart, Series};
 use ubershuffle_bench::report::headline::HeadlineRecord;
 
 use super::types::{ARMS, Job, Plane, Setting, describe};
-use crate::netns::goal::{Goal, goal_value, median, num};
+use crate::netns::goal::{Goal, cited, median};
 use crate::netns::{beside, write_csv};
 
 /// Where the report writes.
@@ -403,32 +403,39 @@ fn write_section(root: &Path, setting: &Setting, goals: &[Goal], jobs: &[Job]) -
     crate::netns::publish::write_section(root, &name, &s)
 }
 
-/// Replaces netns-gradients' row of `results/headline.csv` and re-renders README's table.
-fn publish_headline(root: &Path, goals: &[Goal]) -> anyhow::Result<()> {
-    let v = |key: &str| num(goal_value(goals, key), 2);
+/// netns-gradients' row of `results/headline.csv` from the main run's goals (4 ranks,
+/// 100 Mbit/s), each figure cited from `results/netns-gradients-summary.csv`.
+pub fn headline_records(goals: &[Goal]) -> Vec<HeadlineRecord> {
+    const NAME: &str = "netns-gradients";
+    let v = |key: &str| cited(NAME, goals, key, 2);
     let keys = ["p", "g", "s"]
         .map(|a| format!("{a}_yield_vs_idle, {a}_flight_vs_idle, {a}_step_yield_vs_flight"))
         .join(", ");
-    let record = HeadlineRecord {
-        experiment: "netns-gradients".into(),
+    vec![HeadlineRecord {
+        experiment: NAME.into(),
         run: "full".into(),
-        what: "DDP all-reduce (2 MB gradient, 4 ranks, 100 Mbit/s) while the next epoch's records travel: yielding vs not, against the plane idle".into(),
+        what: "DDP all-reduce (2 MB gradient, 4 ranks, 100 Mbit/s<!-- param -->) while the next epoch's records travel: yielding vs not, against the plane idle".into(),
         ours: format!(
             "all-reduce during the delivery, yielding / not / idle: peer partial-local {}x / {}x, peer global {}x / {}x, store coded {}x / {}x; step time yielding / not {}x, {}x, {}x",
             v("p_yield_vs_idle"), v("p_flight_vs_idle"), v("g_yield_vs_idle"), v("g_flight_vs_idle"), v("s_yield_vs_idle"), v("s_flight_vs_idle"),
             v("p_step_yield_vs_flight"), v("g_step_yield_vs_flight"), v("s_step_yield_vs_flight")
         ),
-        paper: "NoPFS (SC'21): all-reduces up to 2x longer beside I/O".into(),
-        source: format!("results/netns-gradients-summary.csv: key={keys}"),
-        command: "cargo xtask netns-gradients --python PYTHON".into(),
+        paper: "NoPFS (SC'21): all-reduces up to 2x<!-- paper --> longer beside I/O".into(),
+        source: format!("results/{NAME}-summary.csv: key={keys}"),
+        command: format!("cargo xtask {NAME} --python PYTHON"),
         machine: true,
-    };
-    crate::netns::publish::publish_headlines(root, "netns-gradients", vec![record])
+    }]
+}
+
+/// Replaces netns-gradients' row of `results/headline.csv` and re-renders README's table.
+fn publish_headline(root: &Path, goals: &[Goal]) -> anyhow::Result<()> {
+    crate::netns::publish::publish_headlines(root, "netns-gradients", headline_records(goals))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::netns::goal::goal_value;
     use crate::netns::gradients::types::{EpochLog, RankLog};
 
     fn setting() -> Setting {

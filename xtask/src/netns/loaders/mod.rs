@@ -27,6 +27,8 @@ use super::train::jobs::{check_data_flags, make_data};
 use object_store::ObjectStore;
 use types::{Arm, Job, RankLog, Setting};
 
+pub use report::headline_records;
+
 /// Flags of `cargo xtask netns-loaders`.
 #[derive(Debug, Args)]
 #[command(after_help = "Needs Linux, root, `ip` and `tc` (iproute2), and python3 with venv: without \

@@ -14,7 +14,7 @@ use ubershuffle_bench::report::headline::HeadlineRecord;
 
 use super::object_store::BUCKET;
 use super::types::{Arm, Job, Setting};
-use crate::netns::goal::{Goal, goal_value, median, num};
+use crate::netns::goal::{Goal, cited, goal_value, median};
 use crate::netns::{beside, write_csv};
 
 /// Where the report writes.
@@ -680,13 +680,15 @@ fn write_section(
     crate::netns::publish::write_section(root, &name, &s)
 }
 
-/// Replaces netns-loaders' row of `results/headline.csv` and re-renders README's table.
-fn publish_headline(root: &Path, goals: &[Goal]) -> anyhow::Result<()> {
-    let v = |key: &str, d: usize| num(goal_value(goals, key), d);
-    let record = HeadlineRecord {
-        experiment: "netns-loaders".into(),
+/// netns-loaders' row of `results/headline.csv` from the main run's goals (4 nodes,
+/// 100 Mbit/s), each figure cited from `results/netns-loaders-summary.csv`.
+pub fn headline_records(goals: &[Goal]) -> Vec<HeadlineRecord> {
+    const NAME: &str = "netns-loaders";
+    let v = |key: &str, d: usize| cited(NAME, goals, key, d);
+    vec![HeadlineRecord {
+        experiment: NAME.into(),
         run: "full".into(),
-        what: "MosaicML Streaming and LitData beside ShuffleGroup from S3, 4 nodes at 100 Mbit/s, the same storage per node".into(),
+        what: "MosaicML Streaming and LitData beside ShuffleGroup from S3, 4 nodes at 100 Mbit/s<!-- param -->, the same storage per node".into(),
         ours: format!(
             "samples from other nodes per epoch: peer partial-local {}, Streaming {}, LitData {}; MB from the object store per epoch after the first: {} / {} / {}; epoch time over Streaming's {}x",
             v("p_from_other_nodes", 2),
@@ -697,12 +699,16 @@ fn publish_headline(root: &Path, goals: &[Goal]) -> anyhow::Result<()> {
             v("l_object_store_mb", 1),
             v("p_epoch_vs_m", 2)
         ),
-        paper: "partial-local shuffling: (1+Q)N/M per node, the store read once".into(),
-        source: "results/netns-loaders-summary.csv: key=p_from_other_nodes, m_from_other_nodes, l_from_other_nodes, p_object_store_mb, m_object_store_mb, l_object_store_mb, p_epoch_vs_m".into(),
-        command: "cargo xtask netns-loaders --repeats 3".into(),
+        paper: "partial-local shuffling: (1+Q)N/M<!-- paper --> per node, the store read once".into(),
+        source: format!("results/{NAME}-summary.csv: key=p_from_other_nodes, m_from_other_nodes, l_from_other_nodes, p_object_store_mb, m_object_store_mb, l_object_store_mb, p_epoch_vs_m"),
+        command: format!("cargo xtask {NAME} --repeats 3"),
         machine: true,
-    };
-    crate::netns::publish::publish_headlines(root, "netns-loaders", vec![record])
+    }]
+}
+
+/// Replaces netns-loaders' row of `results/headline.csv` and re-renders README's table.
+fn publish_headline(root: &Path, goals: &[Goal]) -> anyhow::Result<()> {
+    crate::netns::publish::publish_headlines(root, "netns-loaders", headline_records(goals))
 }
 
 #[cfg(test)]

@@ -26,6 +26,8 @@ use super::host;
 use super::topology::{NetFlags, Topology};
 use types::{Arm, ReportOptions, Setting, run_name};
 
+pub use report::headline_records;
+
 /// Flags of `cargo xtask netns-train`.
 #[derive(Debug, Args)]
 #[command(after_help = "Needs Linux, root, `ip` and `tc` (iproute2), and a Python with torch, Pillow, \

@@ -25,6 +25,8 @@ use goals::{Goal, last_accuracy, med};
 use rows::Row;
 use section::num;
 
+pub use headline::headline_records;
+
 /// Builds the rows, checks the bytes, replays the store deliveries, writes everything; fails
 /// (after writing) when a byte check failed.
 pub fn report(options: &ReportOptions, setting: &Setting, jobs: &[Job], root: &Path) -> anyhow::Result<()> {
