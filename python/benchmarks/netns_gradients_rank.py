@@ -9,6 +9,13 @@ links and not this machine's two cores are what is measured), then runs forward 
 of a one-layer model whose gradient is ``--gradient-mb`` MB under DDP (gloo), whose all-reduce
 is timed by the plane's hook (:meth:`ShuffleGroup.yield_to`).
 
+What the rank read is logged so that the report can check the plane's bytes, not only its
+times: per epoch a digest of every record it read (:func:`digest`: SHA-256 over the records in
+the order read, each its id, its size and its bytes as ``sg[i]`` gave them), the same digest
+recomputed from the source's files after the job (``source_digest``), and the plane's own counts
+of the delivery behind the epoch (``figures(e + 1)``: ``records_received``,
+``record_bytes_received``, ``bytes_received``, ``yields``).
+
 Arms: ``p`` peer mode, partial-local with Q = ``--fraction``; ``g`` peer mode, global; ``s``
 store mode, coded (``auto``), alpha 0.5 (rank 0 the store). Planes: ``idle`` (the next epoch's
 delivery waited for before the epoch starts: the all-reduce alone on the links), ``flight``
@@ -20,10 +27,13 @@ Usage: python netns_gradients_rank.py --arm p --plane yield --data DIR --out DIR
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import pathlib
 import time
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -42,6 +52,24 @@ def settings(arm: str, fraction: float) -> dict:
     if arm == "g":
         return {"mode": "peer", "policy": "global"}
     return {"mode": "store", "scheme": "auto", "alpha": 0.5}
+
+
+def absorb(h: Any, i: int, record: Any) -> int:
+    """Adds record ``i`` (a bytes-like object) to the digest ``h``: its id and size (8 bytes
+    each, little-endian), then its bytes; returns its size."""
+    view = memoryview(record).cast("B")
+    h.update(int(i).to_bytes(8, "little") + len(view).to_bytes(8, "little"))
+    h.update(view)
+    return len(view)
+
+
+def digest(ids: list, record: Callable[[int], Any]) -> str:
+    """The hex SHA-256 of the records ``ids`` in that order, record ``i`` being ``record(i)``
+    (see :func:`absorb`)."""
+    h = hashlib.sha256()
+    for i in ids:
+        absorb(h, i, record(i))
+    return h.hexdigest()
 
 
 def main() -> None:
@@ -83,6 +111,7 @@ def main() -> None:
     x = torch.randn(8, side)
     log.update(role="trainer", place=sg.sampler.rank, gradient_bytes=side * side * 4)
     epochs = []
+    orders: list = []
     for epoch in range(args.epochs):
         dist.barrier(sg.train_group)
         row: dict = {"epoch": epoch, "t_start": time.time()}
@@ -96,10 +125,12 @@ def main() -> None:
             dist.barrier(sg.train_group)
         began = time.perf_counter()
         order = list(iter(sg.sampler))
+        orders.append(order)
+        read_digest = hashlib.sha256()
         steps = []
         for b in range(max(math.ceil(len(order) / args.batch), 1)):
             step = time.perf_counter()
-            read = sum(len(sg[i]) for i in order[b * args.batch : (b + 1) * args.batch])
+            read = sum(absorb(read_digest, i, sg[i]) for i in order[b * args.batch : (b + 1) * args.batch])
             time.sleep(args.compute)
             opt.zero_grad()
             model(x).square().mean().backward()
@@ -107,6 +138,8 @@ def main() -> None:
             steps.append(time.perf_counter() - step)
             row["read_bytes"] = row.get("read_bytes", 0) + read
         row["step_seconds"] = steps
+        row["records_read"] = len(order)
+        row["digest"] = read_digest.hexdigest()
         row["epoch_seconds"] = time.perf_counter() - start
         row["train_seconds"] = time.perf_counter() - began
         row["t_end"] = time.time()
@@ -126,8 +159,14 @@ def main() -> None:
         row["yield_seconds"] = f.get("yield_seconds", 0.0)
         row["yields"] = f.get("yields", 0)
         row["delivery_seconds"] = f.get("transfer_seconds", 0.0)
-        row["delivery_bytes_received"] = f.get("bytes_received", 0)
+        # The plane's counts: absent (null) when it has none, so that the check fails.
+        row["delivery_received"] = {
+            k: f.get(k) for k in ("records_received", "record_bytes_received", "bytes_received")
+        }
         row["next_exposed_seconds"] = f.get("exposed_seconds")
+    # What the plane should have given: the same records read from the source's files.
+    for row, order in zip(epochs, orders):
+        row["source_digest"] = digest(order, lambda i: files[i].read_bytes())
     log["epochs"] = epochs
     (args.out / f"rank-{rank}.json").write_text(json.dumps(log))
     dist.destroy_process_group()

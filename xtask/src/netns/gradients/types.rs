@@ -137,6 +137,29 @@ pub struct EpochLog {
     pub delivery_seconds: f64,
     /// Bytes of records this rank read in the epoch.
     pub read_bytes: u64,
+    /// Records this rank read in the epoch.
+    pub records_read: usize,
+    /// SHA-256 (hex) of the records read, in the order read: each its id, size and bytes as
+    /// the plane gave them (`sg[i]`).
+    pub digest: Option<String>,
+    /// The same digest over the same records read from the source's files after the job.
+    pub source_digest: Option<String>,
+    /// The plane's counts of the next epoch's delivery (in the background of this epoch).
+    pub delivery_received: Option<Received>,
+    /// How often that delivery waited for the all-reduces (`yields` of the plane's figures).
+    pub yields: Option<u64>,
+}
+
+/// What a delivery brought a rank, by the plane's own figures (`None`: not in them).
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct Received {
+    /// Records it received.
+    pub records_received: Option<u64>,
+    /// Their bytes.
+    pub record_bytes_received: Option<u64>,
+    /// Payload bytes on the plane's group.
+    pub bytes_received: Option<u64>,
 }
 
 /// One finished job: its arm, plane and repeat, and every rank's log by rank.

@@ -12,6 +12,7 @@
 
 mod object_store;
 mod report;
+mod store_reads;
 mod types;
 
 use std::path::{Path, PathBuf};
@@ -45,11 +46,11 @@ m-half  m with half a node's share, N/(2M)\n  \
 l-half  l with half a node's share\n\n\
 Examples:\n  cargo xtask netns-loaders --repeats 3\n  \
 cargo xtask netns-loaders --python /path/to/venv/bin/python --arm m,p --epochs 3\n  \
-cargo xtask netns-loaders --short --out target/netns-loaders.csv   # CI: arms m and p, 2 epochs, small records")]
+cargo xtask netns-loaders --short --out target/netns-loaders.csv   # CI: arms m, p and s, 2 epochs, small records")]
 pub struct NetnsLoadersArgs {
     #[command(flatten)]
     net: NetFlags,
-    /// The arms to run (comma-separated) [default: all six; with --short m,p].
+    /// The arms to run (comma-separated) [default: all six; with --short m,p,s].
     #[arg(long = "arm", value_delimiter = ',', value_enum)]
     arms: Vec<Arm>,
     /// Times to run every arm, interleaved; run r takes seed + r.
@@ -77,8 +78,10 @@ pub struct NetnsLoadersArgs {
     /// Seed of the loaders' shuffles, the chain and the model in the first run.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// The short form for CI: arms m and p, 2 epochs, 64-pixel records without grain, no
-    /// compute sleep; it checks the object store's byte counts, not the times.
+    /// The short form for CI: arms m, p and s, 2 epochs, 64-pixel records without grain, no
+    /// compute sleep; it checks the object store's byte counts (and in arm s the store's
+    /// reads: each object at most once, whole, by the store alone, every record trained on
+    /// read, the store's own counts the object store's), not the times.
     #[arg(long)]
     short: bool,
     /// The Python that runs the ranks and the object store [default: the command's own venv,
@@ -370,13 +373,13 @@ mod tests {
     }
 
     #[test]
-    fn defaults_run_every_arm_and_the_short_form_one_loader_and_ours() {
+    fn defaults_run_every_arm_and_the_short_form_one_loader_and_both_of_ours() {
         let plan = parse(&[]).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(plan.jobs.len(), 6);
         assert_eq!(plan.jobs[0], (Arm::M, 0));
         assert_eq!(plan.out, Path::new("/ws/results/netns-loaders.csv"));
         let short = parse(&["--short"]).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(short.jobs, [(Arm::M, 0), (Arm::P, 0)]);
+        assert_eq!(short.jobs, [(Arm::M, 0), (Arm::P, 0), (Arm::S, 0)]);
         assert_eq!((short.setting.epochs, short.setting.side, short.setting.compute), (2, 64, 0.0));
         let two = parse(&["--arm", "p,m-half", "--repeats", "2", "--mbit", "1000"])
             .unwrap_or_else(|e| panic!("{e}"));

@@ -29,8 +29,8 @@ pub enum Arm {
 impl Arm {
     /// Every arm, in the order they run.
     pub const ALL: [Arm; 6] = [Arm::M, Arm::L, Arm::P, Arm::S, Arm::MHalf, Arm::LHalf];
-    /// The short form's arms (CI): one loader and ours.
-    pub const SHORT: [Arm; 2] = [Arm::M, Arm::P];
+    /// The short form's arms (CI): one loader and both of ours.
+    pub const SHORT: [Arm; 3] = [Arm::M, Arm::P, Arm::S];
 
     /// The arm's name in results and on the command line.
     pub fn name(self) -> &'static str {
@@ -179,6 +179,33 @@ pub struct RankLog {
     pub start_counters: (u64, u64),
     /// The same at the end.
     pub end_counters: (u64, u64),
+    /// The store's figures of every epoch it served (arm s).
+    pub served: Vec<Served>,
+    /// The store's own count of its object store client (arm s).
+    pub object_store: Option<ClientCount>,
+}
+
+/// What the store read from its source for one epoch it served (its figures).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Served {
+    /// The epoch.
+    pub epoch: usize,
+    /// Records it read from the source.
+    pub source_records: u64,
+    /// Their bytes.
+    pub source_bytes: u64,
+}
+
+/// A process's count of its requests to the object store (`RecordSource.requests`,
+/// `RecordSource.bytes_read`).
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ClientCount {
+    /// Requests made (listings, heads and reads).
+    pub requests: u64,
+    /// Bytes of object data read.
+    pub bytes_read: u64,
 }
 
 /// One epoch of a training rank.
