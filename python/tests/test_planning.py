@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -92,11 +93,26 @@ def test_plan_matches_the_cli(cli, scheme, n, q, alpha, seed):
     assert got.parts == want["parts"]
 
 
+def packets_of_arrays(r) -> list:
+    """``r``'s packets rebuilt from its numpy arrays: packet ``t`` is the (point, worker) pairs
+    between ``packet_offsets[t]`` and ``packet_offsets[t + 1]``."""
+    off, points, workers = r.packet_offsets, r.packet_points, r.packet_workers
+    return [
+        [(int(p), int(w)) for p, w in zip(points[off[t] : off[t + 1]], workers[off[t] : off[t + 1]])]
+        for t in range(len(off) - 1)
+    ]
+
+
 def test_plan_packets_are_numpy_and_verify():
+    """The arrays and ``packets()`` are the same plan, and it was verified."""
     r = us.plan(6, 600, 0.5, "ubershuffle", seed=2)
     assert r.packet_offsets.dtype == np.int64 and len(r.packet_offsets) == r.transmissions + 1
+    assert r.packet_offsets[0] == 0 and r.packet_offsets[-1] == r.parts
     assert len(r.packet_points) == len(r.packet_workers) == r.parts
-    assert len(r.packets()) == r.transmissions
+    assert r.packets() == packets_of_arrays(r)
+    assert len(r.packets()) == r.transmissions and r.verified
+    paper = us.plan_instance(PAPER_CACHE, PAPER_ASSIGNMENT, "ubershuffle")
+    assert paper.packets() == packets_of_arrays(paper)
 
 
 @pytest.mark.parametrize(
@@ -140,8 +156,12 @@ def test_verify_reports_what_is_missing():
 
 
 def test_lower_bound():
+    """The paper example's bound, as `ubershuffle plan --instance` gives it (recorded): 3, the
+    most any worker needs, which ubershuffle's 3 transmissions meet."""
     b = us.lower_bound(PAPER_CACHE, PAPER_ASSIGNMENT)
-    assert b.uncoded_transmissions == 6 and 1 <= b.value <= 3 and b.kind
+    assert (b.value, b.kind, b.uncoded_transmissions) == (3, "max-need", 6)
+    r = us.plan_instance(PAPER_CACHE, PAPER_ASSIGNMENT, "ubershuffle")
+    assert (r.lower_bound, r.lower_bound_kind) == (b.value, b.kind) and r.transmissions == b.value
 
 
 def test_plan_instance_matches_the_cli_on_an_instance_file(cli, tmp_path):
@@ -156,6 +176,12 @@ def test_plan_instance_matches_the_cli_on_an_instance_file(cli, tmp_path):
     want = cli("plan", "--instance", str(path), "--scheme", "ubershuffle", "--json")
     got = us.plan_instance(inst["cache"], inst["assignment"], "ubershuffle", points=inst["points"])
     assert {k: getattr(got, k) for k in COUNTS} == {k: want[k] for k in COUNTS}
+    bound = us.lower_bound(inst["cache"], inst["assignment"])
+    assert (bound.value, bound.kind, bound.uncoded_transmissions) == (
+        want["lower_bound"],
+        want["lower_bound_kind"],
+        want["uncoded_transmissions"],
+    )
 
 
 def _cli_path():
@@ -199,15 +225,43 @@ def test_bad_input_raises_the_cli_message(cli_error, call, args):
 def test_bad_input_is_one_line_without_the_binary():
     cases = [
         (lambda: us.plan(0, 100, 0.5), ValueError, "--workers must be at least 1"),
-        (lambda: us.plan(4, 100, 0.5, "codde"), ValueError, "known schemes are"),
-        (lambda: us.plan(-1, 100, 0.5), ValueError, "non-negative"),
-        (lambda: us.plan("4", 100, 0.5), TypeError, "workers must be an int"),
-        (lambda: us.plan(4, 100, "x"), TypeError, "alpha must be a number"),
-        (lambda: us.plan_instance([[0]], [[0], [1]]), ValueError, "lists"),
-        (lambda: us.plan_instance([[0], [1]], [[0], [5]], points=2), ValueError, "ids run from 0 to 1"),
-        (lambda: us.plan_instance([[0.5], [1]], [[0], [1]]), TypeError, "integer"),
-        (lambda: us.plan(4, 100, 0.5, "coded", candidates=3), ValueError, "pliable"),
-        (lambda: us.schemes(plugin="/nonexistent/libx.so"), ValueError, "plugin"),
+        (
+            lambda: us.plan(4, 100, 0.5, "codde"),
+            ValueError,
+            "invalid value 'codde' for '--scheme': known schemes are",
+        ),
+        (
+            lambda: us.plan(-1, 100, 0.5),
+            ValueError,
+            "invalid value '-1' for '--workers': must be a non-negative integer",
+        ),
+        (lambda: us.plan("4", 100, 0.5), TypeError, "workers must be an int, got str"),
+        (lambda: us.plan(4, 100, "x"), TypeError, "alpha must be a number, got str"),
+        (
+            lambda: us.plan_instance([[0]], [[0], [1]]),
+            ValueError,
+            '"cache" has 1 lists but there are 2 workers',
+        ),
+        (
+            lambda: us.plan_instance([[0], [1]], [[0], [5]], points=2),
+            ValueError,
+            '"assignment" of worker 1 names point 5, but ids run from 0 to 1',
+        ),
+        (
+            lambda: us.plan_instance([[0.5], [1]], [[0], [1]]),
+            TypeError,
+            "cache of worker 0 must hold integer point ids, got float64",
+        ),
+        (
+            lambda: us.plan(4, 100, 0.5, "coded", candidates=3),
+            ValueError,
+            "apply to the pliable schemes (pliable-greedy, pliable-hierarchical), not coded",
+        ),
+        (
+            lambda: us.schemes(plugin="/nonexistent/libx.so"),
+            ValueError,
+            "cannot open plugin /nonexistent/libx.so",
+        ),
     ]
     for call, kind, text in cases:
         with pytest.raises(kind) as info:
@@ -216,25 +270,42 @@ def test_bad_input_is_one_line_without_the_binary():
 
 
 def test_a_rust_panic_becomes_runtime_error():
-    with pytest.raises(RuntimeError, match="panic"):
+    with pytest.raises(
+        RuntimeError, match=r"^internal error in ubershuffle \(a Rust panic\): a deliberate panic$"
+    ):
         us._panic_for_test()
 
 
-def test_planning_releases_the_gil():
-    done = threading.Event()
+def stamps_during(call) -> tuple:
+    """Runs ``call`` on a thread while this thread notes the time every millisecond or so;
+    returns ``(start, end, stamps)``: when the call began and ended (read on its thread) and
+    the times this thread ran meanwhile. A stamp is read with the GIL held, so none falls
+    inside a call that holds the GIL, but for the first switch interval (5 ms) after ``start``."""
+    span: list = []
+    stamps: list = []
 
-    def work():
-        us.plan(20, 200000, 0.4, "coded", seed=1)
-        done.set()
+    def work() -> None:
+        start = time.perf_counter()
+        call()
+        span.extend([start, time.perf_counter()])
 
     t = threading.Thread(target=work)
     t.start()
-    ticks = 0
-    while not done.is_set():
-        ticks += 1
+    while t.is_alive():
+        stamps.append(time.perf_counter())
+        time.sleep(0.001)
     t.join()
-    # With the GIL held by Rust for the whole plan, this loop could not run meanwhile.
-    assert ticks > 1000
+    return span[0], span[1], stamps
+
+
+def test_planning_releases_the_gil():
+    """Python runs on another thread while a plan runs: this thread notes the time in the middle
+    half of the plan (well past the switch interval), which a plan holding the GIL forbids."""
+    start, end, stamps = stamps_during(lambda: us.plan(20, 800_000, 0.4, "coded", seed=1))
+    quarter = (end - start) / 4
+    assert quarter > 0.01, f"the plan took {end - start:.3f} s: too short to tell"
+    inside = [t for t in stamps if start + quarter < t < end - quarter]
+    assert inside, f"no Python ran during the middle half of a {end - start:.3f} s plan"
 
 
 def test_plugin_from_python_as_from_the_cli(cli):

@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import socket
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -112,8 +114,54 @@ def test_load_reads_every_record_once_into_the_store(s3, monkeypatch):
     assert sorted(store.held()) == sorted(ids)
     assert all(store[int(i)].tobytes() == data[i] for i in ids)
     assert source.requests == 1 + 30 and source.bytes_read == sum(len(data[i]) for i in ids)
-    assert [i for i, _ in source.read([5, 2, 9])] == [5, 2, 9], "read() keeps the order given"
+    read = [(i, r.tobytes()) for i, r in source.read([5, 2, 9])]
+    assert read == [(5, data[5]), (2, data[2]), (9, data[9])], "read() keeps the order given"
     store.close()
+
+
+class InFlight:
+    """Wraps ``ObjectStore.get`` to count the requests in flight at once: the first ``meet``
+    wait at a barrier until that many are in flight together (a pool of fewer threads never
+    gets there and the barrier breaks); the most ever in flight is kept."""
+
+    def __init__(self, get, meet: int) -> None:
+        self._get, self._lock = get, threading.Lock()
+        self._barrier = threading.Barrier(meet, timeout=30)
+        self.now = self.most = self.calls = 0
+
+    def __call__(self, *args, **kwargs):
+        with self._lock:
+            self.now += 1
+            self.calls += 1
+            self.most = max(self.most, self.now)
+            first = self.calls <= self._barrier.parties
+        try:
+            if first:
+                self._barrier.wait()
+            return self._get(*args, **kwargs)
+        finally:
+            with self._lock:
+                self.now -= 1
+
+
+@pytest.mark.parametrize("blob", [False, True])
+def test_reads_go_eight_requests_at_a_time(s3, monkeypatch, blob):
+    """As python/README says: a source reads 8 requests at a time, never more (objects of a
+    prefix, or ranges of a blob, one record a range here)."""
+    assert s3_module.WORKERS == 8
+    data = uneven(40, 7)
+    if blob:
+        monkeypatch.setattr(s3_module, "RANGE_BYTES", 1)
+        source = RecordSource.from_blob(s3.put("blob", b"".join(data)), np.cumsum([0, *map(len, data)]))
+    else:
+        for i, body in enumerate(data):
+            s3.put(f"eight/{i:03}", body)
+        source = as_source(s3.url("eight"))
+    counted = InFlight(s3_module.ObjectStore.get, meet=8)
+    monkeypatch.setattr(s3_module.ObjectStore, "get", lambda store, *a, **k: counted(store, *a, **k))
+    nonempty = [i for i in range(40) if data[i]] if blob else list(range(40))
+    assert [(i, r.tobytes()) for i, r in source.read(range(40))] == list(enumerate(data))
+    assert counted.calls == len(nonempty) and counted.most == 8
 
 
 def test_a_list_of_urls_is_one_record_an_object_in_the_order_given(s3):
@@ -179,10 +227,7 @@ def test_failures_are_one_line_errors_naming_the_bucket_or_key(s3, monkeypatch):
         as_source(s3.url("k"))
     assert "Unable to locate credentials (set AWS_ACCESS_KEY_ID" in one_line(e.value)
 
-    with __import__("socket").socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", closed_endpoint())
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "s3-test-key")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", S3_SECRET)
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
@@ -192,9 +237,27 @@ def test_failures_are_one_line_errors_naming_the_bucket_or_key(s3, monkeypatch):
     assert text.startswith(f"s3://{s3.name}/k/: Could not connect to the endpoint URL") and "?" not in text
 
 
+def closed_endpoint() -> str:
+    """An http:// URL on loopback where nothing listens."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{closed.getsockname()[1]}"
+
+
 def test_s3_endpoint_url_serves_when_the_aws_variable_is_unset(s3, monkeypatch):
+    """``S3_ENDPOINT_URL`` serves when neither AWS variable of the endpoint is set, and is
+    ignored when one is; ``AWS_ENDPOINT_URL_S3`` comes before ``AWS_ENDPOINT_URL``."""
     s3.put("e/x", b"x")
-    monkeypatch.setenv("S3_ENDPOINT_URL", os.environ.pop("AWS_ENDPOINT_URL"))
+    server = os.environ["AWS_ENDPOINT_URL"]
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    monkeypatch.setenv("S3_ENDPOINT_URL", closed_endpoint())
+    assert as_source(s3.url("e")).record(0).tobytes() == b"x", "AWS_ENDPOINT_URL comes first"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", closed_endpoint())
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", server)
+    assert as_source(s3.url("e")).record(0).tobytes() == b"x", "AWS_ENDPOINT_URL_S3 comes first"
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3")
+    monkeypatch.setenv("S3_ENDPOINT_URL", server)
     assert as_source(s3.url("e")).record(0).tobytes() == b"x"
 
 

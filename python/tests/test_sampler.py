@@ -30,10 +30,13 @@ def expected_len(q, world, drop_last):
 
 
 def check_epoch(ss, q, drop_last):
-    """Every rank's indices: DistributedSampler's length; batches partition 0..q; padding
-    repeats a rank's own first index; drop_last drops the tail of a larger batch."""
+    """Every rank's indices: DistributedSampler's length; batches partition 0..q and differ by
+    at most one index; padding repeats a rank's own first index; drop_last drops the tail of a
+    larger batch."""
     world = len(ss)
     seen = Counter()
+    sizes = {len(s.batch()) for s in ss}
+    assert max(sizes) - min(sizes) <= 1, f"batch sizes {sorted(sizes)}"
     for s in ss:
         order = s.indices()
         batch = s.batch()
@@ -47,7 +50,7 @@ def check_epoch(ss, q, drop_last):
             assert real == len(order)
         else:
             assert sorted(order[:real].tolist()) == batch.tolist()
-            assert all(x == order[i] for i, x in enumerate(order[real:]))
+            assert all(x == order[0] for x in order[real:]), "padding repeats the first index"
         needs, own = set(s.needs().tolist()), set(batch.tolist())
         if s._core.segment_start == s.epoch:
             assert own <= needs  # a segment's first epoch: the rank loads its starting cache
@@ -82,8 +85,11 @@ def test_local_keeps_partitions_and_global_moves_them():
     local.set_epoch(3)
     assert local.batch().tolist() == first and len(local.needs()) == 0
     glob = CodedShuffleSampler(100, num_replicas=4, rank=1)
+    assert glob.batch().tolist() == first, "epoch 0 is the same seeded partition"
     glob.set_epoch(1)
-    assert glob.batch().tolist() != first or len(glob.needs()) > 0
+    assert glob.batch().tolist() != first
+    # Caching its batch only, the rank needs exactly what its new batch has beyond the old.
+    assert glob.needs().tolist() == np.setdiff1d(glob.batch(), first).tolist()
 
 
 def test_shuffle_false_serves_the_assignment_in_order():
@@ -133,8 +139,9 @@ def test_extra_cache_holds_on_every_world_size_and_a_short_alpha_says_what_to_wr
         for extra in (0.0, 0.2, 1.0):
             s = CodedShuffleSampler(q, num_replicas=world, rank=0, extra_cache=extra)
             batch = -(-q // world)
-            assert len(s.needs()) == batch + int(extra * (q - batch))  # epoch 0 loads the cache
-            s.set_epoch(2)
+            start = s.needs()
+            assert len(start) == batch + int(extra * (q - batch))  # epoch 0 loads the cache
+            check_carried_over(s, start)
     with pytest.raises(ValueError) as info:
         CodedShuffleSampler(q, num_replicas=2, rank=0, alpha=0.4)
     message = str(info.value)
@@ -168,14 +175,30 @@ def test_extra_cache_survives_an_elastic_resume_that_alpha_cannot():
         new = CodedShuffleSampler(q, num_replicas=world, rank=0, seed=9, extra_cache=0.1)
         new.load_state_dict(state)
         assert new.plan_summary()["kind"] == "remainder"
+        assert len(new) == len(new.indices()) == len(list(new)), "the remainder's share of the rest"
         new.set_epoch(3)
         batch = -(-q // world)
-        assert len(new.needs()) == batch + int(0.1 * (q - batch))  # the new chain's first epoch
+        start, first = new.needs(), new.batch()
+        assert len(start) == batch + int(0.1 * (q - batch))  # the new chain's first epoch
+        # The next epoch needs its batch minus that whole starting cache: the cache beyond the
+        # batch carried over (caching the batch only, it would need its batch minus the last).
         new.set_epoch(4)
-        assert len(new.needs()) < len(new.batch())
+        assert new.needs().tolist() == np.setdiff1d(new.batch(), start).tolist()
+        assert len(new.needs()) < len(np.setdiff1d(new.batch(), first))
         state = new.state_dict()
     with pytest.raises(ValueError, match="alpha=0.3 cannot hold on 3 ranks"):
         CodedShuffleSampler(q, num_replicas=3, rank=0, alpha=0.3)
+
+
+def check_carried_over(s, start) -> None:
+    """Steps ``s`` (at its segment's first epoch, where it loaded the cache ``start``) two
+    epochs: the first needs exactly its batch minus ``start``; the second nothing of the batch
+    before (a cache keeps its batch)."""
+    s.set_epoch(s.epoch + 1)
+    assert s.needs().tolist() == np.setdiff1d(s.batch(), start).tolist()
+    before = s.batch()
+    s.set_epoch(s.epoch + 1)
+    assert set(s.needs().tolist()) <= set(np.setdiff1d(s.batch(), before).tolist())
 
 
 def test_the_masters_alpha_keeps_the_samplers_extra_cache():
@@ -347,6 +370,7 @@ def test_iterator_state_protocol_as_stateful_dataloader_uses_it():
     rest = list(it2)
     assert first + rest == s.indices().tolist()
     assert t.state_dict()["position"] == len(s)
+    assert len(t) == len(s), "a same-size resume keeps the epoch's length"
 
 
 def test_pliable_choice_is_the_same_on_every_rank():
@@ -367,23 +391,51 @@ def test_pliable_choice_is_the_same_on_every_rank():
 def test_bad_arguments_raise_clear_one_line_errors():
     cases = [
         (lambda: CodedShuffleSampler(10), ValueError, "num_replicas and rank are needed"),
-        (lambda: CodedShuffleSampler(10, num_replicas=2, rank=2), ValueError, "invalid rank"),
-        (lambda: CodedShuffleSampler(3, num_replicas=4, rank=0), ValueError, "more ranks"),
+        (
+            lambda: CodedShuffleSampler(10, num_replicas=2, rank=2),
+            ValueError,
+            "invalid rank 2: rank must lie in [0, 1]",
+        ),
+        (
+            lambda: CodedShuffleSampler(3, num_replicas=4, rank=0),
+            ValueError,
+            "more ranks (4) than samples (3)",
+        ),
         (
             lambda: CodedShuffleSampler(10, num_replicas=2, rank=0, policy="nope"),
             ValueError,
-            "unknown policy",
+            'unknown policy "nope": the policies are local, partial-local and global',
         ),
         (
             lambda: CodedShuffleSampler(10, num_replicas=2, rank=0, policy="partial-local"),
             ValueError,
-            "fraction",
+            "partial-local needs the fraction Q",
         ),
-        (lambda: CodedShuffleSampler(10, num_replicas=2, rank=0, alpha=3.0), ValueError, "alpha"),
-        (lambda: CodedShuffleSampler(10, num_replicas=2, rank=0, scheme="x"), ValueError, "known schemes"),
-        (lambda: CodedShuffleSampler(10, num_replicas=2, rank=0).set_epoch("1"), TypeError, "epoch"),
-        (lambda: CodedShuffleSampler(10, num_replicas=2, rank=0).set_epoch(-1), ValueError, "epoch"),
-        (lambda: CodedShuffleSampler(10, num_replicas=2, rank=0).load_state_dict({}), ValueError, "state"),
+        (
+            lambda: CodedShuffleSampler(10, num_replicas=2, rank=0, alpha=3.0),
+            ValueError,
+            "alpha must lie in (0, 1], got 3",
+        ),
+        (
+            lambda: CodedShuffleSampler(10, num_replicas=2, rank=0, scheme="x"),
+            ValueError,
+            "invalid value 'x' for '--scheme': known schemes are",
+        ),
+        (
+            lambda: CodedShuffleSampler(10, num_replicas=2, rank=0).set_epoch("1"),
+            TypeError,
+            "epoch must be an int, got str",
+        ),
+        (
+            lambda: CodedShuffleSampler(10, num_replicas=2, rank=0).set_epoch(-1),
+            ValueError,
+            "epoch must be at least 0, got -1",
+        ),
+        (
+            lambda: CodedShuffleSampler(10, num_replicas=2, rank=0).load_state_dict({}),
+            ValueError,
+            'the sampler state has no "version"',
+        ),
     ]
     for call, kind, text in cases:
         with pytest.raises(kind) as info:
@@ -392,6 +444,25 @@ def test_bad_arguments_raise_clear_one_line_errors():
     s = CodedShuffleSampler(10, num_replicas=2, rank=0)
     with pytest.raises(ValueError, match="dataset of 10 samples"):
         CodedShuffleSampler(12, num_replicas=2, rank=0).load_state_dict(s.state_dict())
+
+
+def list_bytes(lists: int, ids: int) -> int:
+    """The bytes of ``lists`` lists holding ``ids`` indices in all in a state: a u64 count, a
+    u64 length per list and a u32 per index."""
+    return 8 + 8 * lists + 4 * ids
+
+
+def test_the_state_costs_four_bytes_an_index_and_four_more_a_cached_one():
+    """As python/README says (about 5 MB for ImageNet caching the batch only): the batches take
+    4 bytes an index, the caches (kept only with extra_cache or alpha) 4 more a cached index."""
+    q, world = 1000, 4
+    plain = CodedShuffleSampler(q, num_replicas=world, rank=0, seed=1)._at(2).state_dict()
+    assert len(plain["before"]["batches"]) == list_bytes(world, q)
+    assert plain["before"]["caches"] is None
+    cached = CodedShuffleSampler(q, num_replicas=world, rank=0, seed=1, extra_cache=0.2)._at(2).state_dict()
+    capacity = 250 + int(0.2 * 750)
+    assert len(cached["before"]["batches"]) == list_bytes(world, q)
+    assert len(cached["before"]["caches"]) == list_bytes(world, world * capacity)
 
 
 def test_the_state_holds_plain_values_only():
@@ -481,18 +552,19 @@ def test_corrupt_states_raise_value_errors():
     s = CodedShuffleSampler(40, num_replicas=4, rank=0, seed=1)
     s.set_epoch(2)
     good = s.state_dict()
+    lists = "the sampler state is corrupt (its lists do not parse)"
     broken = [
-        {**good, "before": {**good["before"], "batches": good["before"]["batches"][:-3]}},
-        {**good, "before": {**good["before"], "batches": b"\xff" * 40}},
-        {**good, "world_size": 0},
-        {**good, "version": 99},
-        {**good, "kind": "remainder", "lists": b"", "real": [1]},
+        ({**good, "before": {**good["before"], "batches": good["before"]["batches"][:-3]}}, lists),
+        ({**good, "before": {**good["before"], "batches": b"\xff" * 40}}, lists),
+        ({**good, "world_size": 0}, "the sampler state is corrupt (world_size 0)"),
+        ({**good, "version": 99}, "the sampler state has version 99; this ubershuffle reads version 1"),
+        ({**good, "kind": "remainder", "lists": b"", "real": [1]}, lists),
     ]
-    for state in broken:
+    for state, message in broken:
         fresh = CodedShuffleSampler(40, num_replicas=4, rank=0)
-        with pytest.raises((ValueError, TypeError)) as info:
+        with pytest.raises(ValueError) as info:
             fresh.load_state_dict(state)
-        assert "\n" not in str(info.value)
+        assert str(info.value) == message
 
 
 def test_pickle_and_deepcopy_keep_the_sampler():

@@ -7,6 +7,7 @@ as root) and skip, saying why, where that is not possible."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import pathlib
@@ -23,6 +24,20 @@ import pytest
 from ubershuffle.store import RecordStore
 
 TMPFS_BYTES = 4 << 20
+RECORD = 65536
+"""The bytes of a record of the space tests (16 pages); the stores hold 4 times the tmpfs."""
+
+HINTS = {
+    True: "store_dir= keeps the store on disk instead of in shared memory",
+    False: "give store_dir= a folder on a file system with room",
+}
+"""What the one-line error says to do: for a temporary store, and for one in a folder."""
+
+
+def no_space(folder: str, wanted: int, free: int, temporary: bool) -> str:
+    """The one line of a store whose file system cannot hold ``wanted`` more bytes."""
+    fit = f"{wanted} bytes of records do not fit: its file system has {free} bytes free"
+    return f"{folder}: {fit}; {HINTS[temporary]}"
 
 
 def in_small_tmpfs(script: str) -> subprocess.CompletedProcess:
@@ -43,50 +58,62 @@ def in_small_tmpfs(script: str) -> subprocess.CompletedProcess:
 
 
 def test_a_store_larger_than_its_file_system_fails_at_creation_in_one_line():
+    """The line names the folder, the bytes wanted, the file system's free space as statvfs
+    gives it, and what to do; a store that fits is made."""
     done = in_small_tmpfs(
         f"""
+        import json, os
         import numpy as np
         from ubershuffle.store import RecordStore
-        offsets = np.arange(0, {4 * TMPFS_BYTES} + 1, 65536)
+        offsets = np.arange(0, {4 * TMPFS_BYTES} + 1, {RECORD})
         try:
             RecordStore(offsets, "/dev/shm/kept", expect_bytes=int(offsets[-1]))
         except OSError as e:
-            print(e)
+            st = os.statvfs("/dev/shm")
+            print(json.dumps({{"error": str(e), "free": st.f_bavail * st.f_frsize}}))
         RecordStore(offsets, "/dev/shm/fits", expect_bytes=1 << 20).close()
-        print("fits")
+        print(json.dumps("fits"))
         """
     )
     assert done.returncode == 0, done.stderr
-    message, fits = done.stdout.strip().splitlines()
-    assert "/dev/shm/kept" in message and str(4 * TMPFS_BYTES) in message, message
-    assert "bytes free" in message and "store_dir=" in message, message
+    failed, fits = map(json.loads, done.stdout.strip().splitlines())
+    assert 0 < failed["free"] <= TMPFS_BYTES, failed
+    assert failed["error"] == no_space("/dev/shm/kept", 4 * TMPFS_BYTES, failed["free"], temporary=False)
     assert fits == "fits"
 
 
-@pytest.mark.parametrize("directory", ["None", "'/dev/shm/kept'"])
+@pytest.mark.parametrize("directory", [None, "/dev/shm/kept"])
 def test_writing_past_the_space_is_an_error_not_sigbus(directory):
+    """Records are written until the first that does not fit (as many as the free space at the
+    start holds, whole), which is a one-line OSError naming the free space then; what was
+    written reads back."""
     done = in_small_tmpfs(
         f"""
+        import json, os
         import numpy as np
         from ubershuffle.store import RecordStore
-        size = 65536
-        offsets = np.arange(0, {4 * TMPFS_BYTES} + 1, size)
-        store = RecordStore(offsets, {directory})
-        written = 0
+        def free():
+            st = os.statvfs("/dev/shm")
+            return st.f_bavail * st.f_frsize
+        offsets = np.arange(0, {4 * TMPFS_BYTES} + 1, {RECORD})
+        store = RecordStore(offsets, {directory!r})
+        at_start, written = free(), 0
         try:
             for i in range(len(offsets) - 1):
-                store.put(i, bytes([i % 251 + 1]) * size)
+                store.put(i, bytes([i % 251 + 1]) * {RECORD})
                 written += 1
         except OSError as e:
-            print(written, e)
-        assert all(store[i].tobytes() == bytes([i % 251 + 1]) * size for i in range(written))
+            print(json.dumps({{"at_start": at_start, "written": written, "error": str(e), "free": free(),
+                               "folder": str(store.directory)}}))
+        assert all(store[i].tobytes() == bytes([i % 251 + 1]) * {RECORD} for i in range(written))
         """
     )
     # SIGBUS would end the process with a negative code (a signal), not an exception.
     assert done.returncode == 0, f"return code {done.returncode}: {done.stderr}"
-    written, message = done.stdout.strip().split(" ", 1)
-    assert 0 < int(written) < TMPFS_BYTES // 65536, done.stdout
-    assert "\n" not in message and "bytes free" in message and "store_dir=" in message, message
+    out = json.loads(done.stdout)
+    assert out["written"] == out["at_start"] // RECORD and out["free"] < RECORD, out
+    wanted = no_space(out["folder"], RECORD, out["free"], temporary=directory is None)
+    assert out["error"] == wanted
 
 
 def _owner(ready, go) -> None:
@@ -102,9 +129,15 @@ def _owner(ready, go) -> None:
 
 
 def _read(blob: bytes, ids: list, out) -> None:
+    """Unpickles the store in ``blob`` and puts the records ``ids`` (``None`` for one not
+    held), or the ``OSError`` that opening it raised, as text."""
     import pickle
 
-    store = pickle.loads(blob)
+    try:
+        store = pickle.loads(blob)
+    except OSError as e:
+        out.put(f"OSError: {e}")
+        return
     out.put([store[i].tobytes() if i in store else None for i in ids])
 
 
@@ -138,8 +171,11 @@ def test_a_killed_owner_leaves_no_folder_and_a_spawned_reader_reads_while_it_liv
     assert not pathlib.Path(directory).exists(), "nothing is left after SIGKILL"
     reader = ctx.Process(target=_read, args=(blob, [1], out))
     reader.start()
+    gone = out.get(timeout=60)
     reader.join(60)
-    assert reader.exitcode != 0, "the owner is gone: its store cannot be opened"
+    assert gone.startswith(
+        f"OSError: the temporary store of process {owner.pid} cannot be opened (has it ended?): "
+    )
 
 
 def test_a_folder_whose_owner_is_gone_is_removed_by_the_next_temporary_store():
