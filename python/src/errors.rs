@@ -18,6 +18,14 @@ pub enum Failure {
     Os(String),
 }
 
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Value(m) | Failure::Internal(m) | Failure::Os(m) => f.write_str(m),
+        }
+    }
+}
+
 /// The result type of the Rust side.
 pub type Outcome<T> = Result<T, Failure>;
 

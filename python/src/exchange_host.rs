@@ -14,7 +14,8 @@ use ubershuffle_runtime::{EpochMetrics, ShuffledRecords, SizedRecords};
 use ubershuffle_transport::tcp::{MasterListener, TcpConfig};
 
 use crate::errors::{Failure, bad, bad_error, catch, guarded, one_line};
-use crate::store::{SharedStore, StoreCore, locked};
+use crate::store::{StoreCore, locked};
+use ubershuffle_plane::store::LockedStore;
 
 /// How the served run ended: `Ok(lost workers)` or the one-line error.
 type Served = Result<Vec<usize>, String>;
@@ -103,7 +104,7 @@ impl HostCore {
         })?;
         let (listener, address, serving) = guarded(py, || {
             let index = locked(&shared).index().clone();
-            let records = SizedRecords::new(index, Arc::new(SharedStore(shared)))
+            let records = SizedRecords::new(index, Arc::new(LockedStore(shared)))
                 .map_err(|e| bad(format!("the store does not hold the whole data set: {}", one_line(&e))))?;
             let records = ShuffledRecords::Sized(records);
             // Settings that do not fit the records, an unknown scheme or another run's

@@ -289,5 +289,13 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<plane::CodedRecvCore>()?;
     m.add_class::<plane::LivenessCore>()?;
     m.add_class::<plane::PaceCore>()?;
+    m.add_class::<plane::engine::PlaneListener>()?;
+    m.add_class::<plane::engine::PlaneCore>()?;
+    let py = m.py();
+    m.add("ShuffleError", py.get_type::<plane::engine::ShuffleError>())?;
+    m.add("ShuffleTimeout", py.get_type::<plane::engine::ShuffleTimeout>())?;
+    m.add("PeerClosed", py.get_type::<plane::engine::PeerClosed>())?;
+    m.add("PeerFailed", py.get_type::<plane::engine::PeerFailed>())?;
+    m.add("ShuffleClosed", py.get_type::<plane::engine::ShuffleClosed>())?;
     Ok(())
 }

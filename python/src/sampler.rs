@@ -926,3 +926,53 @@ impl EpochIter {
         Ok(())
     }
 }
+
+/// The sampler's chain as the data plane's engine reads it.
+impl ubershuffle_plane::Schedule for SamplerCore {
+    fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    fn targets(&self) -> Vec<Vec<u32>> {
+        SamplerCore::targets(self)
+    }
+
+    fn batches(&self) -> Vec<Vec<u32>> {
+        SamplerCore::batches(self)
+    }
+
+    fn digest(&self) -> u64 {
+        SamplerCore::digest(self)
+    }
+
+    fn next_starts_a_chain(&self) -> bool {
+        matches!(self.current, Current::Remainder { .. })
+    }
+
+    fn stepped(&self) -> Result<Box<dyn ubershuffle_plane::Schedule>, String> {
+        SamplerCore::stepped(self)
+            .map(|s| Box::new(s) as Box<dyn ubershuffle_plane::Schedule>)
+            .map_err(|f| f.to_string())
+    }
+
+    fn boxed_copy(&self) -> Box<dyn ubershuffle_plane::Schedule> {
+        Box::new(self.copy_core())
+    }
+
+    fn draw_next(&self) -> Result<Option<ubershuffle_plane::schedule::NextDraw>, String> {
+        SamplerCore::draw_next(self).map_err(|f| f.to_string())
+    }
+}
+
+impl SamplerCore {
+    /// An owned copy (for the data plane, which steps its own).
+    pub(crate) fn copy_core(&self) -> SamplerCore {
+        SamplerCore {
+            config: self.config.clone(),
+            world: self.world,
+            epoch: self.epoch,
+            segment_start: self.segment_start,
+            current: self.current.clone(),
+        }
+    }
+}

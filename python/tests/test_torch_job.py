@@ -104,10 +104,16 @@ def run_unsupervised(out: pathlib.Path, nproc: int, *options: str) -> None:
 def check_named(out: pathlib.Path, victim: int, timeout: float) -> None:
     """Every rank but ``victim`` named it, first, in what the plane raised or logged, within
     the stated bound: ``timeout + 2 * period`` after its last heartbeat (``period`` a tenth of
-    the timeout), which the victim noted as it was killed. No process of the job left a
-    store folder in /dev/shm, the killed one included (checked with no restart to sweep it)."""
-    last_beat = float((out / "last_beat").read_text())
-    bound = timeout + 2 * (timeout / 10)
+    the timeout). The victim noted its last beat as it was killed (beats through the job's
+    store), or the kill itself (the engine beats on its connections at least once a period
+    before: within ``timeout + period`` of the kill is within the bound of its last beat). No
+    process of the job left a store folder in /dev/shm, the killed one included (checked with
+    no restart to sweep it)."""
+    import ast
+
+    kind, last_beat = ast.literal_eval((out / "last_beat").read_text())
+    period = timeout / 10
+    bound = timeout + (2 * period if kind == "beat" else period)
     pids = {int((out / f"pid-{r}").read_text()) for r in range(4)}
     assert not store_folders_of(pids), "a rank's temporary store was left in /dev/shm"
     for r in range(4):

@@ -11,6 +11,7 @@ import json
 import pathlib
 import subprocess
 import sys
+import time
 from collections.abc import Iterable
 
 import numpy as np
@@ -284,6 +285,30 @@ def test_one_rank_holds_everything_and_reads_it_once(one_rank_group):
     for call in (lambda: sg[0], lambda: 0 in sg, lambda: sg.dataset()):
         with pytest.raises(RuntimeError, match="is closed"):
             call()
+
+
+def test_a_group_is_freed_with_its_last_reference_and_its_plane_closes(one_rank_group):
+    # The engine's threads hold the source's reader while they run: nothing they hold refers
+    # back to the group, so a group dropped without close() is freed (its plane closing then),
+    # and no process group it names is kept alive until the interpreter's exit, where gloo's
+    # threads would end in the wrong order.
+    import gc
+    import threading
+    import weakref
+
+    from ubershuffle.torch import ShuffleGroup
+
+    sg = ShuffleGroup(RECORDS[:30], seed=1)
+    sg.set_epoch(0)
+    ref = weakref.ref(sg)
+    del sg
+    gc.collect()
+    assert ref() is None, "the group is still referenced"
+    for _ in range(100):
+        if not any(t.name == "ubershuffle-watch" for t in threading.enumerate()):
+            break
+        time.sleep(0.05)
+    assert not any(t.name == "ubershuffle-watch" for t in threading.enumerate()), "its plane did not close"
 
 
 def test_the_dataset_yields_transformed_records_and_pickles_as_a_reader(one_rank_group):

@@ -113,6 +113,8 @@ def long_epochs(sg: ShuffleGroup, opts: dict, sums: dict, log: dict, path: pathl
         time.sleep(max(0.0, train - (time.monotonic() - start)))
         log.setdefault("figures", {})[str(epoch)] = sg.figures(epoch)
         write_log(path, log)
+    # The job's own end (a last checkpoint, the ranks together), then every rank closes.
+    dist.barrier(group=sg.train_group)
     sg.close()
 
 
@@ -226,10 +228,16 @@ def die(sg: ShuffleGroup, opts: dict, log: dict, out: pathlib.Path, rank: int) -
                 sg.set_epoch(epoch)
                 if epoch == 1 and rank == victim:
                     time.sleep(train / 4)
-                    watch = sg._link.watch
-                    with watch.lock:  # no beat after the one noted: the kill comes first
-                        write_atomic(out / "last_beat", repr(watch.last_beat))
-                        os.kill(os.getpid(), signal.SIGKILL)
+                    link = getattr(sg, "_link", None)
+                    if link is not None:
+                        # Beats through the job's store: no beat after the one noted, the kill
+                        # comes first.
+                        with link.watch.lock:
+                            write_atomic(out / "last_beat", repr(("beat", link.watch.last_beat)))
+                            os.kill(os.getpid(), signal.SIGKILL)
+                    # The engine beats on its connections at least every period before this.
+                    write_atomic(out / "last_beat", repr(("kill", time.time())))
+                    os.kill(os.getpid(), signal.SIGKILL)
                 time.sleep(train)  # training, with no collective that would fail on its own
     except Exception as e:  # noqa: BLE001 (what the plane raised is the point)
         log["raised"] = [time.time(), f"{type(e).__name__}: {e}"]
@@ -285,7 +293,7 @@ def close_from_a_thread(opts: dict, data: list, rank: int, log: dict, out: pathl
             log["after_stop"] = f"{type(e).__name__}: {e}"
     else:
         time.sleep(0.5)
-        log["in_flight"] = sg._background is not None and sg._background.thread.is_alive()
+        log["in_flight"] = sg._delivery_in_flight()
         start = time.monotonic()
         sg.close()
         log["close_seconds"] = time.monotonic() - start

@@ -5,9 +5,8 @@
 //! rank's decoding, in rounds; [`LivenessCore`]: who is alive; [`PaceCore`]: when a delivery
 //! yields to the job's gradient all-reduces.
 
-mod coded;
+pub mod engine;
 mod liveness;
-mod pace;
 mod transfer;
 
 use std::sync::{Arc, Mutex};
@@ -19,11 +18,20 @@ use ubershuffle_codes::Segmentation;
 
 use crate::errors::{Failure, Outcome, bad, guarded, one_line};
 use crate::sampler::SamplerCore;
-use crate::store::{MappedStore, SharedStore, StoreCore, ids_array, ids_from, locked};
-use coded::{CodedReceive, CodedSend};
+use crate::store::{MappedStore, StoreCore, ids_array, ids_from, locked};
 use liveness::{CLOSED, Liveness, Verdict};
-use pace::{Hold, Pace};
 use transfer::{Holding, Transfer};
+use ubershuffle_plane::coded::{CodedReceive, CodedSend};
+use ubershuffle_plane::pace::{Hold, Pace};
+use ubershuffle_plane::store::LockedStore;
+
+/// A coded delivery's failure as the Python side raises it.
+fn plane_failure(e: ubershuffle_plane::PlaneError) -> Failure {
+    match e {
+        ubershuffle_plane::PlaneError::Store(m) => Failure::Os(m),
+        other => Failure::Internal(other.to_string()),
+    }
+}
 
 /// Holdings from Python: an int64 array of record ids, or `None` for every record.
 fn holdings(lists: &[Option<PyReadonlyArray1<'_, i64>>], records: usize) -> PyResult<Vec<Holding>> {
@@ -187,7 +195,7 @@ impl CodedSendCore {
         let s = Arc::clone(&shared);
         let send = guarded(py, move || {
             let seg = segmentation(&locked(&s), segment_bytes)?;
-            CodedSend::plan(now, seg, round_bytes)
+            CodedSend::plan(now, seg, round_bytes).map_err(plane_failure)
         })?;
         Ok(CodedSendCore { send, store: shared })
     }
@@ -224,7 +232,7 @@ impl CodedSendCore {
     fn encode_into(&self, py: Python<'_>, k: usize, mut out: PyReadwriteArray1<'_, u8>) -> PyResult<()> {
         let out = out.as_slice_mut()?;
         let (send, store) = (&self.send, &self.store);
-        guarded(py, move || send.encode_into(&locked(store), k, out))
+        guarded(py, move || send.encode_into(&LockedStore(Arc::clone(store)), k, out).map_err(plane_failure))
     }
 
     /// The plan's figures: packets, coded packets, the uncoded count on segments and on
@@ -278,7 +286,7 @@ impl CodedRecvCore {
         let (now, next) = (&*now, &*next);
         let receive = guarded(py, move || {
             let seg = segmentation(&locked(&shared), segment_bytes)?;
-            CodedReceive::new(now, next, part, seg, SharedStore(shared), rank)
+            CodedReceive::new(now, next, part, seg, LockedStore(shared), rank).map_err(plane_failure)
         })?;
         Ok(CodedRecvCore { receive: Mutex::new(receive) })
     }
@@ -317,7 +325,7 @@ impl CodedRecvCore {
     ) -> PyResult<()> {
         let (from_store, out) = (from_store.as_slice()?, out.as_slice_mut()?);
         let receive = &self.receive;
-        guarded(py, move || lock(receive).pack_relay(k, from_store, out))
+        guarded(py, move || lock(receive).pack_relay(k, from_store, out).map_err(plane_failure))
     }
 
     /// Decodes round `k` into the store from the store's message and the relay's bytes.
@@ -330,7 +338,7 @@ impl CodedRecvCore {
     ) -> PyResult<()> {
         let (from_store, from_peers) = (from_store.as_slice()?, from_peers.as_slice()?);
         let receive = &self.receive;
-        guarded(py, move || lock(receive).decode(k, from_store, from_peers))
+        guarded(py, move || lock(receive).decode(k, from_store, from_peers).map_err(plane_failure))
     }
 
     /// After the last round: the packets this rank needed (and the coded ones), the records it

@@ -4,17 +4,14 @@
 //! go through here, without the GIL. The store sits behind a mutex, so calls from a background
 //! thread and the main thread wait for each other instead of failing.
 
-mod mapped;
-mod space;
-
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
-use ubershuffle_codes::{CodecError, RecordIndex, RecordSource, RecordWriter};
+use ubershuffle_codes::RecordIndex;
 
-pub use mapped::{MappedStore, StoreError};
+pub use ubershuffle_plane::store::{MappedStore, StoreError};
 
 use crate::errors::{Failure, Outcome, bad, guarded, one_line};
 
@@ -256,30 +253,5 @@ impl StoreCore {
         let store = &self.store;
         py.detach(|| locked(store).flush()).map_err(Failure::from)?;
         Ok(())
-    }
-}
-
-/// A store shared with Python, as the codec's source and target: each call locks it, so a
-/// decoder can keep it across rounds while Python still reads and evicts between them.
-#[derive(Clone, Debug)]
-pub struct SharedStore(pub Arc<Mutex<MappedStore>>);
-
-impl RecordSource for SharedStore {
-    fn size(&self, id: u32) -> Option<u64> {
-        locked(&self.0).size(id)
-    }
-
-    fn xor_piece_into(&self, id: u32, at: usize, dst: &mut [u8]) -> Result<(), CodecError> {
-        locked(&self.0).xor_piece_into(id, at, dst)
-    }
-}
-
-impl RecordWriter for SharedStore {
-    fn write_at(&mut self, id: u32, at: usize, bytes: &[u8]) -> Result<(), CodecError> {
-        locked(&self.0).write_at(id, at, bytes)
-    }
-
-    fn complete(&mut self, id: u32) -> Result<(), CodecError> {
-        locked(&self.0).complete(id)
     }
 }

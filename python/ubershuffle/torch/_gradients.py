@@ -50,6 +50,12 @@ class GradientGate:
         self._yields = 0
         self._posts = 0
         self._posts_during = 0
+        self._plane: Any = None
+
+    def attach(self, plane: Any) -> None:
+        """Reports every step's all-reduce to ``plane`` (the engine, which holds its own
+        deliveries and keeps their figures) rather than keeping them here."""
+        self._plane = plane
 
     # -- the hook's side -------------------------------------------------------------------
 
@@ -85,15 +91,22 @@ class GradientGate:
                 self._step_start = time.time()
                 self._step_delivering = self._delivering
                 self._pace.began(time.monotonic())
+                if self._plane is not None:
+                    self._plane.allreduce_began()
             self._in_flight += 1
 
     def _leave(self, last: bool) -> None:
         with self._cond:
             self._in_flight -= 1
             if last and self._step_start is not None:
-                self._steps.append((self._step_start, time.time() - self._step_start, self._step_delivering))
+                if self._plane is None:
+                    self._steps.append(
+                        (self._step_start, time.time() - self._step_start, self._step_delivering)
+                    )
                 self._step_start = None
                 self._pace.ended(time.monotonic(), self._step_bytes)
+                if self._plane is not None:
+                    self._plane.allreduce_ended(self._step_bytes)
                 self._step_bytes = 0.0
             if self._in_flight == 0:
                 self._cond.notify_all()

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
+import hashlib
 import os
+import tempfile
 import threading
 import time
+import weakref
 from typing import Any
 
 import numpy as np
@@ -23,9 +27,36 @@ from ._dataset import RecordDataset
 from ._gradients import YIELD_ROUND_BYTES, GradientGate
 from ._link import CONTROL_TAG, ShuffleError
 from ._protocol import CONTROL_LEN, FULFIL, STEP, STOP, WHOLE, offsets_digest, state_bytes
+from ._rendezvous import listen_host, meet
 from ._serve import StoreSide
-from ._setup import check_contents, check_settings, device_of, link_over, new_group
-from ._watch import ShuffleTimeout
+from ._setup import check_contents, check_settings, content_digest, device_of, link_over, new_group
+from ._watch import ShuffleTimeout, log
+
+CHUNK_BYTES = 1 << 20
+"""Bytes of a data message of the engine (peer mode) at the most; ``round_bytes`` caps it too,
+and a yielding delivery's are 128 KiB."""
+_planes_made: collections.Counter = collections.Counter()
+"""Planes this process made, by the global ranks of their group: every rank of a group makes
+its planes in the same order, so the count names a plane the same on every rank."""
+
+
+def _plane_prefix(ranks: list) -> str:
+    """The job's key-value store's prefix of the next plane over ``ranks`` (global ranks), new at
+    every attempt of a torchrun job."""
+    which = hashlib.blake2b(repr(list(ranks)).encode(), digest_size=6).hexdigest()
+    n = _planes_made[which]
+    _planes_made[which] += 1
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return f"ubershuffle/attempt-{attempt}/plane-{which}-{n}"
+
+
+def _watch_failures(plane: Any) -> None:
+    """Logs ``plane``'s first failure as it happens (a rank that is not waiting on the dead peer
+    raises it at its next call); returns once the plane closes."""
+    failure = plane.next_failure()
+    if failure is not None:
+        log.error("ubershuffle: %s: %s", *failure)
+
 
 ROUNDS_AHEAD = 2
 """Rounds of a coded delivery whose receives a training rank posts ahead. Few: the store's
@@ -175,6 +206,39 @@ class ShuffleGroup(StoreSide):
         """The process groups this object made (released by :meth:`close`)."""
         self._source = None if records is None else as_source(records)
         self._background: Background | None = None
+        self._plane = None
+        """The engine (peer mode): its own sealed connections carry the records."""
+        self._figures: dict = {}
+        self._local: int | None = None
+        chain = dict(
+            seed=seed,
+            policy=policy,
+            fraction=fraction,
+            alpha=alpha,
+            extra_cache=extra_cache,
+            scheme=scheme,
+            candidates=candidates,
+            time_budget=time_budget,
+        )
+        """What the sampler's epoch chain is made of (with the number of training ranks)."""
+        settings = {
+            "mode": mode,
+            "source_rank": source_rank if mode == "store" else None,
+            **chain,
+            "segment_bytes": segment_bytes,
+            "round_bytes": round_bytes,
+            "yield_to_gradients": bool(yield_to_gradients),
+        }
+        if mode == "peer":
+            self.train_group = self.group
+            self._trainers = list(range(self.world))
+            try:
+                self._start_engine(chain, settings, store_dir, yield_to_gradients)
+            except BaseException:
+                self._closed = True
+                self._release()
+                raise
+            return
         backend = dist.get_backend(self.group)
         plane = new_group(self._ranks, backend, self.timeout)
         self._made.append(plane)
@@ -182,28 +246,7 @@ class ShuffleGroup(StoreSide):
         try:
             self._trainers = [r for r in range(self.world) if r != self.source_rank]
             """The group ranks that train, in order (their sampler ranks are their places here)."""
-            chain = dict(
-                seed=seed,
-                policy=policy,
-                fraction=fraction,
-                alpha=alpha,
-                extra_cache=extra_cache,
-                scheme=scheme,
-                candidates=candidates,
-                time_budget=time_budget,
-            )
-            """What the sampler's epoch chain is made of (with the number of training ranks)."""
-            where = dict(mode=mode, source_rank=source_rank if mode == "store" else None)
-            check_settings(
-                self._link,
-                {
-                    **where,
-                    **chain,
-                    "segment_bytes": segment_bytes,
-                    "round_bytes": round_bytes,
-                    "yield_to_gradients": bool(yield_to_gradients),
-                },
-            )
+            check_settings(self._link, settings)
             self.train_group: dist.ProcessGroup | None = self.group
             """The group the training ranks train on (DDP's ``process_group``): ``group`` in peer
             mode, a group of all ranks but the store in store mode (``None`` at the store)."""
@@ -232,8 +275,6 @@ class ShuffleGroup(StoreSide):
                 None if store_dir is None else os.path.join(store_dir, f"rank-{self.rank}"),
                 self._expect_bytes(offsets, policy, fraction),
             )
-            self._figures: dict = {}
-            self._local: int | None = None
         except BaseException:
             # Nothing half-made is left: the heartbeat, the waiting thread, the groups, the store.
             self._closed = True
@@ -241,6 +282,60 @@ class ShuffleGroup(StoreSide):
             raise
 
     # -- set-up ---------------------------------------------------------------------------
+
+    def _start_engine(self, chain: dict, settings: dict, store_dir: Any, yield_to_gradients: bool) -> None:
+        """Peer mode: the sampler, the record store, then the engine: the ranks meet through
+        the job's key-value store (addresses and key), link up over sealed connections, and
+        agree on the settings and the data set before anything moves."""
+        if self._source is None:
+            raise ValueError(f'mode="peer" needs the records on every rank (rank {self.rank} has none)')
+        offsets = self._source.offsets
+        self._sampler = CodedShuffleSampler(
+            len(offsets) - 1, num_replicas=self.world, rank=self.rank, **chain
+        )
+        directory = None if store_dir is None else os.path.join(store_dir, f"rank-{self.rank}")
+        expect = self._expect_bytes(offsets, chain["policy"], chain["fraction"])
+        store_error = None
+        try:
+            self._store = RecordStore(offsets, directory, expect_bytes=expect)
+        except OSError as e:
+            # Every rank learns of it at the start-up agreement, and fails with it: meanwhile
+            # the engine has a store of no records outside the full file system.
+            store_error = str(e)
+            self._store = RecordStore(offsets, tempfile.mkdtemp(prefix="ubershuffle-unused-"))
+        listener = _native.PlaneListener(listen_host())
+        prefix = _plane_prefix(self._ranks)
+        job_store = dist.distributed_c10d._get_default_store()
+        addresses, key = meet(job_store, prefix, self.rank, self.world, listener.address, self.timeout + 60)
+        # No closure over self: the engine's threads hold these until it closes, and a cycle
+        # through Rust would keep this object (and its process group) alive past the job.
+        load = functools.partial(self._source.load, self._store)
+        content = functools.partial(content_digest, self._source, offsets, chain["seed"])
+        self._plane = _native.PlaneCore(
+            listener,
+            self.rank,
+            addresses,
+            key,
+            prefix,
+            self.timeout + 60,
+            self.timeout,
+            [(name, repr(value)) for name, value in settings.items()],
+            self._store._core,
+            load,
+            content,
+            store_error,
+            min(CHUNK_BYTES, self._round_bytes),
+            bool(yield_to_gradients),
+        )
+        self._watcher = threading.Thread(
+            target=_watch_failures, args=(self._plane,), name="ubershuffle-watch", daemon=True
+        )
+        self._watcher.start()
+        # A group dropped without close() closes its plane (whose threads hold no reference to
+        # the group).
+        weakref.finalize(self, self._plane.close)
+        self._plane.wait_agreed()
+        self._gate.attach(self._plane)
 
     def _agree_on_index(self) -> np.ndarray:
         """Every rank's offsets, checked equal (peer mode), or the store's, sent to the ranks
@@ -393,6 +488,13 @@ class ShuffleGroup(StoreSide):
         then idle until that call. For measuring the epoch without the plane on the links;
         a training job has no need of it."""
         self._check_open()
+        if self._plane is not None:
+            self._plane.training_waits(True)
+            try:
+                self._plane.wait_idle()
+            finally:
+                self._plane.training_waits(False)
+            return
         background = self._background
         if background is not None:
             self._gate.training_waits(True)
@@ -400,6 +502,12 @@ class ShuffleGroup(StoreSide):
                 background.thread.join()
             finally:
                 self._gate.training_waits(False)
+
+    def _delivery_in_flight(self) -> bool:
+        """Whether a delivery is in flight now (for tests)."""
+        if self._plane is not None:
+            return not self._plane.is_idle()
+        return self._background is not None and self._background.thread.is_alive()
 
     def figures(self, epoch: int) -> dict:
         """What epoch ``epoch``'s delivery moved and cost at this rank: ``bytes_sent``,
@@ -454,6 +562,9 @@ class ShuffleGroup(StoreSide):
             if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)):
                 raise TypeError(f"epoch must be an int, got {type(epoch).__name__}")
             epoch = int(epoch)
+            if self._plane is not None:
+                self._set_epoch_engine(epoch)
+                return
             self._link.check_usable(f"starting epoch {epoch}")
             start = time.perf_counter()
             figures: dict
@@ -484,6 +595,17 @@ class ShuffleGroup(StoreSide):
             # sampler meanwhile (a StatefulDataLoader loads its state into it).
             now = self._sampler._core.copy()
             self._background = Background(epoch + 1, lambda background: self._deliver_next(background, now))
+
+    def _set_epoch_engine(self, epoch: int) -> None:
+        """:meth:`set_epoch` on the engine: it waits (the GIL released) until the epoch's
+        records are local, lets go of what the epoch no longer needs and starts the next
+        epoch's delivery."""
+        start = time.perf_counter()
+        self._sampler.set_epoch(epoch)
+        figures = self._plane.set_epoch(self._sampler._core)
+        figures["exposed_seconds"] = time.perf_counter() - start
+        self._local = epoch
+        self._figures[epoch] = figures
 
     def state_dict(self) -> dict:
         """The sampler's state (epoch, position, chain): plain values and bytes.
@@ -529,6 +651,12 @@ class ShuffleGroup(StoreSide):
             if self._closed:
                 return
             self._closed = True
+        if self._plane is not None:
+            for epoch, figures in self._plane.close():
+                self._figures.setdefault(epoch, figures)
+            with self._busy:
+                self._release()
+            return
         link = self._link
         background = self._background
         if background is not None:
@@ -561,6 +689,12 @@ class ShuffleGroup(StoreSide):
         (``tell_store``), then every rank waits for the others at a barrier (at most
         :data:`CLOSE_WAIT` seconds), so that no rank releases the groups while another still
         uses them (its last request, its last collective on ``train_group``)."""
+        if self._plane is not None or not hasattr(self, "_link"):
+            if self._plane is not None:
+                self._plane.close()
+            if hasattr(self, "_store"):
+                self._store.close()
+            return
         link = self._link
         try:
             if link.broken is None:

@@ -49,27 +49,12 @@ REASON_CHARS = 2000
 """At most this much of a rank's reason for giving up goes into the job's store."""
 
 
-class ShuffleTimeout(TimeoutError):
-    """A rank that another waited on died or froze (its heartbeat stopped for ``timeout``
-    seconds): the message names both and what was awaited. The plane's group is left unusable:
-    end the process (torchrun restarts the job from its last saved state)."""
-
-
-class ShuffleError(RuntimeError):
-    """A peer failed, closed its group or its connection, or sent what the plan does not allow."""
-
-
-class PeerClosed(ShuffleError):
-    """A rank that another waited on closed its ShuffleGroup."""
-
-
-class PeerFailed(ShuffleError):
-    """A rank that another waited on stopped because its own plane failed: the message says
-    where, and why (the error that rank raised, which names the rank that failed first)."""
-
-
-class ShuffleClosed(ShuffleError):
-    """This rank's ShuffleGroup was closed (from any thread) while it was waiting."""
+ShuffleTimeout = _native.ShuffleTimeout
+ShuffleError = _native.ShuffleError
+PeerClosed = _native.PeerClosed
+PeerFailed = _native.PeerFailed
+ShuffleClosed = _native.ShuffleClosed
+"""The plane's errors are the engine's (``ubershuffle._native``), raised by both of its paths."""
 
 
 class Watch:

@@ -24,6 +24,7 @@
 
 mod cipher;
 mod opening;
+mod pair;
 mod sealing;
 
 use std::io::{self, Read, Write};
@@ -32,6 +33,7 @@ use std::sync::Arc;
 use crate::frame::{Frame, FrameHeader, FrameKind, ReadFrameError, read_frame, write_frame};
 use cipher::ChunkCipher;
 pub use opening::Opening;
+pub use pair::handshake_pair;
 pub use sealing::Sealing;
 
 /// The Noise protocol of every TCP handshake: XX with the pre-shared key mixed in at the

@@ -15,28 +15,32 @@ use ubershuffle_core::Plan;
 use ubershuffle_runtime::exchange::{SegmentEpoch, StoreRounds, plan_segment_epoch, read_part};
 use ubershuffle_runtime::route;
 
-use crate::errors::{Failure, Outcome, bad, one_line};
-use crate::sampler::SamplerCore;
-use crate::store::{MappedStore, SharedStore};
+use crate::error::{PlaneError, one_line};
+use crate::schedule::Schedule;
+use crate::store::{LockedStore, locked};
+
+/// What goes wrong in a coded delivery: a plan that cannot be made, a part or a round that does
+/// not fit (a peer's bytes, checked), a record store that fails.
+type Outcome<T> = Result<T, PlaneError>;
+
+fn bad(message: impl std::fmt::Display) -> PlaneError {
+    PlaneError::Internal(message.to_string())
+}
 
 /// The bytes of packets in one round on the wire, at the least: small enough that the store's
 /// next round travels while the training ranks relay this one (the pipeline fills in one
 /// round), large enough that a round's fixed costs stay small beside its bytes on slow links.
 pub const WIRE_ROUND_BYTES: u64 = 128 << 10;
 
-/// The most rounds of one delivery: a round costs each rank a few posts and waits in Python,
-/// which on fast links (loopback, 1 Gbit/s) cost more than the bytes, so a large delivery
-/// goes in larger rounds.
-pub const MAX_ROUNDS: usize = 64;
-
-/// Packets per round of a delivery of `packets` packets of `segment_bytes`: rounds of
-/// [`WIRE_ROUND_BYTES`], or larger to stay within [`MAX_ROUNDS`], and at most `round_bytes`
-/// (the memory a round may take).
-pub fn packets_per_round(packets: usize, segment_bytes: usize, round_bytes: u64) -> usize {
+/// Packets per round of packets of `segment_bytes`: rounds of [`WIRE_ROUND_BYTES`], and at
+/// most `round_bytes` (the memory a round may take). A round is what a receiver holds until it
+/// decodes it, so rounds stay small however large the delivery: they cost the engine nothing
+/// but a few lookups.
+pub fn packets_per_round(segment_bytes: usize, round_bytes: u64) -> usize {
     let width = segment_bytes.max(1) as u64;
     let least = (WIRE_ROUND_BYTES / width).max(1) as usize;
     let most = (round_bytes / width).max(1) as usize;
-    least.max(packets.div_ceil(MAX_ROUNDS)).min(most)
+    least.min(most)
 }
 
 /// Per packet of `plan`, the bytes it travels with: its longest real part (the rest is zero
@@ -52,29 +56,28 @@ fn travelling_length(parts: &[Part], segmentation: &Segmentation) -> u32 {
 
 /// The store rank's side of one epoch.
 pub struct CodedSend {
+    /// The planned epoch.
     pub epoch: SegmentEpoch,
+    /// The records' segments.
     pub segmentation: Arc<Segmentation>,
+    /// Every packet's receivers and the rounds' layout.
     pub rounds: StoreRounds,
 }
 
 impl CodedSend {
     /// Plans and routes the epoch after `now`'s (which must be a step of its chain).
-    pub fn plan(now: &SamplerCore, segmentation: Arc<Segmentation>, round_bytes: u64) -> Outcome<CodedSend> {
+    pub fn plan(now: &dyn Schedule, segmentation: Arc<Segmentation>, round_bytes: u64) -> Outcome<CodedSend> {
         let (drawn, planner, candidates) = now
-            .draw_next()?
+            .draw_next()
+            .map_err(bad)?
             .ok_or_else(|| bad("the next epoch starts a new chain: nothing is cached for it"))?;
         let epoch = plan_segment_epoch(drawn, planner.as_ref(), candidates, &segmentation)
-            .map_err(|e| Failure::Internal(one_line(&e)))?;
-        let routes = route(&epoch.segments, &epoch.plan).map_err(|e| Failure::Internal(one_line(&e)))?;
+            .map_err(|e| bad(one_line(&e)))?;
+        let routes = route(&epoch.segments, &epoch.plan).map_err(|e| bad(one_line(&e)))?;
         let width = segmentation.segment_bytes();
         let lengths = travelling_lengths(&epoch.plan, &segmentation);
-        let rounds = StoreRounds::from_routes(
-            &routes,
-            lengths,
-            width,
-            packets_per_round(epoch.plan.len(), width, round_bytes),
-        )
-        .map_err(|e| Failure::Internal(one_line(&e)))?;
+        let rounds = StoreRounds::from_routes(&routes, lengths, width, packets_per_round(width, round_bytes))
+            .map_err(|e| bad(one_line(&e)))?;
         Ok(CodedSend { epoch, segmentation, rounds })
     }
 
@@ -93,8 +96,9 @@ impl CodedSend {
 
     /// Encodes round `k`'s messages from `store` into `out`: every training rank's, in rank
     /// order (exactly [`StoreRounds::store_sizes`]'s bytes).
-    pub fn encode_into(&self, store: &MappedStore, k: usize, out: &mut [u8]) -> Outcome<()> {
-        let encoder = SegmentEncoder::new(&self.epoch.plan, &self.segmentation, store)
+    pub fn encode_into(&self, store: &LockedStore, k: usize, out: &mut [u8]) -> Outcome<()> {
+        let store = locked(&store.0);
+        let encoder = SegmentEncoder::new(&self.epoch.plan, &self.segmentation, &*store)
             .map_err(|e| bad(one_line(&e)))?;
         self.rounds
             .pack_store(k, out, |t, packet| encoder.encode_into(t, packet))
@@ -106,12 +110,17 @@ impl CodedSend {
 /// A training rank's side of one epoch: its decoder, kept across rounds, and the rounds'
 /// layout.
 pub struct CodedReceive {
-    pub decoder: Decoder<SegmentTarget<SharedStore>>,
+    /// The decoder, writing into the rank's record store.
+    pub decoder: Decoder<SegmentTarget<LockedStore>>,
+    /// The rounds as this rank sees them.
     pub rounds: StoreRounds,
     /// The index in the whole plan of each packet the decoder knows (increasing).
     pub seqs: Vec<u32>,
+    /// This rank's place among the training ranks.
     pub rank: usize,
+    /// The records it lacks and receives.
     pub new_records: Vec<u32>,
+    /// Padding bytes of its packets.
     pub padding_bytes: u64,
 }
 
@@ -120,11 +129,11 @@ impl CodedReceive {
     /// the packets it decodes from, over `segmentation`), from the rank's target in `now` (its
     /// cache) to its batch in `next`.
     pub fn new(
-        now: &SamplerCore,
-        next: &SamplerCore,
+        now: &dyn Schedule,
+        next: &dyn Schedule,
         part: &[u8],
         segmentation: Arc<Segmentation>,
-        store: SharedStore,
+        store: LockedStore,
         rank: usize,
     ) -> Outcome<CodedReceive> {
         let cache = now.targets().into_iter().nth(rank).ok_or_else(|| bad(format!("no rank {rank}")))?;
@@ -138,9 +147,9 @@ impl CodedReceive {
         let max_packets = segmentation.segments().saturating_mul(ranks);
         let part =
             read_part(part, rank, ranks, width, max_packets, |parts| travelling_length(parts, &segmentation))
-                .map_err(|e| Failure::Internal(format!("the store's plan: {}", one_line(&e))))?;
+                .map_err(|e| bad(format!("the store's plan: {}", one_line(&e))))?;
         if let Some(p) = part.plan.iter().flatten().find(|p| p.point as usize >= segmentation.segments()) {
-            return Err(Failure::Internal(format!(
+            return Err(bad(format!(
                 "the store's plan names segment {} of {}",
                 p.point,
                 segmentation.segments()
@@ -148,10 +157,10 @@ impl CodedReceive {
         }
         let padding_bytes = segmentation.padding_of(&part.plan);
         // Their pages first: a full file system is an error here, not SIGBUS mid-decoding.
-        crate::store::locked(&store.0).reserve_all(&wanted)?;
+        locked(&store.0).reserve_all(&wanted)?;
         let target = SegmentTarget::new(Arc::clone(&segmentation), store, &cache, &wanted);
         let decoder = Decoder::over(rank, &part.plan, target, known, wanted_segments)
-            .map_err(|e| Failure::Internal(format!("the store's plan: {}", one_line(&e))))?;
+            .map_err(|e| bad(format!("the store's plan: {}", one_line(&e))))?;
         Ok(CodedReceive {
             decoder,
             rounds: part.rounds,
@@ -176,12 +185,44 @@ impl CodedReceive {
                 // this rank receives).
                 let local = seqs
                     .binary_search(&(t as u32))
-                    .map_err(|_| Failure::Internal(format!("packet {t} is not in this rank's part")))?;
+                    .map_err(|_| bad(format!("packet {t} is not in this rank's part")))?;
                 decoder
                     .receive_indexed(local as u32, packet)
-                    .map_err(|e| Failure::Internal(format!("decoding packet {t}: {}", one_line(&e))))
+                    .map_err(|e| bad(format!("decoding packet {t}: {}", one_line(&e))))
             })
             .map_err(|e| bad(one_line(&e)))?
+    }
+}
+
+/// What a receiver's coded delivery brought, once every round is decoded.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Received {
+    /// Packets it needed.
+    pub packets_needed: u64,
+    /// Of which coded (several parts).
+    pub coded_packets_needed: u64,
+    /// The records it did not hold and now does.
+    pub new_records: Vec<u32>,
+    /// Padding bytes of its packets.
+    pub padding_bytes: u64,
+}
+
+impl CodedReceive {
+    /// After the last round: what arrived, or which record is still incomplete.
+    pub fn finish(&self) -> Outcome<Received> {
+        let incomplete = self.decoder.store().incomplete();
+        if let Some(first) = incomplete.first() {
+            return Err(bad(format!(
+                "the coded delivery left record {first} incomplete ({} records in all)",
+                incomplete.len()
+            )));
+        }
+        Ok(Received {
+            packets_needed: self.decoder.packets_needed() as u64,
+            coded_packets_needed: self.decoder.coded_packets_needed() as u64,
+            new_records: self.new_records.clone(),
+            padding_bytes: self.padding_bytes,
+        })
     }
 }
 
@@ -190,14 +231,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rounds_are_128_kib_at_least_64_at_most_and_never_above_round_bytes() {
-        // 100 packets of 512 bytes: one round of 256 packets would hold them all.
-        assert_eq!(packets_per_round(100, 512, 16 << 20), 256);
-        // 100 000 packets: 64 rounds of 1563 packets.
-        assert_eq!(packets_per_round(100_000, 512, 16 << 20), 1563);
+    fn rounds_are_128_kib_and_never_above_round_bytes() {
+        assert_eq!(packets_per_round(512, 16 << 20), 256);
         // The memory cap wins: 64 KiB rounds.
-        assert_eq!(packets_per_round(100_000, 512, 64 << 10), 128);
+        assert_eq!(packets_per_round(512, 64 << 10), 128);
         // Segments larger than a round: one per round.
-        assert_eq!(packets_per_round(10, 1 << 20, 16 << 20), 1);
+        assert_eq!(packets_per_round(1 << 20, 16 << 20), 1);
     }
 }

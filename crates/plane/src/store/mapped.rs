@@ -404,7 +404,7 @@ impl RecordWriter for MappedStore {
         };
         // Callers reserve first (`put`, a decoder's set-up); this is the guard against SIGBUS.
         if let Err(e) = self.reserve(id) {
-            return Err(CodecError::MalformedPacket { reason: crate::errors::one_line(&e) });
+            return Err(CodecError::MalformedPacket { reason: crate::error::one_line(&e) });
         }
         if let Some(data) = &mut self.data {
             data[(range.start + at as u64) as usize..(range.start + end) as usize].copy_from_slice(bytes);

@@ -1,0 +1,246 @@
+//! Store mode through the hub: the store reads the source and serves; training ranks without
+//! a source learn the index from it and make their stores; the first epoch is a catch-up sent
+//! whole, later epochs coded deliveries planned ahead, relayed among the ranks that decode each
+//! packet; every rank ends each epoch holding its target byte for byte, and the bytes each
+//! moves are the plan's, to the byte.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use common::{record, scratch, sizes};
+use ubershuffle_codes::RecordIndex;
+use ubershuffle_core::epoch_chain::ChainParams;
+use ubershuffle_core::exchange_policy::ExchangePolicy;
+use ubershuffle_plane::hub::{Caller, Hub};
+use ubershuffle_plane::schedule::ChainSchedule;
+use ubershuffle_plane::store::{MappedStore, SharedStore, locked};
+use ubershuffle_plane::{Engine, EngineConfig, Figure, Figures, Input, Output, PlaneError, Schedule};
+
+/// A store-mode job: rank 0 the store, ranks 1.. training.
+struct StoreJob {
+    hub: Hub,
+    stores: Arc<Mutex<Vec<Option<SharedStore>>>>,
+    index: RecordIndex,
+    schedule: ChainSchedule,
+    dir: PathBuf,
+}
+
+struct Side {
+    stores: Arc<Mutex<Vec<Option<SharedStore>>>>,
+    dir: PathBuf,
+    schedule: ChainSchedule,
+    reads: u64,
+}
+
+impl Caller for Side {
+    fn read(&mut self, rank: usize, ids: &[u32]) -> Result<(u64, u64), String> {
+        assert_eq!(rank, 0, "only the store reads the source");
+        let stores = self.stores.lock().unwrap();
+        let mut store = locked(stores[0].as_ref().unwrap());
+        let mut bytes = 0;
+        for &id in ids {
+            let size = store.index().size(id).unwrap();
+            store.put(id, &record(id, size)).map_err(|e| e.to_string())?;
+            bytes += size;
+        }
+        self.reads += ids.len() as u64;
+        Ok((ids.len() as u64, bytes))
+    }
+
+    fn content(&mut self, _rank: usize) -> u64 {
+        unreachable!("one rank reads the source: no content check")
+    }
+
+    fn open_store(&mut self, rank: usize, offsets: &[u64]) -> Result<SharedStore, String> {
+        let index =
+            RecordIndex::from_sizes(offsets.windows(2).map(|w| w[1] - w[0])).map_err(|e| e.to_string())?;
+        let store =
+            MappedStore::open(&self.dir.join(format!("rank-{rank}")), index).map_err(|e| e.to_string())?;
+        let store: SharedStore = Arc::new(Mutex::new(store));
+        self.stores.lock().unwrap()[rank] = Some(Arc::clone(&store));
+        Ok(store)
+    }
+
+    fn state(&mut self, rank: usize) -> Result<Vec<u8>, String> {
+        assert_eq!(rank, 1, "the first training rank sends the state");
+        Ok(b"the sampler's state".to_vec())
+    }
+
+    fn restore(&mut self, state: &[u8], epoch: u64) -> Result<Box<dyn Schedule>, String> {
+        assert_eq!(state, b"the sampler's state");
+        Ok(Box::new(self.schedule.at(epoch)?))
+    }
+}
+
+fn config(rank: usize, world: usize, yielding: bool) -> EngineConfig {
+    EngineConfig {
+        rank,
+        world,
+        timeout: 10.0,
+        plane: "ShuffleGroup".into(),
+        settings: vec![("mode".into(), "'store'".into())],
+        reads_source: rank == 0,
+        store_error: None,
+        chunk_bytes: 8 << 10,
+        yield_to_gradients: yielding,
+        store_rank: Some(0),
+        segment_bytes: 512,
+        round_bytes: 16 << 10,
+    }
+}
+
+impl StoreJob {
+    fn new(name: &str, trainers: usize, records: usize, alpha: f64, yielding: bool) -> StoreJob {
+        let dir = scratch(name);
+        let world = trainers + 1;
+        let index = RecordIndex::from_sizes(sizes(records, 5)).unwrap();
+        let store = Arc::new(Mutex::new(MappedStore::open(&dir.join("rank-0"), index.clone()).unwrap()));
+        let mut all: Vec<Option<SharedStore>> = vec![None; world];
+        all[0] = Some(Arc::clone(&store));
+        let stores = Arc::new(Mutex::new(all));
+        let engines = (0..world)
+            .map(|r| Engine::new(config(r, world, yielding), (r == 0).then(|| Arc::clone(&store)), 0.0))
+            .collect();
+        let policy = ExchangePolicy::new("global", None).unwrap();
+        let params = ChainParams::new(trainers, records, policy, 9).with_alpha(alpha).unwrap();
+        let schedule = ChainSchedule::new(params, "auto").unwrap();
+        StoreJob { hub: Hub::new(engines, 0.0), stores, index, schedule, dir }
+    }
+
+    fn side(&self) -> Side {
+        Side {
+            stores: Arc::clone(&self.stores),
+            dir: self.dir.clone(),
+            schedule: self.schedule.clone(),
+            reads: 0,
+        }
+    }
+
+    fn trainers(&self) -> usize {
+        self.stores.lock().unwrap().len() - 1
+    }
+
+    /// Every training rank asks for `epoch`; runs until nothing moves; returns each training
+    /// rank's figures of it.
+    fn epoch(&mut self, epoch: u64, side: &mut Side) -> Vec<Result<Figures, PlaneError>> {
+        let at = self.schedule.at(epoch).unwrap();
+        for r in 1..=self.trainers() {
+            self.hub.input(r, Input::SetEpoch(at.boxed_copy()));
+        }
+        self.hub.run(side);
+        (1..=self.trainers()).map(|r| answer(&self.hub.take_outputs(r), epoch)).collect()
+    }
+
+    fn check_holds(&self, epoch: u64) {
+        let targets = self.schedule.at(epoch).unwrap().targets();
+        let stores = self.stores.lock().unwrap();
+        for (q, target) in targets.iter().enumerate() {
+            let store = locked(stores[q + 1].as_ref().unwrap());
+            for &id in target {
+                let got = store
+                    .get(id)
+                    .unwrap_or_else(|| panic!("rank {} lacks record {id} at epoch {epoch}", q + 1));
+                assert_eq!(got, &record(id, self.index.size(id).unwrap())[..], "rank {}, record {id}", q + 1);
+            }
+        }
+    }
+}
+
+impl Drop for StoreJob {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn answer(outputs: &[Output], epoch: u64) -> Result<Figures, PlaneError> {
+    for o in outputs {
+        match o {
+            Output::Ready { epoch: e, figures } if *e == epoch => return Ok((**figures).clone()),
+            Output::Failed(e) => return Err(e.clone()),
+            _ => {}
+        }
+    }
+    panic!("no answer for epoch {epoch}: {outputs:?}")
+}
+
+fn table(f: &Figures, name: &str) -> Vec<Vec<u64>> {
+    match f.get(name) {
+        Some(Figure::Table(t)) => t.clone(),
+        other => panic!("{name}: {other:?}"),
+    }
+}
+
+fn tables(f: &Figures, name: &str) -> Vec<Vec<Vec<u64>>> {
+    match f.get(name) {
+        Some(Figure::Tables(t)) => t.clone(),
+        other => panic!("{name}: {other:?}"),
+    }
+}
+
+#[test]
+fn a_store_catches_up_then_codes_every_step_and_the_ranks_relay_what_several_decode() {
+    for yielding in [false, true] {
+        let mut job = StoreJob::new(&format!("store-{yielding}"), 3, 240, 0.5, yielding);
+        let mut side = job.side();
+        let mut served: Vec<Figures> = Vec::new();
+        for epoch in 0..4u64 {
+            let figures: Vec<Figures> = job.epoch(epoch, &mut side).into_iter().map(Result::unwrap).collect();
+            job.check_holds(epoch);
+            served.extend(job.hub.take_served(0));
+            let kind = if epoch == 0 { "catch-up" } else { "step" };
+            for f in &figures {
+                assert_eq!(f.get("kind"), Some(&Figure::Word(kind)));
+            }
+            if epoch == 0 {
+                continue;
+            }
+            // The store served this epoch (planned and sent ahead) before the ranks asked.
+            let step = served.iter().find(|s| s.count_of("epoch") == epoch).unwrap_or_else(|| {
+                panic!(
+                    "epoch {epoch} not served: {:?}",
+                    served.iter().map(|s| s.count_of("epoch")).collect::<Vec<_>>()
+                )
+            });
+            assert!(step.count_of("coded_packets") > 0, "epoch {epoch} coded");
+            assert!(step.count_of("packets") < step.count_of("uncoded_packets"));
+            let store_bytes = table(step, "round_store_bytes");
+            let relay = tables(step, "round_relay_bytes");
+            let sent: u64 = store_bytes.iter().flatten().sum();
+            assert_eq!(step.count_of("bytes_sent"), sent, "the store sends its rounds, to the byte");
+            assert_eq!(sent, step.count_of("unicast_bytes") + step.count_of("multicast_bytes"));
+            for (q, f) in figures.iter().enumerate() {
+                let from_store: u64 = store_bytes.iter().map(|r| r[q]).sum();
+                let relayed_in: u64 = relay.iter().map(|m| m.iter().map(|row| row[q]).sum::<u64>()).sum();
+                let relayed_out: u64 = relay.iter().map(|m| m[q].iter().sum::<u64>()).sum();
+                assert_eq!(f.count_of("bytes_received"), from_store + relayed_in, "rank {}", q + 1);
+                assert_eq!(f.count_of("bytes_sent"), relayed_out, "rank {}", q + 1);
+                assert!(f.count_of("coded_packets") > 0);
+            }
+            let parts: u64 = figures.iter().map(|f| f.count_of("part_bytes")).sum();
+            assert_eq!(parts, step.count_of("part_bytes"));
+        }
+        assert!(side.reads <= 240, "each record read from the source at most once");
+    }
+}
+
+#[test]
+fn training_ranks_on_another_chain_are_named() {
+    let mut job = StoreJob::new("store-chain", 2, 80, 0.5, false);
+    let mut side = job.side();
+    // Rank 2 follows another chain (another seed): the store restores rank 1's.
+    let policy = ExchangePolicy::new("global", None).unwrap();
+    let other =
+        ChainSchedule::new(ChainParams::new(2, 80, policy, 10).with_alpha(0.5).unwrap(), "auto").unwrap();
+    job.hub.input(1, Input::SetEpoch(job.schedule.at(0).unwrap().boxed_copy()));
+    job.hub.input(2, Input::SetEpoch(other.at(0).unwrap().boxed_copy()));
+    job.hub.run(&mut side);
+    for r in [1, 2] {
+        let e = answer(&job.hub.take_outputs(r), 0).unwrap_err();
+        assert!(e.to_string().contains("rank 2's epoch chain differs from the store's at epoch 0"), "{e}");
+        assert!(matches!(e, PlaneError::Mismatch(_)));
+    }
+}
