@@ -284,11 +284,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<exchange::ExchangeCore>()?;
     m.add_class::<exchange_host::HostCore>()?;
     m.add_class::<store::StoreCore>()?;
-    m.add_class::<plane::TransferCore>()?;
     m.add_class::<plane::CodedSendCore>()?;
-    m.add_class::<plane::CodedRecvCore>()?;
-    m.add_class::<plane::LivenessCore>()?;
-    m.add_class::<plane::PaceCore>()?;
     m.add_class::<plane::engine::PlaneListener>()?;
     m.add_class::<plane::engine::PlaneCore>()?;
     let py = m.py();

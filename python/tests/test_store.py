@@ -1,6 +1,6 @@
-"""The record store, the record sources, and the data plane's engine run in one process (no
-torch): records sent whole between ranks' stores, and a store rank's coded delivery decoded at
-every training rank, byte for byte."""
+"""The record store and the record sources in one process (no torch). The data plane's engine
+that moves records between stores is tested in Rust, whole jobs in one process
+(``cargo test -p ubershuffle-plane``), and under torchrun in test_torch_*.py."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ import pickle
 import numpy as np
 import pytest
 
-from ubershuffle import _native
-from ubershuffle.sampler import CodedShuffleSampler
 from ubershuffle.sources import RecordSource, as_source
 from ubershuffle.store import RecordStore
 
@@ -121,90 +119,3 @@ def test_sources_of_every_kind_give_sizes_and_bytes(tmp_path):
         as_source(tmp_path / "missing")
     with pytest.raises(TypeError, match="^records must be .*, not int$"):
         as_source(42)
-
-
-def cores(points: int, world: int, **kwargs) -> tuple:
-    """Sampler cores at epoch 0 and 1 of one chain."""
-    sampler = CodedShuffleSampler(points, num_replicas=world, rank=0, seed=5, **kwargs)
-    now = sampler._core
-    return now, now.stepped()
-
-
-def test_records_move_whole_between_stores_to_every_rank_s_target():
-    data = uneven(90, 3)
-    source = as_source(data)
-    now, nxt = cores(90, 3, policy="partial-local", fraction=0.5)
-    stores = [RecordStore(source.offsets) for _ in range(3)]
-    for r, store in enumerate(stores):
-        source.load(store, now.targets()[r])
-    views = [_native.TransferCore(stores[r]._core, now.targets(), nxt.targets(), r, 4096) for r in range(3)]
-    assert all(len(v.source_ids()) == 0 for v in views), "every record is held by some rank"
-    for k in range(max(v.rounds for v in views)):
-        packed = []
-        for v in views:
-            sent, _ = v.sizes(k)
-            out = np.empty(sum(sent), dtype=np.uint8)
-            v.pack_into(k, out)
-            packed.append((out, np.cumsum(sent) - sent, sent))
-        for r, v in enumerate(views):
-            _, received = v.sizes(k)
-            parts = [packed[p][0][packed[p][1][r] : packed[p][1][r] + packed[p][2][r]] for p in range(3)]
-            assert [len(x) for x in parts] == list(received), "both ends agree on every message"
-            v.unpack(k, np.concatenate(parts))
-    for r, store in enumerate(stores):
-        for i in nxt.targets()[r]:
-            assert store[int(i)].tobytes() == data[i]
-        moved = np.setdiff1d(nxt.targets()[r], now.targets()[r])
-        assert views[r].figures()["bytes_received"] == sum(len(data[i]) for i in moved)
-        store.close()
-
-
-@pytest.mark.parametrize("segment_bytes", [64, 1000])
-def test_a_coded_delivery_decodes_at_every_rank_byte_for_byte(segment_bytes):
-    data = uneven(120, 4)
-    source = as_source(data)
-    now, nxt = cores(120, 3, alpha=0.5)
-    full = RecordStore(source.offsets)
-    source.load(full, np.arange(120))
-    sender = _native.CodedSendCore(now, full._core, segment_bytes, 50 * segment_bytes)
-    figures = sender.figures()
-    assert figures["packets"] < figures["uncoded_packets"]
-    assert figures["data_bytes"] + figures["padding_bytes"] == figures["packets"] * segment_bytes
-    # Every round: the store's message to each rank, then the relay as one all-to-all.
-    messages = []
-    for k in range(sender.rounds):
-        sizes = sender.round_sizes(k)
-        out = np.empty(sum(sizes), dtype=np.uint8)
-        sender.encode_into(k, out)
-        ends = np.cumsum(sizes)
-        messages.append([out[e - s : e] for s, e in zip(sizes, ends)])
-    stores, receivers = [], []
-    for r in range(3):
-        store = RecordStore(source.offsets)
-        source.load(store, now.targets()[r])
-        receiver = _native.CodedRecvCore(now, nxt, sender.part_for(r), store._core, r, segment_bytes)
-        assert receiver.rounds == sender.rounds
-        stores.append(store)
-        receivers.append(receiver)
-    for k in range(sender.rounds):
-        relays = []
-        for r, receiver in enumerate(receivers):
-            sent, _ = receiver.relay_sizes(k)
-            out = np.empty(sum(sent), dtype=np.uint8)
-            receiver.pack_relay(k, messages[k][r], out)
-            starts = np.cumsum([0, *sent])
-            relays.append([out[starts[q] : starts[q + 1]] for q in range(3)])
-        assert [[len(x) for x in row] for row in relays] == sender.relay_matrix(k)
-        for r, receiver in enumerate(receivers):
-            from_peers = np.concatenate([relays[q][r] for q in range(3)])
-            receiver.decode(k, messages[k][r], from_peers)
-    for r, (store, receiver) in enumerate(zip(stores, receivers)):
-        done = receiver.finish()
-        for i in nxt.batch(r):
-            assert store[int(i)].tobytes() == data[i], f"rank {r}, record {i}"
-        assert list(done["new_records"]) == list(np.setdiff1d(nxt.batch(r), now.targets()[r]))
-        store.close()
-    f = sender.figures()
-    assert f["unicast_packets"] + f["multicast_packets"] + f["unneeded_packets"] == f["packets"]
-    assert f["multicast_packets"] > 0, "alpha 0.5 codes: some packets serve several ranks"
-    full.close()

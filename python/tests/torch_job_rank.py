@@ -37,7 +37,7 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset
 
 from ubershuffle.torch import ShuffleGroup, init_process_group
-from ubershuffle.torch._protocol import state_bytes, state_from
+from ubershuffle.torch._state import state_bytes, state_from
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from torch_plane_rank import records, write_atomic, write_log  # noqa: E402
@@ -228,13 +228,6 @@ def die(sg: ShuffleGroup, opts: dict, log: dict, out: pathlib.Path, rank: int) -
                 sg.set_epoch(epoch)
                 if epoch == 1 and rank == victim:
                     time.sleep(train / 4)
-                    link = getattr(sg, "_link", None)
-                    if link is not None:
-                        # Beats through the job's store: no beat after the one noted, the kill
-                        # comes first.
-                        with link.watch.lock:
-                            write_atomic(out / "last_beat", repr(("beat", link.watch.last_beat)))
-                            os.kill(os.getpid(), signal.SIGKILL)
                     # The engine beats on its connections at least every period before this.
                     write_atomic(out / "last_beat", repr(("kill", time.time())))
                     os.kill(os.getpid(), signal.SIGKILL)

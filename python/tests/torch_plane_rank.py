@@ -21,7 +21,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset
 
 from ubershuffle.torch import ShuffleGroup, init_process_group
-from ubershuffle.torch._protocol import state_bytes, state_from
+from ubershuffle.torch._state import state_bytes, state_from
 
 
 def records(count: int, seed: int, scale: int = 1) -> list:

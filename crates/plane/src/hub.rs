@@ -58,11 +58,19 @@ pub struct Traffic {
 /// A message between two ranks: from, to, its bytes, whether it carries records.
 type Queued = (usize, usize, Vec<u8>, bool);
 
+/// A slow path: the pair `(from, to)`, the first message it holds (`None`: every message), and
+/// what waits.
+struct Slow {
+    pair: (usize, usize),
+    first: Option<fn(&[u8]) -> bool>,
+    held: VecDeque<Queued>,
+}
+
 /// The engines of one process (see the module's docs).
 pub struct Hub {
     engines: Vec<Option<Engine>>,
-    /// Pairs `(from, to)` whose messages wait (a slow path), with what waits.
-    delayed: Vec<((usize, usize), VecDeque<Queued>)>,
+    /// The slow paths.
+    delayed: Vec<Slow>,
     queue: VecDeque<Queued>,
     now: f64,
     outputs: Vec<Vec<Output>>,
@@ -184,8 +192,11 @@ impl Hub {
         loop {
             let mut moved = false;
             while let Some(m) = self.queue.pop_front() {
-                if let Some((_, held)) = self.delayed.iter_mut().find(|(pair, _)| *pair == (m.0, m.1)) {
-                    held.push_back(m);
+                let slow = self.delayed.iter_mut().find(|s| {
+                    s.pair == (m.0, m.1) && (s.first.is_none_or(|f| f(&m.2)) || !s.held.is_empty())
+                });
+                if let Some(s) = slow {
+                    s.held.push_back(m);
                     continue;
                 }
                 let (from, to, bytes, _) = m;
@@ -280,14 +291,20 @@ impl Hub {
 
     /// Holds back what `from` sends `to` (in order) until [`Hub::release`].
     pub fn delay(&mut self, from: usize, to: usize) {
-        self.delayed.push(((from, to), VecDeque::new()));
+        self.delayed.push(Slow { pair: (from, to), first: None, held: VecDeque::new() });
+    }
+
+    /// Holds back what `from` sends `to` from the first message `first` picks (by its bytes)
+    /// on, in order, until [`Hub::release`].
+    pub fn delay_from(&mut self, from: usize, to: usize, first: fn(&[u8]) -> bool) {
+        self.delayed.push(Slow { pair: (from, to), first: Some(first), held: VecDeque::new() });
     }
 
     /// Lets what `from` sends `to` through again, what was held first.
     pub fn release(&mut self, from: usize, to: usize) {
-        if let Some(i) = self.delayed.iter().position(|(pair, _)| *pair == (from, to)) {
-            let (_, held) = self.delayed.remove(i);
-            for m in held.into_iter().rev() {
+        if let Some(i) = self.delayed.iter().position(|s| s.pair == (from, to)) {
+            let slow = self.delayed.remove(i);
+            for m in slow.held.into_iter().rev() {
                 self.queue.push_front(m);
             }
         }

@@ -18,6 +18,7 @@ use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_plane::hub::{Caller, Hub};
 use ubershuffle_plane::schedule::ChainSchedule;
 use ubershuffle_plane::store::{MappedStore, SharedStore, locked};
+use ubershuffle_plane::wire::Message;
 use ubershuffle_plane::{Engine, EngineConfig, Figure, Figures, Input, Output, PlaneError, Schedule};
 
 /// A store-mode job: rank 0 the store, ranks 1.. training.
@@ -76,7 +77,7 @@ impl Caller for Side {
     }
 }
 
-fn config(rank: usize, world: usize, yielding: bool) -> EngineConfig {
+fn config(rank: usize, world: usize, yielding: bool, segment_bytes: usize) -> EngineConfig {
     EngineConfig {
         rank,
         world,
@@ -88,13 +89,24 @@ fn config(rank: usize, world: usize, yielding: bool) -> EngineConfig {
         chunk_bytes: 8 << 10,
         yield_to_gradients: yielding,
         store_rank: Some(0),
-        segment_bytes: 512,
+        segment_bytes,
         round_bytes: 16 << 10,
     }
 }
 
 impl StoreJob {
     fn new(name: &str, trainers: usize, records: usize, alpha: f64, yielding: bool) -> StoreJob {
+        StoreJob::with_segments(name, trainers, records, alpha, yielding, 512)
+    }
+
+    fn with_segments(
+        name: &str,
+        trainers: usize,
+        records: usize,
+        alpha: f64,
+        yielding: bool,
+        segment_bytes: usize,
+    ) -> StoreJob {
         let dir = scratch(name);
         let world = trainers + 1;
         let index = RecordIndex::from_sizes(sizes(records, 5)).unwrap();
@@ -103,7 +115,13 @@ impl StoreJob {
         all[0] = Some(Arc::clone(&store));
         let stores = Arc::new(Mutex::new(all));
         let engines = (0..world)
-            .map(|r| Engine::new(config(r, world, yielding), (r == 0).then(|| Arc::clone(&store)), 0.0))
+            .map(|r| {
+                Engine::new(
+                    config(r, world, yielding, segment_bytes),
+                    (r == 0).then(|| Arc::clone(&store)),
+                    0.0,
+                )
+            })
             .collect();
         let policy = ExchangePolicy::new("global", None).unwrap();
         let params = ChainParams::new(trainers, records, policy, 9).with_alpha(alpha).unwrap();
@@ -242,5 +260,64 @@ fn training_ranks_on_another_chain_are_named() {
         let e = answer(&job.hub.take_outputs(r), 0).unwrap_err();
         assert!(e.to_string().contains("rank 2's epoch chain differs from the store's at epoch 0"), "{e}");
         assert!(matches!(e, PlaneError::Mismatch(_)));
+    }
+}
+
+#[test]
+fn a_rank_whose_part_comes_last_takes_the_relay_credit_its_peers_sent_first() {
+    let mut job = StoreJob::new("store-late-part", 3, 160, 0.5, false);
+    let mut side = job.side();
+    // The store's coded part for rank 1 (epoch 1's, after epoch 0's records sent whole) comes
+    // last, so ranks 2 and 3 grant rank 1 credit for its relay before rank 1 has its part.
+    job.hub.delay_from(0, 1, |m| matches!(Message::decode(m), Ok(Message::Part { coded: true, .. })));
+    let at = job.schedule.at(0).unwrap();
+    for r in 1..=3 {
+        job.hub.input(r, Input::SetEpoch(at.boxed_copy()));
+    }
+    job.hub.run(&mut side);
+    job.hub.release(0, 1);
+    job.hub.run(&mut side);
+    for r in 2..=3 {
+        answer(&job.hub.take_outputs(r), 0).unwrap();
+    }
+    for f in job.epoch(1, &mut side) {
+        assert!(f.unwrap().count_of("coded_packets") > 0);
+    }
+    job.check_holds(1);
+}
+
+#[test]
+fn a_killed_store_is_named_at_once_by_every_training_rank() {
+    let mut job = StoreJob::new("store-killed", 2, 60, 0.5, false);
+    let mut side = job.side();
+    job.epoch(0, &mut side);
+    job.hub.kill(0);
+    for r in [1, 2] {
+        let out = job.hub.take_outputs(r);
+        let e =
+            out.iter().find_map(|o| if let Output::Failed(e) = o { Some(e.clone()) } else { None }).unwrap();
+        assert!(matches!(e, PlaneError::PeerLost { rank: 0, .. }), "{e}");
+    }
+}
+
+#[test]
+fn segments_smaller_and_larger_than_most_records_decode_byte_for_byte() {
+    for segment_bytes in [64, 6000] {
+        let mut job =
+            StoreJob::with_segments(&format!("store-seg-{segment_bytes}"), 3, 40, 0.5, false, segment_bytes);
+        let mut side = job.side();
+        for epoch in 0..3u64 {
+            for f in job.epoch(epoch, &mut side) {
+                f.unwrap();
+            }
+            job.check_holds(epoch);
+        }
+        let served = job.hub.take_served(0);
+        let step = served.iter().find(|s| s.count_of("epoch") == 1).unwrap();
+        assert_eq!(step.count_of("segment_bytes"), segment_bytes as u64);
+        assert_eq!(
+            step.count_of("data_bytes") + step.count_of("padding_bytes"),
+            step.count_of("packets") * segment_bytes as u64
+        );
     }
 }

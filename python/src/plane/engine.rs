@@ -11,11 +11,11 @@ use std::time::Duration;
 use numpy::IntoPyArray;
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyTimeoutError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList};
 use ubershuffle_plane::driver::mesh::{JobKey, Listener, MeshConfig, link_up};
 use ubershuffle_plane::driver::{Hooks, Plane};
 use ubershuffle_plane::store::SharedStore;
-use ubershuffle_plane::{EngineConfig, Figure, Figures, PlaneError};
+use ubershuffle_plane::{EngineConfig, Figure, Figures, PlaneError, Schedule};
 
 use crate::errors::catch;
 use crate::sampler::SamplerCore;
@@ -82,11 +82,18 @@ pub fn figures_dict<'py>(py: Python<'py>, f: &Figures) -> PyResult<Bound<'py, Py
     Ok(d)
 }
 
-/// Reads the source through the Python side: `load(store, ids)` (a `RecordSource`'s, into
-/// the Python `RecordStore`) and `content()` (the digest of the content sample).
-struct PythonReader {
-    load: Py<PyAny>,
-    content: Py<PyAny>,
+/// What the engine asks of the Python side, each a callable (or `None` where this rank has
+/// nothing to give): `load(ids) -> bytes read` (a `RecordSource`'s, into the rank's
+/// `RecordStore`), `content() -> digest` (of the content sample), `open_store(offsets) ->
+/// StoreCore` (a store-mode training rank's store, once the store sent the index),
+/// `state() -> bytes` (the sampler's state), `restore(state, epoch) -> SamplerCore` (the
+/// store's chain). They run on the engine's hooks thread, which takes the GIL only for them.
+struct PythonHooks {
+    load: Option<Py<PyAny>>,
+    content: Option<Py<PyAny>>,
+    open_store: Option<Py<PyAny>>,
+    state: Option<Py<PyAny>>,
+    restore: Option<Py<PyAny>>,
 }
 
 fn one_line(e: PyErr, py: Python<'_>) -> String {
@@ -95,21 +102,49 @@ fn one_line(e: PyErr, py: Python<'_>) -> String {
     format!("{name}: {}", text.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
-impl Hooks for PythonReader {
+/// Calls `hook` (or says it is missing) with the GIL.
+fn call<T>(
+    hook: &Option<Py<PyAny>>,
+    what: &str,
+    f: impl FnOnce(Python<'_>, &Py<PyAny>) -> PyResult<T>,
+) -> Result<T, String> {
+    let hook = hook.as_ref().ok_or_else(|| format!("this rank has nothing to {what}"))?;
+    Python::attach(|py| f(py, hook).map_err(|e| one_line(e, py)))
+}
+
+impl Hooks for PythonHooks {
     fn read(&mut self, ids: &[u32], _store: &SharedStore) -> Result<(u64, u64), String> {
-        Python::attach(|py| {
-            let count = ids.len() as u64;
-            let ids: Vec<i64> = ids.iter().map(|&i| i64::from(i)).collect();
-            let bytes = self.load.call1(py, (ids.into_pyarray(py),)).map_err(|e| one_line(e, py))?;
-            let bytes: u64 = bytes.extract(py).map_err(|e| one_line(e, py))?;
-            Ok((count, bytes))
-        })
+        let count = ids.len() as u64;
+        let ids: Vec<i64> = ids.iter().map(|&i| i64::from(i)).collect();
+        let bytes =
+            call(&self.load, "read records from", |py, f| f.call1(py, (ids.into_pyarray(py),))?.extract(py))?;
+        Ok((count, bytes))
     }
 
     fn content_digest(&mut self) -> Result<u64, String> {
+        call(&self.content, "digest", |py, f| f.call0(py)?.extract(py))
+    }
+
+    fn open_store(&mut self, offsets: &[u64]) -> Result<SharedStore, String> {
+        let offsets: Vec<i64> = offsets.iter().map(|&o| o as i64).collect();
+        let hook = self.open_store.as_ref().ok_or("this rank cannot make a record store")?;
+        // A store that does not fit says so in its own words (an `OSError`'s one line).
         Python::attach(|py| {
-            let d = self.content.call0(py).map_err(|e| one_line(e, py))?;
-            d.extract::<u64>(py).map_err(|e| one_line(e, py))
+            let store = hook.call1(py, (offsets.into_pyarray(py),)).map_err(|e| e.value(py).to_string())?;
+            let store = store.bind(py).cast::<StoreCore>().map_err(|e| one_line(PyErr::from(e), py))?;
+            Ok(store.borrow().shared())
+        })
+    }
+
+    fn sampler_state(&mut self) -> Result<Vec<u8>, String> {
+        call(&self.state, "give as its sampler's state", |py, f| f.call0(py)?.extract(py))
+    }
+
+    fn restore(&mut self, state: &[u8], epoch: u64) -> Result<Box<dyn Schedule>, String> {
+        call(&self.restore, "restore a chain with", |py, f| {
+            let core = f.call1(py, (PyBytes::new(py, state), epoch))?;
+            let core = core.bind(py).cast::<SamplerCore>().map_err(PyErr::from)?;
+            Ok(Box::new(core.borrow().copy_core()) as Box<dyn Schedule>)
         })
     }
 }
@@ -155,7 +190,12 @@ impl PlaneCore {
     /// `content() -> digest` the source (`None`: this rank reads none), `store_error` why its
     /// store could not be made.
     #[new]
-    #[pyo3(signature = (listener, rank, addresses, key, job, deadline, timeout, settings, store, load, content, store_error, chunk_bytes, yield_to_gradients, plane = "ShuffleGroup"))]
+    #[pyo3(signature = (
+        listener, rank, addresses, key, job, deadline, timeout, settings, store, *,
+        load = None, content = None, open_store = None, state = None, restore = None,
+        store_error = None, chunk_bytes = 1 << 20, yield_to_gradients = true, store_rank = None,
+        segment_bytes = 0, round_bytes = 16 << 20, plane = "ShuffleGroup",
+    ))]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
         py: Python<'_>,
@@ -167,20 +207,29 @@ impl PlaneCore {
         deadline: f64,
         timeout: f64,
         settings: Vec<(String, String)>,
-        store: PyRef<'_, StoreCore>,
+        store: Option<PyRef<'_, StoreCore>>,
         load: Option<Py<PyAny>>,
         content: Option<Py<PyAny>>,
+        open_store: Option<Py<PyAny>>,
+        state: Option<Py<PyAny>>,
+        restore: Option<Py<PyAny>>,
         store_error: Option<String>,
         chunk_bytes: u64,
         yield_to_gradients: bool,
+        store_rank: Option<usize>,
+        segment_bytes: usize,
+        round_bytes: u64,
         plane: &str,
     ) -> PyResult<Self> {
         let addresses: Vec<SocketAddr> = addresses
             .iter()
             .map(|a| a.parse().map_err(|e| PyValueError::new_err(format!("not an address: {a:?} ({e})"))))
             .collect::<PyResult<_>>()?;
-        if rank >= addresses.len() {
-            return Err(PyValueError::new_err(format!("rank {rank} of {} addresses", addresses.len())));
+        if rank >= addresses.len() || store_rank.is_some_and(|s| s >= addresses.len()) {
+            return Err(PyValueError::new_err(format!(
+                "rank {rank} or the store's out of {} ranks",
+                addresses.len()
+            )));
         }
         let key: [u8; 32] =
             key.try_into().map_err(|_| PyValueError::new_err("the job's key must be 32 bytes"))?;
@@ -191,25 +240,21 @@ impl PlaneCore {
             .listener
             .take()
             .ok_or_else(|| PyRuntimeError::new_err("this listener was used already"))?;
-        let reads_source = load.is_some();
-        let reader: Box<dyn Hooks> = match (load, content) {
-            (Some(load), Some(content)) => Box::new(PythonReader { load, content }),
-            _ => Box::new(NoSource),
-        };
         let cfg = EngineConfig {
             rank,
             world: addresses.len(),
             timeout,
             plane: plane.to_string(),
             settings,
-            reads_source,
+            reads_source: load.is_some(),
             store_error,
             chunk_bytes: chunk_bytes.max(1),
             yield_to_gradients,
-            store_rank: None,
-            segment_bytes: 0,
-            round_bytes: 16 << 20,
+            store_rank,
+            segment_bytes,
+            round_bytes: round_bytes.max(1),
         };
+        let hooks: Box<dyn Hooks> = Box::new(PythonHooks { load, content, open_store, state, restore });
         let mesh = MeshConfig {
             rank,
             addresses,
@@ -217,11 +262,11 @@ impl PlaneCore {
             job,
             deadline: Duration::from_secs_f64(deadline),
         };
-        let shared = store.shared();
+        let shared = store.map(|s| s.shared());
         let plane = py.detach(move || {
             catch_plane(move || {
                 let links = link_up(listener, &mesh)?;
-                Plane::start(cfg, Some(shared), links, reader)
+                Plane::start(cfg, shared, links, hooks)
             })
         })?;
         Ok(PlaneCore { plane })
@@ -281,24 +326,18 @@ impl PlaneCore {
         Some((class, e.to_string().replace('\n', " ")))
     }
 
+    /// The store's loop: serves until every training rank closed; returns the figures of every
+    /// epoch served.
+    fn serve<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let served = py.detach(|| catch_plane(|| self.plane.serve()))?;
+        served.iter().map(|f| figures_dict(py, f)).collect()
+    }
+
     /// Closes the plane (from any thread, more than once); returns `[(epoch, figures)]` of a
     /// delivery that ended without being asked for.
     fn close<'py>(&self, py: Python<'py>) -> PyResult<Vec<(u64, Bound<'py, PyDict>)>> {
         let unasked = py.detach(|| self.plane.close());
         unasked.into_iter().map(|(e, f)| Ok((e, figures_dict(py, &f)?))).collect()
-    }
-}
-
-/// A rank that reads no source.
-struct NoSource;
-
-impl Hooks for NoSource {
-    fn read(&mut self, ids: &[u32], _store: &SharedStore) -> Result<(u64, u64), String> {
-        Err(format!("this rank has no source to read {} records from", ids.len()))
-    }
-
-    fn content_digest(&mut self) -> Result<u64, String> {
-        Err("this rank has no source".into())
     }
 }
 

@@ -1,8 +1,8 @@
-"""``ubershuffle.torch``: shuffling inside the training job. The job's own
-``torch.distributed`` process group carries the records, rank to rank (``mode="peer"``, the
-partial-local seed's system) or by coded delivery from a store rank (``mode="store"``: each
-packet only to the ranks that decode it, pseudo-broadcast among them),
-for records of any size, each epoch's delivery overlapped with the epoch before.
+"""``ubershuffle.torch``: shuffling inside the training job. The data plane's engine (Rust, on
+sealed connections and threads of its own, off the GIL) moves the records between the job's
+ranks, rank to rank (``mode="peer"``, the partial-local seed's system) or by coded delivery
+from a store rank (``mode="store"``: each packet only to the ranks that decode it, relayed
+among them), for records of any size, each epoch's delivery overlapped with the epoch before.
 
 This subpackage imports torch; ``import ubershuffle`` does not.
 
@@ -21,9 +21,9 @@ A torchrun script (4 ranks, peer mode)::
 
 from __future__ import annotations
 
+from .._native import PeerClosed, PeerFailed, ShuffleClosed, ShuffleError, ShuffleTimeout
 from ._group import ShuffleGroup
 from ._init import init_process_group
-from ._watch import PeerClosed, PeerFailed, ShuffleClosed, ShuffleError, ShuffleTimeout
 
 __all__ = [
     "PeerClosed",

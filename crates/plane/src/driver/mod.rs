@@ -316,6 +316,9 @@ fn run(
                     None => failure_waiters.push(reply),
                 },
                 Call::Serve(reply) => match engine.failure() {
+                    Some(PlaneError::PeerClosed { .. }) => {
+                        let _ = reply.send(Ok(std::mem::take(&mut served)));
+                    }
                     Some(e) => {
                         let _ = reply.send(Err(e.clone()));
                     }
@@ -399,8 +402,10 @@ fn run(
                     for w in failure_waiters.drain(..) {
                         let _ = w.send(Some(e.clone()));
                     }
+                    // A training rank that closed mid-delivery ends serving too, quietly.
+                    let quiet = matches!(e, PlaneError::PeerClosed { .. });
                     for w in serving.drain(..) {
-                        let _ = w.send(Err(e.clone()));
+                        let _ = w.send(if quiet { Ok(std::mem::take(&mut served)) } else { Err(e.clone()) });
                     }
                 }
             }

@@ -342,8 +342,8 @@ impl Engine {
         let gate = Gate::new(cfg.yield_to_gradients);
         let world = cfg.world;
         let role = cfg.role();
-        let serving = (role == Role::Store)
-            .then(|| Serving::new(cfg.rank, world, cfg.segment_bytes, cfg.round_bytes, cfg.chunk_bytes));
+        let serving =
+            (role == Role::Store).then(|| Serving::new(cfg.rank, world, cfg.round_bytes, cfg.chunk_bytes));
         let mut engine = Engine {
             cfg,
             role,
@@ -586,10 +586,9 @@ impl Engine {
                 self.peer_closed[from] = true;
                 self.live.forget(from);
                 if let Some(s) = self.serving.as_mut() {
+                    // A training rank that closes ends the job's serving once the epoch being
+                    // sent is out: the store serves no epoch without every rank.
                     s.closed(from);
-                    if s.all_closed() {
-                        self.outputs.push_back(Output::Finished);
-                    }
                 }
                 if self.needs(from) {
                     let (plane, me, doing) = (self.cfg.plane.clone(), self.cfg.rank, self.doing());
@@ -612,7 +611,7 @@ impl Engine {
             Message::Hello(h) => {
                 let lacks_index = h.index.is_none();
                 self.setup.hello_from(from, h, &self.cfg)?;
-                if lacks_index && self.role == Role::Store {
+                if lacks_index && self.role == Role::Store && self.cfg.store_error.is_none() {
                     let offsets = self.index.offsets().to_vec();
                     self.send(from, Message::Index { offsets }.encode());
                 }
@@ -632,20 +631,10 @@ impl Engine {
                 self.setup.index_from(from, &offsets)?;
                 self.outputs.push_back(Output::NeedStore { offsets });
             }
-            Message::Want { .. } if self.role == Role::Store => {
-                let now = self.now;
+            Message::Want { .. } | Message::Credit { .. } if self.role == Role::Store => {
                 let serving =
                     self.serving.as_mut().ok_or_else(|| PlaneError::Internal("no serving".into()))?;
-                if let Err(f) = serving.on_message(from, &bytes, now) {
-                    let doing = serving.doing();
-                    return Err(f.at(from, self.cfg.rank, doing));
-                }
-            }
-            Message::Credit { .. } if self.role == Role::Store => {
-                let now = self.now;
-                let serving =
-                    self.serving.as_mut().ok_or_else(|| PlaneError::Internal("no serving".into()))?;
-                if let Err(f) = serving.on_message(from, &bytes, now) {
+                if let Err(f) = serving.on_message(from, &bytes) {
                     let doing = serving.doing();
                     return Err(f.at(from, self.cfg.rank, doing));
                 }
@@ -786,13 +775,18 @@ impl Engine {
     /// when its records are local; at the store, serves.
     fn deliveries(&mut self) -> Result<(), PlaneError> {
         let store = self.store()?;
+        let segment_bytes = self.segment_bytes();
         if let Some(serving) = self.serving.as_mut() {
             let mut asks = Vec::new();
             serving.pump(&store, &self.index, self.now, &mut asks)?;
             for f in serving.take_served() {
                 self.outputs.push_back(Output::Served(Box::new(f)));
             }
-            let (segmentation, round_bytes) = (serving.segmentation(&self.index)?, serving.round_bytes());
+            if serving.is_over() {
+                self.outputs.push_back(Output::Finished);
+            }
+            let (segmentation, round_bytes) =
+                (serving.segmentation(&self.index, segment_bytes)?, serving.round_bytes());
             for ask in asks {
                 match ask {
                     serving::Ask::Send(to, bytes) => self.send(to, bytes),

@@ -75,21 +75,22 @@ struct Serve {
     plan_wait: f64,
     plan_seconds: f64,
     started: f64,
-    asked_at: f64,
+    /// When every training rank had asked.
+    all_in: f64,
 }
 
 /// The store's side (see the module's docs).
 pub(super) struct Serving {
     /// The training ranks, by place.
     trainers: Vec<usize>,
-    segment_bytes: usize,
+    /// The store's own rank.
+    me: usize,
     round_bytes: u64,
     chunk: u64,
     /// The chain where the store stands (the last epoch sent), once known.
     schedule: Option<Box<dyn Schedule>>,
     wants: Vec<Option<Want>>,
-    /// When the first request of the epoch to serve came, and when the last did.
-    first_want: Option<f64>,
+    /// When every training rank had asked for the epoch to serve.
     all_in: Option<f64>,
     current: Option<Serve>,
     /// A restore asked for, and its answer.
@@ -102,29 +103,24 @@ pub(super) struct Serving {
     closed: Vec<bool>,
     /// Figures of the epochs served.
     served: Vec<Figures>,
+    /// Whether serving ended.
+    over: bool,
     last_end: f64,
 }
 
 impl Serving {
-    /// The store `me` of `world` ranks, coding over segments of `segment_bytes` in rounds of
-    /// at most `round_bytes`, data messages of `chunk` bytes.
-    pub(super) fn new(
-        me: usize,
-        world: usize,
-        segment_bytes: usize,
-        round_bytes: u64,
-        chunk: u64,
-    ) -> Serving {
+    /// The store `me` of `world` ranks, coding in rounds of at most `round_bytes`, data
+    /// messages of `chunk` bytes.
+    pub(super) fn new(me: usize, world: usize, round_bytes: u64, chunk: u64) -> Serving {
         let trainers: Vec<usize> = (0..world).filter(|&r| r != me).collect();
         let n = trainers.len();
         Serving {
             trainers,
-            segment_bytes,
+            me,
             round_bytes,
             chunk: chunk.max(1),
             schedule: None,
             wants: (0..n).map(|_| None).collect(),
-            first_want: None,
             all_in: None,
             current: None,
             restoring: None,
@@ -133,15 +129,14 @@ impl Serving {
             planned: None,
             closed: vec![false; n],
             served: Vec::new(),
+            over: false,
             last_end: 0.0,
         }
     }
 
     fn place(&self, rank: usize) -> Result<usize, Fault> {
-        self.trainers
-            .iter()
-            .position(|&r| r == rank)
-            .ok_or_else(|| Fault::Peer("a request from no training rank".into()))
+        super::trainer::place_of(rank, self.me, self.trainers.len() + 1)
+            .ok_or_else(|| Fault::Peer("a message from no training rank".into()))
     }
 
     /// What the store is doing, in words.
@@ -164,9 +159,19 @@ impl Serving {
         }
     }
 
-    /// Whether every training rank closed (the store's serving is over).
-    pub(super) fn all_closed(&self) -> bool {
-        self.closed.iter().all(|&c| c)
+    /// Whether a training rank closed.
+    pub(super) fn any_closed(&self) -> bool {
+        self.closed.iter().any(|&c| c)
+    }
+
+    /// Whether serving just ended (said once): a training rank closed and no epoch is being
+    /// sent.
+    pub(super) fn is_over(&mut self) -> bool {
+        if self.over || !self.any_closed() || self.current.is_some() {
+            return false;
+        }
+        self.over = true;
+        true
     }
 
     /// A training rank closed.
@@ -219,7 +224,7 @@ impl Serving {
     }
 
     /// A message from training rank `from`.
-    pub(super) fn on_message(&mut self, from: usize, bytes: &[u8], now: f64) -> Result<(), Fault> {
+    pub(super) fn on_message(&mut self, from: usize, bytes: &[u8]) -> Result<(), Fault> {
         let q = self.place(from)?;
         match Message::decode(bytes).map_err(|e| Fault::Peer(e.to_string()))? {
             Message::Want { epoch, digest, catch_up, held, state } => {
@@ -231,7 +236,6 @@ impl Serving {
                 if held.windows(2).any(|w| w[0] >= w[1]) {
                     return Err(Fault::Peer("holdings out of order".into()));
                 }
-                self.first_want.get_or_insert(now);
                 self.wants[q] = Some(Want { epoch, digest, catch_up, held, state });
                 Ok(())
             }
@@ -295,8 +299,11 @@ impl Serving {
         now: f64,
         asks: &mut Vec<Ask>,
     ) -> Result<(), PlaneError> {
-        let open: Vec<usize> = (0..self.trainers.len()).filter(|&q| !self.closed[q]).collect();
-        if open.is_empty() || open.iter().any(|&q| self.wants[q].is_none()) {
+        if self.any_closed() {
+            return Ok(());
+        }
+        let open: Vec<usize> = (0..self.trainers.len()).collect();
+        if open.iter().any(|&q| self.wants[q].is_none()) {
             return Ok(());
         }
         let all_in = *self.all_in.get_or_insert(now);
@@ -306,11 +313,6 @@ impl Serving {
             let asked: Vec<(u64, bool)> = wants.iter().map(|w| (w.epoch, w.catch_up)).collect();
             return Err(PlaneError::Mismatch(format!(
                 "the training ranks disagree: they ask for (epoch, catch-up) {asked:?}"
-            )));
-        }
-        if open.len() < self.trainers.len() {
-            return Err(PlaneError::Mismatch(format!(
-                "training ranks asked for epoch {epoch} after others closed their planes"
             )));
         }
         let (target, base, from) = if catch_up {
@@ -443,7 +445,6 @@ impl Serving {
             asks.push(Ask::Read(epoch, missing.clone()));
             Some(missing)
         };
-        let asked_at = self.first_want.take().unwrap_or(now);
         self.all_in = None;
         for w in &mut self.wants {
             *w = None;
@@ -460,7 +461,7 @@ impl Serving {
             plan_wait: now - all_in,
             plan_seconds,
             started: now,
-            asked_at,
+            all_in,
         });
         Ok(())
     }
@@ -474,7 +475,7 @@ impl Serving {
         f.count("source_bytes", s.source.1);
         f.count("part_bytes", s.part_bytes);
         f.real("transfer_seconds", now - s.started);
-        f.real("request_wait_seconds", s.asked_at - self.last_end.min(s.asked_at));
+        f.real("request_wait_seconds", s.all_in - self.last_end.min(s.all_in));
         match &s.sending {
             Sending::Whole(streams) => {
                 f.count("bytes_sent", streams.iter().map(|x| x.done).sum());
@@ -545,9 +546,13 @@ impl Serving {
         Ok(out)
     }
 
-    /// Segments of the data set for coded deliveries.
-    pub(super) fn segmentation(&self, index: &RecordIndex) -> Result<Arc<Segmentation>, PlaneError> {
-        Segmentation::new(index.clone(), self.segment_bytes)
+    /// Segments of `segment_bytes` of the data set, for coded deliveries.
+    pub(super) fn segmentation(
+        &self,
+        index: &RecordIndex,
+        segment_bytes: usize,
+    ) -> Result<Arc<Segmentation>, PlaneError> {
+        Segmentation::new(index.clone(), segment_bytes)
             .map(Arc::new)
             .map_err(|e| PlaneError::Internal(e.to_string()))
     }

@@ -71,6 +71,8 @@ pub(super) struct TrainerDelivery {
     held: Vec<u32>,
     want: Option<Message<'static>>,
     asked: bool,
+    /// Relay credit that came before this rank's part (by place).
+    early_credit: Vec<u64>,
     phase: Phase,
     chunk: u64,
     segment_bytes: usize,
@@ -97,7 +99,7 @@ impl TrainerDelivery {
         now: f64,
     ) -> TrainerDelivery {
         let trainers: Vec<usize> = (0..cfg.world).filter(|&r| r != store).collect();
-        let place = trainers.iter().position(|&r| r == cfg.rank).unwrap_or(0);
+        let place = place_of(cfg.rank, store, cfg.world).unwrap_or(0);
         let catch_up = from.is_none();
         let base = from.as_ref().map_or_else(|| next.digest(), |f| f.digest());
         let epoch = next.epoch();
@@ -122,6 +124,7 @@ impl TrainerDelivery {
             held,
             want,
             asked: false,
+            early_credit: vec![0; cfg.world],
             phase: Phase::Asked,
             chunk: chunk.max(1),
             segment_bytes,
@@ -135,6 +138,11 @@ impl TrainerDelivery {
 
     pub(super) fn epoch(&self) -> u64 {
         self.epoch
+    }
+
+    /// `rank`'s place among the training ranks (every rank but the store), if it trains.
+    fn place_of(&self, rank: usize) -> Option<usize> {
+        place_of(rank, self.store, self.trainers.len() + 1)
     }
 
     pub(super) fn target_digest(&self) -> u64 {
@@ -186,9 +194,7 @@ impl TrainerDelivery {
         }
         match &self.phase {
             Phase::Coded(c) => self
-                .trainers
-                .iter()
-                .position(|&r| r == peer)
+                .place_of(peer)
                 .is_some_and(|q| !c.relay_in[q].is_done() || !c.relay_out_streams[q].is_done()),
             _ => false,
         }
@@ -210,7 +216,12 @@ impl TrainerDelivery {
                 }
                 self.answered = Some(now);
                 self.phase = if coded {
-                    Phase::Coded(Box::new(self.coded(&part, store, index)?))
+                    let mut c = self.coded(&part, store, index)?;
+                    for (s, &early) in c.relay_out_streams.iter_mut().zip(&self.early_credit) {
+                        super::streams::check_credit(early, s.total, 0)?;
+                        s.granted = early;
+                    }
+                    Phase::Coded(Box::new(c))
                 } else {
                     let ids = self.whole_ids();
                     crate::store::locked(store).reserve_all(&ids).map_err(PlaneError::from)?;
@@ -220,6 +231,7 @@ impl TrainerDelivery {
                 Ok(())
             }
             Message::Data { offset, bytes, .. } => {
+                let q = self.place_of(from);
                 match &mut self.phase {
                     Phase::Whole(s) if from == self.store => {
                         check_data(offset, bytes.len(), s.done, s.granted)?;
@@ -229,7 +241,7 @@ impl TrainerDelivery {
                         let stream = if from == self.store {
                             &mut c.from_store
                         } else {
-                            let q = self.trainers.iter().position(|&r| r == from).ok_or_else(|| {
+                            let q = q.ok_or_else(|| {
                                 Fault::Peer("records from a rank outside the plane's training ranks".into())
                             })?;
                             &mut c.relay_in[q]
@@ -250,14 +262,15 @@ impl TrainerDelivery {
                     ))
                     .into());
                 }
+                let q = self.place_of(from).ok_or_else(|| Fault::Peer("credit from the store".into()))?;
                 let Phase::Coded(c) = &mut self.phase else {
+                    // A rank that had its part first: its credit waits for this rank's part.
+                    if matches!(self.phase, Phase::Asked) && upto >= self.early_credit[q] {
+                        self.early_credit[q] = upto;
+                        return Ok(());
+                    }
                     return Err(Fault::Peer("credit for a stream this rank does not send".into()));
                 };
-                let q = self
-                    .trainers
-                    .iter()
-                    .position(|&r| r == from)
-                    .ok_or_else(|| Fault::Peer("credit from the store".into()))?;
                 let s = &mut c.relay_out_streams[q];
                 super::streams::check_credit(upto, s.total, s.granted)?;
                 s.granted = upto;
@@ -385,8 +398,8 @@ impl TrainerDelivery {
 
     /// The next chunk of this rank's relay to `peer`, if made and within its credit.
     pub(super) fn next_chunk(&mut self, peer: usize, now: f64, gate: &mut Gate) -> Option<Vec<u8>> {
+        let q = self.place_of(peer)?;
         let Phase::Coded(c) = &mut self.phase else { return None };
-        let q = self.trainers.iter().position(|&r| r == peer)?;
         let s = &mut c.relay_out_streams[q];
         if s.granted.min(s.total) <= s.done || s.held() == 0 || !gate.may_post(now, 0.0) {
             return None;
@@ -512,4 +525,14 @@ fn advance(c: &mut Coded, place: usize) -> Result<(), Fault> {
         c.decoded += 1;
     }
     Ok(())
+}
+
+/// `rank`'s place among the training ranks of a plane of `world` ranks whose store is `store`
+/// (every rank but the store, in order), if it trains.
+pub(super) fn place_of(rank: usize, store: usize, world: usize) -> Option<usize> {
+    match rank {
+        r if r >= world || r == store => None,
+        r if r > store => Some(r - 1),
+        r => Some(r),
+    }
 }

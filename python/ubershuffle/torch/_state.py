@@ -1,22 +1,11 @@
-"""What the ranks of a ShuffleGroup say to each other besides records: a training rank's
-requests to the store and the store's answers (store mode), the sampler's state as bytes, and a
-data set's fingerprint."""
+"""The sampler's state as bytes (plain values and bytes as JSON): what the first training rank
+of store mode hands the store at a catch-up, and what a job saves."""
 
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 from typing import Any
-
-import numpy as np
-
-STEP, FULFIL, STOP = 1, 2, 3
-"""A training rank's requests: the chain's next epoch, catching up to an epoch, the end."""
-CODED, WHOLE = 0, 1
-"""The store's answer to a step: coded packets, or records sent whole."""
-CONTROL_LEN = 5
-"""int64 values in a request: the request, the epoch, the chain's digest, two of its own."""
 
 
 def state_bytes(state: Any) -> bytes:
@@ -47,9 +36,3 @@ def state_from(data: bytes) -> Any:
         return v
 
     return back(json.loads(data.decode()))
-
-
-def offsets_digest(offsets: np.ndarray) -> int:
-    """A 63-bit fingerprint of a data set's offsets."""
-    digest = hashlib.blake2b(np.ascontiguousarray(offsets, dtype="<i8").tobytes(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") & (2**63 - 1)
