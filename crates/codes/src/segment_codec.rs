@@ -203,6 +203,20 @@ impl<'a, R: RecordSource + ?Sized> SegmentEncoder<'a, R> {
     /// An encoder of `plan` (over the segments of `segments`) from `source`, which must hold
     /// every record the plan names, each of the index's size.
     pub fn new(plan: &'a Plan, segments: &'a Segmentation, source: &'a R) -> Result<Self, CodecError> {
+        SegmentEncoder::check(plan, segments, source)?;
+        Ok(SegmentEncoder::checked(plan, segments, source))
+    }
+
+    /// An encoder of `plan` that [`SegmentEncoder::check`] passed with this `source` before,
+    /// without scanning the plan again (an encoder made per round of a delivery); a record the
+    /// source lacks is then read as the bytes at its place.
+    pub fn checked(plan: &'a Plan, segments: &'a Segmentation, source: &'a R) -> Self {
+        SegmentEncoder { plan, segments, source }
+    }
+
+    /// Checks that `source` holds every record `plan` names (over the segments of `segments`),
+    /// each of the index's size, and that no transmission is empty.
+    pub fn check(plan: &Plan, segments: &Segmentation, source: &R) -> Result<(), CodecError> {
         let mut checked = vec![false; segments.records()];
         for parts in plan.iter() {
             if parts.is_empty() {
@@ -221,7 +235,7 @@ impl<'a, R: RecordSource + ?Sized> SegmentEncoder<'a, R> {
                 }
             }
         }
-        Ok(SegmentEncoder { plan, segments, source })
+        Ok(())
     }
 
     /// Bytes per packet (the segment size).

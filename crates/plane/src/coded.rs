@@ -94,12 +94,19 @@ impl CodedSend {
         ids
     }
 
+    /// Checks that `store` holds every record the plan names (once, before the first round is
+    /// encoded).
+    pub fn check(&self, store: &LockedStore) -> Outcome<()> {
+        let store = locked(&store.0);
+        SegmentEncoder::check(&self.epoch.plan, &self.segmentation, &*store).map_err(|e| bad(one_line(&e)))
+    }
+
     /// Encodes round `k`'s messages from `store` into `out`: every training rank's, in rank
-    /// order (exactly [`StoreRounds::store_sizes`]'s bytes).
+    /// order (exactly [`StoreRounds::store_sizes`]'s bytes). The plan was checked against the
+    /// store before ([`CodedSend::check`]).
     pub fn encode_into(&self, store: &LockedStore, k: usize, out: &mut [u8]) -> Outcome<()> {
         let store = locked(&store.0);
-        let encoder = SegmentEncoder::new(&self.epoch.plan, &self.segmentation, &*store)
-            .map_err(|e| bad(one_line(&e)))?;
+        let encoder = SegmentEncoder::checked(&self.epoch.plan, &self.segmentation, &*store);
         self.rounds
             .pack_store(k, out, |t, packet| encoder.encode_into(t, packet))
             .map_err(|e| bad(one_line(&e)))?

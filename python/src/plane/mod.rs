@@ -91,7 +91,13 @@ impl CodedSendCore {
     fn encode_into(&self, py: Python<'_>, k: usize, mut out: PyReadwriteArray1<'_, u8>) -> PyResult<()> {
         let out = out.as_slice_mut()?;
         let (send, store) = (&self.send, &self.store);
-        guarded(py, move || send.encode_into(&LockedStore(Arc::clone(store)), k, out).map_err(plane_failure))
+        guarded(py, move || {
+            let store = LockedStore(Arc::clone(store));
+            if k == 0 {
+                send.check(&store).map_err(plane_failure)?;
+            }
+            send.encode_into(&store, k, out).map_err(plane_failure)
+        })
     }
 
     /// The plan's figures: packets, coded packets, the uncoded count on segments and on

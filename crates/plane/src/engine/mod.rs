@@ -948,10 +948,15 @@ impl Engine {
             PlaneError::Store(_) if !self.setup.is_done() => Cause::Store,
             _ => Cause::Failure,
         };
-        let reason = Message::GiveUp { cause, reason: bounded_line(&error.to_string(), MAX_TEXT) }.encode();
-        for peer in self.peers().collect::<Vec<_>>() {
-            if !self.peer_closed[peer] {
-                self.send(peer, reason.clone());
+        // A peer that closed is the end of a job (the delivery no one asked for stops): every
+        // other rank heard the same close, and hears nothing from this one.
+        if !matches!(error, PlaneError::PeerClosed { .. }) {
+            let reason =
+                Message::GiveUp { cause, reason: bounded_line(&error.to_string(), MAX_TEXT) }.encode();
+            for peer in self.peers().collect::<Vec<_>>() {
+                if !self.peer_closed[peer] {
+                    self.send(peer, reason.clone());
+                }
             }
         }
         self.failure = Some(error.clone());

@@ -321,11 +321,6 @@ impl Serving {
                 None => {
                     if self.restoring != Some(epoch) {
                         let state = self.wants[0].as_ref().map(|w| w.state.clone()).unwrap_or_default();
-                        if state.is_empty() {
-                            return Err(PlaneError::Internal(
-                                "the first training rank's catch-up has no state".into(),
-                            ));
-                        }
                         self.restoring = Some(epoch);
                         asks.push(Ask::Restore(state, epoch));
                     }
@@ -521,6 +516,10 @@ impl Serving {
             Sending::Whole(streams) => streams[q].next_chunk(epoch, chunk, store)?,
             Sending::Coded { send, streams, encoded, encode_seconds } => {
                 let rounds = send.rounds.rounds();
+                if *encoded == 0 && streams.iter().all(|x| x.done == 0 && x.held() == 0) {
+                    // Every record the plan names is here (read before the first round).
+                    send.check(&LockedStore(Arc::clone(store)))?;
+                }
                 // Encode the next round while the rank furthest along has little left and no
                 // rank holds too much.
                 while *encoded < rounds

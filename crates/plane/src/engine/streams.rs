@@ -3,8 +3,6 @@
 //! way ([`ByteStream`]: a store's encoded packets, a training rank's relay), buffered at both
 //! ends until used. Either way the receiver's credit bounds what is in flight.
 
-use std::collections::VecDeque;
-
 use ubershuffle_codes::RecordWriter;
 
 use crate::error::PlaneError;
@@ -165,7 +163,8 @@ impl RecordStream {
 }
 
 /// A stream of bytes made on the way (encoded packets, a relay): at the sender, the bytes made
-/// and not yet sent; at the receiver, the bytes received and not yet used.
+/// and not yet sent; at the receiver, the bytes received and not yet used. The bytes sit in one
+/// buffer from `head` on; what was used is dropped from its front once it is most of it.
 #[derive(Debug, Default)]
 pub(super) struct ByteStream {
     pub(super) total: u64,
@@ -173,9 +172,10 @@ pub(super) struct ByteStream {
     pub(super) done: u64,
     /// Bytes the receiver has granted.
     pub(super) granted: u64,
-    /// The stream offset of `buf`'s first byte.
+    /// The stream offset of `buf[head]`.
     start: u64,
-    buf: VecDeque<u8>,
+    head: usize,
+    buf: Vec<u8>,
 }
 
 impl ByteStream {
@@ -191,33 +191,46 @@ impl ByteStream {
 
     /// Bytes held (made and not sent, or received and not used).
     pub(super) fn held(&self) -> u64 {
-        self.buf.len() as u64
+        (self.buf.len() - self.head) as u64
+    }
+
+    /// Forgets the first `n` bytes held, giving their room back when they are most of it.
+    fn advance(&mut self, n: usize) {
+        self.head += n;
+        self.start += n as u64;
+        if self.head == self.buf.len() {
+            self.buf.clear();
+            self.head = 0;
+        } else if self.head > self.buf.len() / 2 {
+            self.buf.drain(..self.head);
+            self.head = 0;
+        }
     }
 
     /// At the sender: appends bytes made.
     pub(super) fn push(&mut self, bytes: &[u8]) {
-        self.buf.extend(bytes);
+        self.buf.extend_from_slice(bytes);
     }
 
     /// At the sender: the next chunk of at most `chunk` bytes made and within the credit.
     pub(super) fn next_chunk(&mut self, epoch: u64, chunk: u64) -> Option<Vec<u8>> {
-        let room = self.granted.min(self.total).saturating_sub(self.done).min(self.buf.len() as u64);
+        let room = self.granted.min(self.total).saturating_sub(self.done).min(self.held());
         if room == 0 {
             return None;
         }
         let len = room.min(chunk) as usize;
         let mut bytes = Vec::with_capacity(DATA_HEAD + len);
         data_head(&mut bytes, epoch, self.done);
-        bytes.extend(self.buf.drain(..len));
+        bytes.extend_from_slice(&self.buf[self.head..self.head + len]);
         self.done += len as u64;
-        self.start += len as u64;
+        self.advance(len);
         Some(bytes)
     }
 
     /// At the receiver: appends the bytes that arrived (checked against the credit).
     pub(super) fn receive(&mut self, offset: u64, bytes: &[u8]) -> Result<(), Fault> {
         check_data(offset, bytes.len(), self.done, self.granted)?;
-        self.buf.extend(bytes);
+        self.buf.extend_from_slice(bytes);
         self.done += bytes.len() as u64;
         Ok(())
     }
@@ -228,15 +241,14 @@ impl ByteStream {
     }
 
     /// At the receiver: the bytes `from..to` of the stream (arrived, not yet dropped).
-    pub(super) fn slice(&mut self, from: u64, to: u64) -> &[u8] {
-        let (a, b) = ((from - self.start) as usize, (to - self.start) as usize);
-        &self.buf.make_contiguous()[a..b]
+    pub(super) fn slice(&self, from: u64, to: u64) -> &[u8] {
+        let at = |o: u64| self.head + (o - self.start) as usize;
+        &self.buf[at(from)..at(to)]
     }
 
     /// At the receiver: drops the bytes before stream offset `upto`.
     pub(super) fn drop_before(&mut self, upto: u64) {
-        let n = upto.saturating_sub(self.start).min(self.buf.len() as u64) as usize;
-        self.buf.drain(..n);
-        self.start += n as u64;
+        let n = upto.saturating_sub(self.start).min(self.held()) as usize;
+        self.advance(n);
     }
 }

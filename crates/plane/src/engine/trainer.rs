@@ -487,8 +487,8 @@ fn advance(c: &mut Coded, place: usize) -> Result<(), Fault> {
             let (from, to) = (start_of(&c.store_end, k), c.store_end[k]);
             c.scratch.clear();
             c.scratch.resize(out as usize, 0);
-            let message = c.from_store.slice(from, to).to_vec();
-            c.receive.pack_relay(k, &message, &mut c.scratch).map_err(Fault::Whole)?;
+            let message = c.from_store.slice(from, to);
+            c.receive.pack_relay(k, message, &mut c.scratch).map_err(Fault::Whole)?;
             let mut at = 0usize;
             for (q, &n) in c.relay_out[k].iter().enumerate() {
                 if n > 0 {
@@ -507,16 +507,16 @@ fn advance(c: &mut Coded, place: usize) -> Result<(), Fault> {
         }
         let started = std::time::Instant::now();
         let (from, to) = (start_of(&c.store_end, k), c.store_end[k]);
-        let message = c.from_store.slice(from, to).to_vec();
-        let mut peers = Vec::new();
+        c.scratch.clear();
         for q in 0..c.relay_in.len() {
             let begin = if k == 0 { 0 } else { c.relay_in_end[k - 1][q] };
             let end = c.relay_in_end[k][q];
             if end > begin {
-                peers.extend_from_slice(c.relay_in[q].slice(begin, end));
+                c.scratch.extend_from_slice(c.relay_in[q].slice(begin, end));
             }
         }
-        c.receive.decode(k, &message, &peers).map_err(Fault::Whole)?;
+        let message = c.from_store.slice(from, to);
+        c.receive.decode(k, message, &c.scratch).map_err(Fault::Whole)?;
         c.decode_seconds += started.elapsed().as_secs_f64();
         c.from_store.drop_before(to);
         for q in 0..c.relay_in.len() {

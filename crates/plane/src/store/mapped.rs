@@ -235,6 +235,15 @@ impl MappedStore {
             let path = self.dir.join(RECORDS_FILE);
             space::reserve(&self.records, range.start, range.end)
                 .map_err(|e| self.reserve_error(e, range.end - range.start, &path))?;
+            // Map the pages now, in one call, rather than fault them in one at a time as the
+            // record's bytes arrive; best effort (older kernels lack the advice).
+            #[cfg(target_os = "linux")]
+            if let Some(data) = &self.data {
+                let len = (range.end - range.start) as usize;
+                if len > 0 {
+                    let _ = data.advise_range(memmap2::Advice::PopulateWrite, range.start as usize, len);
+                }
+            }
         }
         self.reserved[id as usize] = true;
         Ok(())
