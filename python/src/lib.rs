@@ -287,6 +287,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<plane::CodedSendCore>()?;
     m.add_class::<plane::engine::PlaneListener>()?;
     m.add_class::<plane::engine::PlaneCore>()?;
+    m.add_class::<plane::reader::SourceReader>()?;
     let py = m.py();
     m.add("ShuffleError", py.get_type::<plane::engine::ShuffleError>())?;
     m.add("ShuffleTimeout", py.get_type::<plane::engine::ShuffleTimeout>())?;

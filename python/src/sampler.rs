@@ -371,10 +371,16 @@ impl SamplerCore {
     /// The next epoch's draw, when it is a step of this epoch's chain (`None` when the next
     /// epoch starts a new segment: nothing is cached for it), with the scheme's planner and
     /// candidates.
-    pub(crate) fn draw_next(&self) -> Outcome<Option<NextDraw>> {
+    pub(crate) fn draw_next(&self, most: Option<std::time::Duration>) -> Outcome<Option<NextDraw>> {
         let Current::Chain { chain, .. } = &self.current else { return Ok(None) };
         let drawn = chain.draw(&chain.all_workers(), 0).map_err(bad_error)?;
-        let planner = Self::planner(&self.config)?;
+        let mut config = self.config.clone();
+        if let Some(most) = most {
+            let own = config.time_budget.unwrap_or(planning::DEFAULT_TIME_BUDGET);
+            // Never below the smallest budget `options` takes.
+            config.time_budget = Some(own.min(most.as_secs_f64()).max(1e-6));
+        }
+        let planner = Self::planner(&config)?;
         Ok(Some((drawn, planner, self.config.candidates.filter(|_| self.config.pliable))))
     }
 
@@ -959,8 +965,11 @@ impl ubershuffle_plane::Schedule for SamplerCore {
         Box::new(self.copy_core())
     }
 
-    fn draw_next(&self) -> Result<Option<ubershuffle_plane::schedule::NextDraw>, String> {
-        SamplerCore::draw_next(self).map_err(|f| f.to_string())
+    fn draw_next(
+        &self,
+        most: Option<std::time::Duration>,
+    ) -> Result<Option<ubershuffle_plane::schedule::NextDraw>, String> {
+        SamplerCore::draw_next(self, most).map_err(|f| f.to_string())
     }
 }
 

@@ -111,6 +111,10 @@ def test_sources_of_every_kind_give_sizes_and_bytes(tmp_path):
     blob.write_bytes(b"abcdef")
     from_blob = RecordSource.from_blob(blob, [0, 2, 2, 6])
     assert records_of(from_blob) == [b"ab", b"", b"cdef"]
+    # Files and a local blob are read by the data plane's engine itself; the rest by Python.
+    assert repr(files._reader()) == "SourceReader(2 files)"
+    assert repr(from_blob._reader()) == f"SourceReader(3 records of {blob})"
+    assert seq._reader() is None and as_source(rows)._reader() is None
     with pytest.raises(ValueError, match="offsets end"):
         RecordSource.from_blob(blob, [0, 2, 5])
     with pytest.raises(TypeError, match="2-D uint8"):

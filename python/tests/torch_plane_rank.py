@@ -8,6 +8,7 @@ OUT_DIR/rank-R.json: per epoch, the indices it served and a checksum of the byte
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import pathlib
@@ -20,6 +21,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset
 
+from ubershuffle.sources import RecordSource
 from ubershuffle.torch import ShuffleGroup, init_process_group
 from ubershuffle.torch._state import state_bytes, state_from
 
@@ -92,6 +94,19 @@ def main() -> None:
     if opts.get("ddp"):
         kwargs["yield_to_gradients"] = opts["ddp"] == "yield"
     source = data
+    if opts.get("source") in ("files", "blob"):
+        # The records on disk, a copy per rank: a folder of files, or one blob and its offsets
+        # (sources the engine reads itself, off the GIL).
+        folder = out / f"source-{dist.get_rank()}"
+        folder.mkdir(parents=True, exist_ok=True)
+        if opts["source"] == "files":
+            for i, r in enumerate(data):
+                (folder / f"{i:06d}.bin").write_bytes(r)
+            source = folder
+        else:
+            (folder / "blob").write_bytes(b"".join(data))
+            offsets = [0, *itertools.accumulate(len(r) for r in data)]
+            source = RecordSource.from_blob(folder / "blob", offsets)
     if kwargs["mode"] == "store" and dist.get_rank() != 0:
         source = None  # the training ranks learn the index from the store
     rank = dist.get_rank()

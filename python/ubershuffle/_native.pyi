@@ -180,6 +180,12 @@ class PlaneListener:
     @property
     def address(self) -> str: ...
 
+class SourceReader:
+    @staticmethod
+    def files(paths: list[str], offsets: npt.NDArray[np.int64]) -> SourceReader: ...
+    @staticmethod
+    def blob(path: str, offsets: npt.NDArray[np.int64]) -> SourceReader: ...
+
 class PlaneCore:
     def __init__(
         self,
@@ -191,12 +197,21 @@ class PlaneCore:
         deadline: float,
         timeout: float,
         settings: list[tuple[str, str]],
-        store: StoreCore,
-        load: Callable[[npt.NDArray[np.int64]], int] | None,
-        content: Callable[[], int] | None,
-        store_error: str | None,
-        chunk_bytes: int,
-        yield_to_gradients: bool,
+        store: StoreCore | None,
+        *,
+        load: Callable[[npt.NDArray[np.int64]], int] | None = None,
+        content: Callable[[], int] | None = None,
+        open_store: Callable[[npt.NDArray[np.uint64]], StoreCore] | None = None,
+        state: Callable[[], bytes] | None = None,
+        restore: Callable[[bytes, int], SamplerCore] | None = None,
+        reader: SourceReader | None = None,
+        store_error: str | None = None,
+        chunk_bytes: int = 1 << 20,
+        yield_to_gradients: bool = True,
+        store_rank: int | None = None,
+        segment_bytes: int = 0,
+        round_bytes: int = 16 << 20,
+        link_rate: float = 0.0,
         plane: str = "ShuffleGroup",
     ) -> None: ...
     def wait_agreed(self) -> None: ...

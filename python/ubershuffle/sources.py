@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _s3
+from . import _native, _s3
 from ._s3 import ObjectStoreError
 
 __all__ = ["ObjectStoreError", "RecordSource", "as_source"]
@@ -169,6 +169,15 @@ class RecordSource:
             store.put_many(chunk_ids, np.concatenate(chunk))
             total += chunk_bytes
         return total
+
+    def _reader(self) -> Any:
+        """A reader of this source for the data plane's engine, which reads with it off the
+        GIL (``None``: the engine calls :meth:`load`, on a thread of its own)."""
+        if self.kind == "files":
+            return _native.SourceReader.files([os.fspath(p) for p in self._data], self.offsets)
+        if self.kind == "blob" and isinstance(self._data, np.memmap) and self._data.filename:
+            return _native.SourceReader.blob(self._data.filename, self.offsets)
+        return None
 
     @classmethod
     def from_blob(cls, path: str | os.PathLike, offsets: Any) -> RecordSource:

@@ -15,7 +15,8 @@ pub use encode::Encoder;
 pub use packet::Packet;
 pub use records::{RecordStore, Records};
 pub use segment_codec::{
-    RecordSource, RecordWriter, SegmentEncoder, SegmentTarget, UnevenRecords, UnevenStore, xor_piece_of,
+    RecordSource, RecordWriter, SegmentEncoder, SegmentTarget, UnevenRecords, UnevenStore, copy_piece_of,
+    xor_piece_of,
 };
 pub use segments::{MAX_DEFAULT_SEGMENTS, RecordIndex, SegmentError, Segmentation, default_segment_bytes};
 

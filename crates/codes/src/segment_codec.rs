@@ -22,6 +22,27 @@ pub trait RecordSource {
     /// XORs bytes `at..at + dst.len()` of record `id` into `dst` (for a store being filled,
     /// the bytes written so far).
     fn xor_piece_into(&self, id: u32, at: usize, dst: &mut [u8]) -> Result<(), CodecError>;
+
+    /// Copies bytes `at..at + dst.len()` of record `id` into `dst` (what XOR into zeros
+    /// gives; a source that can read its bytes in place copies them in one pass).
+    fn copy_piece_into(&self, id: u32, at: usize, dst: &mut [u8]) -> Result<(), CodecError> {
+        dst.fill(0);
+        self.xor_piece_into(id, at, dst)
+    }
+}
+
+/// [`RecordSource::copy_piece_into`] over record `id`'s bytes in memory (`None`: the source
+/// has no such record).
+pub fn copy_piece_of(record: Option<&[u8]>, id: u32, at: usize, dst: &mut [u8]) -> Result<(), CodecError> {
+    let bytes = record.ok_or(CodecError::UnknownPoint { point: id })?;
+    let piece =
+        at.checked_add(dst.len()).and_then(|end| bytes.get(at..end)).ok_or(CodecError::WrongSize {
+            point: id,
+            len: at.saturating_add(dst.len()),
+            size: bytes.len() as u64,
+        })?;
+    dst.copy_from_slice(piece);
+    Ok(())
 }
 
 /// [`RecordSource::xor_piece_into`] over record `id`'s bytes in memory (`None`: the source
@@ -45,6 +66,10 @@ impl RecordSource for Records {
 
     fn xor_piece_into(&self, id: u32, at: usize, dst: &mut [u8]) -> Result<(), CodecError> {
         xor_piece_of(self.get(id), id, at, dst)
+    }
+
+    fn copy_piece_into(&self, id: u32, at: usize, dst: &mut [u8]) -> Result<(), CodecError> {
+        copy_piece_of(self.get(id), id, at, dst)
     }
 }
 
@@ -256,13 +281,27 @@ impl<'a, R: RecordSource + ?Sized> SegmentEncoder<'a, R> {
     /// Writes packet `seq` into `out` (`width()` bytes): the XOR of its parts' segments, each
     /// zero-padded. Fails only if the source lost a record since `new` checked it.
     pub fn encode_into(&self, seq: usize, out: &mut [u8]) -> Result<(), CodecError> {
-        out.fill(0);
-        for part in self.plan.transmission(seq) {
+        let mut filled = 0;
+        for (i, part) in self.plan.transmission(seq).iter().enumerate() {
             let (record, k) =
                 self.segments.record_of(part.point).ok_or(CodecError::UnknownPoint { point: part.point })?;
             let size = self.segments.index().size(record).unwrap_or(0) as usize;
             let piece = self.segments.piece(size, k);
-            self.source.xor_piece_into(record, piece.start, &mut out[..piece.len()])?;
+            let len = piece.len();
+            if len > out.len() {
+                return Err(CodecError::WrongSize { point: record, len, size: out.len() as u64 });
+            }
+            if i == 0 {
+                // The first piece is copied, the rest of the packet zeroed: one pass, not two.
+                self.source.copy_piece_into(record, piece.start, &mut out[..len])?;
+                out[len..].fill(0);
+                filled = out.len();
+            } else {
+                self.source.xor_piece_into(record, piece.start, &mut out[..len])?;
+            }
+        }
+        if filled == 0 {
+            out.fill(0);
         }
         Ok(())
     }

@@ -41,6 +41,7 @@ struct Args {
     epochs: u64,
     alpha: f64,
     scheme: String,
+    link_gbps: f64,
     seed: u64,
     rank: Option<usize>,
     dir: Option<PathBuf>,
@@ -55,6 +56,7 @@ fn parse() -> Result<Args, String> {
         epochs: 5,
         alpha: 0.5,
         scheme: "auto".into(),
+        link_gbps: 10.0,
         seed: 0,
         rank: None,
         dir: None,
@@ -71,12 +73,13 @@ fn parse() -> Result<Args, String> {
             "--epochs" => a.epochs = value()?.parse().map_err(|e| bad(&e))?,
             "--alpha" => a.alpha = value()?.parse().map_err(|e| bad(&e))?,
             "--scheme" => a.scheme = value()?,
+            "--link-gbps" => a.link_gbps = value()?.parse().map_err(|e| bad(&e))?,
             "--seed" => a.seed = value()?.parse().map_err(|e| bad(&e))?,
             "--rank" => a.rank = Some(value()?.parse().map_err(|e| bad(&e))?),
             "--dir" => a.dir = Some(PathBuf::from(value()?)),
             "--help" | "-h" => {
                 return Err("usage: job [--mode peer|store] [--trainers N] [--records N] [--mean BYTES] \
-                            [--epochs N] [--alpha A] [--scheme NAME] [--seed S]"
+                            [--epochs N] [--alpha A] [--scheme NAME] [--link-gbps G] [--seed S]"
                     .into());
             }
             other => return Err(format!("unknown argument {other:?} (try --help)")),
@@ -84,6 +87,9 @@ fn parse() -> Result<Args, String> {
     }
     if a.mode != "peer" && a.mode != "store" {
         return Err(format!("--mode must be peer or store, not {:?}", a.mode));
+    }
+    if !(a.link_gbps.is_finite() && a.link_gbps > 0.0) {
+        return Err(format!("--link-gbps must be a positive number, not {}", a.link_gbps));
     }
     if a.trainers == 0 || a.records < a.trainers {
         return Err("--trainers must be at least 1 and at most --records".into());
@@ -217,6 +223,7 @@ fn rank_main(a: &Args, rank: usize, dir: &Path) -> Result<(), String> {
         store_rank,
         segment_bytes: 0,
         round_bytes: 16 << 20,
+        link_rate: a.link_gbps * 1e9 / 8.0,
     };
     let mesh = MeshConfig {
         rank,
@@ -236,7 +243,18 @@ fn rank_main(a: &Args, rank: usize, dir: &Path) -> Result<(), String> {
                 Some(Figure::Text(t)) => t.clone(),
                 _ => String::new(),
             };
-            println!("served epoch={} bytes={} by={made_by}", f.count_of("epoch"), f.count_of("bytes_sent"));
+            let real = |name: &str| match f.get(name) {
+                Some(Figure::Real(x)) => *x,
+                _ => 0.0,
+            };
+            println!(
+                "served epoch={} bytes={} by={made_by} plan_wait={:.3} planning={:.3} encoding={:.3}",
+                f.count_of("epoch"),
+                f.count_of("bytes_sent"),
+                real("plan_seconds"),
+                real("plan_ahead_seconds"),
+                real("encode_seconds"),
+            );
         }
         plane.close();
         return Ok(());

@@ -8,6 +8,7 @@
 //! and of the table ([`StoreRounds::part_for`]), from which it lays out the same rounds.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use ubershuffle_codes::{Decoder, SegmentEncoder, SegmentTarget, Segmentation};
 use ubershuffle_core::Part;
@@ -54,6 +55,33 @@ fn travelling_length(parts: &[Part], segmentation: &Segmentation) -> u32 {
     parts.iter().map(|p| segmentation.real_bytes(p.point)).max().unwrap_or(0) as u32
 }
 
+/// The share of the uncoded delivery's time on the store's uplink that the planner may search
+/// for a better plan. A plan saves at most that whole time (it sends nothing at best), and a
+/// coded delivery sends about half the uncoded bytes on the papers' settings: a search of a
+/// quarter of it still leaves the delivery's time won when the plan waits on it.
+pub const PLAN_SHARE: f64 = 0.25;
+
+/// The planner's search budget for the epoch after `now`'s: [`PLAN_SHARE`] of the time the
+/// records the training ranks lack take at `link_rate` bytes per second. It depends on the
+/// chain and the setting alone, so the plan stays the seed's.
+pub fn search_budget(now: &dyn Schedule, segmentation: &Segmentation, link_rate: f64) -> Outcome<Duration> {
+    let next = now.stepped().map_err(bad)?;
+    let index = segmentation.index();
+    let lacked: u64 = now
+        .targets()
+        .iter()
+        .zip(next.batches())
+        .map(|(held, batch)| {
+            batch
+                .iter()
+                .filter(|id| held.binary_search(id).is_err())
+                .filter_map(|&id| index.size(id))
+                .sum::<u64>()
+        })
+        .sum();
+    Ok(Duration::from_secs_f64(PLAN_SHARE * lacked as f64 / link_rate))
+}
+
 /// The store rank's side of one epoch.
 pub struct CodedSend {
     /// The planned epoch.
@@ -65,10 +93,18 @@ pub struct CodedSend {
 }
 
 impl CodedSend {
-    /// Plans and routes the epoch after `now`'s (which must be a step of its chain).
-    pub fn plan(now: &dyn Schedule, segmentation: Arc<Segmentation>, round_bytes: u64) -> Outcome<CodedSend> {
+    /// Plans and routes the epoch after `now`'s (which must be a step of its chain); with a
+    /// `link_rate` (the store's uplink, bytes per second), the planner searches at most
+    /// [`search_budget`].
+    pub fn plan(
+        now: &dyn Schedule,
+        segmentation: Arc<Segmentation>,
+        round_bytes: u64,
+        link_rate: f64,
+    ) -> Outcome<CodedSend> {
+        let most = if link_rate > 0.0 { Some(search_budget(now, &segmentation, link_rate)?) } else { None };
         let (drawn, planner, candidates) = now
-            .draw_next()
+            .draw_next(most)
             .map_err(bad)?
             .ok_or_else(|| bad("the next epoch starts a new chain: nothing is cached for it"))?;
         let epoch = plan_segment_epoch(drawn, planner.as_ref(), candidates, &segmentation)
@@ -79,6 +115,13 @@ impl CodedSend {
         let rounds = StoreRounds::from_routes(&routes, lengths, width, packets_per_round(width, round_bytes))
             .map_err(|e| bad(one_line(&e)))?;
         Ok(CodedSend { epoch, segmentation, rounds })
+    }
+
+    /// Whether every packet sent is one whole segment for one training rank (an uncoded plan):
+    /// then the records go whole instead, unencoded, written straight into each rank's store.
+    pub fn is_unicasts(&self) -> bool {
+        (0..self.epoch.plan.len())
+            .all(|t| self.rounds.receivers_of(t).len() <= 1 && self.epoch.plan.transmission(t).len() <= 1)
     }
 
     /// The records whose segments the sent packets carry (what the store must hold to

@@ -232,9 +232,9 @@ impl Hub {
                     Err(e) => Input::Fail(crate::PlaneError::Internal(e)),
                 },
                 Output::Restore { state, epoch } => Input::Restored(caller.restore(&state, epoch)),
-                Output::Plan { schedule, segmentation, round_bytes } => {
+                Output::Plan { schedule, segmentation, round_bytes, link_rate } => {
                     let started = Instant::now();
-                    let result = CodedSend::plan(schedule.as_ref(), segmentation, round_bytes)
+                    let result = CodedSend::plan(schedule.as_ref(), segmentation, round_bytes, link_rate)
                         .map(Box::new)
                         .map_err(|e| e.to_string());
                     Input::Planned {

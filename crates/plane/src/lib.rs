@@ -12,6 +12,7 @@
 //! - [`hub`]: engines of one process wired to each other (tests, the emulator).
 //! - [`driver`]: the engine over sealed TCP connections, on threads of its own.
 
+pub mod buffers;
 pub mod coded;
 pub mod driver;
 pub mod engine;
@@ -20,6 +21,7 @@ pub mod hub;
 pub mod liveness;
 pub mod moves;
 pub mod pace;
+pub mod reader;
 pub mod schedule;
 pub mod store;
 pub mod wire;

@@ -3,6 +3,8 @@
 //! schedule of the epoch it asks for (`ubershuffle.CodedShuffleSampler`'s core, or any chain a
 //! Rust program keeps), and the engine steps a copy of it to deliver the next epoch ahead.
 
+use std::time::Duration;
+
 use ubershuffle_core::epoch_chain::{ChainParams, DrawnEpoch, EpochChain};
 use ubershuffle_core::pliable::Randomness;
 use ubershuffle_core::{PlannerOptions, ShufflePlanner};
@@ -32,8 +34,9 @@ pub trait Schedule: Send {
     fn stepped(&self) -> Result<Box<dyn Schedule>, String>;
     /// An owned copy of this schedule.
     fn boxed_copy(&self) -> Box<dyn Schedule>;
-    /// The next epoch's draw, when it is a step of this chain (store mode plans it).
-    fn draw_next(&self) -> Result<Option<NextDraw>, String>;
+    /// The next epoch's draw, when it is a step of this chain (store mode plans it), its
+    /// planner's search budget at most `most` when given.
+    fn draw_next(&self, most: Option<Duration>) -> Result<Option<NextDraw>, String>;
 }
 
 /// A [`Schedule`] of a plain epoch chain (no resumption onto another world size, no pliable
@@ -122,9 +125,14 @@ impl Schedule for ChainSchedule {
         Box::new(self.clone())
     }
 
-    fn draw_next(&self) -> Result<Option<NextDraw>, String> {
+    fn draw_next(&self, most: Option<Duration>) -> Result<Option<NextDraw>, String> {
         let drawn = self.chain.draw(&self.chain.all_workers(), 0).map_err(|e| e.to_string())?;
-        let planner = planner_by_name(&self.scheme, &PlannerOptions::default()).map_err(|e| e.to_string())?;
+        let mut options = PlannerOptions::default();
+        if let Some(most) = most {
+            let budget = options.time_budget.min(most);
+            options = options.with_time_budget(budget);
+        }
+        let planner = planner_by_name(&self.scheme, &options).map_err(|e| e.to_string())?;
         Ok(Some((drawn, planner, None)))
     }
 }

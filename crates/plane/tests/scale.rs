@@ -112,6 +112,7 @@ fn store_cost(trainers: usize) -> Cost {
         store_rank: Some(0),
         segment_bytes: 64,
         round_bytes: 1 << 20,
+        link_rate: 0.0,
     };
     let engines =
         (0..world).map(|r| Engine::new(cfg(r), (r == 0).then(|| Arc::clone(&store)), 0.0)).collect();

@@ -91,6 +91,7 @@ fn config(rank: usize, world: usize, yielding: bool, segment_bytes: usize) -> En
         store_rank: Some(0),
         segment_bytes,
         round_bytes: 16 << 10,
+        link_rate: 0.0,
     }
 }
 
@@ -242,6 +243,41 @@ fn a_store_catches_up_then_codes_every_step_and_the_ranks_relay_what_several_dec
             assert_eq!(parts, step.count_of("part_bytes"));
         }
         assert!(side.reads <= 240, "each record read from the source at most once");
+    }
+}
+
+#[test]
+fn an_uncoded_plan_goes_whole_each_record_to_the_rank_that_lacks_it() {
+    let mut job = StoreJob::new("store-uncoded", 3, 240, 0.5, false);
+    let policy = ExchangePolicy::new("global", None).unwrap();
+    let params = ChainParams::new(3, 240, policy, 9).with_alpha(0.5).unwrap();
+    job.schedule = ChainSchedule::new(params, "uncoded").unwrap();
+    let mut side = job.side();
+    let mut served: Vec<Figures> = Vec::new();
+    for epoch in 0..3u64 {
+        for f in job.epoch(epoch, &mut side) {
+            f.unwrap();
+        }
+        job.check_holds(epoch);
+        // The store serves a step ahead, before the ranks ask for it.
+        served.extend(job.hub.take_served(0));
+        if epoch == 0 {
+            continue;
+        }
+        let step = served.iter().find(|s| s.count_of("epoch") == epoch).expect("the step was served");
+        assert_eq!(step.get("sent"), Some(&Figure::Word("whole")), "epoch {epoch}");
+        let (now, before) = (job.schedule.at(epoch).unwrap(), job.schedule.at(epoch - 1).unwrap());
+        let lacked: u64 = now
+            .targets()
+            .iter()
+            .zip(before.targets())
+            .map(|(t, held)| {
+                let ids: Vec<u32> = t.iter().copied().filter(|id| held.binary_search(id).is_err()).collect();
+                job.index.bytes_of(&ids)
+            })
+            .sum();
+        assert!(lacked > 0);
+        assert_eq!(step.count_of("bytes_sent"), lacked, "epoch {epoch}: each lacked record once");
     }
 }
 

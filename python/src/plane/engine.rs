@@ -14,12 +14,15 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use ubershuffle_plane::driver::mesh::{JobKey, Listener, MeshConfig, link_up};
 use ubershuffle_plane::driver::{Hooks, Plane};
+use ubershuffle_plane::reader::RecordReader;
 use ubershuffle_plane::store::SharedStore;
 use ubershuffle_plane::{EngineConfig, Figure, Figures, PlaneError, Schedule};
 
 use crate::errors::catch;
 use crate::sampler::SamplerCore;
 use crate::store::StoreCore;
+
+use super::reader::SourceReader;
 
 pyo3::create_exception!(
     _native,
@@ -89,6 +92,9 @@ pub fn figures_dict<'py>(py: Python<'py>, f: &Figures) -> PyResult<Bound<'py, Py
 /// `state() -> bytes` (the sampler's state), `restore(state, epoch) -> SamplerCore` (the
 /// store's chain). They run on the engine's hooks thread, which takes the GIL only for them.
 struct PythonHooks {
+    /// The source read by the engine itself, off the GIL, where it has a reader (then `load`
+    /// is not called).
+    reader: Option<Box<dyn RecordReader>>,
     load: Option<Py<PyAny>>,
     content: Option<Py<PyAny>>,
     open_store: Option<Py<PyAny>>,
@@ -113,8 +119,11 @@ fn call<T>(
 }
 
 impl Hooks for PythonHooks {
-    fn read(&mut self, ids: &[u32], _store: &SharedStore) -> Result<(u64, u64), String> {
+    fn read(&mut self, ids: &[u32], store: &SharedStore) -> Result<(u64, u64), String> {
         let count = ids.len() as u64;
+        if let Some(reader) = self.reader.as_mut() {
+            return Ok((count, reader.read_into(ids, store)?));
+        }
         let ids: Vec<i64> = ids.iter().map(|&i| i64::from(i)).collect();
         let bytes =
             call(&self.load, "read records from", |py, f| f.call1(py, (ids.into_pyarray(py),))?.extract(py))?;
@@ -192,9 +201,9 @@ impl PlaneCore {
     #[new]
     #[pyo3(signature = (
         listener, rank, addresses, key, job, deadline, timeout, settings, store, *,
-        load = None, content = None, open_store = None, state = None, restore = None,
+        load = None, content = None, open_store = None, state = None, restore = None, reader = None,
         store_error = None, chunk_bytes = 1 << 20, yield_to_gradients = true, store_rank = None,
-        segment_bytes = 0, round_bytes = 16 << 20, plane = "ShuffleGroup",
+        segment_bytes = 0, round_bytes = 16 << 20, link_rate = 0.0, plane = "ShuffleGroup",
     ))]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
@@ -213,12 +222,14 @@ impl PlaneCore {
         open_store: Option<Py<PyAny>>,
         state: Option<Py<PyAny>>,
         restore: Option<Py<PyAny>>,
+        reader: Option<PyRef<'_, SourceReader>>,
         store_error: Option<String>,
         chunk_bytes: u64,
         yield_to_gradients: bool,
         store_rank: Option<usize>,
         segment_bytes: usize,
         round_bytes: u64,
+        link_rate: f64,
         plane: &str,
     ) -> PyResult<Self> {
         let addresses: Vec<SocketAddr> = addresses
@@ -235,6 +246,11 @@ impl PlaneCore {
             key.try_into().map_err(|_| PyValueError::new_err("the job's key must be 32 bytes"))?;
         if !(timeout.is_finite() && timeout > 0.0 && deadline.is_finite() && deadline > 0.0) {
             return Err(PyValueError::new_err("timeout and deadline must be positive numbers of seconds"));
+        }
+        if !(link_rate.is_finite() && link_rate >= 0.0) {
+            return Err(PyValueError::new_err(format!(
+                "link_rate must be a non-negative number of bytes per second, got {link_rate}"
+            )));
         }
         let listener = listener
             .listener
@@ -253,8 +269,10 @@ impl PlaneCore {
             store_rank,
             segment_bytes,
             round_bytes: round_bytes.max(1),
+            link_rate,
         };
-        let hooks: Box<dyn Hooks> = Box::new(PythonHooks { load, content, open_store, state, restore });
+        let reader = reader.map(|r| r.take()).transpose()?;
+        let hooks: Box<dyn Hooks> = Box::new(PythonHooks { reader, load, content, open_store, state, restore });
         let mesh = MeshConfig {
             rank,
             addresses,

@@ -3,6 +3,7 @@
 //! planned and encoded alone, for the benchmarks ([`CodedSendCore`]).
 
 pub mod engine;
+pub mod reader;
 
 use std::sync::{Arc, Mutex};
 
@@ -54,7 +55,7 @@ impl CodedSendCore {
         let s = Arc::clone(&shared);
         let send = guarded(py, move || {
             let seg = segmentation(&locked(&s), segment_bytes)?;
-            CodedSend::plan(now, seg, round_bytes).map_err(plane_failure)
+            CodedSend::plan(now, seg, round_bytes, 0.0).map_err(plane_failure)
         })?;
         Ok(CodedSendCore { send, store: shared })
     }

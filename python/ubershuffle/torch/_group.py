@@ -110,9 +110,12 @@ class ShuffleGroup:
       from the store alone, to several by pseudo-broadcast among them (the store sends each
       receiver a piece, and they relay their pieces to each other). Those ranks train together
       on :attr:`train_group` (DDP's ``process_group``). The store plans each step ahead, while
-      the step before travels and the ranks train; ``time_budget`` bounds a searching scheme's
-      planner per step (seconds of work on two cores, counted in work units, so the plan
-      depends on the seed only): 1 s by default.
+      the step before travels and the ranks train, on a thread of lower priority than the
+      sending; ``time_budget`` bounds a searching scheme's planner per step (seconds of work on
+      two cores, counted in work units, so the plan depends on the seed only): 1 s by default,
+      and never more than a quarter of the time the records the ranks lack take on the store's
+      uplink of ``link_gbps`` Gbit/s (10 by default; set it to the network's): the most a plan
+      can save.
 
     Ranks come from ``group`` (default: the initialised default group, as torchrun makes it).
     The records travel on the plane's own sealed connections, never through the process group
@@ -172,6 +175,7 @@ class ShuffleGroup:
         round_bytes: int = 16 << 20,
         extra_cache: float | None = None,
         time_budget: float = 1.0,
+        link_gbps: float = 10.0,
         yield_to_gradients: bool = True,
     ) -> None:
         if not dist.is_available() or not dist.is_initialized():
@@ -187,6 +191,8 @@ class ShuffleGroup:
             )
         if not (isinstance(timeout, (int, float)) and timeout > 0):
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if not (isinstance(link_gbps, (int, float)) and 0 < link_gbps < float("inf")):
+            raise ValueError(f"link_gbps must be a positive number of Gbit/s, got {link_gbps!r}")
         if not (isinstance(round_bytes, int) and round_bytes > 0):
             raise ValueError(f"round_bytes must be a positive int, got {round_bytes!r}")
         if segment_bytes is not None and not (isinstance(segment_bytes, int) and segment_bytes > 0):
@@ -249,6 +255,7 @@ class ShuffleGroup:
             **chain,
             "segment_bytes": segment_bytes,
             "round_bytes": round_bytes,
+            "link_gbps": float(link_gbps),
             "yield_to_gradients": bool(yield_to_gradients),
         }
         try:
@@ -296,6 +303,8 @@ class ShuffleGroup:
             # No closure over self: the engine's threads hold these until it closes, and a
             # cycle through Rust would keep this object (and its process groups) alive.
             hooks["load"] = functools.partial(self._source.load, self._store)
+            # A source Rust can read (files, a local blob) is read by the engine off the GIL.
+            hooks["reader"] = self._source._reader()
             hooks["content"] = functools.partial(content_digest, self._source, offsets, chain["seed"])
         else:
             hooks["open_store"] = opened.open
@@ -317,6 +326,7 @@ class ShuffleGroup:
             store_rank=self.source_rank,
             segment_bytes=segment_bytes or 0,
             round_bytes=round_bytes,
+            link_rate=settings["link_gbps"] * 1e9 / 8,
             **hooks,
         )
         watcher = threading.Thread(
@@ -453,7 +463,9 @@ class ShuffleGroup:
         rounds' bytes) and ``part_bytes`` (its part of the plan); at the store (:meth:`serve`'s
         figures), ``request_wait_seconds``, ``plan_seconds`` (what the delivery waited for its
         plan once every rank had asked), ``plan_ahead_seconds`` (the planner's own time, ahead
-        of the requests), ``encode_seconds``, ``part_bytes``, the plan's ``packets``,
+        of the requests), ``sent`` (``"whole"``: records unencoded, as a catch-up and an
+        uncoded plan send them, ``records_sent`` of them; ``"coded"``: the plan's packets) and,
+        coded, ``encode_seconds``, ``part_bytes``, the plan's ``packets``,
         ``coded_packets``, ``uncoded_packets``, ``data_bytes``, ``padding_bytes``,
         ``segment_bytes`` and ``made_by``, how the packets travelled (``unicast_packets`` and
         ``unicast_bytes``: to one rank; ``multicast_packets`` and ``multicast_bytes``: in pieces

@@ -26,7 +26,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ubershuffle_transport::frame::FrameKind;
-use ubershuffle_transport::seal::{read_frame_on, write_frame_on};
+use ubershuffle_transport::seal::write_frame_on;
 
 use crate::engine::{Engine, EngineConfig, Figures, Input, Output};
 use crate::error::PlaneError;
@@ -207,7 +207,8 @@ fn spawn_link(link: Link, rank: usize, events: Sender<Event>) -> Result<Writer, 
         format!("ubershuffle-read-{peer}"),
         Box::new(move || {
             loop {
-                match read_frame_on(Some(&mut opening), &mut reader, MAX_MESSAGE) {
+                let buffer = crate::buffers::take(0);
+                match opening.read_frame_into(&mut reader, MAX_MESSAGE, buffer) {
                     Ok(frame) => {
                         let input = Input::Message { from: peer, bytes: frame.payload };
                         if read_events.send(Event::Net(input)).is_err() {
@@ -233,6 +234,7 @@ fn spawn_link(link: Link, rank: usize, events: Sender<Event>) -> Result<Writer, 
                     (FrameKind::Message, rank as u32, 0),
                     &[&bytes],
                 );
+                crate::buffers::give(bytes);
                 if counter.fetch_sub(1, Ordering::AcqRel) <= QUEUED_CHUNKS {
                     let _ = events.send(Event::Drained);
                 }
@@ -366,8 +368,9 @@ fn run(
                 Output::Restore { state, epoch } => {
                     let _ = source.send(source::Job::Restore(state, epoch));
                 }
-                Output::Plan { schedule, segmentation, round_bytes } => {
-                    if let Err(e) = source::plan(schedule, segmentation, round_bytes, events.clone()) {
+                Output::Plan { schedule, segmentation, round_bytes, link_rate } => {
+                    let settings = (round_bytes, link_rate);
+                    if let Err(e) = source::plan(schedule, segmentation, settings, events.clone()) {
                         engine.handle(now(), Input::Fail(e));
                     }
                 }

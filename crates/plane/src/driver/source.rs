@@ -82,19 +82,36 @@ pub(super) fn spawn(mut reader: Box<dyn Hooks>, events: Sender<Event>) -> Result
     Ok(tx)
 }
 
-/// Plans the coded delivery of the epoch after `schedule`'s on a thread of its own, then tells
-/// the engine.
+/// How much lower than the process the planner's thread runs (a nice value): the search
+/// yields the cores to the threads that send, and takes what they leave.
+const PLANNER_NICENESS: i32 = 10;
+
+/// Lowers the calling thread's priority by [`PLANNER_NICENESS`] (best effort: Linux sets a
+/// nice value per thread; elsewhere nothing changes).
+fn lower_this_threads_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        let me = rustix::thread::gettid();
+        if let Ok(now) = rustix::process::getpriority_process(Some(me)) {
+            let _ = rustix::process::setpriority_process(Some(me), (now + PLANNER_NICENESS).min(19));
+        }
+    }
+}
+
+/// Plans the coded delivery of the epoch after `schedule`'s on a thread of its own, at a lower
+/// priority, then tells the engine.
 pub(super) fn plan(
     schedule: Box<dyn Schedule>,
     segmentation: Arc<Segmentation>,
-    round_bytes: u64,
+    (round_bytes, link_rate): (u64, f64),
     events: Sender<Event>,
 ) -> Result<(), PlaneError> {
     std::thread::Builder::new()
         .name("ubershuffle-plan".into())
         .spawn(move || {
+            lower_this_threads_priority();
             let started = Instant::now();
-            let result = CodedSend::plan(schedule.as_ref(), segmentation, round_bytes)
+            let result = CodedSend::plan(schedule.as_ref(), segmentation, round_bytes, link_rate)
                 .map(Box::new)
                 .map_err(|e| e.to_string());
             let input = Input::Planned {

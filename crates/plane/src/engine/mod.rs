@@ -111,6 +111,9 @@ pub struct EngineConfig {
     pub segment_bytes: usize,
     /// Store mode: bytes a round may take, at the most.
     pub round_bytes: u64,
+    /// Store mode: the store's uplink in bytes per second, against which the planner's search
+    /// is weighed ([`crate::coded::PLAN_SHARE`]); 0 leaves the schedule's own budget alone.
+    pub link_rate: f64,
 }
 
 /// What this rank is in the plane.
@@ -227,6 +230,8 @@ pub enum Output {
         segmentation: Arc<Segmentation>,
         /// Bytes a round may take.
         round_bytes: u64,
+        /// The store's uplink in bytes per second (0: not weighed).
+        link_rate: f64,
     },
     /// The records of `epoch` are local (the answer to [`Input::SetEpoch`]).
     Ready {
@@ -569,11 +574,17 @@ impl Engine {
     }
 
     fn on_message(&mut self, from: usize, bytes: Vec<u8>) -> Result<(), PlaneError> {
+        let handled = self.handle_message(from, &bytes);
+        crate::buffers::give(bytes);
+        handled
+    }
+
+    fn handle_message(&mut self, from: usize, bytes: &[u8]) -> Result<(), PlaneError> {
         if from >= self.cfg.world || from == self.cfg.rank || self.closed || self.failure.is_some() {
             return Ok(());
         }
         self.live.heard(from, self.now);
-        let message = match Message::decode(&bytes) {
+        let message = match Message::decode(bytes) {
             Ok(m) => m,
             Err(e) => return Err(self.protocol(from, format!("an unreadable message: {e}"))),
         };
@@ -634,7 +645,7 @@ impl Engine {
             Message::Want { .. } | Message::Credit { .. } if self.role == Role::Store => {
                 let serving =
                     self.serving.as_mut().ok_or_else(|| PlaneError::Internal("no serving".into()))?;
-                if let Err(f) = serving.on_message(from, &bytes) {
+                if let Err(f) = serving.on_message(from, bytes) {
                     let doing = serving.doing();
                     return Err(f.at(from, self.cfg.rank, doing));
                 }
@@ -654,8 +665,8 @@ impl Engine {
     }
 
     /// A message of a delivery: to the one in flight, or kept until its delivery starts.
-    fn on_delivery_message(&mut self, from: usize, bytes: Vec<u8>) -> Result<(), PlaneError> {
-        let epoch = match Message::decode(&bytes) {
+    fn on_delivery_message(&mut self, from: usize, bytes: &[u8]) -> Result<(), PlaneError> {
+        let epoch = match Message::decode(bytes) {
             Ok(
                 Message::Holdings { epoch, .. }
                 | Message::Credit { epoch, .. }
@@ -666,8 +677,8 @@ impl Engine {
         };
         let store = self.store()?;
         match self.delivery.as_mut() {
-            Some(d) if d.epoch() == epoch && d.takes(&bytes) => {
-                if let Err(f) = d.on_message(from, &bytes, &store, &self.index, self.now) {
+            Some(d) if d.epoch() == epoch && d.takes(bytes) => {
+                if let Err(f) = d.on_message(from, bytes, &store, &self.index, self.now) {
                     return Err(f.at(from, self.cfg.rank, d.doing()));
                 }
             }
@@ -678,7 +689,8 @@ impl Engine {
                         format!("messages for epoch {epoch}, which no delivery here expects"),
                     ));
                 }
-                self.early.push_back((from, bytes));
+                // Rare (a peer a step ahead): kept as a copy, the buffer goes back.
+                self.early.push_back((from, bytes.to_vec()));
             }
         }
         Ok(())
@@ -800,6 +812,7 @@ impl Engine {
                         schedule,
                         segmentation: Arc::clone(&segmentation),
                         round_bytes,
+                        link_rate: self.cfg.link_rate,
                     }),
                 }
             }
@@ -931,7 +944,7 @@ impl Engine {
     fn replay_early(&mut self) -> Result<(), PlaneError> {
         let early: Vec<(usize, Vec<u8>)> = self.early.drain(..).collect();
         for (from, bytes) in early {
-            self.on_delivery_message(from, bytes)?;
+            self.on_delivery_message(from, &bytes)?;
         }
         Ok(())
     }

@@ -381,6 +381,9 @@ impl Serving {
             }
         }
         let targets = target.targets();
+        // An uncoded plan's packets are the records the ranks lack, cut in segments: they go
+        // whole, as a catch-up's do, at one copy into each rank's store and no encoding.
+        let plan = plan.filter(|send| !send.is_unicasts());
         let sending = match plan {
             Some(send) => {
                 let streams = (0..self.trainers.len())
@@ -471,17 +474,19 @@ impl Serving {
         f.count("part_bytes", s.part_bytes);
         f.real("transfer_seconds", now - s.started);
         f.real("request_wait_seconds", s.all_in - self.last_end.min(s.all_in));
+        f.real("plan_seconds", s.plan_wait);
+        f.real("plan_ahead_seconds", s.plan_seconds);
         match &s.sending {
             Sending::Whole(streams) => {
+                f.set("sent", Figure::Word("whole"));
                 f.count("bytes_sent", streams.iter().map(|x| x.done).sum());
                 f.count("records_sent", streams.iter().map(|x| x.ids.len() as u64).sum());
             }
             Sending::Coded { send, streams, encode_seconds, .. } => {
+                f.set("sent", Figure::Word("coded"));
                 f.count("bytes_sent", streams.iter().map(|x| x.done).sum());
                 coded_figures(&mut f, send);
                 f.real("encode_seconds", *encode_seconds);
-                f.real("plan_seconds", s.plan_wait);
-                f.real("plan_ahead_seconds", s.plan_seconds);
             }
         }
         self.served.push(f);

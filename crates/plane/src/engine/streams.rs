@@ -125,7 +125,7 @@ impl RecordStream {
             return Ok(None);
         }
         let len = room.min(chunk);
-        let mut bytes = Vec::with_capacity(DATA_HEAD + len as usize);
+        let mut bytes = crate::buffers::take(DATA_HEAD + len as usize);
         data_head(&mut bytes, epoch, self.done);
         let store = locked(store);
         let mut left = len;
@@ -219,7 +219,7 @@ impl ByteStream {
             return None;
         }
         let len = room.min(chunk) as usize;
-        let mut bytes = Vec::with_capacity(DATA_HEAD + len);
+        let mut bytes = crate::buffers::take(DATA_HEAD + len);
         data_head(&mut bytes, epoch, self.done);
         bytes.extend_from_slice(&self.buf[self.head..self.head + len]);
         self.done += len as u64;

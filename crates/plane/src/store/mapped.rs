@@ -398,6 +398,10 @@ impl RecordSource for MappedStore {
     fn xor_piece_into(&self, id: u32, at: usize, dst: &mut [u8]) -> Result<(), CodecError> {
         ubershuffle_codes::xor_piece_of(self.place(id), id, at, dst)
     }
+
+    fn copy_piece_into(&self, id: u32, at: usize, dst: &mut [u8]) -> Result<(), CodecError> {
+        ubershuffle_codes::copy_piece_of(self.place(id), id, at, dst)
+    }
 }
 
 impl RecordWriter for MappedStore {

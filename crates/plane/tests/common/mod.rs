@@ -122,6 +122,7 @@ pub fn config(s: &Setting, rank: usize) -> EngineConfig {
         store_rank: None,
         segment_bytes: 0,
         round_bytes: 16 << 20,
+        link_rate: 0.0,
     }
 }
 

@@ -54,7 +54,18 @@ impl Opening {
     /// what its chunks must be). Once its first chunk opened, the header is the peer's own (not
     /// a corruption on the path), so the payload is allocated whole, up to `max`: growing it as
     /// chunks arrive would copy it again and again.
-    pub(super) fn read_frame<R: Read>(&mut self, mut r: R, max: usize) -> Result<Frame, ReadFrameError> {
+    pub(super) fn read_frame<R: Read>(&mut self, r: R, max: usize) -> Result<Frame, ReadFrameError> {
+        self.read_frame_into(r, max, Vec::new())
+    }
+
+    /// Reads and opens one frame, its payload in `payload` (emptied first; its capacity kept,
+    /// so a caller that hands buffers back allocates none in the steady state).
+    pub fn read_frame_into<R: Read>(
+        &mut self,
+        mut r: R,
+        max: usize,
+        mut payload: Vec<u8>,
+    ) -> Result<Frame, ReadFrameError> {
         let Some(len) = read_prefix(&mut r)? else { return Err(ReadFrameError::Closed) };
         let mut first = std::mem::take(&mut self.first);
         let parsed = self.read_first(&mut r, &mut first, len).and_then(|_| self.header_of(&first, max));
@@ -66,7 +77,8 @@ impl Opening {
             }
         };
         let later = (header.len + HEADER_LEN - first.len()).div_ceil(MAX_CHUNK_PLAIN);
-        let mut payload = Vec::with_capacity(header.len + CHUNK_OVERHEAD * later.min(CHUNKS_PER_READ));
+        payload.clear();
+        payload.reserve(header.len + CHUNK_OVERHEAD * later.min(CHUNKS_PER_READ));
         payload.extend_from_slice(&first[HEADER_LEN..]);
         self.first = first;
         while payload.len() < header.len {
