@@ -272,7 +272,8 @@ impl PlaneCore {
             link_rate,
         };
         let reader = reader.map(|r| r.take()).transpose()?;
-        let hooks: Box<dyn Hooks> = Box::new(PythonHooks { reader, load, content, open_store, state, restore });
+        let hooks: Box<dyn Hooks> =
+            Box::new(PythonHooks { reader, load, content, open_store, state, restore });
         let mesh = MeshConfig {
             rank,
             addresses,
