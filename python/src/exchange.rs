@@ -381,6 +381,11 @@ impl ExchangeCore {
     fn wait(&self, py: Python<'_>, limit: Option<Duration>) -> PyResult<Option<Event>> {
         let start = Instant::now();
         loop {
+            // A close from another thread ends the wait at the next slice; checked before the
+            // events are locked again, so that the wait does not starve the close of the lock.
+            if self.closed.load(Ordering::SeqCst) {
+                return Ok(Some(Event::Ended(Err("the exchange was closed".into()))));
+            }
             let slice = Duration::from_millis(100);
             let slice = limit.map_or(slice, |l| slice.min(l.saturating_sub(start.elapsed())));
             let received = py.detach(|| match hold(&self.events).as_ref() {
