@@ -228,6 +228,10 @@ pub struct Served {
     pub kind: String,
     /// Plane bytes the store sent.
     pub bytes_sent: u64,
+    /// How the engine sent the epoch (its logs): `whole` (an uncoded plan: the records
+    /// themselves) or `coded` (packets); the plan's parts travel in messages of their own,
+    /// outside `bytes_sent`. Older logs: empty.
+    pub sent: String,
     /// Packets of the plan (segments).
     pub packets: u64,
     /// Coded packets of the plan.

@@ -99,6 +99,18 @@ fn store_checks(
     let Some(first) = trainers.first() else { return };
     for f in store.served.iter().filter(|f| f.kind == "step" && f.epoch < setting.epochs) {
         let e = f.epoch;
+        let chain: Option<u64> = first.chain_bytes.get(e.wrapping_sub(1)).map(|v| v.iter().sum());
+        if f.sent == "whole" {
+            // The engine's uncoded plan: each record once, whole, to the rank that lacks it.
+            check(
+                chain == Some(f.bytes_sent),
+                format!(
+                    "epoch {e}: the store sent {} bytes of whole records, the plan's {chain:?}",
+                    f.bytes_sent
+                ),
+            );
+            continue;
+        }
         let packets = f.packets * f.segment_bytes;
         check(
             f.data_bytes + f.padding_bytes == packets,
@@ -110,7 +122,13 @@ fn store_checks(
         let wanted = if travelling > 0 { travelling } else { packets };
         let overhead = f.bytes_sent.saturating_sub(wanted);
         match f.part_bytes {
-            // Newest logs: the packets, the plan's parts and one answer per rank, to the byte.
+            // The engine's logs: the packets to the byte (the parts go in their own messages).
+            Some(_) if f.sent == "coded" => check(
+                f.bytes_sent == wanted,
+                format!("epoch {e}: the store sent {} plane bytes for packets of {wanted}", f.bytes_sent),
+            ),
+            // The plane before the engine: the packets, the plan's parts and one answer per
+            // rank, to the byte.
             Some(parts) => check(
                 f.bytes_sent == wanted + parts + ANSWER_BYTES * setting.ranks as u64,
                 format!(
@@ -123,7 +141,6 @@ fn store_checks(
                 format!("epoch {e}: the store sent {} plane bytes for packets of {wanted}", f.bytes_sent),
             ),
         }
-        let chain: Option<u64> = first.chain_bytes.get(e.wrapping_sub(1)).map(|v| v.iter().sum());
         if job.arm == Arm::B {
             check(
                 chain.is_some_and(|c| f.data_bytes <= c),
