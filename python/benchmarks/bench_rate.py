@@ -19,6 +19,12 @@ arm, one process fans the same bytes out to 4 receiver processes over loopback T
 ``sendall`` in turn to each, ``recv_into`` a reused buffer): the raw rate. Times are this
 machine's wall seconds; every figure's ratio is taken within its run.
 
+The plane's cost on the training thread: over the same calls (``set_epoch`` to
+``wait_delivery``'s return) each training rank notes its Python thread's CPU
+(``time.thread_time``) and the rest of the process's (the engine's native threads); the
+busiest rank's Python CPU over the delivery's window is ``python_cpu_share`` (goal: at most
+1 %).
+
 Writes results/plane-rate.csv (a row per run, arm and epoch) and results/plane-rate-summary.csv
 (per arm the medians and the goal: at least half the raw rate), and prints them.
 
@@ -38,6 +44,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -47,6 +54,7 @@ EPOCHS = 5
 FIRST_MEASURED = 2
 RANKS = 4
 GOAL = 0.5
+CPU_GOAL = 0.01
 CHUNK = 1 << 20
 ARMS = {
     "peer": ["mode=peer", "policy=global"],
@@ -82,11 +90,20 @@ def rank_main(out: pathlib.Path, opts: dict) -> None:
     else:
         for epoch in range(EPOCHS):
             dist.barrier(sg.train_group)
+            thread_cpu, process_cpu = time.thread_time(), time.process_time()
             sg.set_epoch(epoch)
             started = time.time()
             sg.wait_delivery()
             landed = time.time()
-            log["epochs"][str(epoch + 1)] = {"started": started, "landed": landed}
+            log["epochs"][str(epoch + 1)] = {
+                "started": started,
+                "landed": landed,
+                # This Python thread's CPU in the plane's calls, and the process's other
+                # threads' (the engine's, native) over the same calls.
+                "python_cpu": time.thread_time() - thread_cpu,
+                "engine_cpu": time.process_time() - process_cpu - (time.thread_time() - thread_cpu),
+            }
+            log["epochs"][str(epoch + 1)]["python_threads"] = threading.active_count()
             if epoch > 0:
                 log["epochs"][str(epoch)]["figures"] = sg.figures(epoch)
         sg.close()
@@ -164,6 +181,7 @@ def rows_of(run: int, arm: str, logs: list) -> list:
         started = min(log["epochs"][e]["started"] for log in logs)
         landed = max(log["epochs"][e]["landed"] for log in logs)
         record_bytes = sum(int(f["record_bytes_received"]) for f in figures)
+        python_cpu = max(log["epochs"][e]["python_cpu"] for log in logs)
         wire_bytes = sum(int(f["bytes_received"]) for f in figures)
         rows.append(
             {
@@ -175,6 +193,10 @@ def rows_of(run: int, arm: str, logs: list) -> list:
                 "wire_bytes": wire_bytes,
                 "seconds": round(landed - started, 6),
                 "rate_gb_s": round(record_bytes / (landed - started) / 1e9, 4),
+                "python_cpu_seconds": round(python_cpu, 6),
+                "python_cpu_share": round(python_cpu / (landed - started), 6),
+                "engine_cpu_seconds": round(max(log["epochs"][e]["engine_cpu"] for log in logs), 6),
+                "python_threads": max(log["epochs"][e]["python_threads"] for log in logs),
             }
         )
     return rows
@@ -209,6 +231,7 @@ def main() -> None:
     for arm in args.arms:
         mine = [r for r in rows if r["arm"] == arm]
         of_raw = statistics.median(r["of_raw"] for r in mine)
+        cpu_share = statistics.median(r["python_cpu_share"] for r in mine)
         summary.append(
             {
                 "arm": arm,
@@ -217,6 +240,9 @@ def main() -> None:
                 "of_raw": round(of_raw, 4),
                 "goal": GOAL,
                 "met": "yes" if of_raw >= GOAL else "no",
+                "python_cpu_share": round(cpu_share, 6),
+                "cpu_goal": CPU_GOAL,
+                "cpu_met": "yes" if cpu_share <= CPU_GOAL else "no",
             }
         )
     with open(args.out_dir / "plane-rate-summary.csv", "w", newline="") as f:

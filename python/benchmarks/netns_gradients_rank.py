@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from netns_node import check_node_rank
 from torch.nn.parallel import DistributedDataParallel
 
 from ubershuffle.torch import ShuffleGroup, init_process_group
@@ -85,6 +86,7 @@ def main() -> None:
     parser.add_argument("--compute", type=float, default=0.25, help="seconds of compute per step")
     parser.add_argument("--gradient-mb", type=float, default=2.0, help="MB of gradient per step")
     args = parser.parse_args()
+    check_node_rank()
     torch.set_num_threads(1)
     init_process_group("gloo")
     rank = dist.get_rank()

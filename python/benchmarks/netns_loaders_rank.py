@@ -61,6 +61,8 @@ import threading
 import time
 import traceback
 
+from netns_node import check_node_rank
+
 # Every rank is a node: set before Streaming or LitData read the environment.
 os.environ["LOCAL_RANK"] = "0"
 os.environ["LOCAL_WORLD_SIZE"] = "1"
@@ -409,6 +411,7 @@ def main() -> None:
     parser.add_argument("--epoch-timeout", type=float, default=600.0)
     parser.add_argument("--interface", default=os.environ.get("GLOO_SOCKET_IFNAME", "eth0"))
     args = parser.parse_args()
+    check_node_rank()
     if args.arm in ("m", "l") and args.cache_bytes <= 0:
         parser.error(f"arm {args.arm} needs --cache-bytes")
     run(args)

@@ -50,6 +50,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples"))
 from digits_jpeg import Digits, Net, held_out, make_data  # noqa: E402
+from netns_node import check_node_rank  # noqa: E402
 
 import ubershuffle as us  # noqa: E402
 from ubershuffle.torch import ShuffleGroup, init_process_group  # noqa: E402
@@ -150,6 +151,7 @@ def main() -> None:
     )
     parser.add_argument("--interface", default=os.environ.get("GLOO_SOCKET_IFNAME", "eth0"))
     args = parser.parse_args()
+    check_node_rank()
     if args.make_data:
         make_data(args.data, args.side, args.grain)
         sizes = [f.stat().st_size for f in sorted((args.data / "train").glob("*.jpg"))]

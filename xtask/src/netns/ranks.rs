@@ -1,9 +1,17 @@
-//! One job of Python ranks in the namespaces: a process per rank, each in its node's
-//! namespace with torchrun's environment (gloo's rendezvous at the first node), its output in
-//! `DIR/rank-R.log`, its JSON log read back from `DIR/rank-R.json`. Shared by
-//! `cargo xtask netns-train` and `cargo xtask netns-gradients`.
+//! One job of Python ranks in the namespaces, launched as a multi-node job is: one torchrun
+//! agent per node (`--nnodes N --nproc-per-node 1 --rdzv-backend c10d`), each in its node's
+//! namespace, the rendezvous at the first node and crossing the shaped links. Each node's
+//! output goes to `DIR/rank-R.log`, its rank's JSON log is read back from `DIR/rank-R.json`.
+//! Shared by `cargo xtask netns-train`, `netns-gradients` and `netns-loaders`.
+//!
+//! Ranks follow the nodes' order: the c10d rendezvous numbers its agents in the order of their
+//! `--local-addr` (torch's dynamic rendezvous sorts its participants by address, then process),
+//! and the nodes' addresses sort as the nodes do ([`Topology::address`]: the first node `.1`,
+//! worker `k` `.1k`, two digits for fewer than 90 workers). Each rank checks it
+//! (`UBERSHUFFLE_NETNS_RANK`, the rank its node was meant to have) and fails naming both.
 
 use std::fs::File;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -13,16 +21,17 @@ use serde::de::DeserializeOwned;
 
 use super::topology::{Node, Topology};
 
-/// The port gloo's rendezvous listens on (inside the namespaces only).
-const MASTER_PORT: u16 = 29500;
+/// The port the c10d rendezvous listens on (inside the namespaces only).
+const RENDEZVOUS_PORT: u16 = 29500;
 
-/// What one job runs: `python script ARGS --out DIR` on every node of `nodes` (rank order).
+/// What one job runs: `python script ARGS --out DIR` on every node of `nodes` (rank order),
+/// under a torchrun agent of its own.
 pub struct RankJob<'a> {
     /// The namespaces.
     pub topology: &'a Topology,
-    /// Where each rank runs, in rank order (rank 0 hosts the rendezvous).
+    /// Where each rank runs, in rank order (rank 0's node hosts the rendezvous).
     pub nodes: &'a [Node],
-    /// The Python that runs the script.
+    /// The Python that runs torchrun and the script.
     pub python: &'a Path,
     /// The rank script.
     pub script: &'a Path,
@@ -39,29 +48,40 @@ impl RankJob<'_> {
     /// that failed (with its output's last line) or the timeout. The other ranks are killed
     /// when one fails.
     pub fn run<T: DeserializeOwned>(&self) -> anyhow::Result<Vec<T>> {
-        let master = self.topology.address(self.nodes[0]);
+        let addresses: Vec<String> = self.nodes.iter().map(|&n| self.topology.address(n)).collect();
+        if addresses.windows(2).any(|w| w[0] >= w[1]) {
+            bail!(
+                "the nodes' addresses do not sort in rank order ({}): torchrun would number them otherwise",
+                addresses.join(", ")
+            );
+        }
+        let endpoint = format!("{}:{RENDEZVOUS_PORT}", addresses[0]);
         let pythonpath = std::env::var("PYTHONPATH").unwrap_or_default();
         let mut children: Vec<(usize, Child)> = Vec::new();
         for (rank, &node) in self.nodes.iter().enumerate() {
             let log = File::create(self.dir.join(format!("rank-{rank}.log")))?;
             let mut cmd = Command::new("ip");
             cmd.args(["netns", "exec", &self.topology.namespace(node), "env"])
-                .arg(format!("RANK={rank}"))
-                .arg(format!("WORLD_SIZE={}", self.nodes.len()))
-                .arg(format!("LOCAL_RANK={rank}"))
-                .arg(format!("MASTER_ADDR={master}"))
-                .arg(format!("MASTER_PORT={MASTER_PORT}"))
+                .arg(format!("UBERSHUFFLE_NETNS_RANK={rank}"))
                 .arg("GLOO_SOCKET_IFNAME=eth0")
                 .arg(format!("PYTHONPATH={pythonpath}"))
                 .arg("OMP_NUM_THREADS=1")
                 .arg(self.python)
+                .args(["-m", "torch.distributed.run", "--nproc-per-node", "1", "--max-restarts", "0"])
+                .arg(format!("--nnodes={}", self.nodes.len()))
+                .args(["--rdzv-backend", "c10d", "--rdzv-id", "netns"])
+                .arg(format!("--rdzv-endpoint={endpoint}"))
+                .arg(format!("--rdzv-conf=is_host={}", u8::from(rank == 0)))
+                .arg(format!("--local-addr={}", addresses[rank]))
                 .arg(self.script)
                 .args(&self.args)
                 .arg("--out")
                 .arg(self.dir)
                 .stdin(Stdio::null())
                 .stdout(log.try_clone()?)
-                .stderr(log);
+                .stderr(log)
+                // A group of its own: the agent and its rank are killed together.
+                .process_group(0);
             let child = cmd.spawn().context("cannot run `ip netns exec`")?;
             children.push((rank, child));
         }
@@ -104,8 +124,7 @@ impl RankJob<'_> {
             }
             if failed.is_some() {
                 for (_, child) in &mut children {
-                    let _ = child.kill();
-                    let _ = child.wait();
+                    kill_group(child);
                 }
                 break;
             }
@@ -119,4 +138,13 @@ impl RankJob<'_> {
 fn last_line(dir: &Path, rank: usize) -> String {
     let text = std::fs::read_to_string(dir.join(format!("rank-{rank}.log"))).unwrap_or_default();
     text.lines().rev().find(|l| !l.trim().is_empty()).map(|l| format!(": {}", l.trim())).unwrap_or_default()
+}
+
+/// Kills a node's process group (its torchrun agent and the rank it started) and reaps the
+/// agent.
+fn kill_group(child: &mut Child) {
+    let group = format!("-{}", child.id());
+    let _ = Command::new("kill").args(["-KILL", "--", &group]).stderr(Stdio::null()).status();
+    let _ = child.kill();
+    let _ = child.wait();
 }

@@ -283,7 +283,7 @@ fn measure(
     Ok(jobs)
 }
 
-/// Runs one arm's job: a process per rank in its namespace. A job that fails is a result (its
+/// Runs one arm's job: a torchrun agent per node, in its namespace. A job that fails is a result (its
 /// ranks' logs hold the epochs they finished and why they stopped).
 #[allow(clippy::too_many_arguments)]
 fn run_job(

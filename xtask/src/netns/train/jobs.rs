@@ -1,5 +1,5 @@
 //! Running `cargo xtask netns-train`'s jobs: the Python checked, the data set made, the
-//! namespaces made and removed, and one job per arm in them, a process per rank, each rank's
+//! namespaces made and removed, and one job per arm in them, a torchrun agent per node, each rank's
 //! JSON log read back.
 
 use std::collections::BTreeMap;
@@ -125,7 +125,7 @@ pub(super) fn placement(topology: &Topology, arm: Arm) -> Vec<Node> {
     if arm.has_store() { std::iter::once(Node::Master).chain(trainers).collect() } else { trainers.collect() }
 }
 
-/// Runs one arm's job with `seed` (the chain's and the model's): a process per rank in its
+/// Runs one arm's job with `seed` (the chain's and the model's): a torchrun agent per node in its
 /// namespace; returns every rank's log.
 fn run_job(
     plan: &TrainRun,
