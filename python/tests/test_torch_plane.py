@@ -155,9 +155,11 @@ def test_uncoded_store_mode_sends_each_rank_only_the_records_it_lacks(tmp_path):
     assert len(steps) == 2, "the store served steps"
     for f in steps:
         # An uncoded plan is unicasts of what each rank lacks: the records go whole, unencoded.
-        assert f["sent"] == "whole" and "round_relay_bytes" not in f
-        received = sum(t["figures"][str(f["epoch"])]["record_bytes_received"] for t in trainers)
-        assert f["bytes_sent"] == received > 0, "each lacked record once, to the byte"
+        assert f["sent"] == "whole" and f["round_relay_bytes"] == []
+        received = [t["figures"][str(f["epoch"])]["record_bytes_received"] for t in trainers]
+        assert f["bytes_sent"] == sum(received) > 0, "each lacked record once, to the byte"
+        # In one round of unicasts: each rank's own records.
+        assert f["round_store_bytes"] == [received]
     for e in ("1", "2"):
         for t in trainers:
             f = t["figures"][e]

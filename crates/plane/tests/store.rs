@@ -267,7 +267,7 @@ fn an_uncoded_plan_goes_whole_each_record_to_the_rank_that_lacks_it() {
         let step = served.iter().find(|s| s.count_of("epoch") == epoch).expect("the step was served");
         assert_eq!(step.get("sent"), Some(&Figure::Word("whole")), "epoch {epoch}");
         let (now, before) = (job.schedule.at(epoch).unwrap(), job.schedule.at(epoch - 1).unwrap());
-        let lacked: u64 = now
+        let per_rank: Vec<u64> = now
             .targets()
             .iter()
             .zip(before.targets())
@@ -275,9 +275,13 @@ fn an_uncoded_plan_goes_whole_each_record_to_the_rank_that_lacks_it() {
                 let ids: Vec<u32> = t.iter().copied().filter(|id| held.binary_search(id).is_err()).collect();
                 job.index.bytes_of(&ids)
             })
-            .sum();
+            .collect();
+        let lacked: u64 = per_rank.iter().sum();
         assert!(lacked > 0);
         assert_eq!(step.count_of("bytes_sent"), lacked, "epoch {epoch}: each lacked record once");
+        // One round of unicasts: each rank's own records, nothing relayed.
+        assert_eq!(table(step, "round_store_bytes"), vec![per_rank], "epoch {epoch}");
+        assert!(tables(step, "round_relay_bytes").is_empty(), "epoch {epoch}");
     }
 }
 

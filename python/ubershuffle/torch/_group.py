@@ -464,7 +464,9 @@ class ShuffleGroup:
         figures), ``request_wait_seconds``, ``plan_seconds`` (what the delivery waited for its
         plan once every rank had asked), ``plan_ahead_seconds`` (the planner's own time, ahead
         of the requests), ``sent`` (``"whole"``: records unencoded, as a catch-up and an
-        uncoded plan send them, ``records_sent`` of them; ``"coded"``: the plan's packets) and,
+        uncoded plan send them, ``records_sent`` of them, in one round of unicasts:
+        ``round_store_bytes`` holds each training rank's bytes; ``"coded"``: the plan's
+        packets) and,
         coded, ``encode_seconds``, ``part_bytes``, the plan's ``packets``,
         ``coded_packets``, ``uncoded_packets``, ``data_bytes``, ``padding_bytes``,
         ``segment_bytes`` and ``made_by``, how the packets travelled (``unicast_packets`` and

@@ -481,6 +481,9 @@ impl Serving {
                 f.set("sent", Figure::Word("whole"));
                 f.count("bytes_sent", streams.iter().map(|x| x.done).sum());
                 f.count("records_sent", streams.iter().map(|x| x.ids.len() as u64).sum());
+                // One round of unicasts: each training rank's bytes, nothing relayed.
+                f.set("round_store_bytes", Figure::Table(vec![streams.iter().map(|x| x.done).collect()]));
+                f.set("round_relay_bytes", Figure::Tables(Vec::new()));
             }
             Sending::Coded { send, streams, encode_seconds, .. } => {
                 f.set("sent", Figure::Word("coded"));
