@@ -16,7 +16,10 @@
   is gives the same records in the same order);
 - a list or tuple of ``s3://bucket/key`` URLs: one record an object, in the order given;
 - :meth:`RecordSource.from_blob` of an ``s3://bucket/key`` URL: records laid end to end in one
-  object, read by HTTP range requests (consecutive records in one request).
+  object, read by HTTP range requests (consecutive records in one request);
+- :func:`webdataset`: WebDataset tar shards as they are, local or ``s3://`` (a list, or a brace
+  pattern such as ``s3://b/train-{000000..000099}.tar``): a record a sample, indexed from the
+  tar headers alone and read by shard.
 
 Sizes come from the array's shape, the files' sizes (``os.stat``, nothing read), ``len`` of
 every item of a sequence (which is in memory anyway), or the object store's listing
@@ -44,10 +47,11 @@ from typing import Any
 
 import numpy as np
 
-from . import _native, _s3
+from . import _native, _s3, _shards
 from ._s3 import ObjectStoreError
+from ._shards import sample_members
 
-__all__ = ["ObjectStoreError", "RecordSource", "as_source"]
+__all__ = ["ObjectStoreError", "RecordSource", "as_source", "sample_members", "webdataset"]
 
 _FILE_TYPES = (str, os.PathLike)
 
@@ -70,8 +74,16 @@ class RecordSource:
     :func:`as_source`."""
 
     kind: str
-    """``"array"``, ``"files"``, ``"sequence"``, ``"blob"`` or ``"s3"`` (objects, or ranges of
-    one object)."""
+    """``"array"``, ``"files"``, ``"sequence"``, ``"blob"``, ``"shards"`` (ranges of local
+    shard files) or ``"s3"`` (objects, or ranges of objects)."""
+
+    index_bytes_read: int = 0
+    """Bytes this process read to index a sharded source (0 when every shard's index came from
+    the cache; tar headers, not records)."""
+
+    _fingerprint_of: Any = None
+    """What identifies an object store's sharded source without reading its records (its
+    shards' URLs, sizes and ETags), or ``None``."""
 
     def __init__(self, kind: str, sizes: np.ndarray, data: Any) -> None:
         self.kind = kind
@@ -121,6 +133,8 @@ class RecordSource:
             return self._data[self.offsets[i] : self.offsets[i + 1]]
         if self.kind == "s3":
             return self._data.record(i, self.sizes)
+        if self.kind == "shards":
+            return self._data.record(i, self.sizes[i])
         return np.frombuffer(memoryview(self._data[i]).cast("B"), dtype=np.uint8)
 
     def read(self, ids: Any) -> Iterator[tuple[int, np.ndarray]]:
@@ -177,7 +191,17 @@ class RecordSource:
             return _native.SourceReader.files([os.fspath(p) for p in self._data], self.offsets)
         if self.kind == "blob" and isinstance(self._data, np.memmap) and self._data.filename:
             return _native.SourceReader.blob(self._data.filename, self.offsets)
+        if self.kind == "shards":
+            return self._data.reader(self.offsets)
         return None
+
+    def _fingerprint(self) -> int | None:
+        """A digest that ranks compare at start instead of reading a sample of records: an
+        object store's sharded source's listing (URLs, sizes, ETags) and index; ``None`` for
+        the others."""
+        if self._fingerprint_of is None:
+            return None
+        return _shards.fingerprint(self._fingerprint_of, self.sizes, self._data.starts)
 
     @classmethod
     def from_blob(cls, path: str | os.PathLike, offsets: Any) -> RecordSource:
@@ -200,6 +224,33 @@ class RecordSource:
             raise ValueError(f"{path} has {size} bytes, its offsets end at {int(offsets[-1])}")
         data = np.memmap(path, dtype=np.uint8, mode="r") if size else np.zeros(0, dtype=np.uint8)
         return cls("blob", np.diff(offsets), data)
+
+
+def webdataset(urls: Any, member: str | None = "jpg", *, index_dir: Any = None) -> RecordSource:
+    """WebDataset tar shards as they are: ``urls`` is a list of paths or ``s3://`` URLs, or
+    one with brace patterns (``"s3://b/train-{000000..000099}.tar"``). A sample is the members
+    in a row of a shard that share a key (``000123.jpg``, ``000123.cls``: key ``000123``), as
+    WebDataset groups them; record ``i`` is the ``i``-th sample, shards in the order given:
+
+    - with ``member="jpg"`` (an extension, case-insensitive), that member's bytes; a sample
+      without one is a one-line ``ValueError`` naming the shard, the key and its offset;
+    - with ``member=None``, the sample's members as they lie in the shard, headers included:
+      a small tar archive (without end-of-archive blocks) that :func:`sample_members` (or
+      Python's ``tarfile``) splits into ``{"__key__": key, "jpg": ..., "cls": ...}``.
+
+    The index comes from the tar headers alone (a local shard's by ``pread`` in Rust; an
+    object's by ranged GETs of 4 KiB at each header, several shards at once), every header's
+    checksum checked: a truncated shard or a corrupt header is a one-line ``ValueError`` naming
+    the shard and the offset. It is cached in ``index_dir`` (default: ``$UBERSHUFFLE_INDEX_DIR``,
+    else ``~/.cache/ubershuffle/index``; ``False``: no cache), keyed by each shard's path or URL,
+    size and modification time or ETag, so a restart does not read the headers again.
+    :attr:`RecordSource.index_bytes_read` says what building it read.
+
+    Records are read by shard: neighbours in a shard (at most 8 KiB apart: the headers and
+    labels between two images) in one read, by the
+    data plane's engine in Rust off the GIL for local shards, by range requests on a pool of
+    threads for objects (only while the object keeps the ETag it was indexed with)."""
+    return _shards.webdataset_source(urls, member, index_dir)
 
 
 def as_source(records: Any) -> RecordSource:

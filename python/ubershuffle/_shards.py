@@ -1,0 +1,346 @@
+"""Sharded data sets as they are (WebDataset tar shards, local or in ``s3://``): the shards'
+listing, an index of every record's shard, offset and size built from headers alone and kept in
+a cache, and the :class:`~ubershuffle.sources.RecordSource` that reads records by shard.
+
+The index of a shard is built once and kept in ``index_dir`` (by default
+``$UBERSHUFFLE_INDEX_DIR``, else ``$XDG_CACHE_HOME/ubershuffle/index``, else
+``~/.cache/ubershuffle/index``; ``index_dir=False`` keeps none): a file per shard, named by a
+hash of the shard's URL or absolute path, its size and its ETag (object storage) or
+modification time in nanoseconds (a local file), so a restart lists the shards (a HeadObject or
+a ``stat`` each) and reads nothing else, and a shard that changed is indexed again.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import json
+import os
+import pathlib
+import re
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import _native, _s3
+
+INDEX_WINDOW = 4096
+"""Bytes a ranged GET reads at a tar header of an object while indexing: the header and the
+small members after it in one request (a label and the next member's header: WebDataset's
+TarWriter gives every member a pax header, so a 1-byte label takes 2 KiB), a large member's
+data skipped."""
+INDEX_VERSION = 1
+"""The cached index's layout (a new layout ignores the old files)."""
+
+_META = re.compile(r"__[^/]*__($|/)")
+"""Members WebDataset skips (``__key__``-like metadata)."""
+_KEY_EXT = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
+"""WebDataset's split of a member's name into the sample's key and the member's extension."""
+
+
+def expand(urls: Any) -> list[str]:
+    """``urls`` as a list: a list or tuple as given (paths made strings), a string with brace
+    patterns expanded as WebDataset expands them (``train-{000000..000099}.tar``: a numeric
+    range, zero-padded when an end is; ``{a,b}``: alternatives; several braces: the leftmost
+    outermost)."""
+    if isinstance(urls, (list, tuple)):
+        return [os.fspath(u) for u in urls]
+    if not isinstance(urls, (str, os.PathLike)):
+        raise TypeError(
+            f"shards must be a path or URL (a brace pattern) or a list of them, not {type(urls).__name__}"
+        )
+    pattern = os.fspath(urls)
+    match = re.search(r"\{([^{}]*)\}", pattern)
+    if match is None:
+        return [pattern]
+    head, tail, body = pattern[: match.start()], pattern[match.end() :], match.group(1)
+    numeric = re.fullmatch(r"(\d+)\.\.(\d+)", body)
+    if numeric:
+        a, b = numeric.groups()
+        padded = (len(a) > 1 and a[0] == "0") or (len(b) > 1 and b[0] == "0")
+        width = max(len(a), len(b)) if padded else 0
+        step = 1 if int(b) >= int(a) else -1
+        choices = [str(n).zfill(width) for n in range(int(a), int(b) + step, step)]
+    elif "," in body:
+        choices = body.split(",")
+    else:
+        raise ValueError(f"{pattern!r}: a brace pattern is {{first..last}} or {{a,b,...}}")
+    return [head + c + rest for c in choices for rest in expand(tail)]
+
+
+def default_index_dir() -> pathlib.Path:
+    """Where shard indexes are kept when no ``index_dir`` is given."""
+    if os.environ.get("UBERSHUFFLE_INDEX_DIR"):
+        return pathlib.Path(os.environ["UBERSHUFFLE_INDEX_DIR"])
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return pathlib.Path(cache, "ubershuffle", "index")
+
+
+@dataclass
+class Shards:
+    """The shards of a data set: where they are, their sizes and stamps (an object's ETag, a
+    file's modification time in nanoseconds)."""
+
+    urls: list[str]
+    """As given (``s3://`` URLs, or local paths)."""
+    sizes: np.ndarray
+    stamps: list[str]
+    remote: bool
+    objects: Any = None
+    """``_s3.ObjectRecords`` of the shards (object storage): their client and its counts."""
+
+    @classmethod
+    def listed(cls, urls: list[str]) -> Shards:
+        """Lists ``urls``: a HeadObject each (several at once), or a ``stat`` each."""
+        if not urls:
+            raise ValueError("no shards given")
+        remote = [_s3.is_url(u) for u in urls]
+        if any(remote) and not all(remote):
+            raise ValueError("the shards mix s3:// URLs with local paths: give one kind")
+        if all(remote):
+            objects = _s3.ObjectRecords([_s3.split_url(u) for u in urls], [])
+            heads = objects.store.heads(urls)
+            objects.etags = [etag for _, etag in heads]
+            sizes = np.array([size for size, _ in heads], dtype=np.int64)
+            return cls(urls, sizes, list(objects.etags), True, objects)
+        sizes, stamps = [], []
+        for u in urls:
+            try:
+                st = os.stat(u)
+            except OSError as e:
+                raise ValueError(f"{u}: {e.strerror}") from None
+            sizes.append(st.st_size)
+            stamps.append(str(st.st_mtime_ns))
+        return cls([os.path.abspath(u) for u in urls], np.array(sizes, dtype=np.int64), stamps, False)
+
+    def cache_path(self, index_dir: pathlib.Path, kind: str, k: int) -> pathlib.Path:
+        """Shard ``k``'s index file: named by its URL, size and stamp."""
+        h = hashlib.blake2b(digest_size=12)
+        h.update(f"{INDEX_VERSION}\0{kind}\0{self.urls[k]}\0{int(self.sizes[k])}\0{self.stamps[k]}".encode())
+        return index_dir / f"{kind}-{h.hexdigest()}.json"
+
+    def read_range(self, k: int, first: int, end: int) -> bytes:
+        """Bytes ``first..end`` of shard ``k`` (a ranged GET, only if the object still has its
+        ETag; a ``pread``)."""
+        if self.remote:
+            bucket, key = self.objects.bucket_keys[k]
+            body, _ = self.objects.store.get(bucket, key, first, end, self.objects.etags[k])
+            return body
+        with open(self.urls[k], "rb") as f:
+            return os.pread(f.fileno(), end - first, first)
+
+
+def _tar_members(shards: Shards, k: int) -> dict:
+    """Shard ``k``'s members from its headers alone: a local file scanned by the Rust side (off
+    the GIL), an object by ranged GETs of :data:`INDEX_WINDOW` bytes at each header."""
+    url = shards.urls[k]
+    try:
+        if not shards.remote:
+            (names, headers, offsets, sizes), read = _native.scan_tar(url)
+        else:
+            size = int(shards.sizes[k])
+            walker = _native.TarWalker(size)
+            window = INDEX_WINDOW
+            while (want := walker.want()) is not None:
+                at, least = want
+                body = shards.read_range(k, at, min(size, at + max(window, least)))
+                walker.feed(at, body)
+                # An extended header longer than the window: read it whole next time.
+                window = walker.need(body) if walker.want() == want else INDEX_WINDOW
+            read = walker.fed
+            names, headers, offsets, sizes = walker.finish()
+    except ValueError as e:
+        raise ValueError(f"{url}: {e}" if shards.remote else str(e)) from None  # scan_tar names the file
+    return {
+        "names": list(names),
+        "headers": headers.tolist(),
+        "offsets": offsets.tolist(),
+        "sizes": sizes.tolist(),
+        "read": int(read),
+    }
+
+
+def _load_cached(path: pathlib.Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None  # absent, or half-written by a process that died: built again
+
+
+def _store_cached(path: pathlib.Path, index: dict) -> None:
+    """Writes ``path`` whole or not at all (ranks of one host may write it at once)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(index, f)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def shard_indexes(shards: Shards, kind: str, build: Any, index_dir: Any) -> tuple[list[dict], int]:
+    """Every shard's index (``build(shards, k)``), from the cache when it holds one for the
+    shard as it is now, else built (several shards at once) and cached; and the bytes read to
+    build them."""
+    where = None if index_dir is False else pathlib.Path(index_dir) if index_dir else default_index_dir()
+    indexes: list[Any] = [None] * len(shards.urls)
+    if where is not None:
+        for k in range(len(indexes)):
+            indexes[k] = _load_cached(shards.cache_path(where, kind, k))
+    missing = [k for k, index in enumerate(indexes) if index is None]
+    workers = _s3.WORKERS if shards.remote else 2
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        for k, index in zip(missing, pool.map(lambda k: build(shards, k), missing)):
+            indexes[k] = index
+            if where is not None:
+                _store_cached(shards.cache_path(where, kind, k), index)
+    return indexes, sum(indexes[k]["read"] for k in missing)
+
+
+def split_name(name: str) -> tuple[str, str] | None:
+    """A member's ``(key, extension)`` as WebDataset splits it (the extension lower-cased),
+    or ``None`` for a member WebDataset skips (metadata, a name without an extension)."""
+    if ("/" not in name and name.startswith("__") and name.endswith("__")) or _META.match(name):
+        return None
+    match = _KEY_EXT.match(name)
+    if match is None:
+        return None
+    return match.group(1), match.group(2).lower()
+
+
+def tar_records(url: str, index: dict, member: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """A shard's records (starts and sizes): each sample's ``member``, or with ``None`` its
+    members' bytes from its first header to the end of its last member's padded data. A
+    sample is the members in a row that share a key, as WebDataset groups them."""
+    names, headers, offsets, sizes = index["names"], index["headers"], index["offsets"], index["sizes"]
+    starts: list[int] = []
+    lengths: list[int] = []
+    key = None
+    seen: dict[str, int] = {}
+    first = 0
+
+    def close() -> None:
+        if key is None:
+            return
+        if member is None:
+            j = max(seen.values())
+            starts.append(headers[min(seen.values())])
+            lengths.append(offsets[j] + -(-sizes[j] // 512) * 512 - headers[min(seen.values())])
+        elif member in seen:
+            j = seen[member]
+            starts.append(offsets[j])
+            lengths.append(sizes[j])
+        else:
+            has = ", ".join(f".{e}" for e in seen)
+            raise ValueError(f"{url}: sample {key!r} (offset {first}) has no .{member} member (it has {has})")
+
+    for j, name in enumerate(names):
+        split = split_name(name)
+        if split is None:
+            continue
+        k, ext = split
+        if k != key:
+            close()
+            key, seen, first = k, {}, headers[j]
+        if ext in seen:
+            raise ValueError(
+                f"{url}: sample {key!r} has two .{ext} members (the second at offset {headers[j]})"
+            )
+        seen[ext] = j
+    close()
+    return np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int64)
+
+
+def webdataset_source(urls: Any, member: str | None, index_dir: Any) -> Any:
+    """See :func:`ubershuffle.sources.webdataset`."""
+    from .sources import RecordSource
+
+    if member is not None and (not isinstance(member, str) or not member or "/" in member):
+        raise ValueError(
+            f"member must be an extension such as 'jpg' (or None: the whole sample), got {member!r}"
+        )
+    if member is not None:
+        member = member.lower().lstrip(".")
+    shards = Shards.listed(expand(urls))
+    indexes, index_bytes = shard_indexes(shards, "wds", _tar_members, index_dir)
+    parts = [tar_records(url, index, member) for url, index in zip(shards.urls, indexes)]
+    starts = np.concatenate([p[0] for p in parts])
+    sizes = np.concatenate([p[1] for p in parts])
+    which = np.repeat(np.arange(len(parts), dtype=np.int64), [len(p[0]) for p in parts])
+    if len(sizes) == 0:
+        raise ValueError(
+            f"the shards hold no sample (with a .{member} member)" if member else "the shards hold no sample"
+        )
+    if shards.remote:
+        objects = _s3.ObjectRanges(
+            shards.objects.bucket_keys, shards.objects.etags, shards.sizes, which, starts
+        )
+        objects.store = shards.objects.store  # one client, one count: the listing's and the index's too
+        source = RecordSource("s3", sizes, objects)
+    else:
+        source = RecordSource("shards", sizes, LocalShards(shards.urls, shards.sizes, which, starts))
+    source.index_bytes_read = index_bytes
+    source._fingerprint_of = (
+        ("wds", member, shards.urls, shards.sizes.tolist(), shards.stamps) if shards.remote else None
+    )
+    return source
+
+
+class LocalShards:
+    """Where a local sharded source's records are: record ``i`` at byte ``starts[i]`` of the
+    file ``paths[shards[i]]``."""
+
+    def __init__(
+        self, paths: list[str], shard_sizes: np.ndarray, shards: np.ndarray, starts: np.ndarray
+    ) -> None:
+        self.paths = paths
+        self.shard_sizes = np.asarray(shard_sizes, dtype=np.int64)
+        self.shards = np.asarray(shards, dtype=np.int64)
+        self.starts = np.asarray(starts, dtype=np.int64)
+
+    def record(self, i: int, size: int) -> np.ndarray:
+        """Record ``i`` (of ``size`` bytes), read now; a shard whose size changed since its
+        index is a one-line ``ValueError``."""
+        path = self.paths[int(self.shards[i])]
+        with open(path, "rb") as f:
+            now = os.fstat(f.fileno()).st_size
+            was = int(self.shard_sizes[int(self.shards[i])])
+            if now != was:
+                raise ValueError(f"{path} has {now} bytes now, {was} when its index was made")
+            data = os.pread(f.fileno(), int(size), int(self.starts[i]))
+        return np.frombuffer(data, dtype=np.uint8)
+
+    def reader(self, offsets: np.ndarray) -> Any:
+        """The engine's reader of these records (Rust, off the GIL)."""
+        return _native.SourceReader.shards(
+            self.paths, [int(s) for s in self.shard_sizes], self.shards, self.starts, offsets
+        )
+
+
+def sample_members(record: Any) -> dict:
+    """The members of a WebDataset sample read whole (``webdataset(..., member=None)``): a
+    dict of ``"__key__"`` (the sample's key) and each member's extension to its bytes (a
+    read-only uint8 view of ``record``), as WebDataset's own reader gives them."""
+    data = np.frombuffer(memoryview(record).cast("B"), dtype=np.uint8)
+    names, _, offsets, sizes = _native.scan_tar_bytes(data, True)
+    out: dict = {}
+    for name, at, size in zip(names, offsets.tolist(), sizes.tolist()):
+        split = split_name(name)
+        if split is not None:
+            out.setdefault("__key__", split[0])
+            out[split[1]] = data[at : at + size]
+    return out
+
+
+def fingerprint(parts: Any, sizes: np.ndarray, starts: np.ndarray) -> int:
+    """A 63-bit digest of a sharded source's listing (its shards' URLs, sizes and ETags) and
+    index: ranks that list the same objects agree without reading a record."""
+    h = hashlib.blake2b(digest_size=8)
+    h.update(repr(parts).encode())
+    h.update(np.ascontiguousarray(sizes, dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(starts, dtype=np.int64).tobytes())
+    return (int.from_bytes(h.digest(), "little") & (2**63 - 1)) or 1
