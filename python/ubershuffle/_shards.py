@@ -1,5 +1,5 @@
-"""Sharded data sets as they are (WebDataset tar shards, local or in ``s3://``): the shards'
-listing, an index of every record's shard, offset and size built from headers alone and kept in
+"""Sharded data sets as they are (WebDataset tar shards, MDS shards; local or in ``s3://``): the
+shards' listing, an index of every record's shard, offset and size built from headers alone and kept in
 a cache, and the :class:`~ubershuffle.sources.RecordSource` that reads records by shard.
 
 The index of a shard is built once and kept in ``index_dir`` (by default
@@ -257,8 +257,6 @@ def tar_records(url: str, index: dict, member: str | None) -> tuple[np.ndarray, 
 
 def webdataset_source(urls: Any, member: str | None, index_dir: Any) -> Any:
     """See :func:`ubershuffle.sources.webdataset`."""
-    from .sources import RecordSource
-
     if member is not None and (not isinstance(member, str) or not member or "/" in member):
         raise ValueError(
             f"member must be an extension such as 'jpg' (or None: the whole sample), got {member!r}"
@@ -268,26 +266,11 @@ def webdataset_source(urls: Any, member: str | None, index_dir: Any) -> Any:
     shards = Shards.listed(expand(urls))
     indexes, index_bytes = shard_indexes(shards, "wds", _tar_members, index_dir)
     parts = [tar_records(url, index, member) for url, index in zip(shards.urls, indexes)]
-    starts = np.concatenate([p[0] for p in parts])
-    sizes = np.concatenate([p[1] for p in parts])
-    which = np.repeat(np.arange(len(parts), dtype=np.int64), [len(p[0]) for p in parts])
-    if len(sizes) == 0:
+    if sum(len(p[0]) for p in parts) == 0:
         raise ValueError(
             f"the shards hold no sample (with a .{member} member)" if member else "the shards hold no sample"
         )
-    if shards.remote:
-        objects = _s3.ObjectRanges(
-            shards.objects.bucket_keys, shards.objects.etags, shards.sizes, which, starts
-        )
-        objects.store = shards.objects.store  # one client, one count: the listing's and the index's too
-        source = RecordSource("s3", sizes, objects)
-    else:
-        source = RecordSource("shards", sizes, LocalShards(shards.urls, shards.sizes, which, starts))
-    source.index_bytes_read = index_bytes
-    source._fingerprint_of = (
-        ("wds", member, shards.urls, shards.sizes.tolist(), shards.stamps) if shards.remote else None
-    )
-    return source
+    return _sharded_source(shards, parts, index_bytes, ("wds", member))
 
 
 class LocalShards:
@@ -344,3 +327,173 @@ def fingerprint(parts: Any, sizes: np.ndarray, starts: np.ndarray) -> int:
     h.update(np.ascontiguousarray(sizes, dtype=np.int64).tobytes())
     h.update(np.ascontiguousarray(starts, dtype=np.int64).tobytes())
     return (int.from_bytes(h.digest(), "little") & (2**63 - 1)) or 1
+
+
+def _read_index_json(root: str, split: str | None) -> tuple[dict, str]:
+    """A data set's ``index.json`` (MDS, LitData) under ``root`` (a folder or an ``s3://``
+    prefix; ``split``: a subfolder), and the folder or prefix its shards are named from."""
+    base = root.rstrip("/")
+    if split:
+        base = f"{base}/{split.strip('/')}"
+    where = f"{base}/index.json"
+    try:
+        if _s3.is_url(where):
+            bucket, key = _s3.split_url(where)
+            text, _ = _s3.ObjectStore().get(bucket, key, None, None, "")
+        else:
+            text = pathlib.Path(where).read_bytes()
+        index = json.loads(text)
+    except OSError as e:
+        raise ValueError(f"{where}: {getattr(e, 'strerror', None) or e}") from None
+    except ValueError as e:
+        raise ValueError(f"{where}: not JSON ({e})") from None
+    if not isinstance(index, dict):
+        raise ValueError(f"{where}: not an index (a JSON object)")
+    return index, base
+
+
+def _mds_shards(index: dict, where: str, column: str) -> tuple[list[str], list[dict]]:
+    """The shards' file names and infos of an MDS ``index.json``, checked to be uncompressed
+    MDS shards that hold ``column``."""
+    shards = index.get("shards")
+    if index.get("version") != 2 or not isinstance(shards, list) or not shards:
+        raise ValueError(f"{where}/index.json: not an MDS index of version 2 with shards")
+    names = []
+    for k, shard in enumerate(shards):
+        if not isinstance(shard, dict) or shard.get("format") != "mds" or shard.get("version") != 2:
+            raise ValueError(f"{where}/index.json: shard {k} is not an MDS shard of version 2")
+        if shard.get("compression"):
+            raise ValueError(
+                f"{where}/index.json: shard {k} is compressed ({shard['compression']}): only uncompressed "
+                "MDS shards are read by range (write them with compression=None)"
+            )
+        raw = shard.get("raw_data") or {}
+        columns = shard.get("column_names") or []
+        if column not in columns:
+            raise ValueError(
+                f"{where}/index.json: shard {k} has no column {column!r} (it has {', '.join(columns)})"
+            )
+        if not isinstance(raw.get("basename"), str) or not isinstance(raw.get("bytes"), int):
+            raise ValueError(f"{where}/index.json: shard {k} names no raw_data file")
+        names.append(raw["basename"])
+    return names, shards
+
+
+def _read_ranges(shards: Shards, k: int, starts: list[int], length: int) -> list[bytes]:
+    """``length`` bytes at each of ``starts`` (ascending) of shard ``k``: neighbours within
+    :data:`INDEX_WINDOW` of each other by one read, every other by its own."""
+    out: list[bytes] = []
+    at = 0
+    while at < len(starts):
+        end = at + 1
+        while end < len(starts) and starts[end] + length - starts[at] <= INDEX_WINDOW:
+            end += 1
+        first, last = starts[at], starts[end - 1] + length
+        body = shards.read_range(k, first, last)
+        if len(body) != last - first:
+            raise ValueError(f"{shards.urls[k]}: truncated at offset {first + len(body)}")
+        out += [body[s - first : s - first + length] for s in starts[at:end]]
+        at = end
+    return out
+
+
+def _mds_build(column: str, infos: list[dict]) -> Any:
+    """A builder of shard ``k``'s index of ``column``: its offsets table (and, when another
+    column's size varies, each sample's sizes), every size checked against the shard's."""
+
+    def build(shards: Shards, k: int) -> dict:
+        url, info = shards.urls[k], infos[k]
+        size, samples = int(shards.sizes[k]), int(info.get("samples", -1))
+        head = 4 * (samples + 2)
+        if size < head:
+            raise ValueError(f"{url}: truncated at offset {size}: its offsets table needs {head} bytes")
+        table = np.frombuffer(shards.read_range(k, 0, head), dtype="<u4").astype(np.int64)
+        read = head
+        if table[0] != samples:
+            raise ValueError(f"{url}: the shard holds {table[0]} samples, its index says {samples} (corrupt)")
+        offsets = table[1:]
+        if (np.diff(offsets) < 0).any() or offsets[0] < head:
+            raise ValueError(f"{url}: its offsets table at offset 4 is corrupt (not ascending from its end)")
+        if offsets[-1] != size:
+            raise ValueError(
+                f"{url}: its samples end at offset {offsets[-1]}, the shard has {size} bytes (truncated)"
+            )
+        names, fixed = info["column_names"], info.get("column_sizes") or []
+        c = names.index(column)
+        variable = [j for j, s in enumerate(fixed) if s is None]
+        head_bytes = 4 * len(variable)
+        lengths = np.diff(offsets)
+        if all(s is not None for j, s in enumerate(fixed) if j != c):
+            # The column is where the fixed sizes put it: nothing more to read.
+            before = sum(fixed[:c])
+            starts = offsets[:-1] + head_bytes + before
+            sizes = lengths - head_bytes - sum(s for j, s in enumerate(fixed) if j != c)
+            if (sizes < 0).any() or (fixed[c] is not None and (sizes != fixed[c]).any()):
+                i = int(np.argmax((sizes < 0) | ((sizes != fixed[c]) if fixed[c] is not None else False)))
+                raise ValueError(
+                    f"{url}: sample {i} (offset {offsets[i]}) is shorter than its columns (corrupt)"
+                )
+        else:
+            # Each sample's sizes of its variable columns, at its start.
+            heads = _read_ranges(shards, k, offsets[:-1].tolist(), head_bytes)
+            read += sum(map(len, heads))
+            var_sizes = (
+                np.frombuffer(b"".join(heads), dtype="<u4").astype(np.int64).reshape(samples, len(variable))
+            )
+            all_sizes = np.empty((samples, len(names)), dtype=np.int64)
+            for j, s in enumerate(fixed):
+                if s is not None:
+                    all_sizes[:, j] = s
+            all_sizes[:, variable] = var_sizes
+            bad = np.flatnonzero(head_bytes + all_sizes.sum(axis=1) != lengths)
+            if len(bad):
+                i = int(bad[0])
+                raise ValueError(
+                    f"{url}: sample {i} (offset {offsets[i]}) has {lengths[i]} bytes, its columns' sizes "
+                    f"say {head_bytes + all_sizes[i].sum()} (corrupt)"
+                )
+            starts = offsets[:-1] + head_bytes + all_sizes[:, :c].sum(axis=1)
+            sizes = all_sizes[:, c]
+        return {"starts": starts.tolist(), "sizes": sizes.tolist(), "read": int(read)}
+
+    return build
+
+
+def mds_source(root: Any, column: str, split: str | None, index_dir: Any) -> Any:
+    """See :func:`ubershuffle.sources.mds`."""
+    root = os.fspath(root)
+    index, base = _read_index_json(root, split)
+    names, infos = _mds_shards(index, base, column)
+    shards = Shards.listed([f"{base}/{name}" for name in names])
+    for k, info in enumerate(infos):
+        size, listed = int(shards.sizes[k]), info["raw_data"]["bytes"]
+        if size != listed:
+            raise ValueError(f"{shards.urls[k]} has {size} bytes, index.json says {listed} (truncated?)")
+    indexes, index_bytes = shard_indexes(shards, f"mds-{column}", _mds_build(column, infos), index_dir)
+    parts = [
+        (np.array(ix["starts"], dtype=np.int64), np.array(ix["sizes"], dtype=np.int64)) for ix in indexes
+    ]
+    return _sharded_source(shards, parts, index_bytes, ("mds", column))
+
+
+def _sharded_source(shards: Shards, parts: list, index_bytes: int, what: Any) -> Any:
+    """The record source of ``parts`` (each shard's records' starts and sizes)."""
+    from .sources import RecordSource
+
+    starts = np.concatenate([p[0] for p in parts])
+    sizes = np.concatenate([p[1] for p in parts])
+    which = np.repeat(np.arange(len(parts), dtype=np.int64), [len(p[0]) for p in parts])
+    if len(sizes) == 0:
+        raise ValueError("the shards hold no record")
+    if shards.remote:
+        objects = _s3.ObjectRanges(
+            shards.objects.bucket_keys, shards.objects.etags, shards.sizes, which, starts
+        )
+        objects.store = shards.objects.store  # one client, one count: the listing's and the index's too
+        source = RecordSource("s3", sizes, objects)
+    else:
+        source = RecordSource("shards", sizes, LocalShards(shards.urls, shards.sizes, which, starts))
+    source.index_bytes_read = index_bytes
+    if shards.remote:
+        source._fingerprint_of = (what, shards.urls, shards.sizes.tolist(), shards.stamps)
+    return source

@@ -19,7 +19,9 @@
   object, read by HTTP range requests (consecutive records in one request);
 - :func:`webdataset`: WebDataset tar shards as they are, local or ``s3://`` (a list, or a brace
   pattern such as ``s3://b/train-{000000..000099}.tar``): a record a sample, indexed from the
-  tar headers alone and read by shard.
+  tar headers alone and read by shard;
+- :func:`mds`: a MosaicML Streaming data set as it is (``index.json`` and its MDS shards, local
+  or ``s3://``): a record a sample's column, indexed from the shards' offsets tables.
 
 Sizes come from the array's shape, the files' sizes (``os.stat``, nothing read), ``len`` of
 every item of a sequence (which is in memory anyway), or the object store's listing
@@ -51,7 +53,7 @@ from . import _native, _s3, _shards
 from ._s3 import ObjectStoreError
 from ._shards import sample_members
 
-__all__ = ["ObjectStoreError", "RecordSource", "as_source", "sample_members", "webdataset"]
+__all__ = ["ObjectStoreError", "RecordSource", "as_source", "mds", "sample_members", "webdataset"]
 
 _FILE_TYPES = (str, os.PathLike)
 
@@ -251,6 +253,25 @@ def webdataset(urls: Any, member: str | None = "jpg", *, index_dir: Any = None) 
     data plane's engine in Rust off the GIL for local shards, by range requests on a pool of
     threads for objects (only while the object keeps the ETag it was indexed with)."""
     return _shards.webdataset_source(urls, member, index_dir)
+
+
+def mds(root: Any, column: str, *, split: str | None = None, index_dir: Any = None) -> RecordSource:
+    """A MosaicML Streaming data set as it is: ``root`` is the folder or ``s3://`` prefix that
+    holds its ``index.json`` (``split``: a subfolder, as Streaming's ``split``) and MDS shards,
+    as ``streaming.MDSWriter`` wrote them. Record ``i`` is the ``i``-th sample's ``column``, the
+    bytes Streaming stores for it (for a ``bytes`` column, what Streaming's reader returns; for
+    ``jpeg`` or ``png``, the image file; ``str``, its UTF-8), shards in the index's order.
+
+    Only uncompressed shards are read (``compression=None``, Streaming's default): a compressed
+    shard is read whole by Streaming, never by range, and is a one-line ``ValueError`` here. The
+    index comes from each shard's offsets table (one read of ``4 (samples + 2)`` bytes a shard)
+    and, when a column other than ``column`` has a size that varies, the sizes at each sample's
+    start (reads of a few bytes, neighbours within 4 KiB together); every sample's sizes are
+    checked against the offsets table, the shard's size against ``index.json``'s. It is cached
+    as :func:`webdataset`'s is (``index_dir``), and records are read by shard as its are."""
+    if not isinstance(column, str) or not column:
+        raise ValueError(f"column must be the name of an MDS column, got {column!r}")
+    return _shards.mds_source(root, column, split, index_dir)
 
 
 def as_source(records: Any) -> RecordSource:
