@@ -1,6 +1,7 @@
-"""Sharded data sets as they are (WebDataset tar shards, MDS shards; local or in ``s3://``): the
-shards' listing, an index of every record's shard, offset and size built from headers alone and kept in
-a cache, and the :class:`~ubershuffle.sources.RecordSource` that reads records by shard.
+"""Sharded data sets as they are (WebDataset tar shards, MDS shards, LitData chunks; local or in
+``s3://``): the shards' listing, an index of every record's shard, offset and size built from
+headers alone and kept in a cache, and the :class:`~ubershuffle.sources.RecordSource` that reads
+records by shard.
 
 The index of a shard is built once and kept in ``index_dir`` (by default
 ``$UBERSHUFFLE_INDEX_DIR``, else ``$XDG_CACHE_HOME/ubershuffle/index``, else
@@ -379,10 +380,12 @@ def _mds_shards(index: dict, where: str, column: str) -> tuple[list[str], list[d
     return names, shards
 
 
-def _read_ranges(shards: Shards, k: int, starts: list[int], length: int) -> list[bytes]:
-    """``length`` bytes at each of ``starts`` (ascending) of shard ``k``: neighbours within
-    :data:`INDEX_WINDOW` of each other by one read, every other by its own."""
+def _read_ranges(shards: Shards, k: int, starts: list[int], length: int) -> tuple[list[bytes], int]:
+    """``length`` bytes at each of ``starts`` (ascending) of shard ``k``, and the bytes read
+    for them: neighbours within :data:`INDEX_WINDOW` of each other by one read, every other by
+    its own."""
     out: list[bytes] = []
+    read = 0
     at = 0
     while at < len(starts):
         end = at + 1
@@ -393,13 +396,18 @@ def _read_ranges(shards: Shards, k: int, starts: list[int], length: int) -> list
         if len(body) != last - first:
             raise ValueError(f"{shards.urls[k]}: truncated at offset {first + len(body)}")
         out += [body[s - first : s - first + length] for s in starts[at:end]]
+        read += len(body)
         at = end
-    return out
+    return out, read
 
 
-def _mds_build(column: str, infos: list[dict]) -> Any:
+def _mds_build(column: str, infos: list[dict], trailer: str = "truncated") -> Any:
     """A builder of shard ``k``'s index of ``column``: its offsets table (and, when another
-    column's size varies, each sample's sizes), every size checked against the shard's."""
+    column's size varies, each sample's sizes), every size checked against the shard's. An MDS
+    shard and a LitData chunk share the layout: ``samples`` (uint32), ``samples + 1`` offsets
+    (uint32, from the file's start), then the samples, each the uint32 sizes of its columns
+    whose size varies (``column_sizes`` ``None``; all of a LitData item's) and the columns'
+    bytes in order. ``trailer`` says what bytes after the last sample may be."""
 
     def build(shards: Shards, k: int) -> dict:
         url, info = shards.urls[k], infos[k]
@@ -416,7 +424,7 @@ def _mds_build(column: str, infos: list[dict]) -> Any:
             raise ValueError(f"{url}: its offsets table at offset 4 is corrupt (not ascending from its end)")
         if offsets[-1] != size:
             raise ValueError(
-                f"{url}: its samples end at offset {offsets[-1]}, the shard has {size} bytes (truncated)"
+                f"{url}: its samples end at offset {offsets[-1]}, the file has {size} bytes ({trailer})"
             )
         names, fixed = info["column_names"], info.get("column_sizes") or []
         c = names.index(column)
@@ -435,8 +443,8 @@ def _mds_build(column: str, infos: list[dict]) -> Any:
                 )
         else:
             # Each sample's sizes of its variable columns, at its start.
-            heads = _read_ranges(shards, k, offsets[:-1].tolist(), head_bytes)
-            read += sum(map(len, heads))
+            heads, head_read = _read_ranges(shards, k, offsets[:-1].tolist(), head_bytes)
+            read += head_read
             var_sizes = (
                 np.frombuffer(b"".join(heads), dtype="<u4").astype(np.int64).reshape(samples, len(variable))
             )
@@ -497,3 +505,53 @@ def _sharded_source(shards: Shards, parts: list, index_bytes: int, what: Any) ->
     if shards.remote:
         source._fingerprint_of = (what, shards.urls, shards.sizes.tolist(), shards.stamps)
     return source
+
+
+def litdata_source(root: Any, field: str, index_dir: Any) -> Any:
+    """See :func:`ubershuffle.sources.litdata`."""
+    root = os.fspath(root)
+    index, base = _read_index_json(root, None)
+    where = f"{base}/index.json"
+    config, chunks = index.get("config"), index.get("chunks")
+    if not isinstance(config, dict) or not isinstance(chunks, list) or not chunks:
+        raise ValueError(f"{where}: not a LitData index (config and chunks)")
+    for name in ("compression", "encryption"):
+        if config.get(name):
+            raise ValueError(
+                f"{where}: the chunks have {name} {config[name]!r}: only plain chunks are read by range"
+            )
+    if config.get("item_loader", "PyTreeLoader") != "PyTreeLoader":
+        raise ValueError(f"{where}: items of {config['item_loader']} are not read (only PyTreeLoader's)")
+    try:
+        spec = json.loads(config["data_spec"])[1]
+        fields = json.loads(spec["context"]) if spec.get("type") == "builtins.dict" else None
+        leaves = all(child.get("type") is None for child in spec["children_spec"])
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+        fields, leaves = None, False
+    if not fields or not leaves or len(fields) != len(config.get("data_format") or []):
+        raise ValueError(f"{where}: the items are not flat dicts (a field each leaf): not read")
+    if field not in fields:
+        raise ValueError(
+            f"{where}: the items have no field {field!r} (they have {', '.join(map(str, fields))})"
+        )
+    infos = []
+    for k, chunk in enumerate(chunks):
+        if not isinstance(chunk, dict) or not isinstance(chunk.get("filename"), str):
+            raise ValueError(f"{where}: chunk {k} names no file")
+        count = chunk.get("chunk_size")
+        sizes = [None] * len(fields)
+        infos.append(
+            {
+                "samples": count if isinstance(count, int) else -1,
+                "column_names": fields,
+                "column_sizes": sizes,
+            }
+        )
+    shards = Shards.listed([f"{base}/{chunk['filename']}" for chunk in chunks])
+    trailer = "truncated, or a trailer such as an Arrow row footer, which is not read"
+    build = _mds_build(field, infos, trailer)
+    indexes, index_bytes = shard_indexes(shards, f"litdata-{field}", build, index_dir)
+    parts = [
+        (np.array(ix["starts"], dtype=np.int64), np.array(ix["sizes"], dtype=np.int64)) for ix in indexes
+    ]
+    return _sharded_source(shards, parts, index_bytes, ("litdata", field))

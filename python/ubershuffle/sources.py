@@ -21,7 +21,9 @@
   pattern such as ``s3://b/train-{000000..000099}.tar``): a record a sample, indexed from the
   tar headers alone and read by shard;
 - :func:`mds`: a MosaicML Streaming data set as it is (``index.json`` and its MDS shards, local
-  or ``s3://``): a record a sample's column, indexed from the shards' offsets tables.
+  or ``s3://``): a record a sample's column, indexed from the shards' offsets tables;
+- :func:`litdata`: a LitData data set as it is (``index.json`` and its chunks, as
+  ``litdata.optimize`` wrote them, local or ``s3://``): a record an item's field.
 
 Sizes come from the array's shape, the files' sizes (``os.stat``, nothing read), ``len`` of
 every item of a sequence (which is in memory anyway), or the object store's listing
@@ -53,7 +55,7 @@ from . import _native, _s3, _shards
 from ._s3 import ObjectStoreError
 from ._shards import sample_members
 
-__all__ = ["ObjectStoreError", "RecordSource", "as_source", "mds", "sample_members", "webdataset"]
+__all__ = ["ObjectStoreError", "RecordSource", "as_source", "litdata", "mds", "sample_members", "webdataset"]
 
 _FILE_TYPES = (str, os.PathLike)
 
@@ -272,6 +274,24 @@ def mds(root: Any, column: str, *, split: str | None = None, index_dir: Any = No
     if not isinstance(column, str) or not column:
         raise ValueError(f"column must be the name of an MDS column, got {column!r}")
     return _shards.mds_source(root, column, split, index_dir)
+
+
+def litdata(root: Any, field: str, *, index_dir: Any = None) -> RecordSource:
+    """A LitData data set as it is: ``root`` is the folder or ``s3://`` prefix that holds its
+    ``index.json`` and chunks, as ``litdata.optimize`` (or its ``BinaryWriter``) wrote them, of
+    items that are flat dicts. Record ``i`` is the ``i``-th item's ``field``, the bytes LitData
+    stores for it (for a ``bytes`` field, what ``litdata.StreamingDataset`` returns), chunks in
+    the index's order.
+
+    Only plain chunks are read (no ``compression``, no ``encryption``, LitData's defaults), of
+    the ``PyTreeLoader`` layout: a chunk with an Arrow row footer (LitData's form for items of
+    strings alone, or of nested lists) is a one-line ``ValueError``. The index comes from each
+    chunk's offsets table and the sizes at each item's start (neighbours within 4 KiB in one
+    read), every size checked against the chunk's; it is cached as :func:`webdataset`'s is
+    (``index_dir``), and records are read by chunk as its are."""
+    if not isinstance(field, str) or not field:
+        raise ValueError(f"field must be the name of a field of the items, got {field!r}")
+    return _shards.litdata_source(root, field, index_dir)
 
 
 def as_source(records: Any) -> RecordSource:
