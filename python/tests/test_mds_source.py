@@ -142,9 +142,12 @@ def test_mds_in_object_storage_is_indexed_by_ranged_gets_and_read_by_shard(s3, t
     shards = json.loads((folder / "index.json").read_text())["shards"]
     source = mds(url, "x", index_dir=tmp_path / "index")
     assert source.kind == "s3" and len(source) == SAMPLES
-    # A HeadObject and one ranged GET (the offsets table) a shard: y's size is fixed.
-    assert source.requests == 2 * len(shards)
-    assert source.bytes_read == source.index_bytes_read == sum(4 * (s["samples"] + 2) for s in shards)
+    # index.json, then a HeadObject and one ranged GET (the offsets table) a shard: y's size is
+    # fixed.
+    index_json = (folder / "index.json").stat().st_size
+    assert source.requests == 1 + 2 * len(shards)
+    assert source.index_bytes_read == sum(4 * (s["samples"] + 2) for s in shards)
+    assert source.bytes_read == index_json + source.index_bytes_read
     listed = source.requests
     store = RecordStore(source.offsets)
     assert source.load(store, np.random.default_rng(0).permutation(SAMPLES)) == int(source.sizes.sum())
@@ -155,7 +158,7 @@ def test_mds_in_object_storage_is_indexed_by_ranged_gets_and_read_by_shard(s3, t
     starts, ends = source._data.starts, source._data.starts + source.sizes
     which = source._data.shards
     spans = sum(int(ends[which == k].max() - starts[which == k].min()) for k in range(len(shards)))
-    assert source.bytes_read - source.index_bytes_read == spans
+    assert source.bytes_read - source.index_bytes_read - index_json == spans
     again = mds(url, "x", index_dir=tmp_path / "index")
     assert again.index_bytes_read == 0 and again._fingerprint() == source._fingerprint()
     # An object replaced after its index was made: its ETag differs, no bytes are served.

@@ -93,7 +93,7 @@ class Shards:
     """``_s3.ObjectRecords`` of the shards (object storage): their client and its counts."""
 
     @classmethod
-    def listed(cls, urls: list[str]) -> Shards:
+    def listed(cls, urls: list[str], store: Any = None) -> Shards:
         """Lists ``urls``: a HeadObject each (several at once), or a ``stat`` each."""
         if not urls:
             raise ValueError("no shards given")
@@ -102,6 +102,8 @@ class Shards:
             raise ValueError("the shards mix s3:// URLs with local paths: give one kind")
         if all(remote):
             objects = _s3.ObjectRecords([_s3.split_url(u) for u in urls], [])
+            if store is not None:
+                objects.store = store  # the client that read index.json, and its counts
             heads = objects.store.heads(urls)
             objects.etags = [etag for _, etag in heads]
             sizes = np.array([size for size, _ in heads], dtype=np.int64)
@@ -148,8 +150,12 @@ def _tar_members(shards: Shards, k: int) -> dict:
                 at, least = want
                 body = shards.read_range(k, at, min(size, at + max(window, least)))
                 walker.feed(at, body)
-                # An extended header longer than the window: read it whole next time.
-                window = walker.need(body) if walker.want() == want else INDEX_WINDOW
+                window = INDEX_WINDOW
+                if walker.want() == want:
+                    # An extended header longer than the window: read it whole next time.
+                    window = walker.need(body)
+                    if window <= len(body):
+                        raise ValueError(f"truncated at offset {at + len(body)}")
             read = walker.fed
             names, headers, offsets, sizes = walker.finish()
     except ValueError as e:
@@ -165,9 +171,10 @@ def _tar_members(shards: Shards, k: int) -> dict:
 
 def _load_cached(path: pathlib.Path) -> dict | None:
     try:
-        return json.loads(path.read_text())
+        index = json.loads(path.read_text())
     except (OSError, ValueError):
         return None  # absent, or half-written by a process that died: built again
+    return index if isinstance(index, dict) and isinstance(index.get("read"), int) else None
 
 
 def _store_cached(path: pathlib.Path, index: dict) -> None:
@@ -330,9 +337,11 @@ def fingerprint(parts: Any, sizes: np.ndarray, starts: np.ndarray) -> int:
     return (int.from_bytes(h.digest(), "little") & (2**63 - 1)) or 1
 
 
-def _read_index_json(root: str, split: str | None) -> tuple[dict, str]:
+def _read_index_json(root: str, split: str | None) -> tuple[dict, str, Any]:
     """A data set's ``index.json`` (MDS, LitData) under ``root`` (a folder or an ``s3://``
-    prefix; ``split``: a subfolder), and the folder or prefix its shards are named from."""
+    prefix; ``split``: a subfolder), the folder or prefix its shards are named from, and the
+    object store client that read it (``None`` for a folder)."""
+    store = None
     base = root.rstrip("/")
     if split:
         base = f"{base}/{split.strip('/')}"
@@ -340,7 +349,8 @@ def _read_index_json(root: str, split: str | None) -> tuple[dict, str]:
     try:
         if _s3.is_url(where):
             bucket, key = _s3.split_url(where)
-            text, _ = _s3.ObjectStore().get(bucket, key, None, None, "")
+            store = _s3.ObjectStore()
+            text, _ = store.get(bucket, key, None, None, "")
         else:
             text = pathlib.Path(where).read_bytes()
         index = json.loads(text)
@@ -350,7 +360,7 @@ def _read_index_json(root: str, split: str | None) -> tuple[dict, str]:
         raise ValueError(f"{where}: not JSON ({e})") from None
     if not isinstance(index, dict):
         raise ValueError(f"{where}: not an index (a JSON object)")
-    return index, base
+    return index, base, store
 
 
 def _mds_shards(index: dict, where: str, column: str) -> tuple[list[str], list[dict]]:
@@ -470,9 +480,9 @@ def _mds_build(column: str, infos: list[dict], trailer: str = "truncated") -> An
 def mds_source(root: Any, column: str, split: str | None, index_dir: Any) -> Any:
     """See :func:`ubershuffle.sources.mds`."""
     root = os.fspath(root)
-    index, base = _read_index_json(root, split)
+    index, base, store = _read_index_json(root, split)
     names, infos = _mds_shards(index, base, column)
-    shards = Shards.listed([f"{base}/{name}" for name in names])
+    shards = Shards.listed([f"{base}/{name}" for name in names], store)
     for k, info in enumerate(infos):
         size, listed = int(shards.sizes[k]), info["raw_data"]["bytes"]
         if size != listed:
@@ -510,7 +520,7 @@ def _sharded_source(shards: Shards, parts: list, index_bytes: int, what: Any) ->
 def litdata_source(root: Any, field: str, index_dir: Any) -> Any:
     """See :func:`ubershuffle.sources.litdata`."""
     root = os.fspath(root)
-    index, base = _read_index_json(root, None)
+    index, base, store = _read_index_json(root, None)
     where = f"{base}/index.json"
     config, chunks = index.get("config"), index.get("chunks")
     if not isinstance(config, dict) or not isinstance(chunks, list) or not chunks:
@@ -547,7 +557,7 @@ def litdata_source(root: Any, field: str, index_dir: Any) -> Any:
                 "column_sizes": sizes,
             }
         )
-    shards = Shards.listed([f"{base}/{chunk['filename']}" for chunk in chunks])
+    shards = Shards.listed([f"{base}/{chunk['filename']}" for chunk in chunks], store)
     trailer = "truncated, or a trailer such as an Arrow row footer, which is not read"
     build = _mds_build(field, infos, trailer)
     indexes, index_bytes = shard_indexes(shards, f"litdata-{field}", build, index_dir)
