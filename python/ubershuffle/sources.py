@@ -23,7 +23,9 @@
 - :func:`mds`: a MosaicML Streaming data set as it is (``index.json`` and its MDS shards, local
   or ``s3://``): a record a sample's column, indexed from the shards' offsets tables;
 - :func:`litdata`: a LitData data set as it is (``index.json`` and its chunks, as
-  ``litdata.optimize`` wrote them, local or ``s3://``): a record an item's field.
+  ``litdata.optimize`` wrote them, local or ``s3://``): a record an item's field;
+- :func:`parquet`: Parquet files as they are (a Hugging Face data set's, local or ``s3://``): a
+  record a row's binary column or image column's bytes.
 
 Sizes come from the array's shape, the files' sizes (``os.stat``, nothing read), ``len`` of
 every item of a sequence (which is in memory anyway), or the object store's listing
@@ -55,7 +57,16 @@ from . import _native, _s3, _shards
 from ._s3 import ObjectStoreError
 from ._shards import sample_members
 
-__all__ = ["ObjectStoreError", "RecordSource", "as_source", "litdata", "mds", "sample_members", "webdataset"]
+__all__ = [
+    "ObjectStoreError",
+    "RecordSource",
+    "as_source",
+    "litdata",
+    "mds",
+    "parquet",
+    "sample_members",
+    "webdataset",
+]
 
 _FILE_TYPES = (str, os.PathLike)
 
@@ -79,7 +90,8 @@ class RecordSource:
 
     kind: str
     """``"array"``, ``"files"``, ``"sequence"``, ``"blob"``, ``"shards"`` (ranges of local
-    shard files) or ``"s3"`` (objects, or ranges of objects)."""
+    shard files), ``"s3"`` (objects, or ranges of objects) or ``"parquet"`` (a column of
+    Parquet files)."""
 
     index_bytes_read: int = 0
     """Bytes this process read to index a sharded source (0 when every shard's index came from
@@ -112,14 +124,25 @@ class RecordSource:
     def requests(self) -> int:
         """Requests this process made to the object store for this source (listing, heads and
         reads, failed ones included; 0 for a local source). A pickled copy counts from 0."""
-        return self._data.store.requests if self.kind == "s3" else 0
+        return self._data.store.requests if self._remote() else 0
 
     @property
     def bytes_read(self) -> int:
         """Bytes this process read from the object store for this source (0 for a local
         source, whose reads the data planes count as ``source_bytes``). A pickled copy counts
         from 0."""
-        return self._data.store.bytes_read if self.kind == "s3" else 0
+        return self._data.store.bytes_read if self._remote() else 0
+
+    def _remote(self) -> bool:
+        return self.kind == "s3" or (self.kind == "parquet" and self._data.store is not None)
+
+    def column(self, name: str) -> np.ndarray:
+        """Every record's value of the small column ``name`` of a Parquet source (labels,
+        captions: read whole now, from every file), in record order; ``TypeError`` for other
+        sources."""
+        if self.kind != "parquet":
+            raise TypeError(f"a {self.kind} source has no columns (Parquet sources do)")
+        return self._data.column(name)
 
     def __repr__(self) -> str:
         return f"RecordSource({self.kind}, {len(self)} records, {self.total_bytes} bytes)"
@@ -139,6 +162,8 @@ class RecordSource:
             return self._data.record(i, self.sizes)
         if self.kind == "shards":
             return self._data.record(i, self.sizes[i])
+        if self.kind == "parquet":
+            return self._data.record(i, self.sizes)
         return np.frombuffer(memoryview(self._data[i]).cast("B"), dtype=np.uint8)
 
     def read(self, ids: Any) -> Iterator[tuple[int, np.ndarray]]:
@@ -149,7 +174,7 @@ class RecordSource:
         if len(ids) and not (0 <= ids.min() and ids.max() < len(self)):
             bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
             raise IndexError(f"record {bad} is out of range (the source has {len(self)} records)")
-        if self.kind == "s3":
+        if self.kind in ("s3", "parquet"):
             yield from self._data.read(ids, self.sizes)
             return
         for i in map(int, ids):
@@ -169,7 +194,7 @@ class RecordSource:
             return 0
         if self.kind == "files":
             return int(store._core.load_files(ids, [os.fspath(self._data[i]) for i in ids]))
-        if self.kind == "s3":
+        if self.kind in ("s3", "parquet"):
             ids = np.sort(ids)
         total = 0
         chunk: list[np.ndarray] = []
@@ -292,6 +317,27 @@ def litdata(root: Any, field: str, *, index_dir: Any = None) -> RecordSource:
     if not isinstance(field, str) or not field:
         raise ValueError(f"field must be the name of a field of the items, got {field!r}")
     return _shards.litdata_source(root, field, index_dir)
+
+
+def parquet(urls: Any, column: str, *, index_dir: Any = None) -> RecordSource:
+    """Parquet files as they are (a Hugging Face data set's ``data/*.parquet``), local or
+    ``s3://``: ``urls`` as :func:`webdataset` takes them. Record ``i`` is row ``i``'s value of
+    ``column``, files in the order given: a binary column's bytes, a string column's UTF-8, or
+    an image column's ``bytes`` (Hugging Face's ``Image`` feature, a struct of ``bytes`` and
+    ``path``); a null is a one-line ``ValueError``. :meth:`RecordSource.column` reads a small
+    column (labels) for a ``transform`` to use by index.
+
+    Read with pyarrow (``pip install pyarrow``; imported only here). Parquet's footer says where
+    each row group's column chunk is but not each value's size, so the index reads ``column``
+    once (its column chunks, by range; page checksums checked where the writer wrote them),
+    cached as :func:`webdataset`'s is (``index_dir``). Records are read by row group: one range
+    read of the column chunk of each row group that holds records asked for, on the engine's
+    source thread through Python (pyarrow decodes off the GIL)."""
+    if not isinstance(column, str) or not column:
+        raise ValueError(f"column must be the name of a Parquet column, got {column!r}")
+    from ._parquet import parquet_source
+
+    return parquet_source(urls, column, index_dir)
 
 
 def as_source(records: Any) -> RecordSource:
