@@ -26,16 +26,27 @@ from ubershuffle.sources import litdata  # noqa: E402
 ITEMS = 100
 
 
-def write_chunks(folder: pathlib.Path, seed: int = 0, compression: str | None = None) -> None:
+def write_chunks(
+    folder: pathlib.Path, seed: int = 0, compression: str | None = None, layout: str = "items"
+) -> None:
     """Items of an ``image`` (random bytes, 3 to 20 KB, one empty) and a ``label`` (an int), in
-    chunks of at most 150 KB, by LitData's own writer."""
+    chunks of at most 150 KB, by LitData's own writer: as PyTree items (``layout="items"``: what
+    LitData writes without pyarrow), or as an Arrow IPC file after the chunk's offsets table
+    (``"arrow"``: what it writes for dict items when pyarrow is installed)."""
+    import litdata.streaming.item_loader as item_loader
+
+    if layout == "arrow":
+        pytest.importorskip("pyarrow", reason="LitData writes Arrow rows only with pyarrow")
     rng = np.random.default_rng(seed)
-    writer = BinaryWriter(str(folder), chunk_bytes=150_000, compression=compression)
-    for i in range(ITEMS):
-        image = b"" if i == 5 else rng.bytes(int(rng.integers(3000, 20000)))
-        writer[i] = {"image": image, "label": int(rng.integers(0, 10))}
-    writer.done()
-    writer.merge()
+    with pytest.MonkeyPatch.context() as patch:
+        if layout == "items":
+            patch.setattr(item_loader, "_PYARROW_AVAILABLE", False)
+        writer = BinaryWriter(str(folder), chunk_bytes=150_000, compression=compression)
+        for i in range(ITEMS):
+            image = b"" if i == 5 else rng.bytes(int(rng.integers(3000, 20000)))
+            writer[i] = {"image": image, "label": int(rng.integers(0, 10))}
+        writer.done()
+        writer.merge()
 
 
 def own_reader(folder: pathlib.Path) -> list[dict]:
@@ -50,29 +61,34 @@ def one_line(e: pytest.ExceptionInfo) -> str:
     return text
 
 
-def test_local_chunks_give_litdata_s_bytes_from_their_offsets_tables(tmp_path):
+@pytest.mark.parametrize("layout", ["items", "arrow"])
+def test_local_chunks_give_litdata_s_bytes_from_their_offsets_tables(tmp_path, layout):
     folder = tmp_path / "data"
-    write_chunks(folder)
+    write_chunks(folder, layout=layout)
     expected = own_reader(folder)
     chunks = json.loads((folder / "index.json").read_text())["chunks"]
     assert len(expected) == ITEMS and len(chunks) > 2
     images = litdata(folder, "image", index_dir=tmp_path / "index")
-    assert images.kind == "shards" and len(images) == ITEMS
+    assert images.kind == ("shards" if layout == "items" else "arrow") and len(images) == ITEMS
     assert [images.record(i).tobytes() for i in range(ITEMS)] == [item["image"] for item in expected]
-    labels = litdata(folder, "label", index_dir=tmp_path / "index")
-    assert [int.from_bytes(labels.record(i).tobytes(), "little") for i in range(ITEMS)] == [
-        item["label"] for item in expected
-    ]
-    # The offsets tables and each item's sizes: a small share of the chunks.
+    if layout == "items":  # an int as LitData stores it, 8 bytes (an Arrow int column is no record)
+        labels = litdata(folder, "label", index_dir=tmp_path / "index")
+        assert [int.from_bytes(labels.record(i).tobytes(), "little") for i in range(ITEMS)] == [
+            item["label"] for item in expected
+        ]
     data_bytes = sum((folder / c["filename"]).stat().st_size for c in chunks)
-    assert 4 * (ITEMS + 2 * len(chunks)) < images.index_bytes_read < data_bytes / 5
+    if layout == "items":  # the offsets tables and each item's sizes: a small share of the chunks
+        assert 4 * (ITEMS + 2 * len(chunks)) < images.index_bytes_read < data_bytes / 5
+    else:  # Arrow rows: every record batch read once
+        assert data_bytes / 2 < images.index_bytes_read <= data_bytes
     again = litdata(folder, "image", index_dir=tmp_path / "index")
     assert again.index_bytes_read == 0 and list(again.sizes) == list(images.sizes)
     store = RecordStore(images.offsets)
     assert images.load(store, np.arange(ITEMS)) == int(images.sizes.sum())
     assert all(store[i].tobytes() == expected[i]["image"] for i in range(ITEMS))
     store.close()
-    assert "records in" in repr(images._reader())
+    if layout == "items":
+        assert "records in" in repr(images._reader()), "read by the engine in Rust"
 
 
 def test_bad_chunks_are_one_line_errors_naming_the_chunk(tmp_path):
@@ -172,7 +188,9 @@ dist.destroy_process_group()
 def test_a_shuffle_group_serves_litdata_s_bytes(tmp_path, request, where, mode):
     pytest.importorskip("torch", reason="torch is not installed: the ShuffleGroup test needs it")
     folder = tmp_path / "data"
-    write_chunks(folder)
+    # Arrow rows (read through pyarrow, on the engine's source thread) from the object store;
+    # PyTree items (read by the engine in Rust) locally.
+    write_chunks(folder, layout="arrow" if where == "s3" else "items")
     (tmp_path / "expected.json").write_text(json.dumps([item["image"].hex() for item in own_reader(folder)]))
     root = str(folder) if where == "local" else upload(request.getfixturevalue("s3"), folder, "optimized")
     script = tmp_path / "rank.py"

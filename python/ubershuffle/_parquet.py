@@ -32,9 +32,9 @@ class _RangedFile(io.RawIOBase):
     """A shard read by ranges (a ranged GET of an object, a ``pread`` of a file) as the
     seekable file pyarrow reads a Parquet file from; counts the bytes it read."""
 
-    def __init__(self, shards: _shards.Shards, k: int) -> None:
-        self._shards, self._k = shards, k
-        self._size = int(shards.sizes[k])
+    def __init__(self, shards: _shards.Shards, k: int, base: int = 0, size: int | None = None) -> None:
+        self._shards, self._k, self._base = shards, k, base
+        self._size = int(shards.sizes[k]) - base if size is None else size
         self._at = 0
         self.read_bytes = 0
 
@@ -56,7 +56,7 @@ class _RangedFile(io.RawIOBase):
         end = self._size if n is None or n < 0 else min(self._size, self._at + n)
         if end <= self._at:
             return b""
-        body = self._shards.read_range(self._k, self._at, end)
+        body = self._shards.read_range(self._k, self._base + self._at, self._base + end)
         self._at += len(body)
         self.read_bytes += len(body)
         return body
@@ -82,9 +82,10 @@ def _values(pa: Any, column: Any, name: str) -> Any:
     return column
 
 
-class ParquetRecords:
-    """Where a Parquet source's records are: record ``i`` is row ``i - first[f][g]`` of row
-    group ``g`` of file ``f``."""
+class GroupRecords:
+    """Where a columnar source's records are: record ``i`` is row ``i - first[g]`` of group
+    ``g`` (a Parquet row group, an Arrow record batch) of file ``file[g]``; a subclass reads a
+    group's values (:meth:`_read_group`)."""
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_footers": {}}  # pyarrow's metadata is read again where unpickled
@@ -103,21 +104,6 @@ class ParquetRecords:
 
     def _group_of(self, ids: np.ndarray) -> np.ndarray:
         return np.searchsorted(self.group_first, ids, side="right") - 1
-
-    def _read_group(self, g: int) -> tuple[Any, int]:
-        """Row group ``g``'s values of the column, and the bytes read for them."""
-        pa, pq = _pyarrow()
-        f = int(self.group_file[g])
-        source = _RangedFile(self.shards, f)
-        url = self.shards.urls[f]
-        try:
-            parquet = pq.ParquetFile(source, metadata=self._footers.get(f), page_checksum_verification=True)
-            self._footers[f] = parquet.metadata
-            table = parquet.read_row_group(int(self.group_index[g]), columns=[self.column_name])
-            values = _values(pa, table.column(0), self.column_name)
-        except (pa.ArrowException, OSError) as e:
-            raise ValueError(f"{url}: {' '.join(str(e).split())}") from None
-        return values, source.read_bytes
 
     def read(self, ids: np.ndarray, sizes: np.ndarray) -> Any:
         """``(i, record i)`` for every ``i`` of ``ids``, in order, a row group read once for
@@ -145,6 +131,32 @@ class ParquetRecords:
     def record(self, i: int, sizes: np.ndarray) -> np.ndarray:
         """Record ``i``, read now (its row group's column chunk)."""
         return next(iter(self.read(np.array([i]), sizes)))[1]
+
+    def _read_group(self, g: int) -> tuple[Any, int]:
+        raise NotImplementedError
+
+    def column(self, name: str) -> np.ndarray:
+        """Every row's value of the small column ``name``."""
+        raise TypeError("this source has no columns to read by index (Parquet sources do)")
+
+
+class ParquetRecords(GroupRecords):
+    """Where a Parquet source's records are (row groups of files)."""
+
+    def _read_group(self, g: int) -> tuple[Any, int]:
+        """Row group ``g``'s values of the column, and the bytes read for them."""
+        pa, pq = _pyarrow()
+        f = int(self.group_file[g])
+        source = _RangedFile(self.shards, f)
+        url = self.shards.urls[f]
+        try:
+            parquet = pq.ParquetFile(source, metadata=self._footers.get(f), page_checksum_verification=True)
+            self._footers[f] = parquet.metadata
+            table = parquet.read_row_group(int(self.group_index[g]), columns=[self.column_name])
+            values = _values(pa, table.column(0), self.column_name)
+        except (pa.ArrowException, OSError) as e:
+            raise ValueError(f"{url}: {' '.join(str(e).split())}") from None
+        return values, source.read_bytes
 
     def column(self, name: str) -> np.ndarray:
         """Every row's value of the column ``name`` (a small one: labels, captions), read whole
@@ -204,3 +216,54 @@ def parquet_source(urls: Any, column: str, index_dir: Any) -> Any:
     if shards.remote:
         source._fingerprint_of = (("parquet", column), shards.urls, shards.sizes.tolist(), shards.stamps)
     return source
+
+
+LITDATA_ARROW_MAGIC = b"LDARW01\0"
+"""The end of a LitData chunk whose rows follow as an Arrow IPC file (then its length, uint32)."""
+
+
+class LitDataArrowRecords(GroupRecords):
+    """Where a LitData source's records are when its chunks hold their rows as an Arrow IPC file
+    after the offsets table (what LitData writes for dict items when pyarrow is installed): the
+    record batches of each chunk's IPC file, ``ipc[f] = (start, length)``."""
+
+    def __init__(self, shards: _shards.Shards, field: str, groups: list[list[int]], ipc: list) -> None:
+        super().__init__(shards, field, groups)
+        self.ipc = [tuple(x) for x in ipc]
+
+    def _read_group(self, g: int) -> tuple[Any, int]:
+        pa, _ = _pyarrow()
+        f = int(self.group_file[g])
+        start, length = self.ipc[f]
+        source = _RangedFile(self.shards, f, start, length)
+        try:
+            batch = pa.ipc.open_file(source).get_batch(int(self.group_index[g]))
+            values = _values(pa, pa.chunked_array([batch.column(self.column_name)]), self.column_name)
+        except (pa.ArrowException, OSError, KeyError) as e:
+            raise ValueError(f"{self.shards.urls[f]}: {' '.join(str(e).split())}") from None
+        return values, source.read_bytes
+
+
+def litdata_arrow_index(shards: _shards.Shards, k: int, field: str, start: int, length: int) -> dict:
+    """Chunk ``k``'s index when its rows are an Arrow IPC file of ``length`` bytes at ``start``:
+    its batches' row counts and the sizes of ``field``'s values (every batch read once)."""
+    pa, _ = _pyarrow()
+    import pyarrow.compute as pc
+
+    source = _RangedFile(shards, k, start, length)
+    try:
+        reader = pa.ipc.open_file(source)
+        if field not in reader.schema.names:
+            raise ValueError(f"its rows have no field {field!r} (they have {', '.join(reader.schema.names)})")
+        rows, sizes = [], []
+        for b in range(reader.num_record_batches):
+            values = _values(pa, pa.chunked_array([reader.get_batch(b).column(field)]), field)
+            if values.null_count:
+                raise ValueError(f"field {field!r} has a null in record batch {b}")
+            rows.append(len(values))
+            sizes += pc.binary_length(values).to_pylist()
+    except (pa.ArrowException, OSError) as e:
+        raise ValueError(f"{shards.urls[k]}: {' '.join(str(e).split())}") from None
+    except ValueError as e:
+        raise ValueError(f"{shards.urls[k]}: {e}") from None
+    return {"rows": rows, "sizes": sizes, "ipc": [start, length], "read": source.read_bytes}

@@ -34,6 +34,8 @@ TarWriter gives every member a pax header, so a 1-byte label takes 2 KiB), a lar
 data skipped."""
 INDEX_VERSION = 1
 """The cached index's layout (a new layout ignores the old files)."""
+LITDATA_ARROW_MAGIC = b"LDARW01\0"
+"""The end of a LitData chunk whose rows follow its items as an Arrow IPC file."""
 
 _META = re.compile(r"__[^/]*__($|/)")
 """Members WebDataset skips (``__key__``-like metadata)."""
@@ -558,10 +560,66 @@ def litdata_source(root: Any, field: str, index_dir: Any) -> Any:
             }
         )
     shards = Shards.listed([f"{base}/{chunk['filename']}" for chunk in chunks], store)
-    trailer = "truncated, or a trailer such as an Arrow row footer, which is not read"
-    build = _mds_build(field, infos, trailer)
-    indexes, index_bytes = shard_indexes(shards, f"litdata-{field}", build, index_dir)
+    indexes, index_bytes = shard_indexes(shards, f"litdata-{field}", _litdata_build(field, infos), index_dir)
+    arrow = [ix for ix in indexes if "ipc" in ix]
+    if arrow and len(arrow) != len(indexes):
+        raise ValueError(f"{where}: some chunks hold their rows as Arrow, others as items: not read")
+    if arrow:
+        from ._parquet import LitDataArrowRecords
+        from .sources import RecordSource
+
+        sizes = np.array([s for ix in indexes for s in ix["sizes"]], dtype=np.int64)
+        groups = [ix["rows"] for ix in indexes]
+        records = LitDataArrowRecords(shards, field, groups, [ix["ipc"] for ix in indexes])
+        source = RecordSource("arrow", sizes, records)
+        source.index_bytes_read = index_bytes
+        if shards.remote:
+            source._fingerprint_of = (
+                ("litdata-arrow", field),
+                shards.urls,
+                shards.sizes.tolist(),
+                shards.stamps,
+            )
+        return source
     parts = [
         (np.array(ix["starts"], dtype=np.int64), np.array(ix["sizes"], dtype=np.int64)) for ix in indexes
     ]
     return _sharded_source(shards, parts, index_bytes, ("litdata", field))
+
+
+def _litdata_build(field: str, infos: list[dict]) -> Any:
+    """A builder of chunk ``k``'s index: its items' sizes and offsets (the PyTree layout), or,
+    when its items are empty and an Arrow IPC file follows them (LitData's ``LDARW01``
+    trailer, what LitData writes for dict items when pyarrow is installed), the Arrow file's
+    record batches (read with pyarrow)."""
+    items = _mds_build(field, infos, "truncated")
+
+    def build(shards: Shards, k: int) -> dict:
+        size, samples = int(shards.sizes[k]), int(infos[k]["samples"])
+        head = 4 * (samples + 2)
+        tail = shards.read_range(k, size - 12, size) if size >= head + 12 else b""
+        if tail[-8:] != LITDATA_ARROW_MAGIC:
+            index = items(shards, k)
+            index["read"] += len(tail)
+            return index
+        length = int.from_bytes(tail[:4], "little")
+        start = size - 12 - length
+        table = np.frombuffer(shards.read_range(k, 0, head), dtype="<u4").astype(np.int64)
+        if start < head or table[0] != samples or table[-1] != start:
+            raise ValueError(
+                f"{shards.urls[k]}: its Arrow rows at offset {start} do not follow its items (corrupt)"
+            )
+        if (table[1:] != table[-1]).any():
+            # Items, then their rows again as Arrow: the items are what the index reads.
+            trimmed = Shards(shards.urls, shards.sizes.copy(), shards.stamps, shards.remote, shards.objects)
+            trimmed.sizes[k] = start
+            index = items(trimmed, k)
+            index["read"] += len(tail)
+            return index
+        from ._parquet import litdata_arrow_index
+
+        index = litdata_arrow_index(shards, k, field, start, length)
+        index["read"] += len(tail) + head
+        return index
+
+    return build

@@ -90,8 +90,8 @@ class RecordSource:
 
     kind: str
     """``"array"``, ``"files"``, ``"sequence"``, ``"blob"``, ``"shards"`` (ranges of local
-    shard files), ``"s3"`` (objects, or ranges of objects) or ``"parquet"`` (a column of
-    Parquet files)."""
+    shard files), ``"s3"`` (objects, or ranges of objects), ``"parquet"`` (a column of
+    Parquet files) or ``"arrow"`` (a field of LitData chunks that hold Arrow rows)."""
 
     index_bytes_read: int = 0
     """Bytes this process read to index a sharded source (0 when every shard's index came from
@@ -134,13 +134,13 @@ class RecordSource:
         return self._data.store.bytes_read if self._remote() else 0
 
     def _remote(self) -> bool:
-        return self.kind == "s3" or (self.kind == "parquet" and self._data.store is not None)
+        return self.kind == "s3" or (self.kind in ("parquet", "arrow") and self._data.store is not None)
 
     def column(self, name: str) -> np.ndarray:
         """Every record's value of the small column ``name`` of a Parquet source (labels,
         captions: read whole now, from every file), in record order; ``TypeError`` for other
         sources."""
-        if self.kind != "parquet":
+        if self.kind not in ("parquet", "arrow"):
             raise TypeError(f"a {self.kind} source has no columns (Parquet sources do)")
         return self._data.column(name)
 
@@ -162,7 +162,7 @@ class RecordSource:
             return self._data.record(i, self.sizes)
         if self.kind == "shards":
             return self._data.record(i, self.sizes[i])
-        if self.kind == "parquet":
+        if self.kind in ("parquet", "arrow"):
             return self._data.record(i, self.sizes)
         return np.frombuffer(memoryview(self._data[i]).cast("B"), dtype=np.uint8)
 
@@ -174,7 +174,7 @@ class RecordSource:
         if len(ids) and not (0 <= ids.min() and ids.max() < len(self)):
             bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
             raise IndexError(f"record {bad} is out of range (the source has {len(self)} records)")
-        if self.kind in ("s3", "parquet"):
+        if self.kind in ("s3", "parquet", "arrow"):
             yield from self._data.read(ids, self.sizes)
             return
         for i in map(int, ids):
@@ -194,7 +194,7 @@ class RecordSource:
             return 0
         if self.kind == "files":
             return int(store._core.load_files(ids, [os.fspath(self._data[i]) for i in ids]))
-        if self.kind in ("s3", "parquet"):
+        if self.kind in ("s3", "parquet", "arrow"):
             ids = np.sort(ids)
         total = 0
         chunk: list[np.ndarray] = []
@@ -309,11 +309,13 @@ def litdata(root: Any, field: str, *, index_dir: Any = None) -> RecordSource:
     the index's order.
 
     Only plain chunks are read (no ``compression``, no ``encryption``, LitData's defaults), of
-    the ``PyTreeLoader`` layout: a chunk with an Arrow row footer (LitData's form for items of
-    strings alone, or of nested lists) is a one-line ``ValueError``. The index comes from each
-    chunk's offsets table and the sizes at each item's start (neighbours within 4 KiB in one
-    read), every size checked against the chunk's; it is cached as :func:`webdataset`'s is
-    (``index_dir``), and records are read by chunk as its are."""
+    the ``PyTreeLoader``'s two layouts. Items: the index comes from each chunk's offsets table
+    and the sizes at each item's start (neighbours within 4 KiB in one read), every size checked
+    against the chunk's, and records are read by chunk as :func:`webdataset`'s are. Arrow rows
+    (an Arrow IPC file after the offsets table, LitData's ``LDARW01`` trailer: what it writes
+    for dict items when pyarrow is installed): read with pyarrow as :func:`parquet` reads, the
+    index reading each record batch once, records read by batch. The index is cached as
+    :func:`webdataset`'s is (``index_dir``)."""
     if not isinstance(field, str) or not field:
         raise ValueError(f"field must be the name of a field of the items, got {field!r}")
     return _shards.litdata_source(root, field, index_dir)
