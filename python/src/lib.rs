@@ -288,6 +288,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<plane::engine::PlaneListener>()?;
     m.add_class::<plane::engine::PlaneCore>()?;
     m.add_class::<plane::reader::SourceReader>()?;
+    m.add_class::<plane::tar::TarWalker>()?;
+    m.add_function(wrap_pyfunction!(plane::tar::scan_tar, m)?)?;
+    m.add_function(wrap_pyfunction!(plane::tar::scan_tar_bytes, m)?)?;
     let py = m.py();
     m.add("ShuffleError", py.get_type::<plane::engine::ShuffleError>())?;
     m.add("ShuffleTimeout", py.get_type::<plane::engine::ShuffleTimeout>())?;

@@ -273,3 +273,85 @@ class ObjectRecords:
                 yield from pending.popleft().result()
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+GAP_BYTES = 8 << 10
+"""Bytes between two records of one object that a range request reads rather than split into
+two requests: the tar headers and small members between two samples' chosen members (with
+WebDataset's pax headers, a label and its headers take 2 KiB). A smaller record of another
+rank between two of this rank's is read with them."""
+
+
+class ObjectRanges(ObjectRecords):
+    """Where a sharded ``s3`` :class:`~ubershuffle.sources.RecordSource`'s records are: record
+    ``i`` at byte ``starts[i]`` of object ``shards[i]`` (a WebDataset tar, an MDS shard, a
+    LitData chunk). Records of one object near each other are read by one range request."""
+
+    def __init__(
+        self,
+        bucket_keys: list[tuple[str, str]],
+        etags: list[str],
+        object_sizes: np.ndarray,
+        shards: np.ndarray,
+        starts: np.ndarray,
+    ) -> None:
+        super().__init__(bucket_keys, etags)
+        self.object_sizes = np.asarray(object_sizes, dtype=np.int64)
+        self.shards = np.asarray(shards, dtype=np.int64)
+        self.starts = np.asarray(starts, dtype=np.int64)
+
+    def url(self, i: int) -> str:
+        """Record ``i``'s object."""
+        return _url(*self.bucket_keys[int(self.shards[i])])
+
+    def _requests_of(self, ids: np.ndarray, sizes: np.ndarray) -> Iterator[list[int]]:
+        """``ids`` in the order given, in groups read by one range request each: records of one
+        object, each at or after the end of the one before, at most :data:`GAP_BYTES` after it,
+        up to :data:`RANGE_BYTES` together."""
+        group: list[int] = []
+        end = 0
+        for i in map(int, ids):
+            start = int(self.starts[i])
+            if group:
+                first = int(self.starts[group[0]])
+                near = self.shards[i] == self.shards[group[0]] and end <= start <= end + GAP_BYTES
+                if not near or start + int(sizes[i]) - first > RANGE_BYTES:
+                    yield group
+                    group = []
+            group.append(i)
+            end = start + int(sizes[i])
+        if group:
+            yield group
+
+    def _read(self, group: list[int], sizes: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        first = int(self.starts[group[0]])
+        end = int(self.starts[group[-1]]) + int(sizes[group[-1]])
+        if first == end:  # empty records: a range request cannot ask for nothing
+            return [(i, np.zeros(0, dtype=np.uint8)) for i in group]
+        shard = int(self.shards[group[0]])
+        bucket, key = self.bucket_keys[shard]
+        body, whole = self.store.get(bucket, key, first, end, self.etags[shard])
+        want = int(self.object_sizes[shard])
+        if whole != want or len(body) != end - first:
+            raise ValueError(f"{_url(bucket, key)} has {whole} bytes now, {want} when its index was made")
+        data = np.frombuffer(body, dtype=np.uint8)
+        out = []
+        for i in group:
+            at = int(self.starts[i]) - first
+            out.append((i, data[at : at + int(sizes[i])]))
+        return out
+
+    def read(self, ids: np.ndarray, sizes: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+        """``(i, record i)`` for every ``i`` of ``ids``, in order, by range requests on
+        :data:`WORKERS` threads with at most :data:`INFLIGHT` requests ahead."""
+        pool = concurrent.futures.ThreadPoolExecutor(WORKERS)
+        try:
+            pending: collections.deque = collections.deque()
+            for group in self._requests_of(ids, sizes):
+                pending.append(pool.submit(self._read, group, sizes))
+                if len(pending) >= INFLIGHT:
+                    yield from pending.popleft().result()
+            while pending:
+                yield from pending.popleft().result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)

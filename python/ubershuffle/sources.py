@@ -16,7 +16,16 @@
   is gives the same records in the same order);
 - a list or tuple of ``s3://bucket/key`` URLs: one record an object, in the order given;
 - :meth:`RecordSource.from_blob` of an ``s3://bucket/key`` URL: records laid end to end in one
-  object, read by HTTP range requests (consecutive records in one request).
+  object, read by HTTP range requests (consecutive records in one request);
+- :func:`webdataset`: WebDataset tar shards as they are, local or ``s3://`` (a list, or a brace
+  pattern such as ``s3://b/train-{000000..000099}.tar``): a record a sample, indexed from the
+  tar headers alone and read by shard;
+- :func:`mds`: a MosaicML Streaming data set as it is (``index.json`` and its MDS shards, local
+  or ``s3://``): a record a sample's column, indexed from the shards' offsets tables;
+- :func:`litdata`: a LitData data set as it is (``index.json`` and its chunks, as
+  ``litdata.optimize`` wrote them, local or ``s3://``): a record an item's field;
+- :func:`parquet`: Parquet files as they are (a Hugging Face data set's, local or ``s3://``): a
+  record a row's binary column or image column's bytes.
 
 Sizes come from the array's shape, the files' sizes (``os.stat``, nothing read), ``len`` of
 every item of a sequence (which is in memory anyway), or the object store's listing
@@ -44,10 +53,20 @@ from typing import Any
 
 import numpy as np
 
-from . import _native, _s3
+from . import _native, _s3, _shards
 from ._s3 import ObjectStoreError
+from ._shards import sample_members
 
-__all__ = ["ObjectStoreError", "RecordSource", "as_source"]
+__all__ = [
+    "ObjectStoreError",
+    "RecordSource",
+    "as_source",
+    "litdata",
+    "mds",
+    "parquet",
+    "sample_members",
+    "webdataset",
+]
 
 _FILE_TYPES = (str, os.PathLike)
 
@@ -70,8 +89,17 @@ class RecordSource:
     :func:`as_source`."""
 
     kind: str
-    """``"array"``, ``"files"``, ``"sequence"``, ``"blob"`` or ``"s3"`` (objects, or ranges of
-    one object)."""
+    """``"array"``, ``"files"``, ``"sequence"``, ``"blob"``, ``"shards"`` (ranges of local
+    shard files), ``"s3"`` (objects, or ranges of objects), ``"parquet"`` (a column of
+    Parquet files) or ``"arrow"`` (a field of LitData chunks that hold Arrow rows)."""
+
+    index_bytes_read: int = 0
+    """Bytes this process read to index a sharded source (0 when every shard's index came from
+    the cache; tar headers, not records)."""
+
+    _fingerprint_of: Any = None
+    """What identifies an object store's sharded source without reading its records (its
+    shards' URLs, sizes and ETags), or ``None``."""
 
     def __init__(self, kind: str, sizes: np.ndarray, data: Any) -> None:
         self.kind = kind
@@ -96,14 +124,25 @@ class RecordSource:
     def requests(self) -> int:
         """Requests this process made to the object store for this source (listing, heads and
         reads, failed ones included; 0 for a local source). A pickled copy counts from 0."""
-        return self._data.store.requests if self.kind == "s3" else 0
+        return self._data.store.requests if self._remote() else 0
 
     @property
     def bytes_read(self) -> int:
         """Bytes this process read from the object store for this source (0 for a local
         source, whose reads the data planes count as ``source_bytes``). A pickled copy counts
         from 0."""
-        return self._data.store.bytes_read if self.kind == "s3" else 0
+        return self._data.store.bytes_read if self._remote() else 0
+
+    def _remote(self) -> bool:
+        return self.kind == "s3" or (self.kind in ("parquet", "arrow") and self._data.store is not None)
+
+    def column(self, name: str) -> np.ndarray:
+        """Every record's value of the small column ``name`` of a Parquet source (labels,
+        captions: read whole now, from every file), in record order; ``TypeError`` for other
+        sources."""
+        if self.kind not in ("parquet", "arrow"):
+            raise TypeError(f"a {self.kind} source has no columns (Parquet sources do)")
+        return self._data.column(name)
 
     def __repr__(self) -> str:
         return f"RecordSource({self.kind}, {len(self)} records, {self.total_bytes} bytes)"
@@ -121,6 +160,10 @@ class RecordSource:
             return self._data[self.offsets[i] : self.offsets[i + 1]]
         if self.kind == "s3":
             return self._data.record(i, self.sizes)
+        if self.kind == "shards":
+            return self._data.record(i, self.sizes[i])
+        if self.kind in ("parquet", "arrow"):
+            return self._data.record(i, self.sizes)
         return np.frombuffer(memoryview(self._data[i]).cast("B"), dtype=np.uint8)
 
     def read(self, ids: Any) -> Iterator[tuple[int, np.ndarray]]:
@@ -131,7 +174,7 @@ class RecordSource:
         if len(ids) and not (0 <= ids.min() and ids.max() < len(self)):
             bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
             raise IndexError(f"record {bad} is out of range (the source has {len(self)} records)")
-        if self.kind == "s3":
+        if self.kind in ("s3", "parquet", "arrow"):
             yield from self._data.read(ids, self.sizes)
             return
         for i in map(int, ids):
@@ -151,7 +194,7 @@ class RecordSource:
             return 0
         if self.kind == "files":
             return int(store._core.load_files(ids, [os.fspath(self._data[i]) for i in ids]))
-        if self.kind == "s3":
+        if self.kind in ("s3", "parquet", "arrow"):
             ids = np.sort(ids)
         total = 0
         chunk: list[np.ndarray] = []
@@ -177,7 +220,17 @@ class RecordSource:
             return _native.SourceReader.files([os.fspath(p) for p in self._data], self.offsets)
         if self.kind == "blob" and isinstance(self._data, np.memmap) and self._data.filename:
             return _native.SourceReader.blob(self._data.filename, self.offsets)
+        if self.kind == "shards":
+            return self._data.reader(self.offsets)
         return None
+
+    def _fingerprint(self) -> int | None:
+        """A digest that ranks compare at start instead of reading a sample of records: an
+        object store's sharded source's listing (URLs, sizes, ETags) and index; ``None`` for
+        the others."""
+        if self._fingerprint_of is None:
+            return None
+        return _shards.fingerprint(self._fingerprint_of, self.sizes, self._data.starts)
 
     @classmethod
     def from_blob(cls, path: str | os.PathLike, offsets: Any) -> RecordSource:
@@ -200,6 +253,93 @@ class RecordSource:
             raise ValueError(f"{path} has {size} bytes, its offsets end at {int(offsets[-1])}")
         data = np.memmap(path, dtype=np.uint8, mode="r") if size else np.zeros(0, dtype=np.uint8)
         return cls("blob", np.diff(offsets), data)
+
+
+def webdataset(urls: Any, member: str | None = "jpg", *, index_dir: Any = None) -> RecordSource:
+    """WebDataset tar shards as they are: ``urls`` is a list of paths or ``s3://`` URLs, or
+    one with brace patterns (``"s3://b/train-{000000..000099}.tar"``). A sample is the members
+    in a row of a shard that share a key (``000123.jpg``, ``000123.cls``: key ``000123``), as
+    WebDataset groups them; record ``i`` is the ``i``-th sample, shards in the order given:
+
+    - with ``member="jpg"`` (an extension, case-insensitive), that member's bytes; a sample
+      without one is a one-line ``ValueError`` naming the shard, the key and its offset;
+    - with ``member=None``, the sample's members as they lie in the shard, headers included:
+      a small tar archive (without end-of-archive blocks) that :func:`sample_members` (or
+      Python's ``tarfile``) splits into ``{"__key__": key, "jpg": ..., "cls": ...}``.
+
+    The index comes from the tar headers alone (a local shard's by ``pread`` in Rust; an
+    object's by ranged GETs of 4 KiB at each header, several shards at once), every header's
+    checksum checked: a truncated shard or a corrupt header is a one-line ``ValueError`` naming
+    the shard and the offset. It is cached in ``index_dir`` (default: ``$UBERSHUFFLE_INDEX_DIR``,
+    else ``~/.cache/ubershuffle/index``; ``False``: no cache), keyed by each shard's path or URL,
+    size and modification time or ETag, so a restart does not read the headers again.
+    :attr:`RecordSource.index_bytes_read` says what building it read.
+
+    Records are read by shard: neighbours in a shard (at most 8 KiB apart: the headers and
+    labels between two images) in one read, by the
+    data plane's engine in Rust off the GIL for local shards, by range requests on a pool of
+    threads for objects (only while the object keeps the ETag it was indexed with)."""
+    return _shards.webdataset_source(urls, member, index_dir)
+
+
+def mds(root: Any, column: str, *, split: str | None = None, index_dir: Any = None) -> RecordSource:
+    """A MosaicML Streaming data set as it is: ``root`` is the folder or ``s3://`` prefix that
+    holds its ``index.json`` (``split``: a subfolder, as Streaming's ``split``) and MDS shards,
+    as ``streaming.MDSWriter`` wrote them. Record ``i`` is the ``i``-th sample's ``column``, the
+    bytes Streaming stores for it (for a ``bytes`` column, what Streaming's reader returns; for
+    ``jpeg`` or ``png``, the image file; ``str``, its UTF-8), shards in the index's order.
+
+    Only uncompressed shards are read (``compression=None``, Streaming's default): a compressed
+    shard is read whole by Streaming, never by range, and is a one-line ``ValueError`` here. The
+    index comes from each shard's offsets table (one read of ``4 (samples + 2)`` bytes a shard)
+    and, when a column other than ``column`` has a size that varies, the sizes at each sample's
+    start (reads of a few bytes, neighbours within 4 KiB together); every sample's sizes are
+    checked against the offsets table, the shard's size against ``index.json``'s. It is cached
+    as :func:`webdataset`'s is (``index_dir``), and records are read by shard as its are."""
+    if not isinstance(column, str) or not column:
+        raise ValueError(f"column must be the name of an MDS column, got {column!r}")
+    return _shards.mds_source(root, column, split, index_dir)
+
+
+def litdata(root: Any, field: str, *, index_dir: Any = None) -> RecordSource:
+    """A LitData data set as it is: ``root`` is the folder or ``s3://`` prefix that holds its
+    ``index.json`` and chunks, as ``litdata.optimize`` (or its ``BinaryWriter``) wrote them, of
+    items that are flat dicts. Record ``i`` is the ``i``-th item's ``field``, the bytes LitData
+    stores for it (for a ``bytes`` field, what ``litdata.StreamingDataset`` returns), chunks in
+    the index's order.
+
+    Only plain chunks are read (no ``compression``, no ``encryption``, LitData's defaults), of
+    the ``PyTreeLoader``'s two layouts. Items: the index comes from each chunk's offsets table
+    and the sizes at each item's start (neighbours within 4 KiB in one read), every size checked
+    against the chunk's, and records are read by chunk as :func:`webdataset`'s are. Arrow rows
+    (an Arrow IPC file after the offsets table, LitData's ``LDARW01`` trailer: what it writes
+    for dict items when pyarrow is installed): read with pyarrow as :func:`parquet` reads, the
+    index reading each record batch once, records read by batch. The index is cached as
+    :func:`webdataset`'s is (``index_dir``)."""
+    if not isinstance(field, str) or not field:
+        raise ValueError(f"field must be the name of a field of the items, got {field!r}")
+    return _shards.litdata_source(root, field, index_dir)
+
+
+def parquet(urls: Any, column: str, *, index_dir: Any = None) -> RecordSource:
+    """Parquet files as they are (a Hugging Face data set's ``data/*.parquet``), local or
+    ``s3://``: ``urls`` as :func:`webdataset` takes them. Record ``i`` is row ``i``'s value of
+    ``column``, files in the order given: a binary column's bytes, a string column's UTF-8, or
+    an image column's ``bytes`` (Hugging Face's ``Image`` feature, a struct of ``bytes`` and
+    ``path``); a null is a one-line ``ValueError``. :meth:`RecordSource.column` reads a small
+    column (labels) for a ``transform`` to use by index.
+
+    Read with pyarrow (``pip install pyarrow``; imported only here). Parquet's footer says where
+    each row group's column chunk is but not each value's size, so the index reads ``column``
+    once (its column chunks, by range; page checksums checked where the writer wrote them),
+    cached as :func:`webdataset`'s is (``index_dir``). Records are read by row group: one range
+    read of the column chunk of each row group that holds records asked for, on the engine's
+    source thread through Python (pyarrow decodes off the GIL)."""
+    if not isinstance(column, str) or not column:
+        raise ValueError(f"column must be the name of a Parquet column, got {column!r}")
+    from ._parquet import parquet_source
+
+    return parquet_source(urls, column, index_dir)
 
 
 def as_source(records: Any) -> RecordSource:

@@ -24,6 +24,7 @@ pub mod pace;
 pub mod reader;
 pub mod schedule;
 pub mod store;
+pub mod tar;
 pub mod wire;
 
 pub use engine::{Engine, EngineConfig, Figure, Figures, Input, Output, Transmit};

@@ -2,7 +2,8 @@
 //! caller's interpreter: the records of a delivery go from the source into the rank's record
 //! store and no Python thread waits on a disk or a network for them. The readers here cover
 //! the local layouts (a file per record, [`FileReader`]; records end to end in one file, with
-//! an index of offsets, [`BlobReader`]); a reader of another layout (shards, an object store)
+//! an index of offsets, [`BlobReader`]; records at byte ranges of shard files, [`ShardReader`]:
+//! WebDataset tars, MDS shards, LitData chunks); a reader of another layout (shards, an object store)
 //! implements the trait the same way and plugs into the same place: a caller's
 //! [`crate::driver::Hooks::read`] hands its reads to it.
 //!
@@ -21,6 +22,10 @@ use crate::store::{SharedStore, locked};
 /// Records read together from a blob at most (one read), in bytes: neighbours in the file are
 /// read in one call up to this, then put into the store one by one.
 const BLOB_READ_BYTES: u64 = 8 << 20;
+
+/// Bytes between two records of a shard that a read takes rather than split into two reads
+/// (tar headers and small members between a sample's chosen members).
+const SHARD_GAP_BYTES: u64 = 8 << 10;
 
 /// A data set the engine reads off the caller's interpreter (see the module's docs).
 pub trait RecordReader: Send {
@@ -145,6 +150,130 @@ impl RecordReader for BlobReader {
     }
 }
 
+/// Where one record of a [`ShardReader`] is: a byte range of one shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardRange {
+    /// The shard's index in the reader's list of shards.
+    pub shard: u32,
+    /// The record's first byte in the shard.
+    pub start: u64,
+}
+
+/// A data set of records at byte ranges of shard files (a WebDataset tar's members, an MDS
+/// shard's samples, a LitData chunk's items): records of one shard are read together, in runs
+/// of neighbours up to 8 MiB that skip at most 8 KiB between two records (one `pread` each),
+/// from one open file at a time.
+#[derive(Debug)]
+pub struct ShardReader {
+    paths: Vec<PathBuf>,
+    shard_sizes: Vec<u64>,
+    ranges: Vec<ShardRange>,
+    index: RecordIndex,
+    open: Option<(u32, File)>,
+}
+
+impl ShardReader {
+    /// Records whose sizes `index` says, record `i` at `ranges[i]`, in the shards `paths`
+    /// whose sizes were `shard_sizes` when the index was made. Every range must lie inside its
+    /// shard.
+    pub fn new(
+        paths: Vec<PathBuf>,
+        shard_sizes: Vec<u64>,
+        ranges: Vec<ShardRange>,
+        index: RecordIndex,
+    ) -> Result<ShardReader, String> {
+        if paths.len() != shard_sizes.len() {
+            return Err(format!("{} shards and {} shard sizes", paths.len(), shard_sizes.len()));
+        }
+        if ranges.len() != index.len() {
+            return Err(format!("{} ranges for an index of {} records", ranges.len(), index.len()));
+        }
+        for (id, r) in ranges.iter().enumerate() {
+            let size = index.size(id as u32).unwrap_or(0);
+            let fits = shard_sizes
+                .get(r.shard as usize)
+                .is_some_and(|&s| r.start.checked_add(size).is_some_and(|e| e <= s));
+            if !fits {
+                return Err(format!(
+                    "record {id} lies outside shard {} (or there is no such shard)",
+                    r.shard
+                ));
+            }
+        }
+        Ok(ShardReader { paths, shard_sizes, ranges, index, open: None })
+    }
+
+    /// Record `id`'s range: its place and where it ends.
+    fn range_of(&self, id: u32) -> Result<(ShardRange, u64), String> {
+        let r = *self.ranges.get(id as usize).ok_or_else(|| format!("no record {id}"))?;
+        Ok((r, r.start + self.index.size(id).unwrap_or(0)))
+    }
+
+    /// The open file of `shard`, checked against the size the index was made with.
+    fn file(&mut self, shard: u32) -> Result<&File, String> {
+        if self.open.as_ref().is_none_or(|(s, _)| *s != shard) {
+            let path = &self.paths[shard as usize];
+            let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let size = file.metadata().map_err(|e| format!("{}: {e}", path.display()))?.len();
+            let want = self.shard_sizes[shard as usize];
+            if size != want {
+                return Err(format!(
+                    "{} has {size} bytes now, {want} when its index was made",
+                    path.display()
+                ));
+            }
+            self.open = Some((shard, file));
+        }
+        match &self.open {
+            Some((_, f)) => Ok(f),
+            None => Err("no shard open".into()),
+        }
+    }
+}
+
+impl RecordReader for ShardReader {
+    fn describe(&self) -> String {
+        format!("{} records in {} shards", self.index.len(), self.paths.len())
+    }
+
+    fn read_into(&mut self, ids: &[u32], store: &SharedStore) -> Result<u64, String> {
+        use std::os::unix::fs::FileExt;
+        let mut total = 0;
+        let mut buf = Vec::new();
+        let mut at = 0;
+        while at < ids.len() {
+            // A run of records of one shard, in order, near each other, up to the read's size.
+            let (first, mut to) = self.range_of(ids[at])?;
+            let mut end = at + 1;
+            while let Some(&next) = ids.get(end) {
+                let (r, stop) = self.range_of(next)?;
+                let near = r.shard == first.shard && r.start >= to && r.start - to <= SHARD_GAP_BYTES;
+                if !near || stop - first.start > BLOB_READ_BYTES {
+                    break;
+                }
+                to = stop;
+                end += 1;
+            }
+            buf.resize((to - first.start) as usize, 0);
+            let file = self.file(first.shard)?;
+            let read = file.read_exact_at(&mut buf, first.start);
+            read.map_err(|e| {
+                let path = self.paths[first.shard as usize].display();
+                format!("records {}..={} ({path} at offset {}): {e}", ids[at], ids[end - 1], first.start)
+            })?;
+            let mut store = locked(store);
+            for &id in &ids[at..end] {
+                let (r, stop) = self.range_of(id)?;
+                let piece = &buf[(r.start - first.start) as usize..(stop - first.start) as usize];
+                store.put(id, piece).map_err(|e| e.to_string())?;
+            }
+            total += to - first.start;
+            at = end;
+        }
+        Ok(total)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,6 +316,47 @@ mod tests {
         std::fs::write(dir.join("short"), &blob[..100]).unwrap();
         let e = BlobReader::open(dir.join("short"), index).unwrap_err();
         assert!(e.contains("has 100 bytes") && !e.contains('\n'), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn shards_are_read_in_runs_that_skip_small_gaps_and_a_changed_shard_is_named() {
+        let dir = scratch("shards");
+        // Two shards; records with gaps between them (headers, other members).
+        let a: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+        let b: Vec<u8> = (0..20_000u32).map(|i| (i % 13) as u8).collect();
+        std::fs::write(dir.join("a"), &a).unwrap();
+        std::fs::write(dir.join("b"), &b).unwrap();
+        let spec = [(0u32, 0u64, 100u64), (0, 600, 50), (0, 15_000, 10), (1, 512, 1000), (1, 12_000, 5)];
+        let index = RecordIndex::from_sizes(spec.iter().map(|s| s.2)).unwrap();
+        let ranges = spec.iter().map(|&(shard, start, _)| ShardRange { shard, start }).collect();
+        let paths = vec![dir.join("a"), dir.join("b")];
+        let mut reader =
+            ShardReader::new(paths.clone(), vec![20_000, 20_000], ranges, index.clone()).unwrap();
+        let store = store_of(&dir, &index);
+        let read = reader.read_into(&[0, 1, 2, 3, 4], &store).unwrap();
+        // 0..650 in one read (a gap of 500), 15000..15010 alone (a gap of 14350), 512..1512 and
+        // 12000..12005 (a gap of 10488).
+        assert_eq!(read, 650 + 10 + 1000 + 5);
+        let s = locked(&store);
+        for (id, &(shard, start, size)) in spec.iter().enumerate() {
+            let data = if shard == 0 { &a } else { &b };
+            assert_eq!(s.get(id as u32), Some(&data[start as usize..(start + size) as usize]), "record {id}");
+        }
+        drop(s);
+        // A range outside its shard is refused when the reader is made.
+        let bad = vec![ShardRange { shard: 1, start: 19_500 }];
+        let one = RecordIndex::from_sizes([1000u64]).unwrap();
+        let e = ShardReader::new(paths.clone(), vec![20_000, 20_000], bad, one).unwrap_err();
+        assert!(e.contains("record 0 lies outside shard 1"), "{e}");
+        // A shard whose size changed since the index is named, and nothing is stored.
+        std::fs::write(dir.join("b"), &b[..5000]).unwrap();
+        let ranges = spec.iter().map(|&(shard, start, _)| ShardRange { shard, start }).collect();
+        let mut reader = ShardReader::new(paths, vec![20_000, 20_000], ranges, index.clone()).unwrap();
+        let store = store_of(&dir.join("again"), &index);
+        let e = reader.read_into(&[3], &store).unwrap_err();
+        assert!(e.contains("has 5000 bytes now, 20000 when its index was made") && !e.contains('\n'), "{e}");
+        assert!(locked(&store).get(3).is_none());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -4,6 +4,7 @@
 
 pub mod engine;
 pub mod reader;
+pub mod tar;
 
 use std::sync::{Arc, Mutex};
 

@@ -1,6 +1,7 @@
 //! `SourceReader`: a data set the engine reads itself, off the GIL ([`RecordReader`]): the
-//! local layouts of `ubershuffle.sources` (a file per record, a blob with offsets). A source
-//! without one is read through its Python `load`, on the engine's source thread.
+//! local layouts of `ubershuffle.sources` (a file per record, a blob with offsets, records at
+//! byte ranges of shards). A source without one is read through its Python `load`, on the
+//! engine's source thread.
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -9,7 +10,7 @@ use numpy::PyReadonlyArray1;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use ubershuffle_codes::RecordIndex;
-use ubershuffle_plane::reader::{BlobReader, FileReader, RecordReader};
+use ubershuffle_plane::reader::{BlobReader, FileReader, RecordReader, ShardRange, ShardReader};
 
 /// A reader of a data set for the engine, handed to one `PlaneCore` (which takes it).
 #[pyclass(module = "ubershuffle._native", frozen)]
@@ -52,6 +53,33 @@ impl SourceReader {
     #[staticmethod]
     fn blob(path: PathBuf, offsets: PyReadonlyArray1<'_, i64>) -> PyResult<Self> {
         let reader = BlobReader::open(path, index_of(&offsets)?).map_err(PyValueError::new_err)?;
+        Ok(SourceReader { reader: Mutex::new(Some(Box::new(reader))) })
+    }
+
+    /// Record `i` at byte `starts[i]` of the shard `paths[shards[i]]`, of the size `offsets`
+    /// says; the shards' sizes were `shard_sizes` when the index was made.
+    #[staticmethod]
+    fn shards(
+        paths: Vec<PathBuf>,
+        shard_sizes: Vec<u64>,
+        shards: PyReadonlyArray1<'_, i64>,
+        starts: PyReadonlyArray1<'_, i64>,
+        offsets: PyReadonlyArray1<'_, i64>,
+    ) -> PyResult<Self> {
+        let (shards, starts) = (shards.as_slice()?, starts.as_slice()?);
+        if shards.len() != starts.len() {
+            return Err(PyValueError::new_err("shards and starts must have one entry a record"));
+        }
+        let ranges = shards
+            .iter()
+            .zip(starts)
+            .map(|(&shard, &start)| match (u32::try_from(shard), u64::try_from(start)) {
+                (Ok(shard), Ok(start)) => Ok(ShardRange { shard, start }),
+                _ => Err(PyValueError::new_err("shard numbers and starts must not be negative")),
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let reader = ShardReader::new(paths, shard_sizes, ranges, index_of(&offsets)?)
+            .map_err(PyValueError::new_err)?;
         Ok(SourceReader { reader: Mutex::new(Some(Box::new(reader))) })
     }
 

@@ -42,7 +42,11 @@ def plane_prefix(ranks: list) -> str:
 
 def content_digest(source: Any, offsets: np.ndarray, seed: int) -> int:
     """A 63-bit digest of :data:`CONTENT_SAMPLE` records' bytes, chosen by ``seed`` (the same
-    records on every rank)."""
+    records on every rank); for a sharded source in object storage, the digest of its listing
+    (the shards' URLs, sizes and ETags) and index, so that no rank reads records to agree."""
+    known = source._fingerprint()
+    if known is not None:
+        return known
     records = len(offsets) - 1
     rng = np.random.default_rng([int(seed) & (2**63 - 1), 0x5EED])
     ids = np.sort(rng.choice(records, size=min(CONTENT_SAMPLE, records), replace=False))

@@ -1,0 +1,232 @@
+"""MosaicML Streaming's MDS data sets as a record source, local and in object storage (a real S3
+server, moto's, on loopback): every record's bytes equal what Streaming's own reader gives, the
+index comes from the shards' offsets tables (and each sample's sizes where a column's size
+varies), records are read by shard, bad shards are one-line errors naming the shard, and a
+2-rank ShuffleGroup job serves Streaming's bytes in peer and in store mode. Skipped when
+mosaicml-streaming is not installed."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("streaming", reason="mosaicml-streaming is not installed: pip install mosaicml-streaming")
+
+from streaming import MDSWriter  # noqa: E402
+from streaming.base.format import reader_from_json  # noqa: E402
+from streaming.base.format.mds.encodings import mds_encode  # noqa: E402
+
+from ubershuffle import RecordStore  # noqa: E402
+from ubershuffle.sources import mds  # noqa: E402
+
+SAMPLES = 120
+
+
+def write_mds(folder: pathlib.Path, columns: dict, seed: int = 0, compression: str | None = None) -> None:
+    """MDS shards written by Streaming's own writer: ``x`` of random bytes (6 to 30 KB, one
+    empty), ``y`` an int, ``s`` a string of varying length, in shards of at most 400 KB."""
+    rng = np.random.default_rng(seed)
+    with MDSWriter(out=str(folder), columns=columns, size_limit=400_000, compression=compression) as w:
+        for i in range(SAMPLES):
+            sample = {
+                "x": b"" if i == 7 else rng.bytes(int(rng.integers(6000, 30000))),
+                "y": int(rng.integers(0, 10)),
+                "s": "s" * int(rng.integers(0, 300)),
+            }
+            w.write({k: v for k, v in sample.items() if k in columns})
+
+
+def own_reader(folder: pathlib.Path, column: str) -> list[bytes]:
+    """Streaming's own reading of the data set's ``column``, sample by sample, as the bytes its
+    encoding stores (a ``bytes`` column's values as they are)."""
+    index = json.loads((folder / "index.json").read_text())
+    out = []
+    for shard in index["shards"]:
+        reader = reader_from_json(str(folder), None, shard)
+        encoding = shard["column_encodings"][shard["column_names"].index(column)]
+        for i in range(reader.samples):
+            value = reader.get_item(i)[column]
+            out.append(value if encoding == "bytes" else mds_encode(encoding, value))
+    return out
+
+
+def one_line(e: pytest.ExceptionInfo) -> str:
+    text = str(e.value)
+    assert "\n" not in text and e.value.__cause__ is None, text
+    return text
+
+
+@pytest.mark.parametrize("columns", [{"x": "bytes", "y": "int", "s": "str"}, {"y": "int", "x": "bytes"}])
+def test_local_mds_gives_streaming_s_bytes_from_its_offsets_tables(tmp_path, columns):
+    write_mds(tmp_path / "data", columns)
+    shards = json.loads((tmp_path / "data" / "index.json").read_text())["shards"]
+    assert len(shards) > 2
+    data_bytes = sum(s["raw_data"]["bytes"] for s in shards)
+    for column in columns:
+        source = mds(tmp_path / "data", column, index_dir=tmp_path / "index")
+        expected = own_reader(tmp_path / "data", column)
+        assert source.kind == "shards" and len(source) == SAMPLES
+        assert [source.record(i).tobytes() for i in range(SAMPLES)] == expected, column
+        # The offsets tables, and each sample's sizes when another column's size varies.
+        table = sum(4 * (s["samples"] + 2) for s in shards)
+        other_varies = any(
+            size is None
+            for name, size in zip(shards[0]["column_names"], shards[0]["column_sizes"])
+            if name != column
+        )
+        assert (
+            source.index_bytes_read == table
+            if not other_varies
+            else table < source.index_bytes_read < data_bytes / 10
+        )
+        again = mds(tmp_path / "data", column, index_dir=tmp_path / "index")
+        assert again.index_bytes_read == 0 and list(again.sizes) == list(source.sizes)
+        store = RecordStore(source.offsets)
+        assert source.load(store, np.arange(SAMPLES)) == int(source.sizes.sum())
+        assert all(store[i].tobytes() == expected[i] for i in range(SAMPLES))
+        store.close()
+        assert "records in" in repr(source._reader())
+
+
+def test_bad_mds_data_sets_are_one_line_errors_naming_the_shard(tmp_path):
+    write_mds(tmp_path / "zstd", {"x": "bytes"}, compression="zstd")
+    with pytest.raises(ValueError) as e:
+        mds(tmp_path / "zstd", "x", index_dir=False)
+    assert "shard 0 is compressed (zstd): only uncompressed MDS shards are read" in one_line(e)
+    folder = tmp_path / "data"
+    write_mds(folder, {"x": "bytes", "s": "str"})
+    with pytest.raises(ValueError) as e:
+        mds(folder, "label", index_dir=False)
+    assert one_line(e) == f"{folder}/index.json: shard 0 has no column 'label' (it has s, x)"
+    shard = folder / "shard.00001.mds"
+    blob = shard.read_bytes()
+    # Truncated: its size is not index.json's.
+    shard.write_bytes(blob[:-10])
+    with pytest.raises(ValueError) as e:
+        mds(folder, "x", index_dir=False)
+    assert one_line(e) == f"{shard} has {len(blob) - 10} bytes, index.json says {len(blob)} (truncated?)"
+    # A corrupt offsets table.
+    bad = bytearray(blob)
+    bad[8:12] = (2**31).to_bytes(4, "little")
+    shard.write_bytes(bytes(bad))
+    with pytest.raises(ValueError) as e:
+        mds(folder, "x", index_dir=False)
+    assert one_line(e) == f"{shard}: its offsets table at offset 4 is corrupt (not ascending from its end)"
+    # A corrupt sample: its sizes are not its length.
+    bad = bytearray(blob)
+    first = int.from_bytes(blob[4:8], "little")
+    bad[first : first + 4] = (1).to_bytes(4, "little")
+    shard.write_bytes(bytes(bad))
+    with pytest.raises(ValueError) as e:
+        mds(folder, "x", index_dir=False)
+    assert one_line(e).startswith(f"{shard}: sample 0 (offset {first}) has ")
+    assert one_line(e).endswith("(corrupt)")
+
+
+def upload(s3, folder: pathlib.Path, prefix: str) -> str:
+    for path in sorted(folder.iterdir()):
+        s3.put(f"{prefix}/{path.name}", path.read_bytes())
+    return s3.url(prefix)
+
+
+def test_mds_in_object_storage_is_indexed_by_ranged_gets_and_read_by_shard(s3, tmp_path):
+    folder = tmp_path / "data"
+    write_mds(folder, {"x": "bytes", "y": "int"})
+    url = upload(s3, folder, "mds")
+    expected = own_reader(folder, "x")
+    shards = json.loads((folder / "index.json").read_text())["shards"]
+    source = mds(url, "x", index_dir=tmp_path / "index")
+    assert source.kind == "s3" and len(source) == SAMPLES
+    # index.json, then a HeadObject and one ranged GET (the offsets table) a shard: y's size is
+    # fixed.
+    index_json = (folder / "index.json").stat().st_size
+    assert source.requests == 1 + 2 * len(shards)
+    assert source.index_bytes_read == sum(4 * (s["samples"] + 2) for s in shards)
+    assert source.bytes_read == index_json + source.index_bytes_read
+    listed = source.requests
+    store = RecordStore(source.offsets)
+    assert source.load(store, np.random.default_rng(0).permutation(SAMPLES)) == int(source.sizes.sum())
+    assert all(store[i].tobytes() == expected[i] for i in range(SAMPLES))
+    store.close()
+    # Every sample's x by one range request a shard, from its first x to its last.
+    assert source.requests - listed == len(shards)
+    starts, ends = source._data.starts, source._data.starts + source.sizes
+    which = source._data.shards
+    spans = sum(int(ends[which == k].max() - starts[which == k].min()) for k in range(len(shards)))
+    assert source.bytes_read - source.index_bytes_read - index_json == spans
+    again = mds(url, "x", index_dir=tmp_path / "index")
+    assert again.index_bytes_read == 0 and again._fingerprint() == source._fingerprint()
+    # An object replaced after its index was made: its ETag differs, no bytes are served.
+    s3.put("mds/shard.00000.mds", (folder / "shard.00000.mds").read_bytes()[::-1])
+    with pytest.raises(ValueError) as e:
+        source.record(0)
+    assert (
+        one_line(e) == f"{s3.url('mds/shard.00000.mds')} changed since the source was made (its ETag differs)"
+    )
+
+
+RANK = """
+import json, pathlib, sys
+import torch.distributed as dist
+from streaming.base.format import reader_from_json
+from ubershuffle.sources import mds
+from ubershuffle.torch import ShuffleGroup
+
+root, local, mode, out = sys.argv[1], pathlib.Path(sys.argv[2]), sys.argv[3], pathlib.Path(sys.argv[4])
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+# The format's own reader, over a local copy of the same data set.
+expected = []
+for shard in json.loads((local / "index.json").read_text())["shards"]:
+    reader = reader_from_json(str(local), None, shard)
+    expected += [reader.get_item(i)["x"] for i in range(reader.samples)]
+source = mds(root, "x", index_dir=str(out / "index"))
+kwargs = dict(policy="partial-local", fraction=0.5) if mode == "peer" else dict(mode="store", alpha=0.5)
+if mode == "store" and rank != 0:
+    source = None
+sg = ShuffleGroup(source, seed=5, timeout=60, **kwargs)
+log = {"bad": [], "served": {}}
+if sg.is_store:
+    log["source_records"] = sum(f["source_records"] for f in sg.serve())
+else:
+    for epoch in range(3):
+        sg.set_epoch(epoch)
+        ids = [int(i) for i in sg.sampler]
+        log["served"][epoch] = ids
+        log["bad"] += [i for i in ids if sg[i].tobytes() != expected[i]]
+    log["source_records"] = sg.figures(0)["source_records"]
+    dist.barrier(group=sg.train_group)  # a training rank's close ends the store's serving
+    sg.close()
+(out / f"rank-{rank}.json").write_text(json.dumps(log))
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+@pytest.mark.parametrize("mode", ["peer", "store"])
+def test_a_shuffle_group_serves_mds_with_streaming_s_bytes(tmp_path, request, where, mode):
+    pytest.importorskip("torch", reason="torch is not installed: the ShuffleGroup test needs it")
+    folder = tmp_path / "data"
+    write_mds(folder, {"x": "bytes", "y": "int", "s": "str"})
+    root = str(folder) if where == "local" else upload(request.getfixturevalue("s3"), folder, "mds")
+    script = tmp_path / "rank.py"
+    script.write_text(RANK)
+    nproc = 2 if mode == "peer" else 3
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
+    cmd += [str(script), root, str(folder), mode, str(tmp_path)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    if done.returncode != 0:  # what the ranks said (their tracebacks come before torchrun's)
+        said = [line for line in done.stderr.splitlines() if line.startswith("[rank")]
+        pytest.fail("\n".join(said[-30:]) or done.stderr[-3000:])
+    logs = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in range(nproc)]
+    trainers = logs if mode == "peer" else logs[1:]
+    assert all(log["bad"] == [] for log in trainers), "bytes that are not Streaming's"
+    for epoch in map(str, range(3)):
+        assert sorted(i for log in trainers for i in log["served"][epoch]) == list(range(SAMPLES))
+    readers = logs if mode == "peer" else logs[:1]
+    assert sum(log["source_records"] for log in readers) == SAMPLES

@@ -1,0 +1,208 @@
+"""Parquet files as a record source, local and in object storage (a real S3 server, moto's, on
+loopback): every record's bytes equal what pyarrow's own reader gives (a binary column, a
+Hugging Face image column's bytes, a string column), small columns by index, the index cached,
+records read by row group, bad files one-line errors naming the file, and a 2-rank ShuffleGroup
+job serving pyarrow's bytes in peer and in store mode. Skipped when pyarrow is not installed."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed: pip install pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+from ubershuffle import RecordStore  # noqa: E402
+from ubershuffle.sources import as_source, parquet  # noqa: E402
+
+FILES = 3
+ROWS = 40
+"""Rows a file, in row groups of 8."""
+
+
+def write_parquet(folder: pathlib.Path, seed: int = 0) -> list[pathlib.Path]:
+    """Files of an ``image`` (binary, 2 to 9 KB, one empty), the same bytes as a Hugging Face
+    ``Image`` struct (``img``), a ``label`` and a ``caption``, written by pyarrow with page
+    checksums."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for f in range(FILES):
+        images = [b"" if (f, i) == (1, 2) else rng.bytes(int(rng.integers(2000, 9000))) for i in range(ROWS)]
+        table = pa.table(
+            {
+                "image": pa.array(images, pa.binary()),
+                "img": pa.array([{"bytes": b, "path": f"{f}-{i}.jpg"} for i, b in enumerate(images)]),
+                "label": pa.array(rng.integers(0, 10, ROWS)),
+                "caption": pa.array([f"a caption {i}" * (i % 4) for i in range(ROWS)]),
+            }
+        )
+        path = folder / f"train-{f:05d}.parquet"
+        pq.write_table(table, path, row_group_size=8, write_page_checksum=True)
+        paths.append(path)
+    return paths
+
+
+def own_reader(paths: list, column: str) -> list:
+    """pyarrow's own reading of ``column`` over the files, in order."""
+    return [v for p in paths for v in pq.read_table(p, columns=[column]).column(0).to_pylist()]
+
+
+def one_line(e: pytest.ExceptionInfo) -> str:
+    text = str(e.value)
+    assert "\n" not in text and e.value.__cause__ is None, text
+    return text
+
+
+def test_local_parquet_gives_pyarrow_s_bytes_by_row_group(tmp_path):
+    paths = write_parquet(tmp_path / "data")
+    pattern = str(tmp_path / "data" / "train-{00000..00002}.parquet")
+    images = parquet(pattern, "image", index_dir=tmp_path / "index")
+    expected = own_reader(paths, "image")
+    assert images.kind == "parquet" and len(images) == FILES * ROWS
+    assert [images.record(i).tobytes() for i in range(len(images))] == expected
+    hf = parquet(pattern, "img", index_dir=tmp_path / "index")
+    assert [hf.record(i).tobytes() for i in range(len(hf))] == [v["bytes"] for v in own_reader(paths, "img")]
+    captions = parquet(pattern, "caption", index_dir=False)
+    assert [captions.record(i).tobytes().decode() for i in range(len(captions))] == own_reader(
+        paths, "caption"
+    )
+    assert list(images.column("label")) == own_reader(paths, "label")
+    # The index read the column once (its chunks and the footers); a second source reads none.
+    assert images.index_bytes_read > 0
+    assert parquet(pattern, "image", index_dir=tmp_path / "index").index_bytes_read == 0
+    store = RecordStore(images.offsets)
+    ids = np.random.default_rng(1).permutation(len(images))
+    assert images.load(store, ids) == int(images.sizes.sum())
+    assert all(store[int(i)].tobytes() == expected[i] for i in ids)
+    store.close()
+    assert images._reader() is None, "read through Python (pyarrow), on the engine's source thread"
+    with pytest.raises(TypeError):
+        as_source([b"a"]).column("label")
+
+
+def test_bad_parquet_files_are_one_line_errors_naming_the_file(tmp_path):
+    paths = write_parquet(tmp_path / "data")
+    with pytest.raises(ValueError) as e:
+        parquet([str(p) for p in paths], "label_text", index_dir=False)
+    assert one_line(e) == f"{paths[0]}: no column 'label_text' (it has image, img, label, caption)"
+    with pytest.raises(ValueError) as e:
+        parquet([str(p) for p in paths], "label", index_dir=False)
+    assert one_line(e) == f"{paths[0]}: column 'label' is int64, not binary, a string or an image's bytes"
+    blob = paths[1].read_bytes()
+    # Truncated: the footer is gone.
+    paths[1].write_bytes(blob[:-100])
+    with pytest.raises(ValueError) as e:
+        parquet([str(p) for p in paths], "image", index_dir=False)
+    assert one_line(e).startswith(f"{paths[1]}: ")
+    # A corrupt data page: its checksum fails.
+    meta = pq.ParquetFile(pa.BufferReader(blob)).metadata.row_group(0).column(0)
+    bad = bytearray(blob)
+    start = meta.dictionary_page_offset if meta.has_dictionary_page else meta.data_page_offset
+    bad[start + meta.total_compressed_size - 10] ^= 0xFF  # in the last page's data
+    paths[1].write_bytes(bytes(bad))
+    with pytest.raises(ValueError) as e:
+        parquet([str(p) for p in paths], "image", index_dir=False)
+    assert one_line(e).startswith(f"{paths[1]}: ") and "checksum" in one_line(e).lower(), one_line(e)
+    # A null.
+    pq.write_table(pa.table({"image": pa.array([b"a", None], pa.binary())}), paths[1])
+    with pytest.raises(ValueError) as e:
+        parquet([str(p) for p in paths], "image", index_dir=False)
+    assert one_line(e) == f"{paths[1]}: column 'image' has a null in row group 0"
+
+
+def test_parquet_in_object_storage_is_read_by_ranges(s3, tmp_path):
+    paths = write_parquet(tmp_path / "data")
+    for p in paths:
+        s3.put(f"pq/{p.name}", p.read_bytes())
+    url = s3.url("pq/train-{00000..00002}.parquet")
+    source = parquet(url, "image", index_dir=tmp_path / "index")
+    expected = own_reader(paths, "image")
+    assert source.kind == "parquet" and len(source) == FILES * ROWS
+    assert source.bytes_read == source.index_bytes_read < sum(p.stat().st_size for p in paths)
+    listed = source.requests
+    store = RecordStore(source.offsets)
+    assert source.load(store, np.arange(len(source))) == int(source.sizes.sum())
+    assert all(store[i].tobytes() == expected[i] for i in range(len(source)))
+    store.close()
+    # A footer a file, then the column chunk of each row group: one range read each.
+    groups = sum(pq.ParquetFile(p).num_row_groups for p in paths)
+    assert source.requests - listed == FILES + groups
+    assert list(source.column("label")) == own_reader(paths, "label")
+    again = parquet(url, "image", index_dir=tmp_path / "index")
+    assert again.index_bytes_read == 0 and again._fingerprint() == source._fingerprint()
+    s3.put(f"pq/{paths[0].name}", paths[1].read_bytes())  # replaced after its index was made
+    source._data._footers.clear()
+    with pytest.raises(ValueError) as e:
+        source.record(0)
+    assert (
+        one_line(e) == f"{s3.url('pq/' + paths[0].name)} changed since the source was made (its ETag differs)"
+    )
+
+
+RANK = """
+import json, pathlib, sys
+import torch.distributed as dist
+from ubershuffle.sources import parquet
+from ubershuffle.torch import ShuffleGroup
+
+urls, mode, out = sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3])
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+expected = [bytes.fromhex(h) for h in json.loads((out / "expected.json").read_text())]  # pyarrow's own
+source = parquet(urls, "image", index_dir=str(out / "index"))
+kwargs = dict(policy="partial-local", fraction=0.5) if mode == "peer" else dict(mode="store", alpha=0.5)
+if mode == "store" and rank != 0:
+    source = None
+sg = ShuffleGroup(source, seed=7, timeout=60, **kwargs)
+log = {"bad": [], "served": {}}
+if sg.is_store:
+    log["source_records"] = sum(f["source_records"] for f in sg.serve())
+else:
+    for epoch in range(3):
+        sg.set_epoch(epoch)
+        ids = [int(i) for i in sg.sampler]
+        log["served"][epoch] = ids
+        log["bad"] += [i for i in ids if sg[i].tobytes() != expected[i]]
+    log["source_records"] = sg.figures(0)["source_records"]
+    dist.barrier(group=sg.train_group)  # a training rank's close ends the store's serving
+    sg.close()
+(out / f"rank-{rank}.json").write_text(json.dumps(log))
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+@pytest.mark.parametrize("mode", ["peer", "store"])
+def test_a_shuffle_group_serves_pyarrow_s_bytes(tmp_path, request, where, mode):
+    pytest.importorskip("torch", reason="torch is not installed: the ShuffleGroup test needs it")
+    paths = write_parquet(tmp_path / "data")
+    (tmp_path / "expected.json").write_text(json.dumps([v.hex() for v in own_reader(paths, "image")]))
+    if where == "local":
+        urls = str(tmp_path / "data" / "train-{00000..00002}.parquet")
+    else:
+        s3 = request.getfixturevalue("s3")
+        for p in paths:
+            s3.put(f"pq/{p.name}", p.read_bytes())
+        urls = s3.url("pq/train-{00000..00002}.parquet")
+    script = tmp_path / "rank.py"
+    script.write_text(RANK)
+    nproc = 2 if mode == "peer" else 3
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
+    cmd += [str(script), urls, mode, str(tmp_path)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    if done.returncode != 0:  # what the ranks said (their tracebacks come before torchrun's)
+        said = [line for line in done.stderr.splitlines() if line.startswith("[rank")]
+        pytest.fail("\n".join(said[-30:]) or done.stderr[-3000:])
+    logs = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in range(nproc)]
+    trainers = logs if mode == "peer" else logs[1:]
+    assert all(log["bad"] == [] for log in trainers), "bytes that are not pyarrow's"
+    for epoch in map(str, range(3)):
+        assert sorted(i for log in trainers for i in log["served"][epoch]) == list(range(FILES * ROWS))
+    readers = logs if mode == "peer" else logs[:1]
+    assert sum(log["source_records"] for log in readers) == FILES * ROWS
