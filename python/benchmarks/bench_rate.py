@@ -251,6 +251,55 @@ def main() -> None:
         w.writerows(summary)
     for s in summary:
         print(s)
+    if args.out_dir.resolve() == (ROOT / "results").resolve():
+        write_section(args.out_dir / "README.md", summary, args.runs)
+
+
+ARM_WORDS = {
+    "peer": "peer mode, global reshuffling",
+    "store": "store mode, coded (auto), alpha 0.5",
+    "store-uncoded": "store mode, uncoded, alpha 0.5",
+}
+SECTION = "plane-rate"
+
+
+def write_section(readme: pathlib.Path, summary: list, runs: int) -> None:
+    """Replaces (or appends) this benchmark's section of results/README.md, between the
+    markers the experiments use, its every number taken from ``summary``."""
+    rows = "\n".join(
+        f"| {ARM_WORDS[s['arm']]} | {s['rate_gb_s']:.2f} | {s['raw_rate_gb_s']:.2f} | {s['of_raw']:.2f} "
+        f"| at least {s['goal']} | {s['met']} | {100 * s['python_cpu_share']:.3f} % "
+        f"| at most {100 * s['cpu_goal']:.0f} % | {s['cpu_met']} |"
+        for s in summary
+    )
+    body = f"""## {SECTION}
+
+How fast the data plane's engine delivers on loopback, against what this machine's sockets carry
+in the same run: {RECORDS} records of lognormal sizes (mean {MEAN // 1000} KB, coefficient of
+variation {CV}), {RANKS} training ranks that do not train, epochs {FIRST_MEASURED} to {EPOCHS - 1}
+of {runs} runs, medians. A delivery's rate is the bytes of the records the ranks lacked over its
+window (the first rank's `set_epoch` to the last rank's landing); the raw rate is one process
+fanning the same bytes out to {RANKS} receiver processes over plain loopback TCP, measured right
+after each arm. The training thread's share is the busiest rank's Python CPU in the plane's calls
+over the delivery's window (the engine's own threads are native).
+
+| arm | delivered GB/s | raw GB/s | of raw | goal | met | training thread's CPU | goal | met |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- |
+{rows}
+
+Data: [`plane-rate.csv`](plane-rate.csv) (per run, arm and epoch),
+[`plane-rate-summary.csv`](plane-rate-summary.csv).
+Run again: `python python/benchmarks/bench_rate.py --runs {runs}` (torch and the package installed)."""
+    begin, end = f"<!-- experiment {SECTION} begin -->", f"<!-- experiment {SECTION} end -->"
+    text = readme.read_text() if readme.exists() else ""
+    block = f"{begin}\n{body}\n{end}"
+    if begin in text and end in text:
+        text = text[: text.index(begin)] + block + text[text.index(end) + len(end) :]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    tmp = readme.with_suffix(".md.tmp")
+    tmp.write_text(text)
+    tmp.replace(readme)
 
 
 if __name__ == "__main__":

@@ -67,6 +67,14 @@ def counters(interface: str, unit: str = "bytes") -> tuple:
     return int((base / f"tx_{unit}").read_text()), int((base / f"rx_{unit}").read_text())
 
 
+def retransmitted() -> int:
+    """TCP segments this namespace has retransmitted (``/proc/net/snmp``'s ``RetransSegs``):
+    a segment dropped at a shaped port crosses the receiver's link once more."""
+    rows = [line.split() for line in pathlib.Path("/proc/net/snmp").read_text().splitlines()]
+    names, values = [r for r in rows if r and r[0] == "Tcp:"][:2]
+    return int(values[names.index("RetransSegs")])
+
+
 class Sampler(threading.Thread):
     """Samples the interface's counters every ``period`` seconds until stopped."""
 
@@ -168,6 +176,7 @@ def main() -> None:
     sizes = np.asarray([f.stat().st_size for f in files], dtype=np.int64)
     s = settings(args.arm, len(files), trainers, args.fraction)
     log: dict = {"rank": rank, "arm": args.arm, "settings": s, "start_counters": counters(args.interface)}
+    log["start_retrans"] = retransmitted()
     dist.barrier()
     log["t0"] = time.time()
     if args.arm == "f":
@@ -189,6 +198,7 @@ def main() -> None:
             log["samples"] = watch.stop()
             log["held_bytes"] = int(sizes.sum())
             log["end_counters"] = counters(args.interface)
+            log["end_retrans"] = retransmitted()
             (args.out / f"rank-{rank}.json").write_text(json.dumps(log))
             dist.destroy_process_group()
             return
@@ -266,6 +276,7 @@ def main() -> None:
             pass
     log["epochs"] = epochs
     log["end_counters"] = counters(args.interface)
+    log["end_retrans"] = retransmitted()
     log["end_packets"] = counters(args.interface, "packets")
     log["t_end"] = time.time()
     (args.out / f"rank-{rank}.json").write_text(json.dumps(log))

@@ -302,6 +302,11 @@ pub struct RankLog {
     pub end_counters: (u64, u64),
     /// Packet counters at the end (newer logs).
     pub end_packets: Option<(u64, u64)>,
+    /// TCP segments its namespace had retransmitted (`/proc/net/snmp`'s `RetransSegs`) at the
+    /// process's start and end (newer logs).
+    pub start_retrans: Option<u64>,
+    /// The same at the end.
+    pub end_retrans: Option<u64>,
     /// The training rank's epochs.
     pub epochs: Vec<EpochLog>,
     /// The store's deliveries.
@@ -317,6 +322,11 @@ pub struct RankLog {
 }
 
 impl RankLog {
+    /// TCP segments this rank's namespace retransmitted during the job (0 for older logs).
+    pub fn retransmitted(&self) -> u64 {
+        self.end_retrans.zip(self.start_retrans).map_or(0, |(end, start)| end.saturating_sub(start))
+    }
+
     /// A byte count of the drained delivery (`key`), if the log has a sensible one.
     pub fn drained_bytes(&self, key: &str) -> Option<u64> {
         self.drained.get(key).filter(|v| v.is_finite() && **v >= 0.0).map(|v| v.round() as u64)
