@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
@@ -22,6 +21,9 @@ from litdata.streaming.writer import BinaryWriter  # noqa: E402
 
 from ubershuffle import RecordStore  # noqa: E402
 from ubershuffle.sources import litdata  # noqa: E402
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from shard_job import check_shard_job, one_line, run_shard_job, upload  # noqa: E402
 
 ITEMS = 100
 
@@ -53,12 +55,6 @@ def own_reader(folder: pathlib.Path) -> list[dict]:
     """LitData's own reading of the data set, item by item."""
     dataset = StreamingDataset(str(folder))
     return [dataset[i] for i in range(len(dataset))]
-
-
-def one_line(e: pytest.ExceptionInfo) -> str:
-    text = str(e.value)
-    assert "\n" not in text and e.value.__cause__ is None, text
-    return text
 
 
 @pytest.mark.parametrize("layout", ["items", "arrow"])
@@ -122,12 +118,6 @@ def test_bad_chunks_are_one_line_errors_naming_the_chunk(tmp_path):
     )
 
 
-def upload(s3, folder: pathlib.Path, prefix: str) -> str:
-    for path in sorted(folder.iterdir()):
-        s3.put(f"{prefix}/{path.name}", path.read_bytes())
-    return s3.url(prefix)
-
-
 def test_chunks_in_object_storage_are_indexed_by_ranged_gets_and_read_by_chunk(s3, tmp_path):
     folder = tmp_path / "data"
     write_chunks(folder)
@@ -151,38 +141,6 @@ def test_chunks_in_object_storage_are_indexed_by_ranged_gets_and_read_by_chunk(s
     assert again.index_bytes_read == 0 and again._fingerprint() == source._fingerprint()
 
 
-RANK = """
-import json, pathlib, sys
-import torch.distributed as dist
-from ubershuffle.sources import litdata
-from ubershuffle.torch import ShuffleGroup
-
-root, mode, out = sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3])
-dist.init_process_group("gloo")
-rank = dist.get_rank()
-expected = [bytes.fromhex(h) for h in json.loads((out / "expected.json").read_text())]  # LitData's own
-source = litdata(root, "image", index_dir=str(out / "index"))
-kwargs = dict(policy="partial-local", fraction=0.5) if mode == "peer" else dict(mode="store", alpha=0.5)
-if mode == "store" and rank != 0:
-    source = None
-sg = ShuffleGroup(source, seed=6, timeout=60, **kwargs)
-log = {"bad": [], "served": {}}
-if sg.is_store:
-    log["source_records"] = sum(f["source_records"] for f in sg.serve())
-else:
-    for epoch in range(3):
-        sg.set_epoch(epoch)
-        ids = [int(i) for i in sg.sampler]
-        log["served"][epoch] = ids
-        log["bad"] += [i for i in ids if sg[i].tobytes() != expected[i]]
-    log["source_records"] = sg.figures(0)["source_records"]
-    dist.barrier(group=sg.train_group)  # a training rank's close ends the store's serving
-    sg.close()
-(out / f"rank-{rank}.json").write_text(json.dumps(log))
-dist.destroy_process_group()
-"""
-
-
 @pytest.mark.parametrize("where", ["local", "s3"])
 @pytest.mark.parametrize("mode", ["peer", "store"])
 def test_a_shuffle_group_serves_litdata_s_bytes(tmp_path, request, where, mode):
@@ -191,21 +149,7 @@ def test_a_shuffle_group_serves_litdata_s_bytes(tmp_path, request, where, mode):
     # Arrow rows (read through pyarrow, on the engine's source thread) from the object store;
     # PyTree items (read by the engine in Rust) locally.
     write_chunks(folder, layout="arrow" if where == "s3" else "items")
-    (tmp_path / "expected.json").write_text(json.dumps([item["image"].hex() for item in own_reader(folder)]))
+    expected = [item["image"] for item in own_reader(folder)]
     root = str(folder) if where == "local" else upload(request.getfixturevalue("s3"), folder, "optimized")
-    script = tmp_path / "rank.py"
-    script.write_text(RANK)
-    nproc = 2 if mode == "peer" else 3
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
-    cmd += [str(script), root, mode, str(tmp_path)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-    if done.returncode != 0:  # what the ranks said (their tracebacks come before torchrun's)
-        said = [line for line in done.stderr.splitlines() if line.startswith("[rank")]
-        pytest.fail("\n".join(said[-30:]) or done.stderr[-3000:])
-    logs = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in range(nproc)]
-    trainers = logs if mode == "peer" else logs[1:]
-    assert all(log["bad"] == [] for log in trainers), "bytes that are not LitData's"
-    for epoch in map(str, range(3)):
-        assert sorted(i for log in trainers for i in log["served"][epoch]) == list(range(ITEMS))
-    readers = logs if mode == "peer" else logs[:1]
-    assert sum(log["source_records"] for log in readers) == ITEMS
+    logs = run_shard_job(tmp_path, ("litdata", [root, "image"], {}), expected, mode, seed=6)
+    check_shard_job(logs, mode, ITEMS, "LitData")

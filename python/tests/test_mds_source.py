@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
@@ -23,6 +22,9 @@ from streaming.base.format.mds.encodings import mds_encode  # noqa: E402
 
 from ubershuffle import RecordStore  # noqa: E402
 from ubershuffle.sources import mds  # noqa: E402
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from shard_job import check_shard_job, one_line, run_shard_job, upload  # noqa: E402
 
 SAMPLES = 120
 
@@ -53,12 +55,6 @@ def own_reader(folder: pathlib.Path, column: str) -> list[bytes]:
             value = reader.get_item(i)[column]
             out.append(value if encoding == "bytes" else mds_encode(encoding, value))
     return out
-
-
-def one_line(e: pytest.ExceptionInfo) -> str:
-    text = str(e.value)
-    assert "\n" not in text and e.value.__cause__ is None, text
-    return text
 
 
 @pytest.mark.parametrize("columns", [{"x": "bytes", "y": "int", "s": "str"}, {"y": "int", "x": "bytes"}])
@@ -128,12 +124,6 @@ def test_bad_mds_data_sets_are_one_line_errors_naming_the_shard(tmp_path):
     assert one_line(e).endswith("(corrupt)")
 
 
-def upload(s3, folder: pathlib.Path, prefix: str) -> str:
-    for path in sorted(folder.iterdir()):
-        s3.put(f"{prefix}/{path.name}", path.read_bytes())
-    return s3.url(prefix)
-
-
 def test_mds_in_object_storage_is_indexed_by_ranged_gets_and_read_by_shard(s3, tmp_path):
     folder = tmp_path / "data"
     write_mds(folder, {"x": "bytes", "y": "int"})
@@ -170,43 +160,6 @@ def test_mds_in_object_storage_is_indexed_by_ranged_gets_and_read_by_shard(s3, t
     )
 
 
-RANK = """
-import json, pathlib, sys
-import torch.distributed as dist
-from streaming.base.format import reader_from_json
-from ubershuffle.sources import mds
-from ubershuffle.torch import ShuffleGroup
-
-root, local, mode, out = sys.argv[1], pathlib.Path(sys.argv[2]), sys.argv[3], pathlib.Path(sys.argv[4])
-dist.init_process_group("gloo")
-rank = dist.get_rank()
-# The format's own reader, over a local copy of the same data set.
-expected = []
-for shard in json.loads((local / "index.json").read_text())["shards"]:
-    reader = reader_from_json(str(local), None, shard)
-    expected += [reader.get_item(i)["x"] for i in range(reader.samples)]
-source = mds(root, "x", index_dir=str(out / "index"))
-kwargs = dict(policy="partial-local", fraction=0.5) if mode == "peer" else dict(mode="store", alpha=0.5)
-if mode == "store" and rank != 0:
-    source = None
-sg = ShuffleGroup(source, seed=5, timeout=60, **kwargs)
-log = {"bad": [], "served": {}}
-if sg.is_store:
-    log["source_records"] = sum(f["source_records"] for f in sg.serve())
-else:
-    for epoch in range(3):
-        sg.set_epoch(epoch)
-        ids = [int(i) for i in sg.sampler]
-        log["served"][epoch] = ids
-        log["bad"] += [i for i in ids if sg[i].tobytes() != expected[i]]
-    log["source_records"] = sg.figures(0)["source_records"]
-    dist.barrier(group=sg.train_group)  # a training rank's close ends the store's serving
-    sg.close()
-(out / f"rank-{rank}.json").write_text(json.dumps(log))
-dist.destroy_process_group()
-"""
-
-
 @pytest.mark.parametrize("where", ["local", "s3"])
 @pytest.mark.parametrize("mode", ["peer", "store"])
 def test_a_shuffle_group_serves_mds_with_streaming_s_bytes(tmp_path, request, where, mode):
@@ -214,19 +167,5 @@ def test_a_shuffle_group_serves_mds_with_streaming_s_bytes(tmp_path, request, wh
     folder = tmp_path / "data"
     write_mds(folder, {"x": "bytes", "y": "int", "s": "str"})
     root = str(folder) if where == "local" else upload(request.getfixturevalue("s3"), folder, "mds")
-    script = tmp_path / "rank.py"
-    script.write_text(RANK)
-    nproc = 2 if mode == "peer" else 3
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
-    cmd += [str(script), root, str(folder), mode, str(tmp_path)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-    if done.returncode != 0:  # what the ranks said (their tracebacks come before torchrun's)
-        said = [line for line in done.stderr.splitlines() if line.startswith("[rank")]
-        pytest.fail("\n".join(said[-30:]) or done.stderr[-3000:])
-    logs = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in range(nproc)]
-    trainers = logs if mode == "peer" else logs[1:]
-    assert all(log["bad"] == [] for log in trainers), "bytes that are not Streaming's"
-    for epoch in map(str, range(3)):
-        assert sorted(i for log in trainers for i in log["served"][epoch]) == list(range(SAMPLES))
-    readers = logs if mode == "peer" else logs[:1]
-    assert sum(log["source_records"] for log in readers) == SAMPLES
+    logs = run_shard_job(tmp_path, ("mds", [root, "x"], {}), own_reader(folder, "x"), mode, seed=5)
+    check_shard_job(logs, mode, SAMPLES, "Streaming")

@@ -6,9 +6,7 @@ job serving pyarrow's bytes in peer and in store mode. Skipped when pyarrow is n
 
 from __future__ import annotations
 
-import json
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
@@ -19,6 +17,9 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 from ubershuffle import RecordStore  # noqa: E402
 from ubershuffle.sources import as_source, parquet  # noqa: E402
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from shard_job import check_shard_job, one_line, run_shard_job  # noqa: E402
 
 FILES = 3
 ROWS = 40
@@ -51,12 +52,6 @@ def write_parquet(folder: pathlib.Path, seed: int = 0) -> list[pathlib.Path]:
 def own_reader(paths: list, column: str) -> list:
     """pyarrow's own reading of ``column`` over the files, in order."""
     return [v for p in paths for v in pq.read_table(p, columns=[column]).column(0).to_pylist()]
-
-
-def one_line(e: pytest.ExceptionInfo) -> str:
-    text = str(e.value)
-    assert "\n" not in text and e.value.__cause__ is None, text
-    return text
 
 
 def test_local_parquet_gives_pyarrow_s_bytes_by_row_group(tmp_path):
@@ -145,44 +140,11 @@ def test_parquet_in_object_storage_is_read_by_ranges(s3, tmp_path):
     )
 
 
-RANK = """
-import json, pathlib, sys
-import torch.distributed as dist
-from ubershuffle.sources import parquet
-from ubershuffle.torch import ShuffleGroup
-
-urls, mode, out = sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3])
-dist.init_process_group("gloo")
-rank = dist.get_rank()
-expected = [bytes.fromhex(h) for h in json.loads((out / "expected.json").read_text())]  # pyarrow's own
-source = parquet(urls, "image", index_dir=str(out / "index"))
-kwargs = dict(policy="partial-local", fraction=0.5) if mode == "peer" else dict(mode="store", alpha=0.5)
-if mode == "store" and rank != 0:
-    source = None
-sg = ShuffleGroup(source, seed=7, timeout=60, **kwargs)
-log = {"bad": [], "served": {}}
-if sg.is_store:
-    log["source_records"] = sum(f["source_records"] for f in sg.serve())
-else:
-    for epoch in range(3):
-        sg.set_epoch(epoch)
-        ids = [int(i) for i in sg.sampler]
-        log["served"][epoch] = ids
-        log["bad"] += [i for i in ids if sg[i].tobytes() != expected[i]]
-    log["source_records"] = sg.figures(0)["source_records"]
-    dist.barrier(group=sg.train_group)  # a training rank's close ends the store's serving
-    sg.close()
-(out / f"rank-{rank}.json").write_text(json.dumps(log))
-dist.destroy_process_group()
-"""
-
-
 @pytest.mark.parametrize("where", ["local", "s3"])
 @pytest.mark.parametrize("mode", ["peer", "store"])
 def test_a_shuffle_group_serves_pyarrow_s_bytes(tmp_path, request, where, mode):
     pytest.importorskip("torch", reason="torch is not installed: the ShuffleGroup test needs it")
     paths = write_parquet(tmp_path / "data")
-    (tmp_path / "expected.json").write_text(json.dumps([v.hex() for v in own_reader(paths, "image")]))
     if where == "local":
         urls = str(tmp_path / "data" / "train-{00000..00002}.parquet")
     else:
@@ -190,19 +152,5 @@ def test_a_shuffle_group_serves_pyarrow_s_bytes(tmp_path, request, where, mode):
         for p in paths:
             s3.put(f"pq/{p.name}", p.read_bytes())
         urls = s3.url("pq/train-{00000..00002}.parquet")
-    script = tmp_path / "rank.py"
-    script.write_text(RANK)
-    nproc = 2 if mode == "peer" else 3
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
-    cmd += [str(script), urls, mode, str(tmp_path)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-    if done.returncode != 0:  # what the ranks said (their tracebacks come before torchrun's)
-        said = [line for line in done.stderr.splitlines() if line.startswith("[rank")]
-        pytest.fail("\n".join(said[-30:]) or done.stderr[-3000:])
-    logs = [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in range(nproc)]
-    trainers = logs if mode == "peer" else logs[1:]
-    assert all(log["bad"] == [] for log in trainers), "bytes that are not pyarrow's"
-    for epoch in map(str, range(3)):
-        assert sorted(i for log in trainers for i in log["served"][epoch]) == list(range(FILES * ROWS))
-    readers = logs if mode == "peer" else logs[:1]
-    assert sum(log["source_records"] for log in readers) == FILES * ROWS
+    logs = run_shard_job(tmp_path, ("parquet", [urls, "image"], {}), own_reader(paths, "image"), mode, seed=7)
+    check_shard_job(logs, mode, FILES * ROWS, "pyarrow")

@@ -11,7 +11,6 @@ import io
 import json
 import os
 import pathlib
-import subprocess
 import sys
 import tarfile
 
@@ -23,6 +22,9 @@ wds = pytest.importorskip("webdataset", reason="webdataset is not installed: pip
 from ubershuffle import RecordStore  # noqa: E402
 from ubershuffle._shards import INDEX_WINDOW  # noqa: E402
 from ubershuffle.sources import sample_members, webdataset  # noqa: E402
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from shard_job import check_shard_job, one_line, run_shard_job  # noqa: E402
 
 SHARDS = 4
 SAMPLES = 12
@@ -65,12 +67,6 @@ def reference(paths: list) -> list[dict]:
 
 def as_dict(members: dict) -> dict:
     return {k: v if k == "__key__" else v.tobytes() for k, v in members.items()}
-
-
-def one_line(e: pytest.ExceptionInfo) -> str:
-    text = str(e.value)
-    assert "\n" not in text and e.value.__cause__ is None, text
-    return text
 
 
 def test_local_shards_give_webdataset_s_bytes_and_their_index_is_cached(tmp_path):
@@ -244,82 +240,14 @@ def test_bad_shards_in_object_storage_are_one_line_errors_naming_the_shard(s3, t
     )
 
 
-RANK = """
-import json, pathlib, sys
-import torch.distributed as dist
-import webdataset as wds
-from ubershuffle.sources import webdataset
-from ubershuffle.torch import ShuffleGroup
-
-shards, local, mode, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], pathlib.Path(sys.argv[4])
-dist.init_process_group("gloo")
-rank = dist.get_rank()
-# The format's own reader, over local copies of the same shards.
-expected = [s["jpg"] for s in wds.WebDataset(local, shardshuffle=False, nodesplitter=lambda urls: urls)]
-source = webdataset(shards, member="jpg", index_dir=str(out / "index"))
-kwargs = dict(policy="partial-local", fraction=0.5) if mode == "peer" else dict(mode="store", alpha=0.5)
-if mode == "store" and rank != 0:
-    source = None
-sg = ShuffleGroup(source, seed=4, timeout=60, **kwargs)
-log = {"bad": [], "served": {}, "figures": {}}
-if sg.is_store:
-    log["served"] = [{k: f[k] for k in ("epoch", "source_records", "source_bytes")} for f in sg.serve()]
-else:
-    for epoch in range(3):
-        sg.set_epoch(epoch)
-        ids = [int(i) for i in sg.sampler]
-        log["served"][epoch] = ids
-        log["bad"] += [i for i in ids if sg[i].tobytes() != expected[i]]
-        log["figures"][epoch] = {k: sg.figures(epoch)[k] for k in ("source_records", "source_bytes")}
-    dist.barrier(group=sg.train_group)  # a training rank's close ends the store's serving
-    sg.close()
-if sg._source is not None:
-    log["requests"], log["bytes_read"] = sg._source.requests, sg._source.bytes_read
-    log["index_bytes_read"] = sg._source.index_bytes_read
-(out / f"rank-{rank}.json").write_text(json.dumps(log))
-dist.destroy_process_group()
-"""
-
-
-def run_ranks(tmp_path: pathlib.Path, nproc: int, shards: str, local: list, mode: str) -> list[dict]:
-    script = tmp_path / "rank.py"
-    script.write_text(RANK)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
-    cmd += [str(script), shards, json.dumps([str(p) for p in local]), mode, str(tmp_path)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-    if done.returncode != 0:  # what the ranks said (their tracebacks come before torchrun's)
-        said = [line for line in done.stderr.splitlines() if line.startswith("[rank")]
-        pytest.fail("\n".join(said[-30:]) or done.stderr[-3000:])
-    return [json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in range(nproc)]
-
-
-def check_epochs(trainers: list[dict], records: int) -> None:
-    for log in trainers:
-        assert log["bad"] == [], "bytes that are not WebDataset's"
-    for epoch in map(str, range(3)):
-        served = sorted(i for log in trainers for i in log["served"][epoch])
-        assert served == list(range(records)), f"epoch {epoch}"
-
-
 @pytest.mark.parametrize("mode", ["peer", "store"])
 def test_a_shuffle_group_serves_local_shards_with_webdataset_s_bytes(tmp_path, mode):
     pytest.importorskip("torch", reason="torch is not installed: the ShuffleGroup test needs it")
     paths = write_shards(tmp_path / "data")
-    logs = run_ranks(
-        tmp_path,
-        2 if mode == "peer" else 3,
-        str(tmp_path / "data" / "train-{000000..000003}.tar"),
-        paths,
-        mode,
-    )
-    trainers = logs if mode == "peer" else logs[1:]
-    check_epochs(trainers, SHARDS * SAMPLES)
-    if mode == "peer":
-        # Epoch 0 reads each rank's batch (the engine's Rust reader), later epochs nothing.
-        assert sum(log["figures"]["0"]["source_records"] for log in logs) == SHARDS * SAMPLES
-        assert all(log["figures"]["2"]["source_records"] == 0 for log in logs)
-    else:
-        assert sum(f["source_records"] for f in logs[0]["served"]) == SHARDS * SAMPLES
+    shards = str(tmp_path / "data" / "train-{000000..000003}.tar")
+    expected = [s["jpg"] for s in reference(paths)]
+    logs = run_shard_job(tmp_path, ("webdataset", [shards], {"member": "jpg"}), expected, mode, seed=4)
+    check_shard_job(logs, mode, SHARDS * SAMPLES, "WebDataset")
 
 
 @pytest.mark.parametrize("mode", ["peer", "store"])
@@ -327,10 +255,10 @@ def test_a_shuffle_group_serves_shards_in_object_storage_with_webdataset_s_bytes
     pytest.importorskip("torch", reason="torch is not installed: the ShuffleGroup test needs it")
     paths = write_shards(tmp_path / "data")
     url = upload(s3, paths)
-    logs = run_ranks(tmp_path, 2 if mode == "peer" else 3, url, paths, mode)
-    trainers = logs if mode == "peer" else logs[1:]
-    check_epochs(trainers, SHARDS * SAMPLES)
-    record_bytes = sum(len(s["jpg"]) for s in reference(paths))
+    expected = [s["jpg"] for s in reference(paths)]
+    logs = run_shard_job(tmp_path, ("webdataset", [url], {"member": "jpg"}), expected, mode, seed=4)
+    check_shard_job(logs, mode, SHARDS * SAMPLES, "WebDataset")
+    record_bytes = sum(map(len, expected))
     readers = logs if mode == "peer" else logs[:1]
     # Each byte of the shards leaves the object store at most once in the job (the ranks agree
     # on the listing, not on a sample of records; a record larger than the gap a range read

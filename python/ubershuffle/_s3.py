@@ -22,7 +22,7 @@ import concurrent.futures
 import os
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -262,17 +262,23 @@ class ObjectRecords:
     def read(self, ids: np.ndarray, sizes: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
         """``(i, record i)`` for every ``i`` of ``ids``, in order, read by :data:`WORKERS`
         threads with at most :data:`INFLIGHT` requests ahead."""
-        pool = concurrent.futures.ThreadPoolExecutor(WORKERS)
-        try:
-            pending: collections.deque = collections.deque()
-            for group in self._requests(ids):
-                pending.append(pool.submit(self._read, group, sizes))
-                if len(pending) >= INFLIGHT:
-                    yield from pending.popleft().result()
-            while pending:
+        yield from _in_flight(self._requests(ids), lambda group: self._read(group, sizes))
+
+
+def _in_flight(groups: Iterable, read: Callable[[Any], list]) -> Iterator:
+    """Every item of ``read(group)`` for each of ``groups``, in order, read by :data:`WORKERS`
+    threads with at most :data:`INFLIGHT` groups ahead."""
+    pool = concurrent.futures.ThreadPoolExecutor(WORKERS)
+    try:
+        pending: collections.deque = collections.deque()
+        for group in groups:
+            pending.append(pool.submit(read, group))
+            if len(pending) >= INFLIGHT:
                 yield from pending.popleft().result()
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+        while pending:
+            yield from pending.popleft().result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 GAP_BYTES = 8 << 10
@@ -344,14 +350,4 @@ class ObjectRanges(ObjectRecords):
     def read(self, ids: np.ndarray, sizes: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
         """``(i, record i)`` for every ``i`` of ``ids``, in order, by range requests on
         :data:`WORKERS` threads with at most :data:`INFLIGHT` requests ahead."""
-        pool = concurrent.futures.ThreadPoolExecutor(WORKERS)
-        try:
-            pending: collections.deque = collections.deque()
-            for group in self._requests_of(ids, sizes):
-                pending.append(pool.submit(self._read, group, sizes))
-                if len(pending) >= INFLIGHT:
-                    yield from pending.popleft().result()
-            while pending:
-                yield from pending.popleft().result()
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+        yield from _in_flight(self._requests_of(ids, sizes), lambda group: self._read(group, sizes))
