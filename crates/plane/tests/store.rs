@@ -361,3 +361,42 @@ fn segments_smaller_and_larger_than_most_records_decode_byte_for_byte() {
         );
     }
 }
+
+#[test]
+fn the_store_ends_only_once_no_rank_still_takes_an_epoch_in() {
+    let mut job = StoreJob::new("store-close", 2, 160, 0.5, false);
+    let policy = ExchangePolicy::new("global", None).unwrap();
+    let params = ChainParams::new(2, 160, policy, 9).with_alpha(0.5).unwrap();
+    job.schedule = ChainSchedule::new(params, "uncoded").unwrap();
+    let mut side = job.side();
+    // Epoch 3's records for rank 2 are held in flight: the store has sent them (it sends a
+    // step ahead, within the rank's credit), rank 2 has not taken them in yet.
+    job.hub.delay_from(0, 2, |m| matches!(Message::decode(m), Ok(Message::Data { epoch: 3, .. })));
+    for epoch in 0..3u64 {
+        for f in job.epoch(epoch, &mut side) {
+            f.unwrap();
+        }
+    }
+    let finished = |outputs: &[Output]| outputs.iter().any(|o| matches!(o, Output::Finished));
+    let at = job.schedule.at(3).unwrap();
+    job.hub.input(1, Input::SetEpoch(at.boxed_copy()));
+    job.hub.input(2, Input::SetEpoch(at.boxed_copy()));
+    job.hub.run(&mut side);
+    // Rank 1 takes its last epoch and closes, as a rank whose training ended does, without
+    // waiting for the others.
+    answer(&job.hub.take_outputs(1), 3).unwrap();
+    job.hub.input(1, Input::Close);
+    job.hub.run(&mut side);
+    assert!(!finished(&job.hub.take_outputs(0)), "the store ended while rank 2 still took epoch 3 in");
+    assert!(job.hub.engine(0).unwrap().failure().is_none());
+    // Rank 2's records arrive: its epoch is whole; then it closes, and the store ends.
+    job.hub.release(0, 2);
+    job.hub.run(&mut side);
+    let out = job.hub.take_outputs(2);
+    assert!(!out.iter().any(|o| matches!(o, Output::Failed(_))), "{out:?}");
+    answer(&out, 3).unwrap();
+    job.check_holds(3);
+    job.hub.input(2, Input::Close);
+    job.hub.run(&mut side);
+    assert!(finished(&job.hub.take_outputs(0)), "the store ends once every training rank closed");
+}

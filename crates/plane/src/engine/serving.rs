@@ -152,7 +152,7 @@ impl Serving {
         let Ok(q) = self.place(rank) else { return false };
         match &self.current {
             Some(s) => match &s.sending {
-                Sending::Whole(streams) => !streams[q].is_done(),
+                Sending::Whole(streams) => !streams[q].is_sent(),
                 Sending::Coded { streams, .. } => !streams[q].is_done(),
             },
             None => false,
@@ -164,20 +164,30 @@ impl Serving {
         self.closed.iter().any(|&c| c)
     }
 
-    /// Whether serving just ended (said once): a training rank closed and no epoch is being
-    /// sent.
+    /// Whether serving just ended (said once): a training rank closed, no epoch is being
+    /// sent, and every other training rank closed too or asks for an epoch that will not come.
+    /// A rank still taking the last epoch in (the bytes in flight, its relayed pieces) is
+    /// waited for: closing now would cut its delivery.
     pub(super) fn is_over(&mut self) -> bool {
         if self.over || !self.any_closed() || self.current.is_some() {
+            return false;
+        }
+        if !self.closed.iter().zip(&self.wants).all(|(&closed, want)| closed || want.is_some()) {
             return false;
         }
         self.over = true;
         true
     }
 
-    /// A training rank closed.
+    /// A training rank closed: what the epoch being sent still had for it is dropped.
     pub(super) fn closed(&mut self, rank: usize) {
-        if let Ok(q) = self.place(rank) {
-            self.closed[q] = true;
+        let Ok(q) = self.place(rank) else { return };
+        self.closed[q] = true;
+        if let Some(s) = self.current.as_mut() {
+            match &mut s.sending {
+                Sending::Whole(streams) => streams[q].abandon(),
+                Sending::Coded { streams, .. } => streams[q].abandon(),
+            }
         }
     }
 
@@ -573,9 +583,11 @@ impl Serving {
 impl Serve {
     fn done(&self) -> bool {
         match &self.sending {
-            Sending::Whole(streams) => streams.iter().all(|s| s.done == s.total),
+            Sending::Whole(streams) => streams.iter().all(RecordStream::is_sent),
             Sending::Coded { send, streams, encoded, .. } => {
-                *encoded == send.rounds.rounds() && streams.iter().all(ByteStream::is_done)
+                // Every receiver closed, or every round made and sent.
+                streams.iter().all(|x| x.abandoned)
+                    || (*encoded == send.rounds.rounds() && streams.iter().all(ByteStream::is_done))
             }
         }
     }

@@ -68,6 +68,8 @@ pub(super) struct RecordStream {
     /// The record the next byte belongs to, and the byte of it.
     at: usize,
     within: u64,
+    /// At the sender: its receiver closed, so nothing more goes.
+    abandoned: bool,
 }
 
 impl RecordStream {
@@ -76,9 +78,19 @@ impl RecordStream {
         RecordStream { ids: ids.to_vec(), total, ..RecordStream::default() }
     }
 
-    /// Whether every byte went and every record was passed.
+    /// Whether every byte went and every record was passed (or the stream was abandoned).
     pub(super) fn is_done(&self) -> bool {
-        self.done == self.total && self.at == self.ids.len()
+        self.abandoned || (self.done == self.total && self.at == self.ids.len())
+    }
+
+    /// At the sender: its receiver closed; nothing more goes (`done` keeps what went).
+    pub(super) fn abandon(&mut self) {
+        self.abandoned = true;
+    }
+
+    /// At the sender: whether every byte went (or the stream was abandoned).
+    pub(super) fn is_sent(&self) -> bool {
+        self.abandoned || self.done == self.total
     }
 
     /// Writes `bytes` (the next of the stream) into the records they belong to; returns how
@@ -121,7 +133,7 @@ impl RecordStream {
     ) -> Result<Option<Vec<u8>>, PlaneError> {
         self.pass_if_empty();
         let room = self.granted.min(self.total).saturating_sub(self.done);
-        if room == 0 {
+        if room == 0 || self.abandoned {
             return Ok(None);
         }
         let len = room.min(chunk);
@@ -176,6 +188,8 @@ pub(super) struct ByteStream {
     start: u64,
     head: usize,
     buf: Vec<u8>,
+    /// At the sender: its receiver closed, so nothing more is made or goes.
+    pub(super) abandoned: bool,
 }
 
 impl ByteStream {
@@ -184,9 +198,17 @@ impl ByteStream {
         ByteStream { total, ..ByteStream::default() }
     }
 
-    /// Whether every byte went.
+    /// Whether every byte went (or the stream was abandoned).
     pub(super) fn is_done(&self) -> bool {
-        self.done == self.total
+        self.abandoned || self.done == self.total
+    }
+
+    /// At the sender: its receiver closed; what is held is dropped and nothing more is made
+    /// or goes (`done` keeps what went).
+    pub(super) fn abandon(&mut self) {
+        self.abandoned = true;
+        self.buf = Vec::new();
+        self.head = 0;
     }
 
     /// Bytes held (made and not sent, or received and not used).
@@ -209,7 +231,9 @@ impl ByteStream {
 
     /// At the sender: appends bytes made.
     pub(super) fn push(&mut self, bytes: &[u8]) {
-        self.buf.extend_from_slice(bytes);
+        if !self.abandoned {
+            self.buf.extend_from_slice(bytes);
+        }
     }
 
     /// At the sender: the next chunk of at most `chunk` bytes made and within the credit.
