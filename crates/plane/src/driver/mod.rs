@@ -76,8 +76,15 @@ struct Writer {
 pub struct Plane {
     tx: Sender<Event>,
     engine: Mutex<Option<JoinHandle<()>>>,
+    /// Disconnected once every link's writer has ended (each holds a sender).
+    writers_ended: Mutex<Option<Receiver<()>>>,
     rank: usize,
 }
+
+/// The most [`Plane::close`] waits for the links' writers to put out what is queued (the
+/// close messages, records already handed over), so that a process that exits right after
+/// closing does not cut its peers off mid-message.
+const FLUSH_SECONDS: f64 = 5.0;
 
 impl Plane {
     /// Starts the engine of `cfg` over `links` (from [`mesh::link_up`]), its records in
@@ -93,13 +100,15 @@ impl Plane {
         let (tx, rx) = channel::<Event>();
         let rank = cfg.rank;
         let mut writers = Vec::new();
+        let (writing, writers_ended) = channel::<()>();
         for link in links {
             let Some(link) = link else {
                 writers.push(Writer { tx: None, queued: Arc::new(AtomicUsize::new(0)) });
                 continue;
             };
-            writers.push(spawn_link(link, rank, tx.clone())?);
+            writers.push(spawn_link(link, rank, tx.clone(), writing.clone())?);
         }
+        drop(writing);
         let source_tx = source::spawn(reader, tx.clone())?;
         let clock = Instant::now();
         let engine = Engine::new(cfg, store, 0.0);
@@ -108,7 +117,12 @@ impl Plane {
             .name(format!("ubershuffle-engine-{rank}"))
             .spawn(move || run(engine, rx, writers, source_tx, events, clock))
             .map_err(|e| PlaneError::Internal(format!("cannot start the engine's thread: {e}")))?;
-        Ok(Plane { tx, engine: Mutex::new(Some(thread)), rank })
+        Ok(Plane {
+            tx,
+            engine: Mutex::new(Some(thread)),
+            writers_ended: Mutex::new(Some(writers_ended)),
+            rank,
+        })
     }
 
     fn call<T>(&self, make: impl FnOnce(Sender<T>) -> Call, doing: &str) -> Result<T, PlaneError> {
@@ -178,6 +192,13 @@ impl Plane {
         if let Some(h) = handle {
             let _ = h.join();
         }
+        // The engine's thread dropped the writers' queues: each writer puts out what it holds
+        // and ends.
+        let ended = self.writers_ended.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(ended) = ended {
+            // Nothing is sent on it: it answers once the last writer ended, or at the bound.
+            let _ = ended.recv_timeout(Duration::from_secs_f64(FLUSH_SECONDS));
+        }
         unasked
     }
 }
@@ -189,7 +210,12 @@ impl Drop for Plane {
 }
 
 /// Starts `link`'s reader and writer; returns the writer's handle.
-fn spawn_link(link: Link, rank: usize, events: Sender<Event>) -> Result<Writer, PlaneError> {
+fn spawn_link(
+    link: Link,
+    rank: usize,
+    events: Sender<Event>,
+    writing: Sender<()>,
+) -> Result<Writer, PlaneError> {
     let Link { peer, mut reader, mut writer, mut opening, mut sealing } = link;
     let queued = Arc::new(AtomicUsize::new(0));
     // Unbounded: control messages never wait (a frozen peer's queue grows by a beat a period
@@ -227,6 +253,8 @@ fn spawn_link(link: Link, rank: usize, events: Sender<Event>) -> Result<Writer, 
     spawn(
         format!("ubershuffle-write-{peer}"),
         Box::new(move || {
+            // Held while this writer runs: its end disconnects the plane's `writers_ended`.
+            let _writing = writing;
             for bytes in rx {
                 let sent = write_frame_on(
                     Some(&mut sealing),

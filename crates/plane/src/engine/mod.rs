@@ -700,6 +700,18 @@ impl Engine {
         if peer >= self.cfg.world || self.peer_closed[peer] || self.closed || self.failure.is_some() {
             return;
         }
+        // At the store, once a training rank closed the job is ending: a rank whose connection
+        // ends with nothing left to send it (its process exited before its close was out) has
+        // ended as a close would.
+        let ending = self.serving.as_ref().is_some_and(Serving::any_closed);
+        if ending && !self.needs(peer) {
+            self.peer_closed[peer] = true;
+            self.live.forget(peer);
+            if let Some(s) = self.serving.as_mut() {
+                s.closed(peer);
+            }
+            return;
+        }
         let doing = self.doing();
         let detail = bounded_line(&detail, 200);
         self.fail(PlaneError::PeerLost { rank: peer, me: self.cfg.rank, doing, detail });
