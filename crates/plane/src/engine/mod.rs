@@ -597,8 +597,8 @@ impl Engine {
                 self.peer_closed[from] = true;
                 self.live.forget(from);
                 if let Some(s) = self.serving.as_mut() {
-                    // A training rank that closes ends the job's serving once the epoch being
-                    // sent is out: the store serves no epoch without every rank.
+                    // A training rank that closes ends the job's serving: the store serves
+                    // no epoch without every rank, and ends once no rank takes one in.
                     s.closed(from);
                 }
                 if self.needs(from) {
