@@ -7,7 +7,11 @@ Parquet's footer says where each row group's column chunk is, not each value's s
 record source knows every size up front: the index reads the chosen column once (its column
 chunks, by range) and keeps the sizes, cached as the other sharded sources' indexes are. Records
 are then read by row group: the column chunk of every row group that holds records asked for,
-one range read each (pyarrow's), decoded, each value checked against its indexed size."""
+one range read each (pyarrow's), decoded, each value checked against its indexed size.
+
+pyarrow reads these Python file objects on the calling thread (``pre_buffer=False``,
+``use_threads=False``): its own I/O threads calling back into Python could outlive the
+interpreter, which then aborts at exit."""
 
 from __future__ import annotations
 
@@ -150,9 +154,13 @@ class ParquetRecords(GroupRecords):
         source = _RangedFile(self.shards, f)
         url = self.shards.urls[f]
         try:
-            parquet = pq.ParquetFile(source, metadata=self._footers.get(f), page_checksum_verification=True)
+            parquet = pq.ParquetFile(
+                source, metadata=self._footers.get(f), page_checksum_verification=True, pre_buffer=False
+            )
             self._footers[f] = parquet.metadata
-            table = parquet.read_row_group(int(self.group_index[g]), columns=[self.column_name])
+            table = parquet.read_row_group(
+                int(self.group_index[g]), columns=[self.column_name], use_threads=False
+            )
             values = _values(pa, table.column(0), self.column_name)
         except (pa.ArrowException, OSError) as e:
             raise ValueError(f"{url}: {' '.join(str(e).split())}") from None
@@ -165,7 +173,10 @@ class ParquetRecords(GroupRecords):
         parts = []
         for f, url in enumerate(self.shards.urls):
             try:
-                parts.append(pq.read_table(_RangedFile(self.shards, f), columns=[name]).column(0))
+                table = pq.read_table(
+                    _RangedFile(self.shards, f), columns=[name], pre_buffer=False, use_threads=False
+                )
+                parts.append(table.column(0))
             except (pa.ArrowException, OSError, KeyError) as e:
                 raise ValueError(f"{url}: {' '.join(str(e).split())}") from None
         return pa.chunked_array([c for part in parts for c in part.chunks]).to_numpy(zero_copy_only=False)
@@ -182,13 +193,14 @@ def _index_file(column: str) -> Any:
         source = _RangedFile(shards, k)
         url = shards.urls[k]
         try:
-            parquet = pq.ParquetFile(source, page_checksum_verification=True)
+            parquet = pq.ParquetFile(source, page_checksum_verification=True, pre_buffer=False)
             names = parquet.schema_arrow.names
             if column not in names:
                 raise ValueError(f"no column {column!r} (it has {', '.join(names)})")
             rows, sizes = [], []
             for g in range(parquet.num_row_groups):
-                values = _values(pa, parquet.read_row_group(g, columns=[column]).column(0), column)
+                group = parquet.read_row_group(g, columns=[column], use_threads=False)
+                values = _values(pa, group.column(0), column)
                 if values.null_count:
                     raise ValueError(f"column {column!r} has a null in row group {g}")
                 rows.append(len(values))
