@@ -29,20 +29,9 @@ impl std::fmt::Display for Failure {
 /// The result type of the Rust side.
 pub type Outcome<T> = Result<T, Failure>;
 
-/// One line: the message and its sources, as the command line prints them (`a: b: c`).
-pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let next = s.to_string();
-        if !text.contains(&next) {
-            text.push_str(": ");
-            text.push_str(&next);
-        }
-        source = s.source();
-    }
-    text.replace('\n', " ")
-}
+/// One line: the message and its sources, as the command line prints them (`a: b: c`); the
+/// plane's, which every error of this crate shares.
+pub use ubershuffle_plane::error::one_line;
 
 /// Bad input with this message.
 pub fn bad(message: impl Display) -> Failure {
