@@ -989,12 +989,14 @@ impl Engine {
         self.outputs.push_back(Output::Failed(error));
     }
 
-    /// Closes the plane here: every peer is told; an epoch asked for fails.
+    /// Closes the plane here: every peer is told (also after a peer's close cut a delivery no
+    /// one asked for: the end of a job, which told no one); an epoch asked for fails.
     fn close(&mut self) {
         if self.closed {
             return;
         }
-        if self.failure.is_none() {
+        let ending = matches!(self.failure, Some(PlaneError::PeerClosed { .. }));
+        if self.failure.is_none() || ending {
             for peer in self.peers().collect::<Vec<_>>() {
                 if !self.peer_closed[peer] {
                     self.send(peer, Message::Close.encode());
