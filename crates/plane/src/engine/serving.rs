@@ -296,7 +296,7 @@ impl Serving {
             && s.done()
         {
             let s = self.current.take().ok_or_else(|| PlaneError::Internal("no epoch served".into()))?;
-            self.finish(s, now, asks);
+            self.finish(s, now);
         }
         Ok(())
     }
@@ -457,6 +457,12 @@ impl Serving {
         for w in &mut self.wants {
             *w = None;
         }
+        // The next step is planned while this one travels (its plan is ready when the ranks
+        // ask, not planned then: with no training between epochs, that wait was a quarter of
+        // a coded delivery on loopback).
+        if !target.next_starts_a_chain() {
+            self.plan_after(&*target, asks);
+        }
         self.current = Some(Serve {
             epoch,
             catch_up,
@@ -474,8 +480,8 @@ impl Serving {
         Ok(())
     }
 
-    /// The epoch sent: figures, the chain moved on, the next step planned ahead.
-    fn finish(&mut self, s: Serve, now: f64, asks: &mut Vec<Ask>) {
+    /// The epoch sent: figures, and the chain moved on.
+    fn finish(&mut self, s: Serve, now: f64) {
         let mut f = Figures::default();
         f.count("epoch", s.epoch);
         f.set("kind", Figure::Word(if s.catch_up { "catch-up" } else { "step" }));
@@ -504,14 +510,19 @@ impl Serving {
         }
         self.served.push(f);
         self.last_end = now;
-        // The store stands at the epoch sent; the next step is planned while it travels.
-        let target = s.target;
-        if !target.next_starts_a_chain() {
-            let next = target.epoch() + 1;
-            self.planning = Some((next, target.digest()));
+        // The store stands at the epoch sent; the next step's plan was asked for when this
+        // one started.
+        self.schedule = Some(s.target);
+    }
+
+    /// Asks for the plan of the step after `target`'s epoch, unless it is being made or made.
+    fn plan_after(&mut self, target: &dyn Schedule, asks: &mut Vec<Ask>) {
+        let next = (target.epoch() + 1, target.digest());
+        let made = self.planned.as_ref().is_some_and(|(e, d, ..)| (*e, *d) == next);
+        if self.planning != Some(next) && !made {
+            self.planning = Some(next);
             asks.push(Ask::Plan(target.boxed_copy()));
         }
-        self.schedule = Some(target);
     }
 
     /// The next chunk for training rank `rank`, encoding rounds as the links take them.
