@@ -242,11 +242,22 @@ def test_a_job_resumes_on_another_number_of_ranks(tmp_path):
 
 
 def test_a_frozen_rank_is_named_by_the_ranks_that_wait_for_it(tmp_path):
-    logs = run_job(tmp_path, 4, "timeout=5", "stall=2", "epochs=3", fails=True)
-    messages = [log["timeout"] for log in logs if "timeout" in log]
-    assert messages, "the ranks waiting on the frozen one raised ShuffleTimeout"
-    for message in messages:
+    """Rank 2 freezes (SIGSTOP, its engine's threads too) at epoch 0; the ranks that wait for
+    it name it within the stated bound, ``timeout + 2 * period`` after its last beat, and not
+    before ``timeout - period`` after it froze (it beat at least once a period before)."""
+    timeout = 5.0
+    period = timeout / 10
+    logs = run_job(tmp_path, 4, f"timeout={timeout:g}", "stall=2", "epochs=3", fails=True)
+    stopped_at = float((tmp_path / "stopped_at").read_text())
+    named = [log for log in logs if "timeout" in log]
+    assert named, "the ranks waiting on the frozen one raised ShuffleTimeout"
+    for log in named:
+        message = log["timeout"]
         assert "rank 2 has not been heard from for" in message and "timeout 5 s" in message, message
+        # Its last beat is at most the freeze: named within the bound of the freeze is within
+        # the bound of the last beat.
+        after = log["timeout_at"] - stopped_at
+        assert timeout - period <= after <= timeout + 2 * period, (after, message)
 
 
 @pytest.fixture

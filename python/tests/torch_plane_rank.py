@@ -14,6 +14,7 @@ import os
 import pathlib
 import signal
 import sys
+import time
 
 import numpy as np
 import torch
@@ -164,10 +165,12 @@ def main() -> None:
         except TimeoutError as e:
             # A rank stopped answering (the stall scenario): say who noticed what, end it.
             log["timeout"] = str(e)
+            log["timeout_at"] = time.time()
             write_log(log_path, log)
             os.kill(int((out / f"pid-{stall}").read_text()), signal.SIGKILL)
             os._exit(3)
         if epoch == 0 and rank == stall:
+            write_atomic(out / "stopped_at", repr(time.time()))
             os.kill(os.getpid(), signal.SIGSTOP)  # frozen, its delivery thread too
         sg.sampler.set_epoch(epoch)
         # The bytes of the epoch's batch as they arrived (the ids and every byte).
