@@ -93,8 +93,9 @@ class CodedShuffleSampler:
     longer), in an order shuffled within the run; from epoch 1 on the ``policy`` moves the
     assignment on as from any start (``global`` deals every index at random again). It is for
     data sets kept in shards (WebDataset tars, MDS shards, LitData chunks, Parquet files): each
-    rank then reads whole shards in epoch 0, a few long reads each, instead of scattered
-    records of every shard. What it costs is epoch 0's mixing: each rank trains epoch 0 on
+    rank then reads whole shards in epoch 0 (in object storage, a tar, MDS shard or LitData
+    chunk by one ranged GET, a Parquet file by one a row group), instead of scattered records
+    of every shard. What it costs is epoch 0's mixing: each rank trains epoch 0 on
     neighbouring records of its own shards only (a step's gradient still averages every rank's
     part), so a data set whose storage order is sorted (by label, by source) gives ranks
     skewed batches in epoch 0; later epochs mix as with ``"random"``. A world-size change

@@ -103,9 +103,10 @@ class ShuffleGroup:
       a seeded balanced partition, or ``"blocks"``, the records in order cut into one run of
       consecutive records per rank. With a sharded source (:func:`ubershuffle.sources.webdataset`,
       ``mds``, ``litdata``, ``parquet``) peer mode uses ``"blocks"`` unless told otherwise: each
-      rank then reads whole shards in epoch 0, by a few long range reads a shard, so every byte
-      of the data set leaves the object store once in the job and nothing is read after epoch
-      0. Epoch 0 then trains each rank on whole shards of its own (in an order shuffled within
+      rank then reads whole shards in epoch 0 (in object storage, a tar, MDS shard or LitData
+      chunk by one ranged GET, a Parquet file by one a row group), so every byte of the data
+      set leaves the object store about once in the job and nothing is read after epoch 0.
+      Epoch 0 then trains each rank on whole shards of its own (in an order shuffled within
       its block); later epochs mix as with ``"random"``. Pass ``first_epoch="random"`` to mix
       epoch 0 too, at the price of every rank reading scattered records of every shard.
     - ``"store"``: rank ``source_rank`` of ``group`` serves (:meth:`serve`); it does not train.
