@@ -4,7 +4,8 @@ mean ``--mean-kb``, and a .cls a sample), uploaded to an S3 server (moto's, in a
 own on loopback), then indexed from the tar headers alone. Reports the bytes and requests the
 index read against the data set's size, a restart's (the index from ``index_dir``), and what
 reading every record by shard then reads (each shard by one ranged GET), one row each, into
-``shard-index.csv`` under ``--out-dir`` (a new temporary folder unless given). Times are this
+``shard-index.csv`` under ``--out-dir`` (a new temporary folder unless given; the shards are
+written to a temporary folder and removed at the end). Times are this
 machine's and the server's (moto serves a request in about a millisecond).
 
 Run: python python/benchmarks/bench_shard_index.py [--shards 50 --samples 1000 --mean-kb 4
@@ -17,6 +18,7 @@ import argparse
 import csv
 import os
 import pathlib
+import shutil
 import socket
 import subprocess
 import sys
@@ -129,6 +131,8 @@ def main() -> None:
     finally:
         moto.terminate()
         moto.wait()
+        for made in ("data", "index"):  # the shards and their index; the CSV stays
+            shutil.rmtree(root / made, ignore_errors=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / "shard-index.csv"
     with open(out, "w", newline="") as f:
