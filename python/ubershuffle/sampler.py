@@ -98,7 +98,10 @@ class CodedShuffleSampler:
     of every shard. What it costs is epoch 0's mixing: each rank trains epoch 0 on
     neighbouring records of its own shards only (a step's gradient still averages every rank's
     part), so a data set whose storage order is sorted (by label, by source) gives ranks
-    skewed batches in epoch 0; later epochs mix as with ``"random"``. A world-size change
+    skewed batches in epoch 0; later epochs mix as the policy mixes from any start: ``global``
+    at once, ``partial-local`` a ``fraction`` of each batch an epoch (a rank's batch holds
+    mostly records of its own block for the first epochs, a share that falls towards ``1/R``),
+    ``local`` never (a rank keeps its block). A world-size change
     starts the new ranks' chain at random (their records are held by the ranks already).
 
     Within a rank the order is shuffled by the project's ChaCha8 stream of ``(seed, epoch,

@@ -107,8 +107,10 @@ class ShuffleGroup:
       chunk by one ranged GET, a Parquet file by one a row group), so every byte of the data
       set leaves the object store about once in the job and nothing is read after epoch 0.
       Epoch 0 then trains each rank on whole shards of its own (in an order shuffled within
-      its block); later epochs mix as with ``"random"``. Pass ``first_epoch="random"`` to mix
-      epoch 0 too, at the price of every rank reading scattered records of every shard.
+      its block); later epochs mix as the policy mixes from any start (``global``, the default,
+      at once; ``partial-local`` a ``fraction`` an epoch; ``local`` never). Pass
+      ``first_epoch="random"`` to mix epoch 0 too, at the price of every rank reading scattered
+      records of every shard.
     - ``"store"``: rank ``source_rank`` of ``group`` serves (:meth:`serve`); it does not train.
       It reads from the source only the records a delivery sends, when it sends them, and
       keeps them (with ``store_dir`` on disk: a restarted store reads only what it lacks).
