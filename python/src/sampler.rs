@@ -12,7 +12,9 @@ use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use ubershuffle_core::ShufflePlanner;
-use ubershuffle_core::epoch_chain::{ChainParams, ChainState, DrawnEpoch, EpochChain, PlannedEpoch};
+use ubershuffle_core::epoch_chain::{
+    ChainParams, ChainStart, ChainState, DrawnEpoch, EpochChain, PlannedEpoch,
+};
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_core::pliable::Randomness;
 use ubershuffle_core::rng::{seeded_stream, shuffle};
@@ -40,6 +42,9 @@ struct Config {
     time_budget: Option<f64>,
     plugin: Option<String>,
     pliable: bool,
+    /// How the first segment's first epoch is made (a later segment's starts at random: its
+    /// records are already with the ranks).
+    start: ChainStart,
 }
 
 /// The epoch the sampler is at.
@@ -77,14 +82,16 @@ pub struct SamplerCore {
 
 /// The chain of the segment starting at `segment_start` over `world` ranks: the sampler's
 /// seed for the first segment (so epoch `e` is `ubershuffle plan --policy ... --epochs`'s epoch
-/// `e`), a seed derived from it, the segment's start and its world size for later ones.
+/// `e`), a seed derived from it, the segment's start and its world size for later ones. The
+/// first segment starts as `config.start` says; a later one at random (the ranks already hold
+/// the records, so the first epoch's reads from the source are not at stake).
 fn chain_params(config: &Config, world: usize, segment_start: u64) -> Outcome<ChainParams> {
-    let seed = if segment_start == 0 {
-        config.seed
+    let (seed, start) = if segment_start == 0 {
+        (config.seed, config.start)
     } else {
-        mix(config.seed ^ mix(SEGMENT_TAG ^ mix(segment_start ^ mix(world as u64))))
+        (mix(config.seed ^ mix(SEGMENT_TAG ^ mix(segment_start ^ mix(world as u64)))), ChainStart::Random)
     };
-    config.cache.apply(ChainParams::new(world, config.points, config.policy, seed))
+    config.cache.apply(ChainParams::new(world, config.points, config.policy, seed).with_start(start))
 }
 
 /// SplitMix64's finaliser.
@@ -451,8 +458,16 @@ fn parse_config(
     candidates: Option<&str>,
     time_budget: Option<f64>,
     plugin: Option<String>,
+    first_epoch: Option<&str>,
 ) -> Outcome<Config> {
     let points = planning::count("points", points)?;
+    let start = match first_epoch {
+        None => ChainStart::Random,
+        Some(name) => name.parse::<ChainStart>().map_err(|e| {
+            let names: Vec<String> = ChainStart::ALL.iter().map(|s| format!("\"{s}\"")).collect();
+            bad(format!("first_epoch must be {}, got {:?}", names.join(" or "), e.0))
+        })?,
+    };
     let policy = ExchangePolicy::new(policy, fraction).map_err(crate::errors::bad_error)?;
     let options = planning::options(time_budget)?;
     let planner = planning::choose_planner(scheme, plugin.as_deref(), &options)?;
@@ -477,15 +492,17 @@ fn parse_config(
         time_budget,
         plugin,
         pliable,
+        start,
     })
 }
 
 #[pymethods]
 impl SamplerCore {
     /// A sampler core over `points` samples and `world` ranks, at epoch 0; at most one of
-    /// `alpha` and `extra_cache` (see [`CacheSetting`]).
+    /// `alpha` and `extra_cache` (see [`CacheSetting`]); `first_epoch` names the chain's start
+    /// (`"random"`, the default, or `"blocks"`: see [`ChainStart`]).
     #[new]
-    #[pyo3(signature = (points, world, seed, policy, fraction, alpha, scheme, candidates, time_budget, plugin, extra_cache=None))]
+    #[pyo3(signature = (points, world, seed, policy, fraction, alpha, scheme, candidates, time_budget, plugin, extra_cache=None, first_epoch=None))]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
         points: i64,
@@ -499,6 +516,7 @@ impl SamplerCore {
         time_budget: Option<f64>,
         plugin: Option<String>,
         extra_cache: Option<f64>,
+        first_epoch: Option<String>,
     ) -> PyResult<Self> {
         Ok(catch(|| {
             let config = parse_config(
@@ -511,6 +529,7 @@ impl SamplerCore {
                 candidates.as_deref(),
                 time_budget,
                 plugin,
+                first_epoch.as_deref(),
             )?;
             let world = planning::count("num_replicas", world)?;
             if world > config.points {
@@ -739,6 +758,7 @@ impl SamplerCore {
         d.set_item("scheme", &c.scheme)?;
         d.set_item("candidates", c.candidates.map(|r| r.to_string()))?;
         d.set_item("segment_start", self.segment_start)?;
+        d.set_item("first_epoch", c.start.name())?;
         match &self.current {
             Current::Chain { chain, before, .. } => {
                 d.set_item("kind", "chain")?;
@@ -794,6 +814,9 @@ impl SamplerCore {
         let scheme: String = get("scheme")?.extract()?;
         let candidates: Option<String> = get("candidates")?.extract()?;
         let seed: u64 = get("seed")?.extract()?;
+        // States saved before first_epoch existed have no such key (their chains started at
+        // random).
+        let first_epoch: Option<String> = state.get_item("first_epoch")?.map(|v| v.extract()).transpose()?;
         let config = catch(|| {
             parse_config(
                 points,
@@ -805,6 +828,7 @@ impl SamplerCore {
                 candidates.as_deref(),
                 self.config.time_budget,
                 self.config.plugin.clone(),
+                first_epoch.as_deref(),
             )
         })?;
         let epoch: u64 = get("epoch")?.extract()?;

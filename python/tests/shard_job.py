@@ -1,7 +1,9 @@
 """The ShuffleGroup job that the sharded sources' tests run (WebDataset, MDS, LitData, Parquet):
 under torchrun, peer mode on 2 training ranks or store mode on a store and 2 training ranks, 3
 epochs, every record a rank is served compared with the bytes the format's own reader gave
-(``expected``, computed by the test); then the checks every format shares."""
+(``expected``, computed by the test); then the checks every format shares. An object store
+source's reads are counted at the job's points (made, after epoch 0, at the end), and its GETs
+object by object."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import pytest
 EPOCHS = 3
 
 RANK = """
-import json, pathlib, sys
+import collections, json, pathlib, sys, threading
 import torch.distributed as dist
 import ubershuffle.sources
 from ubershuffle.torch import ShuffleGroup
@@ -27,21 +29,46 @@ rank = dist.get_rank()
 expected = [bytes.fromhex(h) for h in json.loads((out / "expected.json").read_text())]
 source = getattr(ubershuffle.sources, kind)(*args, index_dir=str(out / "index"), **options)
 kwargs = dict(policy="partial-local", fraction=0.5) if mode == "peer" else dict(mode="store", alpha=0.5)
+kwargs.update(json.loads((out / "group.json").read_text()))
 if mode == "store" and rank != 0:
     source = None
+store = getattr(getattr(source, "_data", None), "store", None)  # an object store's client
+gets, lock = collections.Counter(), threading.Lock()
+if store is not None:
+    plain_open = store.open
+
+    def counted_open(bucket, key, first, end, etag):  # every GET, object by object
+        with lock:
+            gets[key] += 1
+        return plain_open(bucket, key, first, end, etag)
+
+    store.open = counted_open
+
+
+def counts():
+    if store is None:
+        return None
+    with lock:
+        return {"requests": store.requests, "bytes": store.bytes_read, "gets": dict(gets)}
+
+
+log = {"bad": [], "served": {}, "figures": {}, "counts": {"made": counts()}}
 sg = ShuffleGroup(source, seed=seed, timeout=60, **kwargs)
-log = {"bad": [], "served": {}, "figures": {}}
+log["first_epoch"] = sg.first_epoch
 if sg.is_store:
     log["served"] = [{k: f[k] for k in ("epoch", "source_records", "source_bytes")} for f in sg.serve()]
 else:
     for epoch in range(EPOCHS):
         sg.set_epoch(epoch)
+        if epoch == 0:
+            log["counts"]["epoch 0"] = counts()
         ids = [int(i) for i in sg.sampler]
         log["served"][epoch] = ids
         log["bad"] += [i for i in ids if sg[i].tobytes() != expected[i]]
         log["figures"][epoch] = {k: sg.figures(epoch)[k] for k in ("source_records", "source_bytes")}
     dist.barrier(group=sg.train_group)  # a training rank's close ends the store's serving
     sg.close()
+log["counts"]["end"] = counts()
 if sg._source is not None:
     log["requests"], log["bytes_read"] = sg._source.requests, sg._source.bytes_read
     log["index_bytes_read"] = sg._source.index_bytes_read
@@ -51,12 +78,19 @@ dist.destroy_process_group()
 
 
 def run_shard_job(
-    tmp_path: pathlib.Path, source: tuple, expected: list[bytes], mode: str, seed: int
+    tmp_path: pathlib.Path,
+    source: tuple,
+    expected: list[bytes],
+    mode: str,
+    seed: int,
+    group: dict | None = None,
 ) -> list[dict]:
     """Runs the job over ``source`` (``(function of ubershuffle.sources, its positional
-    arguments, its keyword arguments)``, ``index_dir`` added) and returns every rank's log, rank
-    by rank; fails the test with what the ranks said if the job failed."""
+    arguments, its keyword arguments)``, ``index_dir`` added; ``group``: more keyword arguments
+    of ``ShuffleGroup``) and returns every rank's log, rank by rank; fails the test with what
+    the ranks said if the job failed."""
     (tmp_path / "source.json").write_text(json.dumps(list(source)))
+    (tmp_path / "group.json").write_text(json.dumps(group or {}))
     (tmp_path / "expected.json").write_text(json.dumps([record.hex() for record in expected]))
     script = tmp_path / "rank.py"
     script.write_text(RANK)

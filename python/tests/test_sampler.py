@@ -92,6 +92,43 @@ def test_local_keeps_partitions_and_global_moves_them():
     assert glob.needs().tolist() == np.setdiff1d(glob.batch(), first).tolist()
 
 
+def test_first_epoch_blocks_starts_in_contiguous_runs_and_mixes_from_epoch_one():
+    q, world = 103, 4
+    blocks = samplers(q, world, first_epoch="blocks", seed=3, extra_cache=0.2)
+    runs = [list(range(0, 26)), list(range(26, 52)), list(range(52, 78)), list(range(78, 103))]
+    assert [s.batch().tolist() for s in blocks] == runs
+    assert all(s.indices()[: len(r)].tolist() != r for s, r in zip(blocks, runs)), "shuffled within"
+    check_epoch(blocks, q, False)
+    default = samplers(q, world, seed=3, extra_cache=0.2)
+    assert [s.batch().tolist() for s in default] != runs, "the default start stays random"
+    assert default[0].batch().tolist() == samplers(q, world, seed=3, first_epoch="random")[0].batch().tolist()
+    # From epoch 1 on, global deals every index at random: each rank gets indices of every run.
+    for s in blocks:
+        s.set_epoch(1)
+    check_epoch(blocks, q, False)
+    for s in blocks:
+        assert all(np.isin(s.batch(), r).any() for r in runs)
+    # The setting travels with the state: a replay and a resume start from the blocks again.
+    state = blocks[2].state_dict()
+    assert state["first_epoch"] == "blocks"
+    other = CodedShuffleSampler(q, num_replicas=world, rank=2, seed=3, extra_cache=0.2)
+    other.load_state_dict(state)
+    assert other.batch().tolist() == blocks[2].batch().tolist()
+    other.set_epoch(0)
+    assert other.batch().tolist() == runs[2]
+    # A state saved before the setting existed (no key) starts at random, as it did.
+    old = dict(samplers(q, world, seed=3)[1].state_dict())
+    del old["first_epoch"]
+    again = CodedShuffleSampler(q, num_replicas=world, rank=1, first_epoch="blocks")
+    again.load_state_dict(old)
+    assert again.batch().tolist() == default[1].batch().tolist()
+    for bad in ("contiguous", "", None, 2):
+        with pytest.raises(ValueError) as e:
+            CodedShuffleSampler(q, num_replicas=world, rank=0, first_epoch=bad)
+        said = repr(bad).replace("'", '"')
+        assert str(e.value) == f'first_epoch must be "random" or "blocks", got {said}', str(e.value)
+
+
 def test_shuffle_false_serves_the_assignment_in_order():
     a = CodedShuffleSampler(50, num_replicas=3, rank=2, shuffle=False)
     b = CodedShuffleSampler(50, num_replicas=3, rank=2)

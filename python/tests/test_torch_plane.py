@@ -287,6 +287,7 @@ def test_bad_settings_are_one_line_errors(one_rank_group, tmp_path):
         (dict(timeout=0), ValueError, "timeout must be a positive number"),
         (dict(time_budget=0), ValueError, "time-budget must be a positive number"),
         (dict(policy="sideways"), ValueError, "policy"),
+        (dict(first_epoch="shards"), ValueError, 'first_epoch must be "random" or "blocks", got .shards.'),
     ]
     for kwargs, error, text in cases:
         with pytest.raises(error, match=text) as caught:
@@ -294,6 +295,28 @@ def test_bad_settings_are_one_line_errors(one_rank_group, tmp_path):
         assert "\n" not in str(caught.value), str(caught.value)
     with pytest.raises(TypeError, match="records must be"):
         ShuffleGroup(42)
+
+
+def test_a_sharded_source_starts_peer_mode_in_blocks_unless_told(one_rank_group, tmp_path):
+    import io
+    import tarfile
+
+    from ubershuffle.sources import webdataset
+    from ubershuffle.torch import ShuffleGroup
+
+    path = tmp_path / "train-000000.tar"
+    with tarfile.open(path, "w") as tar:
+        for k in range(6):
+            info = tarfile.TarInfo(f"{k:04d}.jpg")
+            info.size = len(RECORDS[k])
+            tar.addfile(info, io.BytesIO(RECORDS[k]))
+    shards = webdataset(str(path), index_dir=False)
+    for given, used in ((None, "blocks"), ("random", "random"), ("blocks", "blocks")):
+        with ShuffleGroup(shards, first_epoch=given, seed=1) as sg:
+            assert sg.first_epoch == used and sg.sampler.state_dict()["first_epoch"] == used
+    for given, used in ((None, "random"), ("blocks", "blocks")):  # records that are not shards
+        with ShuffleGroup(RECORDS[:6], first_epoch=given, seed=1) as sg:
+            assert sg.first_epoch == used and sg.sampler.state_dict()["first_epoch"] == used
 
 
 def test_one_rank_holds_everything_and_reads_it_once(one_rank_group):

@@ -207,6 +207,39 @@ def test_shards_in_object_storage_are_indexed_by_ranged_gets_and_read_by_shard(s
     assert source._fingerprint() != whole._fingerprint()
 
 
+def test_a_whole_shard_is_one_get_however_long_its_body_streamed_in_pieces(s3, tmp_path, monkeypatch):
+    from ubershuffle import _s3
+
+    paths = write_shards(tmp_path / "data")
+    ref = reference(paths)
+    url = upload(s3, paths)
+    source = webdataset(url, member="jpg", index_dir=tmp_path / "index")
+    # Pieces far smaller than a shard (and than some records), and a blob's range limit
+    # too: still one GET a shard.
+    monkeypatch.setattr(_s3, "PIECE_BYTES", 10000)
+    monkeypatch.setattr(_s3, "RANGE_BYTES", 10000)
+    listed, read = source.requests, source.bytes_read
+    got = list(source.read(range(len(source))))
+    assert [i for i, _ in got] == list(range(len(source)))
+    assert [r.tobytes() for _, r in got] == [s["jpg"] for s in ref]
+    assert source.requests - listed == SHARDS
+    starts, ends = source._data.starts, source._data.starts + source.sizes
+    spans = sum(int(ends[k * SAMPLES : (k + 1) * SAMPLES].max() - starts[k * SAMPLES]) for k in range(SHARDS))
+    assert source.bytes_read - read == spans
+    # A reader that stops early lets the requests in flight go (nothing hangs).
+    it = source.read(range(len(source)))
+    assert next(it)[0] == 0
+    it.close()
+    # A shard replaced meanwhile: one line naming it, where its records would come.
+    s3.put("wds/train-000002.tar", paths[1].read_bytes())
+    it = source.read(range(len(source)))
+    assert [next(it)[0] for _ in range(2 * SAMPLES)] == list(range(2 * SAMPLES))
+    with pytest.raises(ValueError) as e:
+        next(it)
+    replaced = s3.url("wds/train-000002.tar")
+    assert one_line(e) == f"{replaced} changed since the source was made (its ETag differs)"
+
+
 def test_bad_shards_in_object_storage_are_one_line_errors_naming_the_shard(s3, tmp_path):
     paths = write_shards(tmp_path / "data", shards=2)
     blob = paths[1].read_bytes()
@@ -270,3 +303,46 @@ def test_a_shuffle_group_serves_shards_in_object_storage_with_webdataset_s_bytes
     starts, ends = source._data.starts, source._data.starts + source.sizes
     spans = sum(int(ends[k * SAMPLES : (k + 1) * SAMPLES].max() - starts[k * SAMPLES]) for k in range(SHARDS))
     assert record_bytes <= read <= spans, (read, record_bytes, spans)
+
+
+def epoch_0_reads(logs: list[dict], keys: list[str]) -> tuple[int, dict, list, list]:
+    """From a peer job's logs: the bytes all ranks read from the object store up to the end of
+    epoch 0, the GETs of each shard (``keys``) they made, and each rank's bytes and requests
+    after epoch 0 (from then to the end of the job)."""
+    epoch_0 = [log["counts"]["epoch 0"] for log in logs]
+    end = [log["counts"]["end"] for log in logs]
+    gets = {k: sum(c["gets"].get(k, 0) for c in epoch_0) for k in keys}
+    after = [(e["bytes"] - c["bytes"], e["requests"] - c["requests"]) for c, e in zip(epoch_0, end)]
+    return sum(c["bytes"] for c in epoch_0), gets, [b for b, _ in after], [r for _, r in after]
+
+
+@pytest.mark.parametrize("small", [False, True], ids=["large-records", "small-records"])
+def test_peer_mode_reads_each_shard_once_in_epoch_0_and_nothing_after(s3, tmp_path, small):
+    """Peer mode over WebDataset shards in object storage (2 ranks, global policy): epoch 0
+    follows the shards (``first_epoch="blocks"``, a sharded source's default), so each shard is
+    read by at most 2 ranged GETs in epoch 0 (one per rank whose block it holds part of), all
+    ranks together read at most 1.02x the shards' bytes, and nothing is read after epoch 0;
+    every record served is WebDataset's bytes. The index is built before the job and its reads
+    are apart: the ranks find it in ``index_dir`` and read no header. Records larger than the
+    gap a range read spans, and smaller ones (a rank's range then takes in the headers and
+    labels between its records). With a random epoch 0 (``first_epoch="random"``) every rank
+    reads scattered runs of every shard: 5 or 6 GETs a shard in both cases (checked)."""
+    pytest.importorskip("torch", reason="torch is not installed: the ShuffleGroup test needs it")
+    shards = 5  # 60 records: rank 0's block ends in the middle of shard 2
+    paths = write_shards(tmp_path / "data", shards=shards, small=small)
+    url = upload(s3, paths)
+    expected = [s["jpg"] for s in reference(paths)]
+    built = webdataset(url, member="jpg", index_dir=tmp_path / "index")
+    assert built.index_bytes_read > 0
+    group = {"policy": "global", "fraction": None}
+    source = ("webdataset", [url], {"member": "jpg"})
+    logs = run_shard_job(tmp_path, source, expected, "peer", seed=4, group=group)
+    check_shard_job(logs, "peer", shards * SAMPLES, "WebDataset")
+    assert [log["first_epoch"] for log in logs] == ["blocks", "blocks"]
+    assert all(log["counts"]["made"]["gets"] == {} for log in logs), "the index came from index_dir"
+    data_bytes = sum(p.stat().st_size for p in paths)
+    read, gets, bytes_after, requests_after = epoch_0_reads(logs, [f"wds/{p.name}" for p in paths])
+    assert read <= 1.02 * data_bytes, (read, data_bytes)
+    assert all(1 <= n <= 2 for n in gets.values()), gets
+    assert sum(gets.values()) <= shards + 1, "one shard is split between the ranks' blocks"
+    assert bytes_after == [0, 0] and requests_after == [0, 0]

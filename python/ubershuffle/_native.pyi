@@ -72,6 +72,7 @@ class SamplerCore:
         time_budget: float | None,
         plugin: str | None,
         extra_cache: float | None = None,
+        first_epoch: str | None = None,
     ) -> None: ...
     @property
     def epoch(self) -> int: ...

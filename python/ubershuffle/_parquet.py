@@ -225,6 +225,7 @@ def parquet_source(urls: Any, column: str, index_dir: Any) -> Any:
     records = ParquetRecords(shards, column, [ix["rows"] for ix in indexes])
     source = RecordSource("parquet", sizes, records)
     source.index_bytes_read = index_bytes
+    source.sharded = True
     if shards.remote:
         source._fingerprint_of = (("parquet", column), shards.urls, shards.sizes.tolist(), shards.stamps)
     return source

@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import os
+import queue
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -31,6 +32,10 @@ WORKERS = 8
 """Requests in flight at once (one client's connection pool)."""
 RANGE_BYTES = 8 << 20
 """A range request reads consecutive records of a blob up to this many bytes together."""
+PIECE_BYTES = 4 << 20
+"""A sharded source's run of records (a whole shard, or a rank's part of one) is one ranged
+GET however long, its body read and handed on about this many bytes at a time: what a run in
+flight holds in memory, twice (the piece handed on and the one being read)."""
 INFLIGHT = 2 * WORKERS
 """Requests submitted ahead of the one being consumed: bounds the memory a read holds."""
 LIST_KEYS = 1000
@@ -177,23 +182,42 @@ class ObjectStore:
     def get(self, bucket: str, key: str, first: int | None, end: int | None, etag: str) -> tuple[bytes, int]:
         """The bytes ``first..end`` of the object (the whole of it when ``first`` is ``None``),
         and the object's whole size; with ``etag``, only if the object still has that ETag."""
+        url = _url(bucket, key)
+        stream, whole = self.open(bucket, key, first, end, etag)
+        try:
+            body = self.read_body(url, stream, None)
+        finally:
+            stream.close()
+        return body, len(body) if whole is None else whole
+
+    def open(
+        self, bucket: str, key: str, first: int | None, end: int | None, etag: str
+    ) -> tuple[Any, int | None]:
+        """A GET of the bytes ``first..end`` of the object (the whole of it when ``first`` is
+        ``None``; with ``etag``, only if the object still has that ETag), its body not read yet
+        (:meth:`read_body`; the caller closes it), and the object's whole size when the answer
+        says it (a range's does)."""
         kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key}
         if first is not None:
             kwargs["Range"] = f"bytes={first}-{end - 1}"
         if etag:
             kwargs["IfMatch"] = etag
-        url = _url(bucket, key)
-        r = self._call(url, "get_object", **kwargs)
-        try:
-            body = r["Body"].read()
-        except _failures() as e:
-            raise ObjectStoreError(f"{url}: {_reason(e)}") from None
-        self._count(0, len(body))
-        whole = len(body)
+        r = self._call(_url(bucket, key), "get_object", **kwargs)
+        whole = None
         content_range = r.get("ContentRange") or ""  # "bytes 2-4/11"
         if "/" in content_range and content_range.rsplit("/", 1)[1].isdigit():
             whole = int(content_range.rsplit("/", 1)[1])
-        return body, whole
+        return r["Body"], whole
+
+    def read_body(self, url: str, body: Any, n: int | None) -> bytes:
+        """The next ``n`` bytes of an open GET's ``body`` (fewer at its end; all that is left
+        when ``n`` is ``None``), counted."""
+        try:
+            data = body.read() if n is None else body.read(n)
+        except _failures() as e:
+            raise ObjectStoreError(f"{url}: {_reason(e)}") from None
+        self._count(0, len(data))
+        return data
 
 
 class ObjectRecords:
@@ -310,18 +334,17 @@ class ObjectRanges(ObjectRecords):
         """Record ``i``'s object."""
         return _url(*self.bucket_keys[int(self.shards[i])])
 
-    def _requests_of(self, ids: np.ndarray, sizes: np.ndarray) -> Iterator[list[int]]:
-        """``ids`` in the order given, in groups read by one range request each: records of one
-        object, each at or after the end of the one before, at most :data:`GAP_BYTES` after it,
-        up to :data:`RANGE_BYTES` together."""
+    def _runs(self, ids: np.ndarray, sizes: np.ndarray) -> Iterator[list[int]]:
+        """``ids`` in the order given, in runs read by one range request each, however long (a
+        whole shard's records are one run): records of one object, each at or after the end of
+        the one before, at most :data:`GAP_BYTES` after it."""
         group: list[int] = []
         end = 0
         for i in map(int, ids):
             start = int(self.starts[i])
             if group:
-                first = int(self.starts[group[0]])
                 near = self.shards[i] == self.shards[group[0]] and end <= start <= end + GAP_BYTES
-                if not near or start + int(sizes[i]) - first > RANGE_BYTES:
+                if not near:
                     yield group
                     group = []
             group.append(i)
@@ -347,7 +370,105 @@ class ObjectRanges(ObjectRecords):
             out.append((i, data[at : at + int(sizes[i])]))
         return out
 
+    def _stream(self, group: list[int], sizes: np.ndarray, put: Callable[[list], None]) -> None:
+        """Reads the run ``group`` by one ranged GET, handing its records on (``put``) a piece
+        of about :data:`PIECE_BYTES` at a time as its body comes."""
+        first = int(self.starts[group[0]])
+        end = int(self.starts[group[-1]]) + int(sizes[group[-1]])
+        if first == end:  # empty records: a range request cannot ask for nothing
+            put([(i, np.zeros(0, dtype=np.uint8)) for i in group])
+            return
+        shard = int(self.shards[group[0]])
+        bucket, key = self.bucket_keys[shard]
+        url, want = _url(bucket, key), int(self.object_sizes[shard])
+        body, whole = self.store.open(bucket, key, first, end, self.etags[shard])
+        try:
+            if whole is not None and whole != want:
+                raise ValueError(f"{url} has {whole} bytes now, {want} when its index was made")
+            at = first
+            piece: list[tuple[int, np.ndarray]] = []
+            held = 0
+            for i in group:
+                start, size = int(self.starts[i]), int(sizes[i])
+                parts = []
+                while at < start + size:
+                    data = self.store.read_body(url, body, min(start + size - at, PIECE_BYTES))
+                    if not data:
+                        raise ValueError(f"{url}: the read of bytes {first}..{end} ended at byte {at}")
+                    if at + len(data) > start:
+                        parts.append(data[max(0, start - at) :])
+                    at += len(data)
+                record = parts[0] if len(parts) == 1 else b"".join(parts)
+                piece.append((i, np.frombuffer(record, dtype=np.uint8)))
+                held += size
+                if held >= PIECE_BYTES:
+                    put(piece)
+                    piece, held = [], 0
+            if piece:
+                put(piece)
+        finally:
+            body.close()
+
     def read(self, ids: np.ndarray, sizes: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
-        """``(i, record i)`` for every ``i`` of ``ids``, in order, by range requests on
-        :data:`WORKERS` threads with at most :data:`INFLIGHT` requests ahead."""
-        yield from _in_flight(self._requests_of(ids, sizes), lambda group: self._read(group, sizes))
+        """``(i, record i)`` for every ``i`` of ``ids``, in order, a run of neighbours of one
+        object by one range request (however long: its body is streamed), on :data:`WORKERS`
+        threads with at most :data:`INFLIGHT` runs ahead."""
+        yield from _streamed(self._runs(ids, sizes), lambda group, put: self._stream(group, sizes, put))
+
+
+class _Stopped(Exception):
+    """The reader of :func:`_streamed` stopped before a producer ended."""
+
+
+_DONE = object()
+"""A producer's last item."""
+
+
+def _streamed(groups: Iterable, produce: Callable[[Any, Callable[[list], None]], None]) -> Iterator:
+    """Every item of every list ``produce(group, put)`` puts, group after group in order. Each
+    group's producer runs on one of :data:`WORKERS` threads, at most :data:`INFLIGHT` groups
+    ahead, and hands its lists on through a queue of one (a producer ahead of the reader waits
+    for it); a producer's error is raised here, where its group's items would come."""
+    stop = threading.Event()
+
+    def run(group: Any, out: queue.Queue) -> None:
+        def put(item: Any) -> None:
+            while not stop.is_set():
+                try:
+                    out.put(item, timeout=0.1)
+                    return
+                except queue.Full:
+                    continue
+            raise _Stopped
+
+        try:
+            produce(group, put)
+            put(_DONE)
+        except _Stopped:
+            pass
+        except BaseException as e:  # the reader raises it
+            try:
+                put(e)
+            except _Stopped:
+                pass
+
+    def drain(out: queue.Queue) -> Iterator:
+        while (item := out.get()) is not _DONE:
+            if isinstance(item, BaseException):
+                raise item
+            yield from item
+
+    pool = concurrent.futures.ThreadPoolExecutor(WORKERS)
+    try:
+        pending: collections.deque = collections.deque()
+        for group in groups:
+            out: queue.Queue = queue.Queue(maxsize=1)
+            pool.submit(run, group, out)
+            pending.append(out)
+            if len(pending) >= INFLIGHT:
+                yield from drain(pending.popleft())
+        while pending:
+            yield from drain(pending.popleft())
+    finally:
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)

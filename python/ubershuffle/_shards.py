@@ -514,6 +514,7 @@ def _sharded_source(shards: Shards, parts: list, index_bytes: int, what: Any) ->
     else:
         source = RecordSource("shards", sizes, LocalShards(shards.urls, shards.sizes, which, starts))
     source.index_bytes_read = index_bytes
+    source.sharded = True
     if shards.remote:
         source._fingerprint_of = (what, shards.urls, shards.sizes.tolist(), shards.stamps)
     return source
@@ -573,6 +574,7 @@ def litdata_source(root: Any, field: str, index_dir: Any) -> Any:
         records = LitDataArrowRecords(shards, field, groups, [ix["ipc"] for ix in indexes])
         source = RecordSource("arrow", sizes, records)
         source.index_bytes_read = index_bytes
+        source.sharded = True
         if shards.remote:
             source._fingerprint_of = (
                 ("litdata-arrow", field),

@@ -66,13 +66,15 @@ class CodedShuffleSampler:
     ``__iter__``, ``__len__``), needing no torch. Each epoch's assignment of indices to ranks is
     the project's epoch chain (``ubershuffle_core``'s ``EpochChain``, which ``ubershuffle plan
     --policy ... --epochs`` and ``ubershuffle run`` step too): epoch 0 is a seeded balanced
-    partition; each later epoch the ``policy`` (``global``: a uniformly random reshuffle;
-    ``partial-local``: each rank exchanges ``fraction`` of its indices; ``local``: no exchange)
-    moves the assignment on, or a pliable ``scheme`` (``pliable-greedy``, with ``candidates``)
-    chooses it. Caches carry over between epochs (each rank caches its batch, and with
-    ``extra_cache`` or ``alpha`` more), so :meth:`needs` says what a rank must receive, and
-    :meth:`plan_summary` how many coded transmissions deliver the epoch: the counts of the
-    command line's epoch ``e`` for the same seed, ranks and settings.
+    partition (``first_epoch="random"``, the default) or the indices in order cut into
+    contiguous blocks (``first_epoch="blocks"``: see below); each later epoch the ``policy``
+    (``global``: a uniformly random reshuffle; ``partial-local``: each rank exchanges
+    ``fraction`` of its indices; ``local``: no exchange) moves the assignment on, or a pliable
+    ``scheme`` (``pliable-greedy``, with ``candidates``) chooses it. Caches carry over between
+    epochs (each rank caches its batch, and with ``extra_cache`` or ``alpha`` more), so
+    :meth:`needs` says what a rank must receive, and :meth:`plan_summary` how many coded
+    transmissions deliver the epoch: the counts of the command line's epoch ``e`` for the same
+    seed, ranks and settings.
 
     Arguments: ``dataset`` is anything with ``len()`` (or an int, the number of samples);
     ``num_replicas``, ``rank``, ``shuffle``, ``seed`` and ``drop_last`` are DistributedSampler's;
@@ -85,6 +87,22 @@ class CodedShuffleSampler:
     :meth:`plan_summary` plans (a pliable scheme also chooses the assignment, among
     ``candidates`` per index), ``time_budget`` its search budget in seconds and ``plugin`` a
     scheme plugin library.
+
+    ``first_epoch="blocks"`` starts the chain from contiguous blocks: in epoch 0 rank ``r``
+    serves the ``r``-th run of consecutive indices (the first ``N mod R`` runs one index
+    longer), in an order shuffled within the run; from epoch 1 on the ``policy`` moves the
+    assignment on as from any start (``global`` deals every index at random again). It is for
+    data sets kept in shards (WebDataset tars, MDS shards, LitData chunks, Parquet files): each
+    rank then reads whole shards in epoch 0 (in object storage, a tar, MDS shard or LitData
+    chunk by one ranged GET, a Parquet file by one a row group), instead of scattered records
+    of every shard. What it costs is epoch 0's mixing: each rank trains epoch 0 on
+    neighbouring records of its own shards only (a step's gradient still averages every rank's
+    part), so a data set whose storage order is sorted (by label, by source) gives ranks
+    skewed batches in epoch 0; later epochs mix as the policy mixes from any start: ``global``
+    at once, ``partial-local`` a ``fraction`` of each batch an epoch (a rank's batch holds
+    mostly records of its own block for the first epochs, a share that falls towards ``1/R``),
+    ``local`` never (a rank keeps its block). A world-size change
+    starts the new ranks' chain at random (their records are held by the ranks already).
 
     Within a rank the order is shuffled by the project's ChaCha8 stream of ``(seed, epoch,
     rank)``; ``shuffle=False`` keeps the assignment and serves it in increasing order.
@@ -126,8 +144,12 @@ class CodedShuffleSampler:
         time_budget: float | None = None,
         plugin: str | os.PathLike | None = None,
         extra_cache: float | None = None,
+        first_epoch: str = "random",
     ) -> None:
         from .planning import _candidates, _float, _path, _seed
+
+        if not isinstance(first_epoch, str):
+            raise ValueError(f'first_epoch must be "random" or "blocks", got {first_epoch!r}')
 
         size = (
             dataset
@@ -151,6 +173,7 @@ class CodedShuffleSampler:
             _float("time_budget", time_budget),
             _path(plugin),
             _float("extra_cache", extra_cache),
+            first_epoch,
         )
         self._core = _native.SamplerCore(*self._args)
         self._pending = 0
@@ -238,8 +261,8 @@ class CodedShuffleSampler:
         """Continues from ``state``: the next ``iter(self)`` serves exactly what remained. With
         another ``num_replicas`` than the state's, the interrupted epoch's unserved samples are
         dealt among this sampler's ranks (see the class docs). The state's seed, ``shuffle``,
-        ``drop_last``, policy, cache setting (``extra_cache`` or ``alpha``) and scheme replace the
-        sampler's own."""
+        ``drop_last``, policy, cache setting (``extra_cache`` or ``alpha``), scheme and
+        ``first_epoch`` replace the sampler's own."""
         if not isinstance(state, dict):
             raise TypeError(f"state must be a dict from state_dict(), got {type(state).__name__}")
         self._pending = self._core.load_state(state, self.num_replicas)

@@ -93,6 +93,11 @@ class RecordSource:
     shard files), ``"s3"`` (objects, or ranges of objects), ``"parquet"`` (a column of
     Parquet files) or ``"arrow"`` (a field of LitData chunks that hold Arrow rows)."""
 
+    sharded: bool = False
+    """Whether the records sit in shards, many to a file or object, in id order (the
+    :func:`webdataset`, :func:`mds`, :func:`litdata` and :func:`parquet` sources): read fastest a
+    shard at a time, so a peer-mode ``ShuffleGroup`` starts its chain in contiguous blocks."""
+
     index_bytes_read: int = 0
     """Bytes this process read to index a sharded source (0 when every shard's index came from
     the cache; tar headers, not records)."""

@@ -8,6 +8,7 @@
 mod common;
 
 use common::{Job, Setting, failure, ready};
+use ubershuffle_core::epoch_chain::{ChainStart, contiguous_blocks};
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_plane::moves::{Holding, Moves};
 use ubershuffle_plane::wire::Message;
@@ -44,6 +45,28 @@ fn a_partial_local_chain_moves_exactly_what_changes_rank() {
         assert_eq!(sent, got);
     }
     assert_eq!(source.reads.iter().sum::<u64>(), 300, "each record read from the source once");
+}
+
+#[test]
+fn a_chain_started_in_blocks_reads_each_rank_s_run_of_ids_and_mixes_after() {
+    let mut s = Setting::peer(3, 100);
+    s.start = ChainStart::Blocks;
+    let mut job = Job::new("blocks", &s);
+    let mut source = job.source();
+    let blocks = contiguous_blocks(3, 100);
+    for epoch in 0..3u64 {
+        let outputs = job.epoch(epoch, &mut source);
+        job.check_holds(epoch);
+        for out in &outputs {
+            ready(out, epoch).unwrap();
+        }
+        // Epoch 0: each rank reads its run of consecutive ids, in order; nothing after.
+        assert_eq!(source.read_ids, blocks, "epoch {epoch}");
+    }
+    let later = job.schedule.at(1).unwrap().batches();
+    for batch in &later {
+        assert!(blocks.iter().all(|b| batch.iter().any(|p| b.contains(p))), "global mixes every block");
+    }
 }
 
 #[test]

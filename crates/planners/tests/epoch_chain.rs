@@ -5,7 +5,9 @@
 #![allow(clippy::unwrap_used)]
 
 use ubershuffle_core::PlannerOptions;
-use ubershuffle_core::epoch_chain::{ChainError, ChainParams, EpochChain, PlannedEpoch, next_cache};
+use ubershuffle_core::epoch_chain::{
+    ChainError, ChainParams, ChainStart, EpochChain, PlannedEpoch, contiguous_blocks, next_cache,
+};
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_core::pliable::Randomness;
 use ubershuffle_planners::planner_by_name;
@@ -106,6 +108,33 @@ fn a_lost_worker_s_batch_is_dealt_to_the_others_and_it_can_come_back() {
     assert_eq!(c.state().caches[2].len(), 150);
     c.state().check_shape(5, 500).unwrap();
     step(&mut c, "coded");
+}
+
+#[test]
+fn a_chain_started_in_blocks_starts_from_contiguous_ids_and_the_policy_mixes_after() {
+    let random = ChainParams::new(3, 301, ExchangePolicy::Global, 9).with_cache_capacity(150);
+    let params = random.with_start(ChainStart::Blocks);
+    let mut blocks = EpochChain::new(params).unwrap();
+    let want: Vec<Vec<u32>> = vec![(0..101).collect(), (101..201).collect(), (201..301).collect()];
+    assert_eq!(contiguous_blocks(3, 301), want);
+    assert_eq!(blocks.state().batches, want);
+    // Deterministic under the seed (the starting caches too), and the default is untouched.
+    assert_eq!(EpochChain::new(params).unwrap().state(), blocks.state());
+    assert_eq!(ChainParams::new(3, 301, ExchangePolicy::Global, 9).start, ChainStart::Random);
+    assert_ne!(EpochChain::new(random).unwrap().state().batches, want);
+    assert_eq!(EpochChain::starting_from(random, want.clone()).unwrap().state(), blocks.state());
+    // From epoch 1 on, the global policy deals the points at random: every worker gets points
+    // of every block.
+    let e = step(&mut blocks, "uncoded");
+    assert!(e.points_moved > 150, "{}", e.points_moved);
+    for batch in &blocks.state().batches {
+        for block in &want {
+            assert!(batch.iter().any(|p| block.contains(p)), "{batch:?}");
+        }
+    }
+    assert_eq!("blocks".parse::<ChainStart>().unwrap(), ChainStart::Blocks);
+    let e = "contiguous".parse::<ChainStart>().unwrap_err().to_string();
+    assert_eq!(e, r#"the first epoch must be "random" or "blocks", got "contiguous""#);
 }
 
 #[test]

@@ -117,6 +117,69 @@ pub enum ChainError {
     Verify(#[from] VerifyError),
 }
 
+/// How a chain's first epoch (its starting partition) is made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ChainStart {
+    /// A uniformly random balanced partition, drawn from the seed (the UberShuffle paper's
+    /// model; the default).
+    #[default]
+    Random,
+    /// The points in id order cut into contiguous blocks: worker `w` starts with the `w`-th
+    /// block, the first `q mod n` blocks one point larger ([`contiguous_blocks`]). A data set
+    /// stored in shards is then read shard by shard in the first epoch; the policy mixes from
+    /// the second epoch on.
+    Blocks,
+}
+
+impl ChainStart {
+    /// Every start, with its name.
+    pub const ALL: [ChainStart; 2] = [ChainStart::Random, ChainStart::Blocks];
+
+    /// The start's name (`"random"`, `"blocks"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ChainStart::Random => "random",
+            ChainStart::Blocks => "blocks",
+        }
+    }
+}
+
+impl std::fmt::Display for ChainStart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name that is not a [`ChainStart`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the first epoch must be \"random\" or \"blocks\", got {0:?}")]
+pub struct UnknownStart(pub String);
+
+impl std::str::FromStr for ChainStart {
+    type Err = UnknownStart;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ChainStart::ALL.into_iter().find(|start| start.name() == s).ok_or_else(|| UnknownStart(s.to_string()))
+    }
+}
+
+/// `0..points` in id order cut into `workers` contiguous blocks, the first `points mod workers`
+/// one point larger (a balanced partition).
+pub fn contiguous_blocks(workers: usize, points: usize) -> Vec<Vec<u32>> {
+    let workers = workers.max(1);
+    let (base, extra) = (points / workers, points % workers);
+    let mut start = 0usize;
+    (0..workers)
+        .map(|w| {
+            let len = base + usize::from(w < extra);
+            let block = (start as u32..(start + len) as u32).collect();
+            start += len;
+            block
+        })
+        .collect()
+}
+
 /// What a chain is drawn from: the cluster, the data, the cache, the policy and the seed.
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
@@ -132,12 +195,20 @@ pub struct ChainParams {
     pub policy: ExchangePolicy,
     /// The seed every draw comes from.
     pub seed: u64,
+    /// How the first epoch's partition is made (random by default).
+    pub start: ChainStart,
 }
 
 impl ChainParams {
     /// `workers` workers over `points` points under `policy`, with no excess storage.
     pub fn new(workers: usize, points: usize, policy: ExchangePolicy, seed: u64) -> Self {
-        ChainParams { workers, points, cache_capacity: None, policy, seed }
+        ChainParams { workers, points, cache_capacity: None, policy, seed, start: ChainStart::Random }
+    }
+
+    /// The same, the first epoch's partition made by `start`.
+    pub fn with_start(mut self, start: ChainStart) -> Self {
+        self.start = start;
+        self
     }
 
     /// The same, each worker caching `capacity` points (its batch included).
@@ -236,10 +307,15 @@ pub struct EpochChain {
 }
 
 impl EpochChain {
-    /// Starts from a uniformly random balanced partition (the "previous epoch's" batches), each
-    /// cache the batch plus random other points (the UberShuffle paper's model).
+    /// Starts from the partition `params.start` names: by default a uniformly random balanced
+    /// partition (the "previous epoch's" batches), each cache the batch plus random other
+    /// points (the UberShuffle paper's model); with [`ChainStart::Blocks`], contiguous blocks
+    /// of ids (as [`EpochChain::starting_from`] them).
     pub fn new(params: ChainParams) -> Result<Self, ChainError> {
         params.check()?;
+        if params.start == ChainStart::Blocks {
+            return Self::starting_from(params, contiguous_blocks(params.workers, params.points));
+        }
         let mut rng = seeded_stream(params.seed, STREAM_START);
         let batches = balanced_assignment(&mut rng, params.workers, params.points);
         let caches = starting_caches(&params, &batches, &mut rng);

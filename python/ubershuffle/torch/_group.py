@@ -99,6 +99,18 @@ class ShuffleGroup:
       (``policy``: ``"global"``, ``"partial-local"`` with ``fraction`` Q, ``"local"``, or a
       pliable ``scheme`` with ``candidates``). No rank holds the whole data set: a rank holds
       its batch plus the next epoch's arrivals, ``(1 + Q) N / M`` records under partial-local.
+      ``first_epoch`` says how epoch 0's batches are made (the sampler's setting): ``"random"``,
+      a seeded balanced partition, or ``"blocks"``, the records in order cut into one run of
+      consecutive records per rank. With a sharded source (:func:`ubershuffle.sources.webdataset`,
+      ``mds``, ``litdata``, ``parquet``) peer mode uses ``"blocks"`` unless told otherwise: each
+      rank then reads whole shards in epoch 0 (in object storage, a tar, MDS shard or LitData
+      chunk by one ranged GET, a Parquet file by one a row group), so every byte of the data
+      set leaves the object store about once in the job and nothing is read after epoch 0.
+      Epoch 0 then trains each rank on whole shards of its own (in an order shuffled within
+      its block); later epochs mix as the policy mixes from any start (``global``, the default,
+      at once; ``partial-local`` a ``fraction`` an epoch; ``local`` never). Pass
+      ``first_epoch="random"`` to mix epoch 0 too, at the price of every rank reading scattered
+      records of every shard.
     - ``"store"``: rank ``source_rank`` of ``group`` serves (:meth:`serve`); it does not train.
       It reads from the source only the records a delivery sends, when it sends them, and
       keeps them (with ``store_dir`` on disk: a restarted store reads only what it lacks).
@@ -177,6 +189,7 @@ class ShuffleGroup:
         time_budget: float = 1.0,
         link_gbps: float = 10.0,
         yield_to_gradients: bool = True,
+        first_epoch: str | None = None,
     ) -> None:
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError(
@@ -195,6 +208,8 @@ class ShuffleGroup:
             raise ValueError(f"link_gbps must be a positive number of Gbit/s, got {link_gbps!r}")
         if not (isinstance(round_bytes, int) and round_bytes > 0):
             raise ValueError(f"round_bytes must be a positive int, got {round_bytes!r}")
+        if first_epoch is not None and first_epoch not in ("random", "blocks"):
+            raise ValueError(f'first_epoch must be "random" or "blocks", got {first_epoch!r}')
         if segment_bytes is not None and not (isinstance(segment_bytes, int) and segment_bytes > 0):
             raise ValueError(f"segment_bytes must be a positive int, got {segment_bytes!r}")
         self.mode = mode
@@ -225,6 +240,13 @@ class ShuffleGroup:
         """The process groups this object made (released by :meth:`close`)."""
         self._plane: Any = None
         self._source = None if records is None else as_source(records)
+        if first_epoch is None:
+            # Every peer rank has the source, so every rank decides the same (the start-up
+            # agreement compares the value too).
+            sharded = self._source is not None and self._source.sharded
+            first_epoch = "blocks" if mode == "peer" and sharded else "random"
+        self.first_epoch: str = first_epoch
+        """How epoch 0's batches were made: ``"blocks"`` or ``"random"``."""
         self.train_group: dist.ProcessGroup | None = self.group
         """The group the training ranks train on (DDP's ``process_group``): ``group`` in peer
         mode, a group of all ranks but the store in store mode (``None`` at the store)."""
@@ -247,6 +269,7 @@ class ShuffleGroup:
             scheme=scheme,
             candidates=candidates,
             time_budget=time_budget,
+            first_epoch=first_epoch,
         )
         """What the sampler's epoch chain is made of (with the number of training ranks)."""
         settings = {

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use ubershuffle_codes::RecordIndex;
-use ubershuffle_core::epoch_chain::ChainParams;
+use ubershuffle_core::epoch_chain::{ChainParams, ChainStart};
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_plane::hub::{Caller, Hub};
 use ubershuffle_plane::schedule::ChainSchedule;
@@ -61,6 +61,8 @@ pub struct Job {
 pub struct Source {
     pub stores: Vec<SharedStore>,
     pub reads: Vec<u64>,
+    /// Every rank's ids read, in the order read.
+    pub read_ids: Vec<Vec<u32>>,
 }
 
 impl Caller for Source {
@@ -73,6 +75,7 @@ impl Caller for Source {
             bytes += size;
         }
         self.reads[rank] += ids.len() as u64;
+        self.read_ids[rank].extend_from_slice(ids);
         Ok((ids.len() as u64, bytes))
     }
 
@@ -92,6 +95,8 @@ pub struct Setting {
     pub timeout: f64,
     pub chunk_bytes: u64,
     pub yielding: bool,
+    /// How the chain's first epoch is made.
+    pub start: ChainStart,
 }
 
 impl Setting {
@@ -104,6 +109,7 @@ impl Setting {
             timeout: 10.0,
             chunk_bytes: 16 << 10,
             yielding: false,
+            start: ChainStart::Random,
         }
     }
 }
@@ -144,13 +150,14 @@ impl Job {
         let engines = (0..s.world)
             .map(|r| Engine::new(edit(r, config(s, r)), Some(Arc::clone(&stores[r])), 0.0))
             .collect();
-        let params = ChainParams::new(s.world, s.records, s.policy, s.seed);
+        let params = ChainParams::new(s.world, s.records, s.policy, s.seed).with_start(s.start);
         let schedule = ChainSchedule::new(params, "uncoded").unwrap();
         Job { hub: Hub::new(engines, 0.0), stores, index, schedule, dir }
     }
 
     pub fn source(&self) -> Source {
-        Source { stores: self.stores.clone(), reads: vec![0; self.stores.len()] }
+        let ranks = self.stores.len();
+        Source { stores: self.stores.clone(), reads: vec![0; ranks], read_ids: vec![Vec::new(); ranks] }
     }
 
     /// Every rank asks for `epoch`; runs until nothing moves; returns every rank's outputs.
