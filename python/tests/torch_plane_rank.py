@@ -173,6 +173,13 @@ def main() -> None:
             write_atomic(out / "stopped_at", repr(time.time()))
             os.kill(os.getpid(), signal.SIGSTOP)  # frozen, its delivery thread too
         sg.sampler.set_epoch(epoch)
+        # ddp: the epoch's first steps come at once, as the next epoch's delivery (set_epoch
+        # started it) begins, so that a plane not yielding posts beside their all-reduces
+        # however fast the rest of the delivery goes.
+        for _ in range(int(opts.get("first_steps", 0)) if model is not None else 0):
+            opt.zero_grad()
+            model(torch.ones(16, width)).square().mean().backward()
+            opt.step()
         # The bytes of the epoch's batch as they arrived (the ids and every byte).
         digest = hashlib.blake2b(digest_size=16)
         for i in sg.sampler.batch():
