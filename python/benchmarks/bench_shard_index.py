@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import argparse
 import csv
-import os
 import pathlib
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +25,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from bench_shards import write  # noqa: E402 (the same shards as bench_shards.py)
+from bench_shards import moto_bucket, write  # noqa: E402 (the same shards as bench_shards.py)
 
 from ubershuffle import RecordStore  # noqa: E402
 from ubershuffle.sources import webdataset  # noqa: E402
@@ -48,16 +45,6 @@ FIELDS = [
 ]
 
 
-def server(port: int, env: dict) -> subprocess.Popen:
-    """moto's S3 server on ``127.0.0.1:port``, in a process of its own."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shards", type=int, default=50)
@@ -70,23 +57,9 @@ def main() -> None:
     paths = write(root / "data", args.shards, args.samples, args.mean_kb, 0)
     data = sum(p.stat().st_size for p in paths)
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = dict(os.environ, AWS_ACCESS_KEY_ID="k", AWS_SECRET_ACCESS_KEY="s", AWS_DEFAULT_REGION="us-east-1")
-    moto = server(port, env)
+    moto, client = moto_bucket("data")
     rows = []
     try:
-        os.environ.update(env, AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}")
-        import boto3
-
-        client = boto3.client("s3")
-        for _ in range(100):
-            try:
-                client.create_bucket(Bucket="data")
-                break
-            except Exception:  # noqa: BLE001 (the server is starting)
-                time.sleep(0.1)
         for path in paths:
             client.upload_file(str(path), "data", path.name)
         url = f"s3://data/train-{{000000..{len(paths) - 1:06d}}}.tar"

@@ -55,6 +55,33 @@ def spin(seconds: float) -> float:
     return n / seconds
 
 
+def moto_bucket(bucket: str) -> tuple:
+    """Starts moto's S3 server on a free loopback port, in a process of its own, points this
+    process's boto3 at it (``AWS_ENDPOINT_URL`` and test credentials in ``os.environ``) and makes
+    ``bucket``; returns the server's process (terminate it when done) and a boto3 client."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, AWS_ACCESS_KEY_ID="k", AWS_SECRET_ACCESS_KEY="s", AWS_DEFAULT_REGION="us-east-1")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    os.environ.update(env, AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}")
+    import boto3
+
+    client = boto3.client("s3")
+    for _ in range(100):
+        try:
+            client.create_bucket(Bucket=bucket)
+            break
+        except Exception:  # noqa: BLE001 (the server is starting)
+            time.sleep(0.1)
+    return server, client
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shards", type=int, default=50)
@@ -80,27 +107,8 @@ def main() -> None:
         f"shards) in {built:.2f} s; from the cache {cached:.3f} s"
     )
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = dict(os.environ, AWS_ACCESS_KEY_ID="k", AWS_SECRET_ACCESS_KEY="s", AWS_DEFAULT_REGION="us-east-1")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    server, client = moto_bucket("data")
     try:
-        os.environ.update(env, AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}")
-        import boto3
-
-        client = boto3.client("s3")
-        for _ in range(100):
-            try:
-                client.create_bucket(Bucket="data")
-                break
-            except Exception:  # noqa: BLE001 (the server is starting)
-                time.sleep(0.1)
         shards = paths[: args.s3_shards]
         for path in shards:
             client.upload_file(str(path), "data", path.name)
