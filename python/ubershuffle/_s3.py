@@ -291,18 +291,9 @@ class ObjectRecords:
 
 def _in_flight(groups: Iterable, read: Callable[[Any], list]) -> Iterator:
     """Every item of ``read(group)`` for each of ``groups``, in order, read by :data:`WORKERS`
-    threads with at most :data:`INFLIGHT` groups ahead."""
-    pool = concurrent.futures.ThreadPoolExecutor(WORKERS)
-    try:
-        pending: collections.deque = collections.deque()
-        for group in groups:
-            pending.append(pool.submit(read, group))
-            if len(pending) >= INFLIGHT:
-                yield from pending.popleft().result()
-        while pending:
-            yield from pending.popleft().result()
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    threads with at most :data:`INFLIGHT` groups ahead (:func:`_streamed`, each group's items
+    handed on at once)."""
+    return _streamed(groups, lambda group, put: put(read(group)))
 
 
 GAP_BYTES = 8 << 10
