@@ -74,10 +74,12 @@ def test_epochs_four_times_the_timeout_run_to_the_end_in_both_modes(tmp_path):
     for job, name, trainers in ((peer, "peer", slice(0, 4)), (store, "store", slice(1, 4))):
         logs = finish(job, tmp_path / name, 4)
         check_served(logs[trainers], range(3), len(logs[trainers]))
-        # Epoch 2's delivery could start only once the slow rank asked for it.
+        # Epoch 2's delivery could start only once the slow rank asked for it: a wait longer
+        # than the timeout (about 18 s on an idle machine, less when the fast ranks' own epochs
+        # run slow on a loaded one: 9.6 s once), and nothing timed out.
         for log in logs[trainers][:-1]:
             waited = log["figures"]["2"]["exposed_seconds"]
-            assert waited > 2 * timeout, f"the wait on the slow rank lasted {waited:.1f} s"
+            assert waited > timeout, f"the wait on the slow rank lasted {waited:.1f} s"
         if name == "store":
             waits = [f["request_wait_seconds"] for f in logs[0]["served"]]
             assert max(waits) > 2 * timeout, f"the store waited at most {max(waits):.1f} s"
