@@ -26,7 +26,7 @@ use crate::error::PlaneError;
 /// The first bytes of a connecting rank's claim.
 pub const CLAIM: &[u8; 4] = b"UBSP";
 /// Names the protocol in every key and prologue.
-const DOMAIN: &[u8] = b"ubershuffle-plane-v1";
+pub(crate) const DOMAIN: &[u8] = b"ubershuffle-plane-v1";
 /// Seconds an accepted connection has to finish its handshake (a slow or silent stranger does
 /// not hold up the accept loop longer).
 const HANDSHAKE_SECONDS: u64 = 10;
@@ -55,6 +55,12 @@ impl JobKey {
         getrandom::fill(&mut k)
             .map_err(|e| PlaneError::Internal(format!("the operating system gave no random bytes: {e}")))?;
         Ok(JobKey(k))
+    }
+
+    /// The key of a training rank's connection to a store outside the job, while it joins
+    /// ([`super::host`]).
+    pub(crate) fn join(&self) -> [u8; 32] {
+        hmac(b"join", &[], &self.0)
     }
 
     /// The key of the link between ranks `a` and `b` of job `job`.

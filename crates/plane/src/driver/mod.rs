@@ -14,7 +14,9 @@
 //! wait for that connection, so a delivery is read from the record store as fast as the link
 //! takes it and no faster.
 
+pub mod host;
 pub mod mesh;
+pub mod outside;
 mod source;
 
 use std::collections::VecDeque;
