@@ -287,6 +287,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<plane::CodedSendCore>()?;
     m.add_class::<plane::engine::PlaneListener>()?;
     m.add_class::<plane::engine::PlaneCore>()?;
+    m.add_class::<plane::outside::OutsideStore>()?;
+    m.add_function(wrap_pyfunction!(plane::outside::join_store, m)?)?;
+    m.add_function(wrap_pyfunction!(plane::outside::plane_token_key, m)?)?;
     m.add_class::<plane::reader::SourceReader>()?;
     m.add_class::<plane::tar::TarWalker>()?;
     m.add_function(wrap_pyfunction!(plane::tar::scan_tar, m)?)?;

@@ -394,18 +394,12 @@ impl SamplerCore {
     /// A fingerprint of where the chain stands (epoch, ranks, every batch and cache), equal on
     /// every rank that follows the same chain.
     pub(crate) fn digest(&self) -> u64 {
-        let mut h = mix(self.epoch ^ mix(self.world as u64 ^ mix(self.segment_start)));
-        let mut fold = |lists: &[Vec<u32>]| {
-            for list in lists {
-                h = mix(h ^ list.len() as u64);
-                for &p in list {
-                    h = mix(h ^ u64::from(p));
-                }
-            }
-        };
-        fold(&self.batches());
-        fold(&self.targets());
-        h
+        let lists = [self.batches(), self.targets()];
+        ubershuffle_plane::schedule::lists_digest(
+            self.epoch,
+            (self.world, self.segment_start),
+            &[&lists[0], &lists[1]],
+        )
     }
 
     /// The segment start and current epoch after moving from epoch `at` to `epoch`: one chain

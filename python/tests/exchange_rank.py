@@ -1,15 +1,15 @@
-"""One rank of the exchange tests, as a process of its own: connects, follows the sampler,
-checks every delivered record against the regenerated data set, and prints one JSON line per
-epoch (then, with --hang-after E, stops calling the exchange after epoch E, as a frozen or
-killed rank would). With --state FILE it saves the sampler's state_dict after every epoch and,
-when FILE exists at the start, resumes from it."""
+"""One training rank of the exchange tests, as a process of its own: joins the store, checks
+every delivered record against the regenerated data set and its batch against a sampler of the
+same settings, and prints one JSON line per epoch (then, with --hang-after E, stops after
+epoch E, as a frozen rank would, until killed). With --state FILE it saves the epoch it took
+after every epoch; --start E resumes at epoch E (a job resumes from the checkpoint its ranks
+share)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import pickle
 import sys
 import time
 
@@ -28,49 +28,43 @@ def data_set() -> np.ndarray:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("address")
+    p.add_argument("--rank", type=int, required=True)
+    p.add_argument("--world", type=int, required=True)
     p.add_argument("--store")
     p.add_argument("--state")
     p.add_argument("--hang-after", type=int)
-    p.add_argument("--timeout", type=float, default=2.0)
+    p.add_argument("--start", type=int, default=0)
     args = p.parse_args()
     truth = data_set()
-    ex = us.Exchange.connect(args.address, store_dir=args.store, timeout=args.timeout)
-    sampler = us.CodedShuffleSampler(POINTS, num_replicas=ex.world, rank=ex.rank, seed=SEED, alpha=ALPHA)
-    if args.state and os.path.exists(args.state):
-        with open(args.state, "rb") as f:
-            saved = pickle.load(f)
-        sampler.load_state_dict(saved["sampler"])
-        # The last epoch's batch of the rank this store belonged to survived the crash (the
-        # process may rejoin as another rank: ranks go by join order).
-        before = us.CodedShuffleSampler(
-            POINTS, num_replicas=ex.world, rank=saved["rank"], seed=SEED, alpha=ALPHA
-        )
-        before.load_state_dict(saved["sampler"])
-        held = all(int(i) in ex.store for i in before.batch())
-        print(json.dumps({"rank": ex.rank, "resumed_at": sampler.epoch, "held": bool(held)}), flush=True)
-    while True:
+    start = args.start
+    with us.Exchange.connect(
+        args.address, rank=args.rank, world=args.world, store_dir=args.store, epoch=start
+    ) as ex:
+        held = ex.store.held()
+        print(json.dumps({"rank": ex.rank, "start": start, "held": len(held)}), flush=True)
+        sampler = us.CodedShuffleSampler(POINTS, num_replicas=ex.world, rank=ex.rank, seed=SEED, alpha=ALPHA)
         try:
-            batch = ex.next_epoch()
-        except us.ExchangeFinished:
-            break
-        sampler.set_epoch(batch.epoch)
-        line = {
-            "rank": ex.rank,
-            "epoch": batch.epoch,
-            "agree": bool(np.array_equal(np.sort(sampler.batch()), batch.ids)),
-            "bytes_ok": bool(np.array_equal(batch.records, truth[batch.ids])),
-            "new": len(batch.new_ids),
-        }
-        if args.state:
-            with open(args.state + ".tmp", "wb") as f:
-                pickle.dump({"rank": ex.rank, "sampler": sampler.state_dict()}, f)
-            os.replace(args.state + ".tmp", args.state)
-        print(json.dumps(line), flush=True)
-        if args.hang_after is not None and batch.epoch >= args.hang_after:
-            time.sleep(600)
-    ex.close()
-    print(json.dumps({"rank": ex.rank, "done": True}), flush=True)
+            for batch in ex:
+                sampler.set_epoch(batch.epoch)
+                line = {
+                    "rank": ex.rank,
+                    "epoch": batch.epoch,
+                    "agree": bool(np.array_equal(np.sort(sampler.batch()), batch.ids)),
+                    "bytes_ok": bool(np.array_equal(batch.records, truth[batch.ids])),
+                    "received": batch.figures.bytes_received,
+                }
+                if args.state:
+                    with open(args.state + ".tmp", "w") as f:
+                        json.dump({"epoch": batch.epoch}, f)
+                    os.replace(args.state + ".tmp", args.state)
+                print(json.dumps(line), flush=True)
+                if args.hang_after is not None and batch.epoch >= args.hang_after:
+                    time.sleep(600)
+        except us.ExchangeClosed as e:
+            print(json.dumps({"rank": ex.rank, "error": type(e).__name__, "message": str(e)}), flush=True)
+            sys.exit(1)
+    print(json.dumps({"rank": args.rank, "done": True}), flush=True)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

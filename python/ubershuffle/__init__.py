@@ -4,8 +4,9 @@
 (the same instances, seeds and schemes as the ``ubershuffle`` command line, so the counts are
 the same), and offers :class:`CodedShuffleSampler`, a drop-in for
 ``torch.utils.data.DistributedSampler`` whose epochs follow the project's epoch chain, and
-:class:`Exchange`, the data plane that delivers each rank's new batch by coded multicast into
-its :class:`RecordStore` (records of any size, shared by DataLoader worker processes).
+:class:`Exchange`, a training rank of a job whose records a store outside the job delivers by
+coded multicast into the rank's :class:`RecordStore` (records of any size, shared by DataLoader
+worker processes).
 
 Planning::
 
@@ -27,7 +28,6 @@ from .exchange import (
     ExchangeClosed,
     ExchangeFinished,
     Host,
-    RankLost,
 )
 from .planning import (
     LowerBound,
@@ -51,7 +51,6 @@ __all__ = [
     "ExchangeClosed",
     "ExchangeFinished",
     "Host",
-    "RankLost",
     "RecordStore",
     "LowerBound",
     "PlanResult",

@@ -271,3 +271,16 @@ class RecordStore:
 
     def __repr__(self) -> str:
         return f"RecordStore({self.directory}, {len(self.held())} of {len(self)} records held)"
+
+
+def store_bytes_bound(offsets: np.ndarray, target: np.ndarray, batch: int, arrivals: float) -> int:
+    """An upper bound of the bytes a training rank's record store will hold: ``len(target)``
+    records (its cache) plus ``arrivals`` of a batch of ``batch``, of the largest sizes, and two
+    pages each (a record's first and last pages may be shared); never more than the whole
+    file."""
+    sizes = np.diff(offsets)
+    page = 4096
+    whole = -(-int(offsets[-1]) // page) * page
+    count = min(len(sizes), len(target) + int(-(-batch * arrivals // 1)))
+    largest = np.partition(sizes, len(sizes) - count)[len(sizes) - count :] if count else sizes[:0]
+    return int(min(whole, int(largest.sum()) + 2 * page * count))

@@ -54,7 +54,7 @@ pub enum Command {
     /// send, decode, train, aggregate) in-process, over TCP processes or under mpirun, with a
     /// progress bar, a summary table, --json and --out DIR.
     Run(Box<RunArgs>),
-    /// Serve a data set of fixed-size records to N workers over TCP, epoch by epoch, by coded
+    /// Serve a data set to a training job's ranks from outside the job, epoch by epoch, by coded
     /// delivery (the data plane of `ubershuffle.Exchange`; the token from --token-file or
     /// UBERSHUFFLE_TOKEN).
     Serve(ServeArgs),
@@ -401,11 +401,15 @@ pub struct WorkerArgs {
 /// Flags of `ubershuffle serve`.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
-    UBERSHUFFLE_TOKEN=s3cret ubershuffle serve --records data.bin --record-size 4096 --workers 4 \\\n    \
-    --alpha 0.5 --epochs 10 --listen 127.0.0.1:7070\n  \
-    ubershuffle serve --records-dir images/ --workers 4 --alpha 0.5 --epochs 10 --listen 127.0.0.1:7070\n  \
-    ubershuffle serve --records blob.bin --index blob.u64 --workers 4 --alpha 0.5 --listen 127.0.0.1:7070\n\
-Each rank then calls ubershuffle.Exchange.connect(\"127.0.0.1:7070\") from Python.\n\
+    ubershuffle token --out job.token                        # once: a fresh secret, mode 600\n  \
+    ubershuffle serve --records data.bin --record-size 4096 --workers 4 --extra-cache 0.2 \\\n      \
+    --epochs 10 --listen 0.0.0.0:7070 --token-file job.token\n  \
+    ubershuffle serve --records-dir images/ --workers 4 --alpha 0.5 --epochs 10 --listen 0.0.0.0:7070\n  \
+    ubershuffle serve --records blob.bin --index blob.u64 --workers 4 --alpha 0.5 --listen 0.0.0.0:7070\n\
+Each training rank then calls ubershuffle.Exchange.connect(\"HOST:7070\", rank=RANK, world=WORLD_SIZE)\n\
+from Python with the same token (UBERSHUFFLE_TOKEN_FILE or UBERSHUFFLE_TOKEN). The store serves\n\
+the job attempt after attempt: when a rank fails, the others stop and the store waits for the\n\
+restarted job; it ends once an attempt's ranks close after the last epoch.\n\
 An index (--index) is records + 1 little-endian u64 offsets into --records, the first 0, the last\n\
 its size (a RecordStore's index.u64 and RecordSource.from_blob's offsets have this form).")]
 pub struct ServeArgs {
@@ -415,7 +419,7 @@ pub struct ServeArgs {
     pub records: Option<PathBuf>,
     /// Bytes per record of --records: record i at byte i * B.
     #[arg(long, value_name = "B", requires = "records", conflicts_with = "index")]
-    pub record_size: Option<usize>,
+    pub record_size: Option<u64>,
     /// The offsets of the records of --records: records + 1 little-endian u64 numbers.
     #[arg(long, value_name = "FILE", requires = "records")]
     pub index: Option<PathBuf>,
@@ -423,15 +427,20 @@ pub struct ServeArgs {
     /// starting with '.' skipped), sorted by path, as ubershuffle.sources.as_source sorts them.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["records", "record_size", "index"])]
     pub records_dir: Option<PathBuf>,
-    /// Workers (Python ranks) to admit.
+    /// Training ranks of the job.
     #[arg(long, value_name = "N")]
     pub workers: usize,
-    /// Where to listen.
+    /// Where to listen for the training ranks (0.0.0.0:PORT: every interface).
     #[arg(long, value_name = "HOST:PORT")]
     pub listen: String,
-    /// Cache ratio alpha: each worker caches floor(alpha * points) records (the sampler's alpha).
-    #[arg(long, value_name = "A")]
-    pub alpha: f64,
+    /// Cache ratio alpha: each rank caches floor(alpha * records) records, its batch included
+    /// (the sampler's alpha).
+    #[arg(long, value_name = "A", required_unless_present = "extra_cache", conflicts_with = "extra_cache")]
+    pub alpha: Option<f64>,
+    /// The share of the records outside a rank's batch that it also caches (the sampler's
+    /// extra_cache; holds on every number of ranks).
+    #[arg(long, value_name = "X")]
+    pub extra_cache: Option<f64>,
     /// How batches change between epochs (the sampler's policy).
     #[arg(long, value_enum, default_value_t = PolicyKind::Global)]
     pub policy: PolicyKind,
@@ -444,25 +453,30 @@ pub struct ServeArgs {
     /// Seed of the epoch chain and the planner (the sampler's seed).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Epochs to deliver (1..=E; epoch 0's batches are in the starting caches).
+    /// The job's last epoch: the ranks train epochs 0..=E.
     #[arg(long, default_value_t = 1)]
-    pub epochs: usize,
-    /// Seconds any wait may take; a rank silent for longer (training included) is lost.
+    pub epochs: u64,
+    /// Seconds a silent rank is waited on before it counts as dead (its training included:
+    /// the engine's heartbeats keep a training rank heard).
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     pub timeout: f64,
-    /// Seconds the workers have to join.
-    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    /// Seconds the store waits for an attempt's ranks to join (0: for ever).
+    #[arg(long, value_name = "SECONDS", default_value_t = 600.0)]
     pub join_timeout: f64,
-    /// Write a checkpoint here after every epoch.
-    #[arg(long, value_name = "FILE")]
-    pub checkpoint: Option<PathBuf>,
-    /// Continue from --checkpoint.
-    #[arg(long, requires = "checkpoint")]
-    pub resume: bool,
-    /// Print one JSON object on stdout (every epoch's metrics).
+    /// Keep the records the store has read here, so that a restarted store reads none again
+    /// (default: a temporary store in shared memory).
+    #[arg(long, value_name = "DIR")]
+    pub store_dir: Option<PathBuf>,
+    /// Bytes of a segment of coded delivery (0: the engine's choice for the records).
+    #[arg(long, value_name = "B", default_value_t = 0)]
+    pub segment_bytes: usize,
+    /// The store's uplink in Gbit/s, against which the planner's search is weighed.
+    #[arg(long, value_name = "G", default_value_t = 10.0)]
+    pub link_gbps: f64,
+    /// Print one JSON object on stdout: every attempt and the figures of every epoch served.
     #[arg(long)]
     pub json: bool,
-    /// The cluster token and sealing (--token-file, UBERSHUFFLE_TOKEN).
+    /// The job's token (--token-file, UBERSHUFFLE_TOKEN).
     #[command(flatten)]
     pub token: crate::token::TokenArgs,
 }

@@ -82,8 +82,11 @@ fn mix(mut x: u64) -> u64 {
 }
 
 /// A fingerprint of an epoch and its lists (batches, then caches).
-pub fn lists_digest(epoch: u64, world: usize, lists: &[&[Vec<u32>]]) -> u64 {
-    let mut h = mix(epoch ^ mix(world as u64));
+/// `segment_start` is the epoch the chain's world size took effect (0 for a chain that never
+/// changed it): `ubershuffle.CodedShuffleSampler`'s digest is this one, so that a Rust chain
+/// and a Python sampler of the same settings agree.
+pub fn lists_digest(epoch: u64, (world, segment_start): (usize, u64), lists: &[&[Vec<u32>]]) -> u64 {
+    let mut h = mix(epoch ^ mix(world as u64 ^ mix(segment_start)));
     for group in lists {
         for list in group.iter() {
             h = mix(h ^ list.len() as u64);
@@ -110,7 +113,7 @@ impl Schedule for ChainSchedule {
 
     fn digest(&self) -> u64 {
         let state = self.chain.state();
-        lists_digest(self.epoch, state.batches.len(), &[&state.batches, &state.caches])
+        lists_digest(self.epoch, (state.batches.len(), 0), &[&state.batches, &state.caches])
     }
 
     fn next_starts_a_chain(&self) -> bool {

@@ -6,7 +6,7 @@
 use ubershuffle_core::wire::{ByteReader, WireError, push_bytes, push_u32, push_u32_list, push_u64};
 
 /// The protocol's version: ranks of different versions refuse each other at start.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// The most settings a rank may name at start.
 pub const MAX_SETTINGS: usize = 64;
 /// The most bytes of one text field (a setting's name or value, a reason).
@@ -141,8 +141,12 @@ pub enum Message<'a> {
         /// The part.
         bytes: Vec<u8>,
     },
-    /// The sender closed its plane.
-    Close,
+    /// The sender closed its plane, its caller having taken epochs up to `taken` (`u64::MAX`:
+    /// none; a store's: `u64::MAX`).
+    Close {
+        /// The last epoch the sender's caller took.
+        taken: u64,
+    },
     /// The sender's plane failed; it says why, and stops.
     GiveUp {
         /// What kind of failure.
@@ -276,7 +280,10 @@ impl Message<'_> {
                 push_u64(&mut out, bytes.len() as u64);
                 out.extend_from_slice(bytes);
             }
-            Message::Close => out.push(kind::CLOSE),
+            Message::Close { taken } => {
+                out.push(kind::CLOSE);
+                push_u64(&mut out, *taken);
+            }
             Message::GiveUp { cause, reason } => {
                 out.push(kind::GIVE_UP);
                 out.push(cause.byte());
@@ -334,7 +341,7 @@ impl Message<'_> {
                 let len = r.u64()? as usize;
                 Message::Part { epoch, coded, bytes: r.take(len)?.to_vec() }
             }
-            kind::CLOSE => Message::Close,
+            kind::CLOSE => Message::Close { taken: r.u64()? },
             kind::GIVE_UP => {
                 Message::GiveUp { cause: Cause::from_byte(r.take(1)?[0]), reason: text(&mut r)? }
             }
@@ -356,7 +363,7 @@ impl Message<'_> {
             Message::Data { .. } => "records",
             Message::Want { .. } => "a request",
             Message::Part { .. } => "its part of a delivery",
-            Message::Close => "a close",
+            Message::Close { .. } => "a close",
             Message::GiveUp { .. } => "a give-up",
         }
     }
@@ -387,7 +394,7 @@ mod tests {
             Message::Data { epoch: 4, offset: 17, bytes: b"records" },
             Message::Want { epoch: 2, digest: 5, catch_up: true, held: vec![3, 4], state: b"{}".to_vec() },
             Message::Part { epoch: 2, coded: true, bytes: vec![1, 2, 3] },
-            Message::Close,
+            Message::Close { taken: 7 },
             Message::GiveUp { cause: Cause::Mismatch, reason: "rank 3 has not been heard from".into() },
         ]
     }

@@ -18,10 +18,10 @@ use common::{record, scratch, sizes};
 use ubershuffle_codes::RecordIndex;
 use ubershuffle_core::epoch_chain::ChainParams;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
-use ubershuffle_plane::driver::host::{Host, join};
-use ubershuffle_plane::driver::mesh::{JobKey, Listener, link_up};
-use ubershuffle_plane::driver::outside::{AttemptEnd, Outside, serve_outside};
-use ubershuffle_plane::driver::{Hooks, Plane};
+use ubershuffle_plane::driver::Hooks;
+use ubershuffle_plane::driver::host::Host;
+use ubershuffle_plane::driver::mesh::JobKey;
+use ubershuffle_plane::driver::outside::{AttemptEnd, OpensStore, Outside, join_outside, serve_outside};
 use ubershuffle_plane::schedule::ChainSchedule;
 use ubershuffle_plane::store::{MappedStore, SharedStore, locked};
 use ubershuffle_plane::{EngineConfig, PlaneError, Schedule};
@@ -34,6 +34,7 @@ fn schedule(trainers: usize) -> ChainSchedule {
     ChainSchedule::new(params, "auto").unwrap()
 }
 
+/// The config of `rank` of a job of `world` ranks, the store last.
 fn config(rank: usize, world: usize) -> EngineConfig {
     EngineConfig {
         rank,
@@ -41,11 +42,11 @@ fn config(rank: usize, world: usize) -> EngineConfig {
         timeout: 10.0,
         plane: "ShuffleGroup".into(),
         settings: vec![("mode".into(), "'store'".into())],
-        reads_source: rank == 0,
+        reads_source: rank == world - 1,
         store_error: None,
         chunk_bytes: 8 << 10,
         yield_to_gradients: false,
-        store_rank: Some(0),
+        store_rank: Some(world - 1),
         segment_bytes: 512,
         round_bytes: 32 << 10,
         link_rate: 0.0,
@@ -80,35 +81,6 @@ impl Hooks for StoreHooks {
     }
 }
 
-/// A training rank's side: no source; its record store made once the store's index comes.
-struct TrainerHooks {
-    dir: PathBuf,
-    opened: Arc<Mutex<Option<SharedStore>>>,
-}
-
-impl Hooks for TrainerHooks {
-    fn read(&mut self, _ids: &[u32], _store: &SharedStore) -> Result<(u64, u64), String> {
-        Err("a training rank reads no source".into())
-    }
-
-    fn content_digest(&mut self) -> Result<u64, String> {
-        Err("a training rank reads no source".into())
-    }
-
-    fn open_store(&mut self, offsets: &[u64]) -> Result<SharedStore, String> {
-        let index =
-            RecordIndex::from_sizes(offsets.windows(2).map(|w| w[1] - w[0])).map_err(|e| e.to_string())?;
-        let store = MappedStore::open(&self.dir, index).map_err(|e| e.to_string())?;
-        let store: SharedStore = Arc::new(Mutex::new(store));
-        *self.opened.lock().unwrap() = Some(Arc::clone(&store));
-        Ok(store)
-    }
-
-    fn sampler_state(&mut self) -> Result<Vec<u8>, String> {
-        Ok(b"state".to_vec())
-    }
-}
-
 /// One training rank of one attempt: joins, runs `epochs`, checks every record of each
 /// epoch's batch byte for byte, closes; returns the store's description.
 fn train(
@@ -118,19 +90,18 @@ fn train(
     epochs: std::ops::Range<u64>,
     dir: PathBuf,
 ) -> Result<Vec<u8>, PlaneError> {
-    let listener = Listener::bind(IpAddr::V4(Ipv4Addr::LOCALHOST))?;
-    let joined = join(
+    let hooks = OpensStore::new(dir);
+    let opened = hooks.opened();
+    let (plane, joined) = join_outside(
         store,
         key,
-        (place, trainers),
-        listener.address()?,
+        (Some(place), Some(trainers)),
+        IpAddr::V4(Ipv4Addr::LOCALHOST),
         (Duration::from_secs(20), Duration::from_secs(10)),
+        |joined| Ok(config(joined.mesh.rank, trainers + 1)),
+        Box::new(hooks),
     )?;
-    let links = link_up(listener, &joined.mesh)?;
-    let opened = Arc::new(Mutex::new(None));
-    let hooks = TrainerHooks { dir, opened: Arc::clone(&opened) };
-    let plane = Plane::start(config(place + 1, trainers + 1), None, links, Box::new(hooks))?;
-    plane.wait_agreed()?;
+    assert_eq!(joined.mesh.rank, place);
     let schedule = schedule(trainers);
     for epoch in epochs {
         let at = schedule.at(epoch).unwrap();
@@ -167,6 +138,7 @@ fn store(
             join_deadline: Some(Duration::from_secs(30)),
             link_deadline: Duration::from_secs(10),
             about: b"the job's settings".to_vec(),
+            stop: Arc::default(),
         };
         let reads = Arc::new(AtomicU64::new(0));
         let mut ends = Vec::new();
@@ -174,8 +146,8 @@ fn store(
             &host,
             &key,
             &outside,
-            (&config(0, trainers + 1), &store),
-            || Box::new(StoreHooks { schedule: schedule(trainers), reads: Arc::clone(&reads) }),
+            (&config(trainers, trainers + 1), &store),
+            Box::new(StoreHooks { schedule: schedule(trainers), reads: Arc::clone(&reads) }),
             |attempt, _, end| {
                 ends.push(match end {
                     AttemptEnd::Finished => format!("{attempt}: finished"),

@@ -91,15 +91,15 @@ pub fn figures_dict<'py>(py: Python<'py>, f: &Figures) -> PyResult<Bound<'py, Py
 /// StoreCore` (a store-mode training rank's store, once the store sent the index),
 /// `state() -> bytes` (the sampler's state), `restore(state, epoch) -> SamplerCore` (the
 /// store's chain). They run on the engine's hooks thread, which takes the GIL only for them.
-struct PythonHooks {
+pub(super) struct PythonHooks {
     /// The source read by the engine itself, off the GIL, where it has a reader (then `load`
     /// is not called).
-    reader: Option<Box<dyn RecordReader>>,
-    load: Option<Py<PyAny>>,
-    content: Option<Py<PyAny>>,
-    open_store: Option<Py<PyAny>>,
-    state: Option<Py<PyAny>>,
-    restore: Option<Py<PyAny>>,
+    pub(super) reader: Option<Box<dyn RecordReader>>,
+    pub(super) load: Option<Py<PyAny>>,
+    pub(super) content: Option<Py<PyAny>>,
+    pub(super) open_store: Option<Py<PyAny>>,
+    pub(super) state: Option<Py<PyAny>>,
+    pub(super) restore: Option<Py<PyAny>>,
 }
 
 fn one_line(e: PyErr, py: Python<'_>) -> String {
@@ -162,7 +162,7 @@ impl Hooks for PythonHooks {
 #[pyclass(module = "ubershuffle._native")]
 pub struct PlaneListener {
     listener: Option<Listener>,
-    address: SocketAddr,
+    pub(super) address: SocketAddr,
 }
 
 #[pymethods]
@@ -361,6 +361,6 @@ impl PlaneCore {
 }
 
 /// Runs `work` catching a panic; a plane error becomes its Python exception.
-fn catch_plane<T>(work: impl FnOnce() -> Result<T, PlaneError>) -> PyResult<T> {
+pub(super) fn catch_plane<T>(work: impl FnOnce() -> Result<T, PlaneError>) -> PyResult<T> {
     catch(|| Ok(work())).map_err(PyErr::from)?.map_err(raise)
 }

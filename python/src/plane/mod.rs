@@ -3,6 +3,7 @@
 //! planned and encoded alone, for the benchmarks ([`CodedSendCore`]).
 
 pub mod engine;
+pub mod outside;
 pub mod reader;
 pub mod tar;
 

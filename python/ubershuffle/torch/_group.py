@@ -19,7 +19,7 @@ import torch.distributed as dist
 from .._native import ShuffleClosed
 from ..sampler import CodedShuffleSampler
 from ..sources import as_source
-from ..store import RecordStore
+from ..store import RecordStore, store_bytes_bound
 from ._dataset import RecordDataset
 from ._engine import content_digest, start_plane
 from ._gradients import GradientGate
@@ -42,19 +42,6 @@ def _watch_failures(plane: Any) -> None:
         log.error("ubershuffle: %s: %s", *failure)
 
 
-def _expect_bytes(offsets: np.ndarray, target: np.ndarray, batch: int, arrivals: float) -> int:
-    """An upper bound of the bytes a training rank's record store will hold: ``len(target)``
-    records (its cache) plus ``arrivals`` of a batch of ``batch``, of the largest sizes, and two
-    pages each (a record's first and last pages may be shared); never more than the whole
-    file."""
-    sizes = np.diff(offsets)
-    page = 4096
-    whole = -(-int(offsets[-1]) // page) * page
-    count = min(len(sizes), len(target) + int(-(-batch * arrivals // 1)))
-    largest = np.partition(sizes, len(sizes) - count)[len(sizes) - count :] if count else sizes[:0]
-    return int(min(whole, int(largest.sum()) + 2 * page * count))
-
-
 class _Opened:
     """What a store-mode training rank without a source makes once the store's index comes
     (on the engine's hooks thread): its sampler and its record store. It holds no reference to
@@ -74,7 +61,7 @@ class _Opened:
         target = self.sampler._core.targets()[self.place]
         batch = -(-(len(offsets) - 1) // self.trainers)
         self.store = RecordStore(
-            offsets, self.directory, expect_bytes=_expect_bytes(offsets, target, batch, 1.0)
+            offsets, self.directory, expect_bytes=store_bytes_bound(offsets, target, batch, 1.0)
         )
         return self.store._core
 
@@ -381,7 +368,7 @@ class ShuffleGroup:
         elif self.mode == "peer" and policy == "partial-local":
             arrivals = 1.0 if fraction is None else float(fraction)
         batch = -(-(len(offsets) - 1) // len(self._trainers))
-        return _expect_bytes(offsets, self._target(), batch, arrivals)
+        return store_bytes_bound(offsets, self._target(), batch, arrivals)
 
     # -- what a training script calls -----------------------------------------------------
 

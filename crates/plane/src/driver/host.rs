@@ -9,16 +9,19 @@
 //! 3. The rank says, sealed, its place among the training ranks (torch's rank), how many
 //!    training ranks its job has, and the address its engine listens on.
 //! 4. Once every place is taken, the store answers each, sealed: a fresh name for the attempt,
-//!    the rank's place in the plane (its place + 1: the store is rank 0), every rank's address,
-//!    and the store's description of the job (bytes the caller gives: its settings).
+//!    the rank's place (its rank in the plane too: the training ranks are ranks `0..n` and the
+//!    store is rank `n`, so that errors name a training rank by torch's rank), every rank's
+//!    address, and the store's description of the job (bytes the caller gives: its settings).
 //!
-//! A place claimed twice (a rank restarted while the others waited) goes to the newer claim.
+//! A rank may leave its place to the store (the first free one) and its count too. A place
+//! claimed twice (a rank restarted while the others waited) goes to the newer claim.
 //! A rank whose place or count does not fit the store's is refused with a one-line reason.
 //! A rank that joins while the store serves an earlier attempt waits in the listening queue
 //! until the store meets again.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use ubershuffle_transport::frame::FrameKind;
@@ -29,6 +32,8 @@ use crate::error::PlaneError;
 
 /// The first bytes of a joining training rank.
 pub const JOIN: &[u8; 4] = b"UBSJ";
+/// A place or a count a joining rank leaves to the store.
+const ANY: u32 = u32::MAX;
 /// Seconds a connection the store accepted has to say who it is.
 const HANDSHAKE_SECONDS: u64 = 10;
 /// The largest request a joining rank may send.
@@ -59,7 +64,8 @@ pub struct Host {
 
 /// A joined rank, waiting for the others.
 struct Claim {
-    place: usize,
+    /// `None`: any free place.
+    place: Option<usize>,
     address: SocketAddr,
     stream: TcpStream,
     sealing: Sealing,
@@ -80,10 +86,10 @@ impl Host {
             .map_err(|e| PlaneError::Internal(format!("cannot read the store's address: {e}")))
     }
 
-    /// Waits (at most `deadline`; `None`: as long as it takes) for one attempt's `trainers`
-    /// training ranks, answers each with the attempt's name, every address (the store's
-    /// engine listens at `engine_address`) and `about`; returns the store's link-up (rank 0),
-    /// whose links may take `link_deadline`.
+    /// Waits (at most `deadline`; `None`: as long as it takes, or until `stop` is set) for one
+    /// attempt's `trainers` training ranks, answers each with the attempt's name, every address (the store's
+    /// engine listens at `engine_address`) and `about`; returns the store's link-up (rank
+    /// `trainers`), whose links may take `link_deadline`.
     pub fn meet(
         &self,
         key: &JobKey,
@@ -91,6 +97,7 @@ impl Host {
         engine_address: SocketAddr,
         about: &[u8],
         (deadline, link_deadline): (Option<Duration>, Duration),
+        stop: &AtomicBool,
     ) -> Result<MeshConfig, PlaneError> {
         let until = deadline.map(|d| Instant::now() + d);
         let mut claims: Vec<Option<Claim>> = (0..trainers).map(|_| None).collect();
@@ -99,6 +106,13 @@ impl Host {
             let (stream, from) = match self.listener.accept() {
                 Ok(accepted) => accepted,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if stop.load(Ordering::Relaxed) {
+                        return Err(PlaneError::Closed {
+                            plane: "store".into(),
+                            me: 0,
+                            doing: "waiting for training ranks to join".into(),
+                        });
+                    }
                     if until.is_some_and(|u| Instant::now() >= u) {
                         let missing: Vec<usize> = (0..trainers).filter(|&p| claims[p].is_none()).collect();
                         return Err(PlaneError::Mismatch(format!(
@@ -112,8 +126,10 @@ impl Host {
                 Err(e) => return Err(PlaneError::Internal(format!("the store cannot accept a connection: {e}"))),
             };
             match admit(stream, key, trainers) {
-                Ok(claim) => {
-                    let place = claim.place;
+                Ok(mut claim) => {
+                    let free = claims.iter().position(Option::is_none);
+                    let Some(place) = claim.place.or(free) else { continue };
+                    claim.place = Some(place);
                     if claims[place].replace(claim).is_some() {
                         tracing::info!("training rank {place} joined again: its newer claim takes its place");
                     }
@@ -122,10 +138,10 @@ impl Host {
             }
         }
         let job = attempt_name()?;
-        let mut addresses = vec![engine_address];
-        addresses.extend(claims.iter().flatten().map(|c| c.address));
-        for mut claim in claims.into_iter().flatten() {
-            let answer = welcome(&job, claim.place + 1, &addresses, about);
+        let mut addresses: Vec<SocketAddr> = claims.iter().flatten().map(|c| c.address).collect();
+        addresses.push(engine_address);
+        for (place, mut claim) in claims.into_iter().flatten().enumerate() {
+            let answer = welcome(&job, place, &addresses, about);
             let sent = write_frame_on(
                 Some(&mut claim.sealing),
                 &mut claim.stream,
@@ -134,10 +150,10 @@ impl Host {
             );
             if let Err(e) = sent {
                 // The attempt fails at its link-up, and the next one meets again.
-                tracing::warn!("the store could not answer training rank {}: {e}", claim.place);
+                tracing::warn!("the store could not answer training rank {place}: {e}");
             }
         }
-        Ok(MeshConfig { rank: 0, addresses, key: key.clone(), job, deadline: link_deadline })
+        Ok(MeshConfig { rank: trainers, addresses, key: key.clone(), job, deadline: link_deadline })
     }
 }
 
@@ -175,15 +191,16 @@ fn admit(mut stream: TcpStream, key: &JobKey, trainers: usize) -> Result<Claim, 
     };
     let mut r = Fields::new(&frame.payload);
     let (place, count, address) = match (r.u32(), r.u32(), r.text()) {
-        (Some(p), Some(c), Some(a)) => (p as usize, c as usize, a),
+        (Some(p), Some(c), Some(a)) => (p, c, a),
         _ => return Err(refuse("its request is malformed".into())),
     };
-    if count != trainers {
+    if count != ANY && count as usize != trainers {
         return Err(refuse(format!("the store serves {trainers} training ranks; this rank's job has {count}")));
     }
-    if place >= trainers {
+    if place != ANY && place as usize >= trainers {
         return Err(refuse(format!("place {place} is not one of the store's {trainers} training ranks")));
     }
+    let place = (place != ANY).then_some(place as usize);
     let address: SocketAddr =
         address.parse().map_err(|_| refuse(format!("{address:?} is not an address to link up at")))?;
     Ok(Claim { place, address, stream, sealing })
@@ -238,27 +255,32 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// Joins the store at `store` as the training rank at `place` of `trainers`, whose engine
-/// listens at `address`; waits (at most `deadline`) for the attempt to be complete. The
-/// links may then take `link_deadline`.
+/// Joins the store at `store` as the training rank at `place` of `trainers` (`None`: the
+/// store's first free place, of as many as it serves), whose engine listens at `address`;
+/// waits (at most `deadline`) for the attempt to be complete. The links may then take
+/// `link_deadline`.
 pub fn join(
     store: SocketAddr,
     key: &JobKey,
-    (place, trainers): (usize, usize),
+    (place, trainers): (Option<usize>, Option<usize>),
     address: SocketAddr,
     (deadline, link_deadline): (Duration, Duration),
 ) -> Result<Joined, PlaneError> {
     let until = Instant::now() + deadline;
+    let who = match place {
+        Some(p) => format!("training rank {p}"),
+        None => "a training rank".to_string(),
+    };
     let mut stream = loop {
         match TcpStream::connect_timeout(&store, Duration::from_secs(5)) {
             Ok(s) => break s,
             Err(e) if Instant::now() < until => {
-                tracing::debug!("training rank {place} connecting to the store at {store}: {e}; retrying");
+                tracing::debug!("{who} connecting to the store at {store}: {e}; retrying");
                 std::thread::sleep(Duration::from_millis(100));
             }
             Err(e) => {
                 return Err(PlaneError::Mismatch(format!(
-                    "training rank {place} cannot reach the store at {store}: {e} (is it serving?)"
+                    "{who} cannot reach the store at {store}: {e} (is it serving?)"
                 )));
             }
         }
@@ -267,7 +289,7 @@ pub fn join(
     stream.set_read_timeout(Some(left())).map_err(io("set a read timeout"))?;
     let refused = |e: &dyn std::fmt::Display| {
         PlaneError::Mismatch(format!(
-            "the store at {store} refused training rank {place}: {e} (do the two hold the same token?)"
+            "the store at {store} refused {who}: {e} (do the two hold the same token?)"
         ))
     };
     stream.write_all(JOIN).map_err(|e| refused(&e))?;
@@ -275,10 +297,11 @@ pub fn join(
     let mut opening = Opening::new(keys.clone());
     let mut sealing = Sealing::new(keys);
     let mut request = Vec::new();
-    request.extend_from_slice(&(place as u32).to_le_bytes());
-    request.extend_from_slice(&(trainers as u32).to_le_bytes());
+    let (place, trainers) = (place.map_or(ANY, |p| p as u32), trainers.map_or(ANY, |t| t as u32));
+    request.extend_from_slice(&place.to_le_bytes());
+    request.extend_from_slice(&trainers.to_le_bytes());
     put_bytes(&mut request, address.to_string().as_bytes());
-    write_frame_on(Some(&mut sealing), &mut stream, (FrameKind::Hello, place as u32, 0), &[&request])
+    write_frame_on(Some(&mut sealing), &mut stream, (FrameKind::Hello, place, 0), &[&request])
         .map_err(|e| refused(&e))?;
     stream.set_read_timeout(Some(left())).map_err(io("set a read timeout"))?;
     // The handshake's last message carries the token's proof, so a store that does not share
@@ -288,7 +311,7 @@ pub fn join(
             refused(&e)
         } else {
             PlaneError::Mismatch(format!(
-                "training rank {place} waited {:.0} s in vain at the store {store} for the other training ranks to join",
+                "{who} waited {:.0} s in vain at the store {store} for the other training ranks to join",
                 deadline.as_secs_f64()
             ))
         }
@@ -297,16 +320,17 @@ pub fn join(
     if frame.kind == FrameKind::Refused {
         let why = String::from_utf8_lossy(&frame.payload);
         return Err(PlaneError::Mismatch(format!(
-            "the store at {store} refused training rank {place}: {}",
+            "the store at {store} refused {who}: {}",
             crate::error::bounded_line(&why, crate::wire::MAX_TEXT)
         )));
     }
-    let malformed = || PlaneError::Mismatch(format!("the store at {store} answered training rank {place} malformed"));
+    let malformed = || PlaneError::Mismatch(format!("the store at {store} answered {who} malformed"));
     let mut r = Fields::new(&frame.payload);
     let job = r.text().ok_or_else(malformed)?;
     let rank = r.u32().ok_or_else(malformed)? as usize;
     let count = r.u32().ok_or_else(malformed)? as usize;
-    if count != trainers + 1 || rank != place + 1 {
+    let fits = |asked: u32, got: usize| asked == ANY || asked as usize == got;
+    if count < 2 || rank + 1 >= count || !fits(trainers, count - 1) || !fits(place, rank) {
         return Err(malformed());
     }
     let mut addresses: Vec<SocketAddr> = Vec::with_capacity(count);
@@ -314,9 +338,10 @@ pub fn join(
         addresses.push(r.text().and_then(|a| a.parse().ok()).ok_or_else(malformed)?);
     }
     let about = r.bytes().ok_or_else(malformed)?.to_vec();
-    if addresses[0].ip().is_unspecified() {
+    let engine = &mut addresses[count - 1];
+    if engine.ip().is_unspecified() {
         // The store listens on every interface: its engine is where this rank reached it.
-        addresses[0].set_ip(store.ip());
+        engine.set_ip(store.ip());
     }
     Ok(Joined { mesh: MeshConfig { rank, addresses, key: key.clone(), job, deadline: link_deadline }, about })
 }

@@ -45,8 +45,8 @@ impl std::fmt::Debug for JobKey {
 
 impl JobKey {
     /// The key of a token (a secret string from a file or the environment).
-    pub fn from_token(token: &str) -> JobKey {
-        JobKey(hmac(b"token", &[token.as_bytes()], &[0; 32]))
+    pub fn from_token(token: impl AsRef<[u8]>) -> JobKey {
+        JobKey(hmac(b"token", &[token.as_ref()], &[0; 32]))
     }
 
     /// A fresh random key (the job's first rank makes one and hands it out).

@@ -64,6 +64,7 @@ enum Call {
     Gradients(Input),
     Failure(Sender<Option<PlaneError>>),
     Serve(Sender<Result<Vec<Figures>, PlaneError>>),
+    ClosedAfter(Sender<Option<Option<u64>>>),
     Close(Sender<Unasked>),
 }
 
@@ -152,6 +153,20 @@ impl Plane {
     /// returns the figures of every epoch served, or the first failure.
     pub fn serve(&self) -> Result<Vec<Figures>, PlaneError> {
         self.call(Call::Serve, "serving")?
+    }
+
+    /// The store's view of its training ranks' closes: the last epoch all their callers had
+    /// taken, once every one of them closed or was lost, waiting at most `wait` for it
+    /// (`None`: one took none, was lost, or had not closed in time).
+    pub fn closed_after(&self, wait: Duration) -> Option<u64> {
+        let until = Instant::now() + wait;
+        loop {
+            match self.call(Call::ClosedAfter, "asking") {
+                Ok(Some(taken)) => return taken,
+                Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(10)),
+                _ => return None,
+            }
+        }
     }
 
     /// Waits until the delivery in flight has ended (or failed, or the plane closed).
@@ -359,6 +374,9 @@ fn run(
                     }
                     None => serving.push(reply),
                 },
+                Call::ClosedAfter(reply) => {
+                    let _ = reply.send(engine.closed_after());
+                }
                 Call::Close(reply) => {
                     engine.handle(t, Input::Close);
                     closing = Some(reply);

@@ -306,6 +306,11 @@ pub struct Engine {
     gate: Gate,
     /// Peers that closed their plane.
     peer_closed: Vec<bool>,
+    /// The last epoch each peer's caller took, as its close said (`Some(None)`: none, or its
+    /// connection ended without a close; `None`: not yet known).
+    closed_after: Vec<Option<Option<u64>>>,
+    /// The last epoch this rank's caller took.
+    taken: Option<u64>,
     failure: Option<PlaneError>,
     closed: bool,
     /// The epoch asked for and not answered yet.
@@ -359,6 +364,8 @@ impl Engine {
             live,
             gate,
             peer_closed: vec![false; world],
+            closed_after: vec![None; world],
+            taken: None,
             failure: None,
             closed: false,
             asked: None,
@@ -387,6 +394,14 @@ impl Engine {
     /// The configuration.
     pub fn config(&self) -> &EngineConfig {
         &self.cfg
+    }
+
+    /// The store's view of its training ranks' closes: `None` until every one of them closed
+    /// or was lost; then the last epoch all their callers had taken (`Some(None)`: one took
+    /// none, or was lost).
+    pub fn closed_after(&self) -> Option<Option<u64>> {
+        let trainers = (0..self.cfg.world).filter(|&r| Some(r) != self.cfg.store_rank && r != self.cfg.rank);
+        trainers.map(|r| self.closed_after[r]).collect::<Option<Vec<_>>>().map(|v| v.into_iter().min().flatten())
     }
 
     /// The first failure, if any.
@@ -439,6 +454,9 @@ impl Engine {
         match input {
             Input::Message { from, bytes } => return self.on_message(from, bytes),
             Input::Lost { peer, detail } => {
+                if let Some(said) = self.closed_after.get_mut(peer) {
+                    said.get_or_insert(None);
+                }
                 self.on_lost(peer, detail);
                 return Ok(());
             }
@@ -593,8 +611,9 @@ impl Engine {
         }
         match message {
             Message::Beat => {}
-            Message::Close => {
+            Message::Close { taken } => {
                 self.peer_closed[from] = true;
+                self.closed_after[from] = Some((taken != u64::MAX).then_some(taken));
                 self.live.forget(from);
                 if let Some(s) = self.serving.as_mut() {
                     // A training rank that closes ends the job's serving: the store serves
@@ -930,6 +949,7 @@ impl Engine {
         figures.count("control_bytes_sent", sent);
         figures.count("control_bytes_received", received);
         let epoch = asked.epoch();
+        self.taken = Some(epoch);
         self.outputs.push_back(Output::Ready { epoch, figures: Box::new(figures) });
         // The next epoch's delivery, from this one's records, at once.
         let next = asked.stepped().map_err(PlaneError::Internal)?;
@@ -999,7 +1019,7 @@ impl Engine {
         if self.failure.is_none() || ending {
             for peer in self.peers().collect::<Vec<_>>() {
                 if !self.peer_closed[peer] {
-                    self.send(peer, Message::Close.encode());
+                    self.send(peer, Message::Close { taken: self.taken.unwrap_or(u64::MAX) }.encode());
                 }
             }
             if let Some(d) = self.delivery.take().filter(Work::is_done) {

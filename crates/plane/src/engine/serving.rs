@@ -361,7 +361,7 @@ impl Serving {
         for (&q, w) in open.iter().zip(&wants) {
             if w.digest != base {
                 return Err(PlaneError::Mismatch(format!(
-                    "rank {}'s epoch chain differs from the store's at epoch {epoch} (the same seed, policy, \\
+                    "rank {}'s epoch chain differs from the store's at epoch {epoch} (the same seed, policy, \
                      fraction, extra_cache or alpha and scheme on every rank?)",
                     self.trainers[q]
                 )));
