@@ -9,11 +9,10 @@ coefficient of variation 0.7 (ImageNet's JPEGs average about 110 KB), generated 
 - ``store``: a store rank and 4 training ranks caching alpha = 0.5 (``auto``), the same records.
 - ``store-uncoded``: the same, uncoded (``scheme="uncoded"``): the store unicasts each rank
   the records it lacks, the baseline that coded delivery is measured against.
-- ``store-delivery`` and ``exchange-delivery``: the delivery time on the same chain (alpha =
-  0.5, ``auto``, the same records and seed) of the store mode and of the TCP
-  :class:`ubershuffle.Exchange` (its master on a thread of this process, 4 rank processes,
-  sealed loopback links), both with no training, so that each epoch's wait for its batch is
-  the whole delivery (``exposed_seconds``).
+- ``store-delivery``: the store mode's delivery time on the same chain (alpha = 0.5,
+  ``auto``, the same records and seed) with no training, so that each epoch's wait for its
+  batch is the whole delivery (``exposed_seconds``). (:class:`ubershuffle.Exchange` runs the
+  same engine, so it is not measured apart.)
 
 Every arm reports, per rank and epoch, the bytes it received on the plane against the bytes of
 the records it lacked (``received_vs_lacked``: 1 plus its part of the plan; coded delivery
@@ -33,9 +32,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import pathlib
-import secrets
 import statistics
 import subprocess
 import sys
@@ -101,49 +98,6 @@ def run(out: pathlib.Path, nproc: int, *options: str) -> list:
     ]
     subprocess.run(cmd, check=True, timeout=1800)
     return [json.loads((out / f"rank-{r}.json").read_text()) for r in range(nproc)]
-
-
-EXCHANGE_RANK = """
-import json, sys, time
-import ubershuffle as us
-ex = us.Exchange.connect(sys.argv[1], timeout=600.0)
-while True:
-    started = time.perf_counter()
-    try:
-        batch = ex.next_epoch()
-    except us.ExchangeFinished:
-        break
-    waited = time.perf_counter() - started
-    touched = sum(len(ex.store[int(i)]) for i in batch.ids)
-    f = batch.figures
-    print(json.dumps({"rank": ex.rank, "epoch": batch.epoch, "exposed_seconds": waited,
-                      "bytes_received": f.bytes_received, "padding_bytes": f.padding_bytes,
-                      "packets": f.packets, "coded_packets": f.coded_packets,
-                      "uncoded_packets": f.uncoded_packets, "records_received": f.new_records,
-                      "touched": touched, "kind": "step"}), flush=True)
-ex.close()
-"""
-
-
-def run_exchange(records: list) -> list:
-    """The TCP exchange's job on the store arm's chain: every rank's epochs (after epoch 0,
-    which is the starting cache), each its figures and how long ``next_epoch`` waited."""
-    os.environ.setdefault(us.exchange.TOKEN_VAR, secrets.token_hex(16))
-    host = us.Exchange.host(records, workers=4, alpha=0.5, epochs=EPOCHS, seed=SEED, timeout=600.0)
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, "-c", EXCHANGE_RANK, host.address], stdout=subprocess.PIPE, text=True
-        )
-        for _ in range(4)
-    ]
-    logs = []
-    for r in ranks:
-        out, _ = r.communicate(timeout=1800)
-        if r.returncode != 0:
-            raise SystemExit(f"an exchange rank failed ({r.returncode})")
-        logs.append([json.loads(line) for line in out.splitlines()])
-    host.join(timeout=60)
-    return logs
 
 
 def chain(ranks: int, **kwargs) -> list:
@@ -219,26 +173,13 @@ def store_rows(logs: list, train: float, arm: str = "store", scheme: str = "auto
     return rows
 
 
-def delivery_rows(store: list, exchange: list) -> list:
-    """The delivery arms' rows: the store mode's training ranks and the exchange's ranks."""
+def delivery_rows(store: list) -> list:
+    """The delivery arm's rows: the store mode's training ranks."""
     rows = []
     for r, log in enumerate(store[1:]):
         for f in log["epochs"]:
             rows.append(row("store-delivery", "store", "global", 4, log["segment_bytes"], f, r + 1, 0.0))
-    for log in exchange:
-        for f in log:
-            rows.append(row("exchange-delivery", "exchange", "global", 4, "", f, f["rank"], 0.0))
     return rows
-
-
-def delivery_seconds(rows: list, arm: str) -> float:
-    """An arm's delivery time: the median over epochs after the first of the slowest rank's
-    wait for its batch."""
-    waits: dict = {}
-    for r in rows:
-        if r["arm"] == arm and r["epoch"] >= 1:
-            waits[r["epoch"]] = max(waits.get(r["epoch"], 0.0), r["exposed_seconds"])
-    return statistics.median(waits.values())
 
 
 def row(arm, mode, policy, ranks, segment, f, rank, train, **extra) -> dict:
@@ -281,7 +222,6 @@ def summary(rows: list) -> list:
     exposed_train = [
         max(x["transfer_seconds"] for x in g) < min(x["train_seconds"] for x in g) for g in by_epoch.values()
     ]
-    delivery = delivery_seconds(rows, "store-delivery") / delivery_seconds(rows, "exchange-delivery")
 
     def received(arm: str) -> float:
         # The training ranks' steps (the store's rows and the catch-ups have no such ratio).
@@ -356,13 +296,6 @@ def summary(rows: list) -> list:
             "<= 0.1",
             lambda v: v <= 0.1,
         ),
-        measure(
-            "store_delivery_vs_exchange",
-            "store: delivery time / the TCP Exchange's on the same chain (no training), median",
-            delivery,
-            "<= 1.25",
-            lambda v: v <= 1.25,
-        ),
     ]
 
 
@@ -403,12 +336,11 @@ def main() -> None:
         store = run(tmp / "store", 5, "mode=store", "alpha=0.5", *common, *train)
         uncoded = run(tmp / "store-uncoded", 5, "mode=store", "alpha=0.5", "scheme=uncoded", *common, *train)
         store_delivery = run(tmp / "store-delivery", 5, "mode=store", "alpha=0.5", *common)
-    exchange_delivery = run_exchange(plane_rank.make_records(sizes, SEED))
     rows = (
         peer_rows(peer, sizes, args.train_seconds)
         + store_rows(store, args.train_seconds)
         + store_rows(uncoded, args.train_seconds, "store-uncoded", "uncoded")
-        + delivery_rows(store_delivery, exchange_delivery)
+        + delivery_rows(store_delivery)
     )
     args.out_dir.mkdir(parents=True, exist_ok=True)
     with open(args.out_dir / "plane.csv", "w", newline="") as f:

@@ -1,14 +1,14 @@
 """The coded exchange in a training loop (numpy only): 4 local processes, each with its own
-record store, train a linear model by SGD on the batches the sampler names; each epoch the
-exchange delivers every rank the records of its new batch that it lacks, by coded multicast
-from the master (hosted on a thread of this parent process), and every record received is
+record store, train a linear model by SGD on the batches their samplers name; each epoch the
+store outside the job (hosted on a thread of this parent process) delivers every rank the
+records of its new batch that it lacks, by coded multicast, and every record received is
 checked against the data set byte for byte.
 
 Each rank trains its own model on its own batches (no averaging: this example shows the data
 plane; exchange_torch_ddp.py averages gradients with torch DDP).
 
 Run: python python/examples/exchange_linear.py [--ranks 4] [--epochs 6]
-Prints one JSON line per rank (its losses and the records it checked) and the master's epochs.
+Prints one JSON line per rank (its losses and the records it checked) and the store's epochs.
 """
 
 from __future__ import annotations
@@ -51,17 +51,14 @@ def loss_and_step(records: np.ndarray, w: np.ndarray, lr: float) -> tuple[float,
     return loss, w
 
 
-def rank_main(address: str, store_dir: str) -> None:
-    """One rank: connect, then train each epoch on the batch the sampler names, which the
-    exchange delivered into the store."""
+def rank_main(address: str, rank: int, world: int, store_dir: str) -> None:
+    """One rank: join the store, then train each epoch on the batch the sampler names, which
+    the exchange delivered into the record store."""
     truth, _ = data_set()
-    ex = us.Exchange.connect(address, store_dir=store_dir, timeout=20.0)
-    sampler = us.CodedShuffleSampler(
-        POINTS, num_replicas=ex.world, rank=ex.rank, seed=SEED, alpha=ALPHA, **POLICY
-    )
+    ex = us.Exchange.connect(address, rank=rank, world=world, store_dir=store_dir)
+    sampler = ex.sampler  # the store's chain
     w, losses, checked, received = np.zeros(FEATURES), [], 0, 0
-    batch = ex.local_batch(sampler.batch())  # epoch 0: the starting cache
-    while True:
+    for batch in ex:
         ids = np.asarray(list(sampler), dtype=np.int64)  # the sampler's order of this epoch
         if not np.array_equal(np.sort(ids), batch.ids):
             raise SystemExit(f"rank {ex.rank}: the sampler and the exchange disagree at epoch {batch.epoch}")
@@ -72,11 +69,6 @@ def rank_main(address: str, store_dir: str) -> None:
         loss, w = loss_and_step(ex.store.records(ids), w, lr=0.01)
         losses.append(loss)
         print(f"rank {ex.rank}: epoch {batch.epoch} loss {loss:.4f}", file=sys.stderr, flush=True)
-        try:
-            batch = ex.next_epoch()
-        except us.ExchangeFinished:
-            break
-        sampler.set_epoch(batch.epoch)
     ex.close()
     print(json.dumps({"rank": ex.rank, "losses": losses, "checked": checked, "bytes_received": received}))
 
@@ -86,15 +78,16 @@ def main() -> None:
     p.add_argument("--ranks", type=int, default=4)
     p.add_argument("--epochs", type=int, default=6)
     p.add_argument("--rank-of", metavar="ADDRESS", help="(internal) run one rank against ADDRESS")
+    p.add_argument("--rank", type=int, help="(internal) the rank")
     p.add_argument("--store", help="(internal) the rank's store directory")
     args = p.parse_args()
     if args.rank_of:
-        rank_main(args.rank_of, args.store)
+        rank_main(args.rank_of, args.rank, args.ranks, args.store)
         return
     os.environ.setdefault(us.exchange.TOKEN_VAR, secrets.token_hex(16))
     records, _ = data_set()
     host = us.Exchange.host(
-        records, workers=args.ranks, alpha=ALPHA, epochs=args.epochs, seed=SEED, timeout=20.0, **POLICY
+        records, workers=args.ranks, alpha=ALPHA, epochs=args.epochs, seed=SEED, scheme="coded", **POLICY
     )
     with tempfile.TemporaryDirectory() as stores:
         procs = [
@@ -104,6 +97,10 @@ def main() -> None:
                     __file__,
                     "--rank-of",
                     host.address,
+                    "--rank",
+                    str(k),
+                    "--ranks",
+                    str(args.ranks),
                     "--store",
                     os.path.join(stores, str(k)),
                 ],
@@ -118,11 +115,8 @@ def main() -> None:
     for line in outputs:
         print(line.strip())
     for e in host.join(timeout=60):
-        print(
-            json.dumps(
-                {k: e[k] for k in ("epoch", "transmissions", "uncoded_transmissions", "payload_bytes")}
-            )
-        )
+        if e["epoch"] > 0 and "packets" in e:  # the coded deliveries (epoch 0 goes whole)
+            print(json.dumps({k: e[k] for k in ("epoch", "packets", "uncoded_packets", "bytes_sent")}))
 
 
 if __name__ == "__main__":

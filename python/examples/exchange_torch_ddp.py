@@ -2,7 +2,8 @@
 store; a ``Dataset`` reads samples straight from the store (zero-copy views), the
 ``CodedShuffleSampler`` names each epoch's indices, and the exchange delivers the records of
 the new batch that the rank lacks before the epoch's DataLoader starts. DDP averages the
-gradients; the master (holding the data set) runs on a thread of the parent process.
+gradients; the store outside the job (holding the data set) runs on a thread of the parent
+process.
 
 Run by hand (torch is not installed in CI; this file imports torch only when run):
     pip install torch --index-url https://download.pytorch.org/whl/cpu
@@ -34,13 +35,13 @@ def data_set() -> np.ndarray:
     return np.concatenate([x, y[:, None]], axis=1).view(np.uint8).reshape(POINTS, -1)
 
 
-def rank_main(address: str, store_dir: str, dist_port: int) -> None:
+def rank_main(address: str, rank: int, world: int, store_dir: str, dist_port: int) -> None:
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
     from torch.utils.data import DataLoader, Dataset
 
-    ex = us.Exchange.connect(address, store_dir=store_dir, timeout=60.0)
+    ex = us.Exchange.connect(address, rank=rank, world=world, store_dir=store_dir)
     dist.init_process_group(
         "gloo", init_method=f"tcp://127.0.0.1:{dist_port}", rank=ex.rank, world_size=ex.world
     )
@@ -56,12 +57,10 @@ def rank_main(address: str, store_dir: str, dist_port: int) -> None:
             row = torch.tensor(ex.store[i].view(np.float32))
             return row[:FEATURES], row[FEATURES]
 
-    sampler = us.CodedShuffleSampler(POINTS, num_replicas=ex.world, rank=ex.rank, seed=SEED, alpha=ALPHA)
-    loader = DataLoader(StoreDataset(), batch_size=64, sampler=sampler)
+    loader = DataLoader(StoreDataset(), batch_size=64, sampler=ex.sampler)
     model = DistributedDataParallel(torch.nn.Linear(FEATURES, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.02)
-    epoch = 0
-    while True:
+    for batch in ex:  # the epoch's missing records, by coded delivery (the next in the background)
         total = 0.0
         for x, y in loader:  # every index of the epoch's batch is in the store
             opt.zero_grad()
@@ -70,15 +69,8 @@ def rank_main(address: str, store_dir: str, dist_port: int) -> None:
             opt.step()
             total += float(loss) * len(x)
         if ex.rank == 0:
-            print(f"epoch {epoch}: mean loss {total / len(sampler):.4f}", flush=True)
-        try:
-            batch = ex.next_epoch()  # the new batch's missing records, by coded delivery
-        except us.ExchangeFinished:
-            break
-        epoch = batch.epoch
-        sampler.set_epoch(epoch)
-        if ex.rank == 0:
             f = batch.figures
+            print(f"epoch {batch.epoch}: mean loss {total / len(ex.sampler):.4f}", flush=True)
             print(f"  received {f.new_records} records in {f.packets} packets ({f.coded_packets} coded)")
     ex.close()
     dist.destroy_process_group()
@@ -95,11 +87,12 @@ def main() -> None:
     p.add_argument("--world", type=int, default=4)
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--rank-of", metavar="ADDRESS", help="(internal) run one rank against ADDRESS")
+    p.add_argument("--rank", type=int, help="(internal) the rank")
     p.add_argument("--store", help="(internal) the rank's store directory")
     p.add_argument("--dist-port", type=int, help="(internal) torch.distributed's port")
     args = p.parse_args()
     if args.rank_of:
-        rank_main(args.rank_of, args.store, args.dist_port)
+        rank_main(args.rank_of, args.rank, args.world, args.store, args.dist_port)
         return
     os.environ.setdefault(us.exchange.TOKEN_VAR, secrets.token_hex(16))
     host = us.Exchange.host(
@@ -114,6 +107,10 @@ def main() -> None:
                     __file__,
                     "--rank-of",
                     host.address,
+                    "--rank",
+                    str(k),
+                    "--world",
+                    str(args.world),
                     "--store",
                     os.path.join(stores, str(k)),
                     "--dist-port",

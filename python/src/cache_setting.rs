@@ -1,15 +1,13 @@
-//! How much a rank caches, as the sampler and the exchange take it: the papers' `alpha` (the
+//! How much a rank caches, as the sampler takes it (and with it `ShuffleGroup` and the exchange): the papers' `alpha` (the
 //! cached share of the whole data set, the rank's own batch included, so at least `1/R` on `R`
 //! ranks) or `extra_cache` (the share of the samples outside its batch that a rank also caches,
 //! which holds on every number of ranks). One setting of a job goes to every world size an
 //! elastic resume brings, so a value that cannot hold on some `R` is refused with what to write.
 
-use pyo3::prelude::*;
 use ubershuffle_core::cache_size_for;
 use ubershuffle_core::epoch_chain::ChainParams;
-use ubershuffle_core::exchange_policy::ExchangePolicy;
 
-use crate::errors::{Outcome, bad, bad_error, catch};
+use crate::errors::{Outcome, bad, bad_error};
 
 /// What each rank caches besides its batch.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -70,12 +68,6 @@ impl CacheSetting {
             }
         }
     }
-
-    /// The cache capacity on `ranks` ranks over `samples` samples (`None`: the batch only).
-    pub fn capacity(self, ranks: usize, samples: usize) -> Outcome<Option<usize>> {
-        let params = ChainParams::new(ranks, samples, ExchangePolicy::Global, 0);
-        Ok(self.apply(params)?.cache_capacity)
-    }
 }
 
 /// The error of an `alpha` below the batch of `ranks` ranks (`least`: the smallest alpha that
@@ -89,35 +81,3 @@ fn cannot_hold(alpha: f64, ranks: usize, least: f64) -> String {
     )
 }
 
-/// The smallest `alpha` that caches `capacity` of `samples` samples (the runtime's masters take
-/// `alpha`; `floor(alpha N)` of this one is `capacity` exactly).
-fn alpha_of(capacity: usize, samples: usize) -> f64 {
-    let mut alpha = capacity as f64 / samples as f64;
-    while cache_size_for(alpha, samples) > capacity {
-        alpha = alpha.next_down();
-    }
-    while cache_size_for(alpha, samples) < capacity {
-        alpha = alpha.next_up();
-    }
-    alpha.min(1.0)
-}
-
-/// The `alpha` whose master (`ubershuffle serve`, `Exchange.host`) keeps the cache of `alpha=`
-/// or `extra_cache=` on `ranks` ranks over `samples` samples: the same chain as the sampler's.
-/// `None` when both are `None` (the batch only).
-#[pyfunction]
-#[pyo3(signature = (samples, ranks, alpha, extra_cache))]
-pub fn master_alpha(
-    samples: usize,
-    ranks: usize,
-    alpha: Option<f64>,
-    extra_cache: Option<f64>,
-) -> PyResult<Option<f64>> {
-    Ok(catch(|| {
-        if ranks == 0 || samples == 0 {
-            return Err(bad(format!("{ranks} ranks over {samples} samples: both must be at least 1")));
-        }
-        let setting = CacheSetting::new(alpha, extra_cache)?;
-        Ok(setting.capacity(ranks, samples)?.map(|c| setting.alpha().unwrap_or_else(|| alpha_of(c, samples))))
-    })?)
-}

@@ -5,8 +5,6 @@
 
 mod cache_setting;
 mod errors;
-mod exchange;
-mod exchange_host;
 mod plane;
 mod planning;
 mod sampler;
@@ -277,12 +275,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(lower_bound, m)?)?;
     m.add_function(wrap_pyfunction!(plan_epochs, m)?)?;
     m.add_function(wrap_pyfunction!(default_segment_bytes, m)?)?;
-    m.add_function(wrap_pyfunction!(cache_setting::master_alpha, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
     m.add_class::<sampler::SamplerCore>()?;
     m.add_class::<sampler::EpochIter>()?;
-    m.add_class::<exchange::ExchangeCore>()?;
-    m.add_class::<exchange_host::HostCore>()?;
     m.add_class::<store::StoreCore>()?;
     m.add_class::<plane::CodedSendCore>()?;
     m.add_class::<plane::engine::PlaneListener>()?;

@@ -238,19 +238,6 @@ def check_carried_over(s, start) -> None:
     assert set(s.needs().tolist()) <= set(np.setdiff1d(s.batch(), before).tolist())
 
 
-def test_the_masters_alpha_keeps_the_samplers_extra_cache():
-    """Exchange.host takes extra_cache and gives its master the alpha whose floor(alpha N) is the
-    sampler's cache exactly: the same chain."""
-    from ubershuffle import _native
-
-    for q, world, extra in [(1000, 3, 0.2), (1_281_167, 8, 0.1), (997, 7, 0.33), (10, 1, 0.5)]:
-        alpha = _native.master_alpha(q, world, None, extra)
-        a = CodedShuffleSampler(q, num_replicas=world, rank=0, seed=1, alpha=alpha)
-        b = CodedShuffleSampler(q, num_replicas=world, rank=0, seed=1, extra_cache=extra)
-        assert a.needs().tolist() == b.needs().tolist()
-    assert _native.master_alpha(100, 4, 0.5, None) == 0.5
-
-
 def test_plan_summary_is_coded_against_uncoded():
     s = CodedShuffleSampler(2000, num_replicas=4, rank=0, seed=1, alpha=0.5, scheme="coded")
     assert s.plan_summary()["kind"] == "initial"

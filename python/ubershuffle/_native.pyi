@@ -53,9 +53,6 @@ def plan_epochs(
     plugin: str | None,
 ) -> list[dict[str, Any]]: ...
 def default_segment_bytes(offsets: npt.NDArray[np.int64]) -> int: ...
-def master_alpha(
-    samples: int, ranks: int, alpha: float | None, extra_cache: float | None
-) -> float | None: ...
 def _panic_for_test() -> None: ...
 
 class SamplerCore:
@@ -106,35 +103,45 @@ class EpochIter:
     def order(self) -> npt.NDArray[np.int64]: ...
     def _reset(self, order: npt.NDArray[np.int64], position: int) -> None: ...
 
-class ExchangeCore:
-    def __init__(self, address: str, token: str, timeout: float, join_timeout: float) -> None: ...
-    def attach(self, store: StoreCore) -> None: ...
-    def next_event(self, timeout: float | None = None) -> dict[str, Any]: ...
-    def close(self) -> None: ...
-
-class HostCore:
+class OutsideStore:
     def __init__(
         self,
-        store: StoreCore,  # holding every record
-        workers: int,
-        alpha: float,
-        policy: str,
-        fraction: float | None,
-        scheme: str,
-        seed: int,
-        epochs: int,
+        store: StoreCore,
         listen: str,
-        token: str,
-        timeout: float,
-        join_timeout: float,
-        checkpoint: str | None,
-        resume: bool,
+        key: bytes,
+        trainers: int,
+        settings: list[tuple[str, str]],
+        about: bytes,
+        *,
+        epochs: int | None = None,
+        timeout: float = 10.0,
+        join_timeout: float | None = None,
+        link_timeout: float = 60.0,
+        load: Callable[[npt.NDArray[np.int64]], int] | None = None,
+        reader: SourceReader | None = None,
+        restore: Callable[[bytes, int], SamplerCore] | None = None,
+        chunk_bytes: int = ...,
+        segment_bytes: int = 0,
+        round_bytes: int = ...,
+        link_rate: float = 0.0,
+        plane: str = "Exchange",
     ) -> None: ...
     @property
     def address(self) -> str: ...
     def running(self) -> bool: ...
-    def epochs(self) -> list[dict[str, Any]]: ...
-    def join(self, timeout: float | None = None) -> tuple[bool, str, list[int]] | None: ...
+    def stop(self) -> None: ...
+    def join(self, timeout: float | None = None) -> tuple[bool, str | None] | None: ...
+    def attempts(self) -> list[dict[str, Any]]: ...
+
+def join_store(
+    listener: PlaneListener,
+    store: str,
+    key: bytes,
+    place: int | None = None,
+    trainers: int | None = None,
+    deadline: float = 60.0,
+) -> tuple[int, list[str], str, bytes]: ...
+def plane_token_key(token: bytes) -> bytes: ...
 
 class StoreCore:
     def __init__(

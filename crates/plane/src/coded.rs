@@ -13,7 +13,9 @@ use std::time::Duration;
 use ubershuffle_codes::{Decoder, SegmentEncoder, SegmentTarget, Segmentation};
 use ubershuffle_core::Part;
 use ubershuffle_core::Plan;
-use ubershuffle_runtime::exchange::{SegmentEpoch, StoreRounds, plan_segment_epoch, read_part};
+use crate::receiver_part::read_part;
+use crate::store_rounds::StoreRounds;
+use ubershuffle_runtime::segment_epoch::{SegmentEpoch, plan_segment_epoch};
 use ubershuffle_runtime::route;
 
 use crate::error::{PlaneError, one_line};

@@ -22,8 +22,10 @@ pub mod liveness;
 pub mod moves;
 pub mod pace;
 pub mod reader;
+pub mod receiver_part;
 pub mod schedule;
 pub mod store;
+pub mod store_rounds;
 pub mod tar;
 pub mod wire;
 

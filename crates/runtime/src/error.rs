@@ -92,10 +92,6 @@ pub enum RuntimeError {
         /// How long the worker waited.
         waited: std::time::Duration,
     },
-    /// The caller behind a worker's [`crate::exchange::RecordSink`] closed it: the worker
-    /// leaves the run, as a killed one would.
-    #[error("the caller closed the exchange")]
-    SinkClosed,
     /// A size or a file passed a stated cap (the memory or input limits).
     #[error(transparent)]
     Limit(#[from] ubershuffle_core::limits::LimitError),
@@ -125,9 +121,9 @@ impl From<ubershuffle_core::epoch_chain::ChainError> for RuntimeError {
     }
 }
 
-impl From<crate::exchange::SegmentEpochError> for RuntimeError {
-    fn from(e: crate::exchange::SegmentEpochError) -> Self {
-        use crate::exchange::SegmentEpochError;
+impl From<crate::segment_epoch::SegmentEpochError> for RuntimeError {
+    fn from(e: crate::segment_epoch::SegmentEpochError) -> Self {
+        use crate::segment_epoch::SegmentEpochError;
         use ubershuffle_codes::SegmentError;
         match e {
             SegmentEpochError::Chain(c) => c.into(),

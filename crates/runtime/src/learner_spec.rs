@@ -39,12 +39,6 @@ pub enum LearnerSpec {
     /// Gradient-coded full-gradient descent under stragglers: a worker's batch is the role it
     /// plays (see [`ubershuffle_learners::gradient_coding::learner`]).
     GradientCoding(CodedDescentParams),
-    /// No training: the run only moves records of `width` bytes (the data plane of
-    /// [`crate::exchange`]).
-    Records {
-        /// Bytes per record (0: records of any size).
-        width: usize,
-    },
 }
 
 impl LearnerSpec {
@@ -59,7 +53,6 @@ impl LearnerSpec {
                 Box::new(MatrixCompletionRowsSgd::new(params, slots)?)
             }
             LearnerSpec::GradientCoding(params) => Box::new(params.build()?),
-            LearnerSpec::Records { width } => Box::new(crate::exchange::RecordsLearner::new(width)?),
         })
     }
 
@@ -72,7 +65,6 @@ impl LearnerSpec {
                 "matrix-completion"
             }
             LearnerSpec::GradientCoding(_) => "gradient-coding",
-            LearnerSpec::Records { .. } => "records",
         }
     }
 
@@ -84,7 +76,6 @@ impl LearnerSpec {
             LearnerSpec::MatrixCompletion(p) => 4 * p.rank as u64,
             LearnerSpec::MatrixCompletionRows { params, slots } => 4 * (params.rank * slots) as u64,
             LearnerSpec::GradientCoding(p) => p.features as u64 + 1,
-            LearnerSpec::Records { .. } => 0,
         }
     }
 
@@ -106,7 +97,6 @@ impl LearnerSpec {
         match *self {
             LearnerSpec::LinearRegression { features, .. } => records.len() as u64 * (features as u64 + 1),
             LearnerSpec::GradientCoding(p) => records.len() as u64 * (p.features as u64 + 1),
-            LearnerSpec::Records { .. } => 0,
             LearnerSpec::MatrixCompletion(p) => records.len() as u64 * (p.rank as u64 + 1),
             LearnerSpec::MatrixCompletionRows { params, slots } => {
                 let ratings: u64 =
@@ -138,10 +128,6 @@ impl LearnerSpec {
                 out.push(4);
                 gradient_coding::write(out, &p);
             }
-            LearnerSpec::Records { width } => {
-                out.push(5);
-                push_u32(out, width as u32);
-            }
         }
     }
 
@@ -159,7 +145,6 @@ impl LearnerSpec {
                 slots: r.u32()? as usize,
             }),
             4 => Ok(LearnerSpec::GradientCoding(gradient_coding::read(r)?)),
-            5 => Ok(LearnerSpec::Records { width: r.u32()? as usize }),
             other => Err(ProtocolError::UnknownKind { what: "learner", kind: other }.into()),
         }
     }
@@ -208,7 +193,6 @@ mod tests {
                 .with_shuffle(ubershuffle_gradient_codes::RoleShuffle::Random)
                 .with_seed(9),
             ),
-            LearnerSpec::Records { width: 4096 },
         ] {
             let mut bytes = Vec::new();
             spec.write(&mut bytes);

@@ -5,13 +5,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ubershuffle_codes::{DecodeStore, Decoder, RecordIndex, RecordStore, SegmentTarget, Segmentation};
+use ubershuffle_codes::{DecodeStore, Decoder, RecordStore, SegmentTarget, Segmentation};
 use ubershuffle_core::limits::Limits;
 use ubershuffle_learners::{Learner, LearnerError, LocalStep, Model};
 use ubershuffle_transport::{Transport, TransportError};
 
 use crate::cost_model::{Prices, Work};
-use crate::exchange::{Delivery, DeliveryFigures, NoSink, RecordSink};
 use crate::phases::{Phase, Stopwatch};
 use crate::protocol::{
     DataChunkRef, EpochAck, EpochOrder, JobSpec, MasterMessage, RecordShape, TAG_MASTER, TAG_RECEIVED,
@@ -115,27 +114,21 @@ impl Joined {
 enum Held {
     /// Records of one width in the worker's memory, decoded record by record.
     Memory(RecordStore),
-    /// Records in a [`WorkerStore`] (the sink's, or the worker's own for records of uneven
-    /// size), decoded segment by segment.
+    /// Records of uneven size in a [`WorkerStore`], decoded segment by segment.
     Segments { store: Box<dyn WorkerStore>, segmentation: Arc<Segmentation> },
 }
 
 impl Held {
-    /// The store for the job's records: the sink's if it has one, else one in memory.
-    fn for_job(job: &JobSpec, shape: &RecordShape, sink: &mut dyn RecordSink) -> Result<Held, RuntimeError> {
-        let given = sink.store(job, shape)?;
+    /// The store for the job's records, in memory.
+    fn for_job(job: &JobSpec, shape: &RecordShape) -> Result<Held, RuntimeError> {
         let points = job.points as usize;
-        Ok(match (shape, given) {
-            (RecordShape::Fixed(width), None) => Held::Memory(RecordStore::new(points, *width)?),
-            (RecordShape::Fixed(width), Some(store)) => {
-                let segmentation = Segmentation::new(RecordIndex::fixed(points, *width)?, *width)?;
-                Held::Segments { store, segmentation: Arc::new(segmentation) }
-            }
-            (RecordShape::Segmented(segmentation), given) => {
-                let store = given.unwrap_or_else(|| Box::new(MemoryStore::new(segmentation.index().clone())));
+        Ok(match shape {
+            RecordShape::Fixed(width) => Held::Memory(RecordStore::new(points, *width)?),
+            RecordShape::Segmented(segmentation) => {
+                let store = Box::new(MemoryStore::new(segmentation.index().clone()));
                 Held::Segments { store, segmentation: Arc::clone(segmentation) }
             }
-            (RecordShape::Unknown, _) => return Err(ProtocolError::BeforeJob("records").into()),
+            RecordShape::Unknown => return Err(ProtocolError::BeforeJob("records").into()),
         })
     }
 
@@ -168,19 +161,8 @@ impl Held {
 /// ([`RuntimeError::MasterSilent`]).
 /// The master must therefore send the next order within `2 T` of the last update it waits for:
 /// a master that plans longer needs a longer `--timeout`.
-pub fn run_worker<T: Transport>(t: T, options: &WorkerOptions) -> Result<WorkerSummary, RuntimeError> {
-    run_worker_with(t, options, &mut NoSink)
-}
-
-/// [`run_worker`], handing what the worker holds and receives to `sink` (the data plane of
-/// [`crate::exchange`]): its starting cache and each epoch's new records, before the epoch is
-/// acknowledged.
-pub fn run_worker_with<T: Transport>(
-    mut t: T,
-    options: &WorkerOptions,
-    sink: &mut dyn RecordSink,
-) -> Result<WorkerSummary, RuntimeError> {
-    let result = work(&mut t, options, sink);
+pub fn run_worker<T: Transport>(mut t: T, options: &WorkerOptions) -> Result<WorkerSummary, RuntimeError> {
+    let result = work(&mut t, options);
     if let Err(e) = &result {
         t.leave(&e.to_string());
     }
@@ -190,8 +172,6 @@ pub fn run_worker_with<T: Transport>(
 /// [`run_worker`]'s loop: what the worker knows between messages.
 struct WorkerLoop<'o> {
     options: &'o WorkerOptions,
-    /// Where the records go (see [`run_worker_with`]).
-    sink: &'o mut dyn RecordSink,
     worker: usize,
     /// How long the worker waits for the master before it gives up on it.
     patience: Duration,
@@ -206,14 +186,9 @@ struct WorkerLoop<'o> {
     heard: Instant,
 }
 
-fn work<T: Transport>(
-    t: &mut T,
-    options: &WorkerOptions,
-    sink: &mut dyn RecordSink,
-) -> Result<WorkerSummary, RuntimeError> {
+fn work<T: Transport>(t: &mut T, options: &WorkerOptions) -> Result<WorkerSummary, RuntimeError> {
     let mut state = WorkerLoop {
         options,
-        sink,
         worker: t.rank().saturating_sub(1),
         patience: t.timeout().saturating_mul(2),
         joined: None,
@@ -266,13 +241,12 @@ impl WorkerLoop<'_> {
             MasterMessage::Job(job) => {
                 check_job(&job)?;
                 let shape = job.shape()?;
-                self.sink.joined(&job)?;
                 let learner = job.learner.build()?;
                 let params = learner.parameter_count();
                 let limits = crate::inbox::at_worker(params, job.chunk_bytes as usize, shape.packet_bytes());
                 let peers: Vec<usize> = (1..t.size()).filter(|&r| r != t.rank()).collect();
                 t.limit_inbox(&peers, limits);
-                let store = Held::for_job(&job, &shape, &mut *self.sink)?;
+                let store = Held::for_job(&job, &shape)?;
                 let group = (0..t.size()).collect();
                 let starting = Vec::new();
                 self.joined = Some(Joined { job, shape, learner, store, starting, finished: None, group });
@@ -291,19 +265,14 @@ impl WorkerLoop<'_> {
                 j.starting.extend_from_slice(&ids);
                 j.starting.sort_unstable();
                 j.starting.dedup();
-                self.sink.starting_records(&ids, &bytes)?;
             }
             MasterMessage::Order(order) => return self.on_order(t, &order),
             MasterMessage::Data(_) => {} // a late packet of an abandoned attempt
             MasterMessage::Stop => return Ok(Some(self.summary(WorkerExit::Stopped))),
             MasterMessage::Sync => {
-                self.sink.cache_ready();
                 t.send(0, TAG_RECEIVED, &EpochAck { epoch: 0, attempt: 0 }.to_bytes())?;
             }
-            MasterMessage::Members(workers) => {
-                self.on_members(t, &workers)?;
-                self.sink.members(&workers);
-            }
+            MasterMessage::Members(workers) => self.on_members(t, &workers)?,
             MasterMessage::ModelFollows { epoch, attempt } => self.on_model_follows(t, epoch, attempt)?,
         }
         Ok(None)
@@ -320,8 +289,7 @@ impl WorkerLoop<'_> {
         }
         let j = self.joined.as_mut().ok_or_else(|| not_joined("an epoch order"))?;
         let model = self.model.take();
-        let sink = &mut *self.sink;
-        match run_epoch(t, j, order, model.as_deref(), &mut self.heard, self.options.prices, sink) {
+        match run_epoch(t, j, order, model.as_deref(), &mut self.heard, self.options.prices) {
             Ok(EpochEnd::Done) => {
                 self.epochs += 1;
                 self.heard = t.now();
@@ -337,10 +305,6 @@ impl WorkerLoop<'_> {
                 };
             }
             Err(Failure::Transport(_)) => {} // the master restarts the epoch; wait for it
-            // The caller left: go as a killed worker would (the master loses it, the run goes on).
-            Err(Failure::Own(RuntimeError::SinkClosed)) => {
-                return Ok(Some(self.summary(WorkerExit::InjectedFailure)));
-            }
             Err(Failure::Own(e)) => {
                 let failed = UpdateOutcome::Failed(e.to_string().replace('\n', " "));
                 let report = UpdateReport { epoch: order.epoch, attempt: order.attempt, outcome: failed };
@@ -482,9 +446,7 @@ fn run_epoch<T: Transport>(
     broadcast_model: Option<&[u8]>,
     heard: &mut Instant,
     prices: Option<Prices>,
-    sink: &mut dyn RecordSink,
 ) -> Result<EpochEnd, Failure> {
-    let ordered = Instant::now();
     let received = match receive(t, j, order, heard, prices)? {
         Ok(received) => received,
         // The store is untouched so far: the next order finds the cache where it was.
@@ -494,18 +456,10 @@ fn run_epoch<T: Transport>(
     // Decoding and training are timed on the transport's clock: on an emulated cluster, what a
     // node of its own would spend (its thread's CPU time, or the cost model's price), however
     // many emulated nodes share this machine's cores.
-    let receive_seconds = ordered.elapsed().as_secs_f64();
     let mut watch = Stopwatch::start(t, prices);
     let received_bytes = received.bytes;
-    let padding_bytes = decode(t, j, order, received, &mut watch)?;
-    let figures = DeliveryFigures {
-        received_bytes,
-        receive_seconds,
-        decode_seconds: watch.timer.spent(Phase::Decode).as_secs_f64(),
-        padding_bytes,
-        ..DeliveryFigures::default()
-    };
-    deliver(j, order, figures, sink)?;
+    decode(t, j, order, received, &mut watch)?;
+    release_old(j)?;
     let trained = train(t, j, order, broadcast_model, &mut watch)?;
     if order.hold_seconds != 0.0 {
         // A value from the peer: checked, never trusted to convert.
@@ -721,29 +675,10 @@ fn decode_segments(
     Ok((checksum, work, segmentation.padding_of(&order.plan)))
 }
 
-/// Hands the epoch's batch and new records to `sink` (after decoding, before training and
-/// the update: the caller has the records before the master hears the epoch is done), then
-/// tells a store of the sink's own that the caller has taken the epoch.
-fn deliver(
-    j: &mut Joined,
-    order: &EpochOrder,
-    mut figures: DeliveryFigures,
-    sink: &mut dyn RecordSink,
-) -> Result<(), RuntimeError> {
+/// Tells a store of records of uneven size that the epoch is decoded: it lets go of what the
+/// next cache does not keep.
+fn release_old(j: &mut Joined) -> Result<(), RuntimeError> {
     let Some(finished) = &j.finished else { return Ok(()) };
-    let new_ids: Vec<u32> =
-        order.batch.iter().copied().filter(|p| finished.before.binary_search(p).is_err()).collect();
-    figures.packets = order.plan.len();
-    figures.coded_packets = order.plan.iter().filter(|parts| parts.len() > 1).count();
-    sink.epoch(Delivery {
-        epoch: order.epoch,
-        attempt: order.attempt,
-        batch: &order.batch,
-        new_ids,
-        store: j.store.records(),
-        cache_after: &finished.after,
-        figures,
-    })?;
     if let Held::Segments { store, .. } = &mut j.store {
         store.taken(&finished.before, &finished.after)?;
     }

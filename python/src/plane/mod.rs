@@ -63,7 +63,7 @@ impl CodedSendCore {
     }
 
     /// Training rank `rank`'s part of the plan and its routes, as bytes (what it needs to
-    /// lay out and decode its rounds: [`ubershuffle_runtime::exchange::read_part`]).
+    /// lay out and decode its rounds: [`ubershuffle_plane::receiver_part::read_part`]).
     fn part_for<'py>(&self, py: Python<'py>, rank: usize) -> Bound<'py, PyArray1<u8>> {
         self.send.rounds.part_for(rank, &self.send.epoch.plan).into_pyarray(py)
     }

@@ -17,7 +17,7 @@ use ubershuffle_plane::driver::mesh::JobKey;
 use ubershuffle_plane::driver::outside::{AttemptEnd, Outside, serve_outside};
 use ubershuffle_plane::{EngineConfig, Figures, PlaneError};
 
-use super::engine::{PlaneListener, PythonHooks, catch_plane, figures_dict, raise};
+use super::engine::{PlaneListener, PythonHooks, figures_dict, raise};
 use super::reader::SourceReader;
 use crate::store::StoreCore;
 

@@ -10,7 +10,6 @@ mod broadcast;
 mod carpool_fresh;
 mod carpool_optimum;
 pub(crate) mod epoch_runs;
-mod exchange;
 mod fig3;
 mod fig4;
 pub mod full_invariants;
@@ -147,7 +146,6 @@ pub static EXPERIMENTS: &[Experiment] = &[
         sample: None,
     },
     Experiment { name: speed::NAME, about: speed::ABOUT, run: speed::run, sample: None },
-    Experiment { name: exchange::NAME, about: exchange::ABOUT, run: exchange::run, sample: None },
 ];
 
 /// The built-in planner `name` with `options` (an error naming the known ones otherwise).

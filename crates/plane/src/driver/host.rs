@@ -5,7 +5,7 @@
 //! One attempt of a job meets like this:
 //! 1. A training rank connects to the store's address and says it joins ([`JOIN`]).
 //! 2. The two run the Noise `XXpsk3` handshake under a key only holders of the job's token
-//!    derive ([`JobKey::join`]); a stranger fails it, and that costs only its connection.
+//!    derive from it; a stranger fails it, and that costs only its connection.
 //! 3. The rank says, sealed, its place among the training ranks (torch's rank), how many
 //!    training ranks its job has, and the address its engine listens on.
 //! 4. Once every place is taken, the store answers each, sealed: a fresh name for the attempt,

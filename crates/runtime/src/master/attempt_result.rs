@@ -4,7 +4,7 @@
 use ubershuffle_core::pliable::RandomnessStats;
 
 use crate::EpochMetrics;
-use crate::exchange::SegmentEpoch;
+use crate::segment_epoch::SegmentEpoch;
 use crate::phases::{Phase, Stopwatch};
 
 /// The planned phase: the epoch drawn and planned, and how random its assignment is.

@@ -19,7 +19,7 @@ use super::disputes::Verdict;
 use super::membership::blamed_workers;
 use crate::assignment::record_owners;
 use crate::cost_model::Work;
-use crate::exchange::{SegmentEpoch, plan_segment_epoch_without};
+use crate::segment_epoch::{SegmentEpoch, plan_segment_epoch_without};
 use crate::phases::{Phase, Stopwatch};
 use crate::protocol::{
     EpochOrder, MasterMessage, TAG_MASTER, broadcast_name, data_chunk_bytes, records_checksum_append,

@@ -11,7 +11,7 @@
 
 use ubershuffle_core::{Part, Plan};
 
-use super::store_rounds::{StoreRounds, StoreRoundsError};
+use crate::store_rounds::{StoreRounds, StoreRoundsError};
 
 /// A receiver's part of a delivery, read back: its packets as a plan of their own, where each
 /// of them stands in the whole plan, and the rounds laid out for it.

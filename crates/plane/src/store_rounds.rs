@@ -1,5 +1,5 @@
 //! A store's delivery of a routed plan to its receivers, in rounds: each packet goes only to
-//! the receivers that decode something from it ([`crate::route`]). A packet one receiver
+//! the receivers that decode something from it ([`ubershuffle_runtime::route`]). A packet one receiver
 //! decodes goes to it alone, whole (a unicast). A packet travels without its padding: its
 //! bytes beyond its longest real part, zero by construction, are not sent, and the receiver
 //! puts them back. A packet several receivers decode goes in
@@ -16,13 +16,13 @@
 //!   both receive ([`StoreRounds::relay_sizes`]).
 //!
 //! The store holds the whole table; each receiver is sent its part of it
-//! ([`StoreRounds::part_for`], [`super::read_part`]), from which it lays out the same messages:
-//! every message's size and layout is known to its sender and its receiver. Nothing here moves bytes over a network: the caller does, with whatever it has (a
-//! process group's sends and one all-to-all per round for the relay).
+//! ([`StoreRounds::part_for`], [`crate::receiver_part::read_part`]), from which it lays out the
+//! same messages: every message's size and layout is known to its sender and its receiver.
+//! Nothing here moves bytes over a network: the engine does ([`crate::engine`]).
 
 use std::ops::Range;
 
-use crate::routing::Routes;
+use ubershuffle_runtime::Routes;
 
 /// Why a table of receivers, or a message, does not fit.
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,5 @@
-//! Planning one epoch's coded delivery of records of uneven size, the call both data planes
-//! share (the TCP exchange's master and `ubershuffle.torch`'s store rank): the chain's drawn
-//! epoch, planned on its segment-level instance ([`Segmentation::instance`]) and verified there.
+//! Planning one epoch's coded delivery of records of uneven size, the call the runtime's epoch
+//! loop and the data plane's store (`ubershuffle_plane`) share: the chain's drawn epoch, planned on its segment-level instance ([`Segmentation::instance`]) and verified there.
 //! Encoding ([`ubershuffle_codes::SegmentEncoder`]) and decoding
 //! ([`ubershuffle_codes::SegmentTarget`] under the one [`ubershuffle_codes::Decoder`]) work on
 //! the plan this returns.
