@@ -303,6 +303,24 @@ WebDataset's pax headers, a label and its headers take 2 KiB). A smaller record 
 rank between two of this rank's is read with them."""
 
 
+def near_runs(spans: Iterable[tuple[Any, int, int, int]]) -> Iterator[list]:
+    """The items of ``spans`` (``(item, shard, start, end)``: bytes ``start..end`` of a shard), in
+    the order given, in runs read by one range request each, however long (a whole shard's
+    items are one run): items of one shard, each starting at or after the end of the one before,
+    at most :data:`GAP_BYTES` after it (pyarrow's own coalescing of ranges reads holes of up to
+    8 KiB too)."""
+    run: list = []
+    shard, end = None, 0
+    for item, where, start, stop in spans:
+        if run and not (where == shard and end <= start <= end + GAP_BYTES):
+            yield run
+            run = []
+        run.append(item)
+        shard, end = where, stop
+    if run:
+        yield run
+
+
 class ObjectRanges(ObjectRecords):
     """Where a sharded ``s3`` :class:`~ubershuffle.sources.RecordSource`'s records are: record
     ``i`` at byte ``starts[i]`` of object ``shards[i]`` (a WebDataset tar, an MDS shard, a
@@ -326,22 +344,9 @@ class ObjectRanges(ObjectRecords):
         return _url(*self.bucket_keys[int(self.shards[i])])
 
     def _runs(self, ids: np.ndarray, sizes: np.ndarray) -> Iterator[list[int]]:
-        """``ids`` in the order given, in runs read by one range request each, however long (a
-        whole shard's records are one run): records of one object, each at or after the end of
-        the one before, at most :data:`GAP_BYTES` after it."""
-        group: list[int] = []
-        end = 0
-        for i in map(int, ids):
-            start = int(self.starts[i])
-            if group:
-                near = self.shards[i] == self.shards[group[0]] and end <= start <= end + GAP_BYTES
-                if not near:
-                    yield group
-                    group = []
-            group.append(i)
-            end = start + int(sizes[i])
-        if group:
-            yield group
+        """``ids`` in the order given, in runs read by one range request each (:func:`near_runs`)."""
+        spans = ((i, self.shards[i], self.starts[i], self.starts[i] + sizes[i]) for i in map(int, ids))
+        return near_runs(spans)
 
     def _read(self, group: list[int], sizes: np.ndarray) -> list[tuple[int, np.ndarray]]:
         first = int(self.starts[group[0]])

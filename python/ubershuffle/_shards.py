@@ -14,12 +14,14 @@ a ``stat`` each) and reads nothing else, and a shard that changed is indexed aga
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import hashlib
 import json
 import os
 import pathlib
 import re
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +34,7 @@ INDEX_WINDOW = 4096
 small members after it in one request (a label and the next member's header: WebDataset's
 TarWriter gives every member a pax header, so a 1-byte label takes 2 KiB), a large member's
 data skipped."""
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 """The cached index's layout (a new layout ignores the old files)."""
 LITDATA_ARROW_MAGIC = b"LDARW01\0"
 """The end of a LitData chunk whose rows follow its items as an Arrow IPC file."""
@@ -135,6 +137,64 @@ class Shards:
             return body
         with open(self.urls[k], "rb") as f:
             return os.pread(f.fileno(), end - first, first)
+
+    @contextlib.contextmanager
+    def opened(self, k: int, first: int, end: int) -> Iterator[Callable[[int], bytes]]:
+        """Bytes ``first..end`` of shard ``k`` by one read (a ranged GET, only if the object
+        still has its ETag and size; an open file), as a function ``take(n)`` that gives the
+        next ``n`` bytes as they come, fewer only at the range's end."""
+        if self.remote:
+            bucket, key = self.objects.bucket_keys[k]
+            store = self.objects.store
+            body, whole = store.open(bucket, key, first, end, self.objects.etags[k])
+            try:
+                if whole is not None and whole != int(self.sizes[k]):
+                    raise ValueError(
+                        f"{self.urls[k]} has {whole} bytes now, {int(self.sizes[k])} when its index was made"
+                    )
+                yield _taker(lambda n: store.read_body(self.urls[k], body, n))
+            finally:
+                body.close()
+            return
+        with open(self.urls[k], "rb") as f:
+            now, was = os.fstat(f.fileno()).st_size, int(self.sizes[k])
+            if now != was:
+                raise ValueError(f"{self.urls[k]} has {now} bytes now, {was} when its index was made")
+            f.seek(first)
+            left = [end - first]
+
+            def read(n: int) -> bytes:
+                data = f.read(min(n, left[0]))
+                left[0] -= len(data)
+                return data
+
+            yield _taker(read)
+
+
+def _taker(read: Callable[[int], bytes]) -> Callable[[int], bytes]:
+    """``take(n)``: the next ``n`` bytes of ``read`` (which may give fewer), fewer only at its
+    end."""
+
+    def take(n: int) -> bytes:
+        parts = []
+        while n > 0 and (data := read(n)):
+            parts.append(data)
+            n -= len(data)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    return take
+
+
+def skip(take: Callable[[int], bytes], n: int) -> int:
+    """Reads and drops the next ``n`` bytes of ``take`` (a hole between two ranges that one
+    read reads through), :data:`~ubershuffle._s3.PIECE_BYTES` at a time; the bytes dropped."""
+    dropped = 0
+    while dropped < n:
+        data = take(min(n - dropped, _s3.PIECE_BYTES))
+        if not data:
+            break
+        dropped += len(data)
+    return dropped
 
 
 def _tar_members(shards: Shards, k: int) -> dict:

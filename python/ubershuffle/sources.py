@@ -337,9 +337,11 @@ def parquet(urls: Any, column: str, *, index_dir: Any = None) -> RecordSource:
     Read with pyarrow (``pip install pyarrow``; imported only here). Parquet's footer says where
     each row group's column chunk is but not each value's size, so the index reads ``column``
     once (its column chunks, by range; page checksums checked where the writer wrote them),
-    cached as :func:`webdataset`'s is (``index_dir``). Records are read by row group: one range
-    read of the column chunk of each row group that holds records asked for, on the engine's
-    source thread through Python (pyarrow decodes off the GIL)."""
+    cached as :func:`webdataset`'s is (``index_dir``) with each file's footer. Records are read
+    by row group: the column chunks of the row groups that hold records asked for, neighbours (at
+    most 8 KiB of other columns between two) by one ranged GET however long, so that a rank that
+    needs a whole file reads it by one request, on the engine's source thread through Python
+    (pyarrow decodes off the GIL)."""
     if not isinstance(column, str) or not column:
         raise ValueError(f"column must be the name of a Parquet column, got {column!r}")
     from ._parquet import parquet_source
