@@ -25,7 +25,9 @@
 - :func:`litdata`: a LitData data set as it is (``index.json`` and its chunks, as
   ``litdata.optimize`` wrote them, local or ``s3://``): a record an item's field;
 - :func:`parquet`: Parquet files as they are (a Hugging Face data set's, local or ``s3://``): a
-  record a row's binary column or image column's bytes.
+  record a row's binary column or image column's bytes;
+- :func:`hf_dataset`: a Hugging Face ``datasets.Dataset`` as it is (its Arrow cache files,
+  memory-mapped): a record a row's binary column or image column's bytes.
 
 Sizes come from the array's shape, the files' sizes (``os.stat``, nothing read), ``len`` of
 every item of a sequence (which is in memory anyway), or the object store's listing
@@ -61,6 +63,7 @@ __all__ = [
     "ObjectStoreError",
     "RecordSource",
     "as_source",
+    "hf_dataset",
     "litdata",
     "mds",
     "parquet",
@@ -69,6 +72,10 @@ __all__ = [
 ]
 
 _FILE_TYPES = (str, os.PathLike)
+_READ_BY_DATA = ("s3", "parquet", "arrow", "dataset")
+"""Kinds whose records their data object reads (``read``, ``record``, ``column``)."""
+_COLUMNAR = ("parquet", "arrow", "dataset")
+"""Kinds with columns beside the records' (:meth:`RecordSource.column`)."""
 
 
 def _files_under(folder: pathlib.Path) -> list[pathlib.Path]:
@@ -91,7 +98,8 @@ class RecordSource:
     kind: str
     """``"array"``, ``"files"``, ``"sequence"``, ``"blob"``, ``"shards"`` (ranges of local
     shard files), ``"s3"`` (objects, or ranges of objects), ``"parquet"`` (a column of
-    Parquet files) or ``"arrow"`` (a field of LitData chunks that hold Arrow rows)."""
+    Parquet files), ``"arrow"`` (a field of LitData chunks that hold Arrow rows) or
+    ``"dataset"`` (a column of a Hugging Face ``datasets.Dataset``)."""
 
     sharded: bool = False
     """Whether the records sit in shards, many to a file or object, in id order (the
@@ -139,14 +147,14 @@ class RecordSource:
         return self._data.store.bytes_read if self._remote() else 0
 
     def _remote(self) -> bool:
-        return self.kind == "s3" or (self.kind in ("parquet", "arrow") and self._data.store is not None)
+        return self.kind in _READ_BY_DATA and self._data.store is not None
 
     def column(self, name: str) -> np.ndarray:
-        """Every record's value of the small column ``name`` of a Parquet source (labels,
-        captions: read whole now, from every file), in record order; ``TypeError`` for other
-        sources."""
-        if self.kind not in ("parquet", "arrow"):
-            raise TypeError(f"a {self.kind} source has no columns (Parquet sources do)")
+        """Every record's value of the small column ``name`` of a Parquet or Hugging Face data
+        set source (labels, captions: read whole now, from every file), in record order;
+        ``TypeError`` for other sources."""
+        if self.kind not in _COLUMNAR:
+            raise TypeError(f"a {self.kind} source has no columns (Parquet and Hugging Face data sets do)")
         return self._data.column(name)
 
     def __repr__(self) -> str:
@@ -163,12 +171,10 @@ class RecordSource:
             return np.frombuffer(pathlib.Path(self._data[i]).read_bytes(), dtype=np.uint8)
         if self.kind == "blob":
             return self._data[self.offsets[i] : self.offsets[i + 1]]
-        if self.kind == "s3":
+        if self.kind in _READ_BY_DATA:
             return self._data.record(i, self.sizes)
         if self.kind == "shards":
             return self._data.record(i, self.sizes[i])
-        if self.kind in ("parquet", "arrow"):
-            return self._data.record(i, self.sizes)
         return np.frombuffer(memoryview(self._data[i]).cast("B"), dtype=np.uint8)
 
     def read(self, ids: Any) -> Iterator[tuple[int, np.ndarray]]:
@@ -179,7 +185,7 @@ class RecordSource:
         if len(ids) and not (0 <= ids.min() and ids.max() < len(self)):
             bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
             raise IndexError(f"record {bad} is out of range (the source has {len(self)} records)")
-        if self.kind in ("s3", "parquet", "arrow"):
+        if self.kind in _READ_BY_DATA:
             yield from self._data.read(ids, self.sizes)
             return
         for i in map(int, ids):
@@ -199,7 +205,7 @@ class RecordSource:
             return 0
         if self.kind == "files":
             return int(store._core.load_files(ids, [os.fspath(self._data[i]) for i in ids]))
-        if self.kind in ("s3", "parquet", "arrow"):
+        if self.kind in _READ_BY_DATA:
             ids = np.sort(ids)
         total = 0
         chunk: list[np.ndarray] = []
@@ -349,6 +355,26 @@ def parquet(urls: Any, column: str, *, index_dir: Any = None) -> RecordSource:
     return parquet_source(urls, column, index_dir)
 
 
+def hf_dataset(dataset: Any, column: str) -> RecordSource:
+    """A Hugging Face ``datasets.Dataset`` as it is (``load_dataset(...)["train"]``,
+    ``load_from_disk``, after ``shuffle``, ``select`` or ``filter``): record ``i`` is what
+    ``dataset[i][column]`` holds, a binary column's bytes, a string column's UTF-8, or an image
+    column's ``bytes`` (the ``Image`` feature's file, not the decoded picture); a null (an image
+    stored by path alone) is a one-line ``ValueError``. :meth:`RecordSource.column` reads a
+    small column (labels) for a ``transform`` to use by index.
+
+    Read from the data set's Arrow table, which ``datasets`` memory-maps from its cache files
+    (``dataset.cache_files``; an in-memory data set's table as it is), through its indices
+    mapping: every size from the table's offsets at once, nothing read; records are views of
+    the mapped bytes. The source pickles as the cache files' paths (a ``datasets`` install reads
+    them where unpickled); ``datasets`` is never imported by ``ubershuffle``, pyarrow only here."""
+    if not isinstance(column, str) or not column:
+        raise ValueError(f"column must be the name of a column of the data set, got {column!r}")
+    from ._hf import dataset_source
+
+    return dataset_source(dataset, column)
+
+
 def as_source(records: Any) -> RecordSource:
     """The :class:`RecordSource` of ``records`` (see the module's docs for what it takes).
     Raises ``TypeError`` for anything else and ``ValueError`` for an empty data set."""
@@ -361,6 +387,13 @@ def as_source(records: Any) -> RecordSource:
                 f"got {records.ndim}-D {records.dtype}: for records of uneven size pass a list of bytes"
             )
         return RecordSource("array", np.full(records.shape[0], records.shape[1], dtype=np.int64), records)
+    from ._hf import is_dataset
+
+    if is_dataset(records):
+        raise TypeError(
+            f"a Hugging Face {type(records).__name__} is a source with its column named: "
+            "ubershuffle.sources.hf_dataset(dataset, column)"
+        )
     if _s3.is_url(records):
         return _prefix_source(records)
     if isinstance(records, str) and "://" in records:
