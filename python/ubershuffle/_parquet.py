@@ -226,7 +226,7 @@ def read_run(shards: _shards.Shards, f: int, metadata: Any, groups: list[int], c
     with shards.opened(f, spans[0][0], spans[-1][1]) as take:
         at = spans[0][0]
         for g, (start, end) in zip(groups, spans):
-            at += _shards.skip(take, start - at)
+            at += _s3.skip(take, start - at)
             data = take(end - start)
             if at != start or len(data) != end - start:
                 raise ValueError(f"{url}: truncated at offset {max(at, start) + len(data)}")

@@ -72,7 +72,7 @@ __all__ = [
 ]
 
 _FILE_TYPES = (str, os.PathLike)
-_READ_BY_DATA = ("s3", "parquet", "arrow", "dataset")
+_READ_BY_DATA = ("s3", "parquet", "arrow", "dataset", "compressed")
 """Kinds whose records their data object reads (``read``, ``record``, ``column``)."""
 _COLUMNAR = ("parquet", "arrow", "dataset")
 """Kinds with columns beside the records' (:meth:`RecordSource.column`)."""
@@ -98,7 +98,8 @@ class RecordSource:
     kind: str
     """``"array"``, ``"files"``, ``"sequence"``, ``"blob"``, ``"shards"`` (ranges of local
     shard files), ``"s3"`` (objects, or ranges of objects), ``"parquet"`` (a column of
-    Parquet files), ``"arrow"`` (a field of LitData chunks that hold Arrow rows) or
+    Parquet files), ``"arrow"`` (a field of LitData chunks that hold Arrow rows),
+    ``"compressed"`` (compressed MDS shards or LitData chunks, local or ``s3://``) or
     ``"dataset"`` (a column of a Hugging Face ``datasets.Dataset``)."""
 
     sharded: bool = False
@@ -300,13 +301,20 @@ def mds(root: Any, column: str, *, split: str | None = None, index_dir: Any = No
     bytes Streaming stores for it (for a ``bytes`` column, what Streaming's reader returns; for
     ``jpeg`` or ``png``, the image file; ``str``, its UTF-8), shards in the index's order.
 
-    Only uncompressed shards are read (``compression=None``, Streaming's default): a compressed
-    shard is read whole by Streaming, never by range, and is a one-line ``ValueError`` here. The
-    index comes from each shard's offsets table (one read of ``4 (samples + 2)`` bytes a shard)
-    and, when a column other than ``column`` has a size that varies, the sizes at each sample's
-    start (reads of a few bytes, neighbours within 4 KiB together); every sample's sizes are
-    checked against the offsets table, the shard's size against ``index.json``'s. It is cached
-    as :func:`webdataset`'s is (``index_dir``), and records are read by shard as its are."""
+    The index comes from each shard's offsets table (one read of ``4 (samples + 2)`` bytes a
+    shard) and, when a column other than ``column`` has a size that varies, the sizes at each
+    sample's start (reads of a few bytes, neighbours within 4 KiB together); every sample's sizes
+    are checked against the offsets table, the shard's size against ``index.json``'s. It is
+    cached as :func:`webdataset`'s is (``index_dir``), and records are read by shard as its are.
+
+    Compressed shards (``MDSWriter(compression=...)``: ``zstd``, ``gz`` or ``bz2``, at any level;
+    ``br`` and ``snappy`` are a one-line ``ValueError``) are read whole, each by one read (one
+    GET), decompressed as they come (zstd with ``pip install zstandard``, imported only then),
+    and a shard's records are served only once it has decompressed to ``index.json``'s size
+    (and to its digests, where the writer wrote ``hashes``); the index decompresses a shard only
+    as far as what it needs lies (its offsets table: a few KiB of its start; each sample's sizes
+    when another column varies: all of it). Such a source's kind is ``"compressed"``, read in
+    Python on the engine's source thread (the decompressors run off the GIL)."""
     if not isinstance(column, str) or not column:
         raise ValueError(f"column must be the name of an MDS column, got {column!r}")
     return _shards.mds_source(root, column, split, index_dir)
@@ -319,8 +327,13 @@ def litdata(root: Any, field: str, *, index_dir: Any = None) -> RecordSource:
     stores for it (for a ``bytes`` field, what ``litdata.StreamingDataset`` returns), chunks in
     the index's order.
 
-    Only plain chunks are read (no ``compression``, no ``encryption``, LitData's defaults), of
-    the ``PyTreeLoader``'s two layouts. Items: the index comes from each chunk's offsets table
+    Chunks are read plain, or compressed whole (``compression="zstd"`` with
+    ``compression_level="chunk"``, a ``.zstd.bin`` a chunk, what LitData wrote before its
+    in-chunk levels: read whole and checked as :func:`mds` reads a compressed shard, the index
+    decompressing each chunk as far as its last item's sizes); LitData's newer in-chunk levels
+    (``"batch"``, the default of ``compression="zstd"`` now, and ``"sample"``) and
+    ``encryption`` are a one-line ``ValueError``. Of the ``PyTreeLoader``'s two layouts, items:
+    the index comes from each chunk's offsets table
     and the sizes at each item's start (neighbours within 4 KiB in one read), every size checked
     against the chunk's, and records are read by chunk as :func:`webdataset`'s are. Arrow rows
     (an Arrow IPC file after the offsets table, LitData's ``LDARW01`` trailer: what it writes
