@@ -311,9 +311,9 @@ def mds(root: Any, column: str, *, split: str | None = None, index_dir: Any = No
     ``br`` and ``snappy`` are a one-line ``ValueError``) are read whole, each by one read (one
     GET), decompressed as they come (zstd with ``pip install zstandard``, imported only then),
     and a shard's records are served only once it has decompressed to ``index.json``'s size
-    (and to its digests, where the writer wrote ``hashes``); the index decompresses a shard only
-    as far as what it needs lies (its offsets table: a few KiB of its start; each sample's sizes
-    when another column varies: all of it). Such a source's kind is ``"compressed"``, read in
+    (and matched its ``hashes``, those of ``hashlib``'s algorithms); the index decompresses a
+    shard only as far as what it needs lies (its offsets table: a few KiB of its start; each
+    sample's sizes when another column varies: all of it). Such a source's kind is ``"compressed"``, read in
     Python on the engine's source thread (the decompressors run off the GIL)."""
     if not isinstance(column, str) or not column:
         raise ValueError(f"column must be the name of an MDS column, got {column!r}")
