@@ -27,7 +27,12 @@ kind, args, options = json.loads((out / "source.json").read_text())
 dist.init_process_group("gloo")
 rank = dist.get_rank()
 expected = [bytes.fromhex(h) for h in json.loads((out / "expected.json").read_text())]
-source = getattr(ubershuffle.sources, kind)(*args, index_dir=str(out / "index"), **options)
+if kind == "hf_dataset":  # a Hugging Face data set saved to disk, memory-mapped again here
+    import datasets
+
+    source = ubershuffle.sources.hf_dataset(datasets.load_from_disk(args[0]), *args[1:], **options)
+else:
+    source = getattr(ubershuffle.sources, kind)(*args, index_dir=str(out / "index"), **options)
 kwargs = dict(policy="partial-local", fraction=0.5) if mode == "peer" else dict(mode="store", alpha=0.5)
 kwargs.update(json.loads((out / "group.json").read_text()))
 if mode == "store" and rank != 0:
@@ -86,9 +91,10 @@ def run_shard_job(
     group: dict | None = None,
 ) -> list[dict]:
     """Runs the job over ``source`` (``(function of ubershuffle.sources, its positional
-    arguments, its keyword arguments)``, ``index_dir`` added; ``group``: more keyword arguments
-    of ``ShuffleGroup``) and returns every rank's log, rank by rank; fails the test with what
-    the ranks said if the job failed."""
+    arguments, its keyword arguments)``, ``index_dir`` added; for ``hf_dataset`` the first
+    argument is the folder of a data set saved by ``save_to_disk``; ``group``: more keyword
+    arguments of ``ShuffleGroup``) and returns every rank's log, rank by rank; fails the test
+    with what the ranks said if the job failed."""
     (tmp_path / "source.json").write_text(json.dumps(list(source)))
     (tmp_path / "group.json").write_text(json.dumps(group or {}))
     (tmp_path / "expected.json").write_text(json.dumps([record.hex() for record in expected]))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import shutil
 import sys
 
 import numpy as np
@@ -29,12 +30,17 @@ ITEMS = 100
 
 
 def write_chunks(
-    folder: pathlib.Path, seed: int = 0, compression: str | None = None, layout: str = "items"
+    folder: pathlib.Path,
+    seed: int = 0,
+    compression: str | None = None,
+    layout: str = "items",
+    compression_level: str | None = None,
 ) -> None:
     """Items of an ``image`` (random bytes, 3 to 20 KB, one empty) and a ``label`` (an int), in
     chunks of at most 150 KB, by LitData's own writer: as PyTree items (``layout="items"``: what
     LitData writes without pyarrow), or as an Arrow IPC file after the chunk's offsets table
-    (``"arrow"``: what it writes for dict items when pyarrow is installed)."""
+    (``"arrow"``: what it writes for dict items when pyarrow is installed); ``compression`` and
+    ``compression_level`` as ``litdata.optimize`` takes them."""
     import litdata.streaming.item_loader as item_loader
 
     if layout == "arrow":
@@ -43,7 +49,9 @@ def write_chunks(
     with pytest.MonkeyPatch.context() as patch:
         if layout == "items":
             patch.setattr(item_loader, "_PYARROW_AVAILABLE", False)
-        writer = BinaryWriter(str(folder), chunk_bytes=150_000, compression=compression)
+        writer = BinaryWriter(
+            str(folder), chunk_bytes=150_000, compression=compression, compression_level=compression_level
+        )
         for i in range(ITEMS):
             image = b"" if i == 5 else rng.bytes(int(rng.integers(3000, 20000)))
             writer[i] = {"image": image, "label": int(rng.integers(0, 10))}
@@ -88,10 +96,13 @@ def test_local_chunks_give_litdata_s_bytes_from_their_offsets_tables(tmp_path, l
 
 
 def test_bad_chunks_are_one_line_errors_naming_the_chunk(tmp_path):
-    write_chunks(tmp_path / "zstd", compression="zstd")
+    write_chunks(tmp_path / "zstd", compression="zstd", compression_level="batch")
     with pytest.raises(ValueError) as e:
         litdata(tmp_path / "zstd", "image", index_dir=False)
-    assert one_line(e).endswith("the chunks have compression 'zstd': only plain chunks are read by range")
+    assert one_line(e) == (
+        f"{tmp_path / 'zstd'}/index.json: the chunks have 'zstd' compression of level 'batch' (frames "
+        "inside each chunk): only whole-chunk compression is read (compression_level='chunk')"
+    )
     folder = tmp_path / "data"
     write_chunks(folder)
     with pytest.raises(ValueError) as e:
@@ -152,4 +163,56 @@ def test_a_shuffle_group_serves_litdata_s_bytes(tmp_path, request, where, mode):
     expected = [item["image"] for item in own_reader(folder)]
     root = str(folder) if where == "local" else upload(request.getfixturevalue("s3"), folder, "optimized")
     logs = run_shard_job(tmp_path, ("litdata", [root, "image"], {}), expected, mode, seed=6)
+    check_shard_job(logs, mode, ITEMS, "LitData")
+
+
+def test_compressed_chunks_give_litdata_s_bytes_each_read_whole(tmp_path, request):
+    folder = tmp_path / "data"
+    write_chunks(folder, compression="zstd", compression_level="chunk")
+    chunks = json.loads((folder / "index.json").read_text())["chunks"]
+    assert len(chunks) > 2 and all(c["filename"].endswith(".zstd.bin") for c in chunks)
+    shutil.copytree(folder, tmp_path / "copy")  # LitData's reader removes the chunks it decompressed
+    items = own_reader(tmp_path / "copy")
+    expected, labels = [item["image"] for item in items], [item["label"] for item in items]
+    zipped = sum((folder / c["filename"]).stat().st_size for c in chunks)
+    for where in ("local", "s3"):
+        root = folder if where == "local" else upload(request.getfixturevalue("s3"), folder, "optimized")
+        images = litdata(root, "image", index_dir=tmp_path / "index")
+        assert images.kind == "compressed" and len(images) == ITEMS
+        # Every item's sizes lie through its chunk: the index decompressed each chunk once, as
+        # far as its last item's sizes.
+        assert zipped * 0.8 < images.index_bytes_read <= zipped
+        listed, read = images.requests, images.bytes_read
+        store = RecordStore(images.offsets)
+        assert images.load(store, np.random.default_rng(0).permutation(ITEMS)) == int(images.sizes.sum())
+        assert all(store[i].tobytes() == expected[i] for i in range(ITEMS))
+        store.close()
+        if where == "s3":  # every chunk by one GET, whole
+            assert images.requests - listed == len(chunks) and images.bytes_read - read == zipped
+        label = litdata(root, "label", index_dir=tmp_path / "index")
+        assert [int.from_bytes(label.record(i).tobytes(), "little") for i in range(ITEMS)] == labels
+    # A truncated chunk (its index made before): a one-line error naming it.
+    images = litdata(folder, "image", index_dir=False)
+    chunk = folder / chunks[1]["filename"]
+    blob = chunk.read_bytes()
+    chunk.write_bytes(blob[:-50])
+    with pytest.raises(ValueError) as e:
+        list(images.read(np.arange(ITEMS)))
+    assert one_line(e) == f"{chunk} has {len(blob) - 50} bytes now, {len(blob)} when its index was made"
+    # Truncated before its index is made (index.json gives no compressed size): the index reads
+    # it only as far as its last item's sizes, the read finds its end missing.
+    images = litdata(folder, "image", index_dir=False)
+    with pytest.raises(ValueError) as e:
+        list(images.read(np.arange(ITEMS)))
+    assert one_line(e) == f"{chunk}: truncated: its zstd stream ends unfinished at offset {len(blob) - 50}"
+
+
+@pytest.mark.parametrize("mode", ["peer", "store"])
+def test_a_shuffle_group_serves_compressed_chunks(tmp_path, mode):
+    pytest.importorskip("torch", reason="torch is not installed: the ShuffleGroup test needs it")
+    folder = tmp_path / "data"
+    write_chunks(folder, compression="zstd", compression_level="chunk")
+    shutil.copytree(folder, tmp_path / "copy")  # LitData's reader removes the chunks it decompressed
+    expected = [item["image"] for item in own_reader(tmp_path / "copy")]
+    logs = run_shard_job(tmp_path, ("litdata", [str(folder), "image"], {}), expected, mode, seed=6)
     check_shard_job(logs, mode, ITEMS, "LitData")

@@ -17,6 +17,7 @@ import pytest
 pytest.importorskip("streaming", reason="mosaicml-streaming is not installed: pip install mosaicml-streaming")
 
 from streaming import MDSWriter  # noqa: E402
+from streaming.base.compression import decompress  # noqa: E402
 from streaming.base.format import reader_from_json  # noqa: E402
 from streaming.base.format.mds.encodings import mds_encode  # noqa: E402
 
@@ -29,11 +30,18 @@ from shard_job import check_shard_job, one_line, run_shard_job, upload  # noqa: 
 SAMPLES = 120
 
 
-def write_mds(folder: pathlib.Path, columns: dict, seed: int = 0, compression: str | None = None) -> None:
+def write_mds(
+    folder: pathlib.Path,
+    columns: dict,
+    seed: int = 0,
+    compression: str | None = None,
+    hashes: list | None = None,
+) -> None:
     """MDS shards written by Streaming's own writer: ``x`` of random bytes (6 to 30 KB, one
     empty), ``y`` an int, ``s`` a string of varying length, in shards of at most 400 KB."""
     rng = np.random.default_rng(seed)
-    with MDSWriter(out=str(folder), columns=columns, size_limit=400_000, compression=compression) as w:
+    options = dict(size_limit=400_000, compression=compression, hashes=hashes)
+    with MDSWriter(out=str(folder), columns=columns, **options) as w:
         for i in range(SAMPLES):
             sample = {
                 "x": b"" if i == 7 else rng.bytes(int(rng.integers(6000, 30000))),
@@ -45,10 +53,16 @@ def write_mds(folder: pathlib.Path, columns: dict, seed: int = 0, compression: s
 
 def own_reader(folder: pathlib.Path, column: str) -> list[bytes]:
     """Streaming's own reading of the data set's ``column``, sample by sample, as the bytes its
-    encoding stores (a ``bytes`` column's values as they are)."""
+    encoding stores (a ``bytes`` column's values as they are); compressed shards decompressed
+    by Streaming first, beside them, as its own reader does before reading."""
     index = json.loads((folder / "index.json").read_text())
     out = []
     for shard in index["shards"]:
+        raw = folder / shard["raw_data"]["basename"]
+        if shard.get("compression") and not raw.exists():
+            raw.write_bytes(
+                decompress(shard["compression"], (folder / shard["zip_data"]["basename"]).read_bytes())
+            )
         reader = reader_from_json(str(folder), None, shard)
         encoding = shard["column_encodings"][shard["column_names"].index(column)]
         for i in range(reader.samples):
@@ -90,10 +104,12 @@ def test_local_mds_gives_streaming_s_bytes_from_its_offsets_tables(tmp_path, col
 
 
 def test_bad_mds_data_sets_are_one_line_errors_naming_the_shard(tmp_path):
-    write_mds(tmp_path / "zstd", {"x": "bytes"}, compression="zstd")
+    write_mds(tmp_path / "br", {"x": "bytes"}, compression="br")
     with pytest.raises(ValueError) as e:
-        mds(tmp_path / "zstd", "x", index_dir=False)
-    assert "shard 0 is compressed (zstd): only uncompressed MDS shards are read" in one_line(e)
+        mds(tmp_path / "br", "x", index_dir=False)
+    assert one_line(e) == (
+        f"{tmp_path / 'br'}/index.json: shard 0: compression 'br' is not read (only zstd, gz, bz2)"
+    )
     folder = tmp_path / "data"
     write_mds(folder, {"x": "bytes", "s": "str"})
     with pytest.raises(ValueError) as e:
@@ -168,4 +184,112 @@ def test_a_shuffle_group_serves_mds_with_streaming_s_bytes(tmp_path, request, wh
     write_mds(folder, {"x": "bytes", "y": "int", "s": "str"})
     root = str(folder) if where == "local" else upload(request.getfixturevalue("s3"), folder, "mds")
     logs = run_shard_job(tmp_path, ("mds", [root, "x"], {}), own_reader(folder, "x"), mode, seed=5)
+    check_shard_job(logs, mode, SAMPLES, "Streaming")
+
+
+@pytest.mark.parametrize("compression", ["zstd", "zstd:7", "gz", "bz2"])
+def test_compressed_mds_shards_give_streaming_s_bytes_each_read_whole(tmp_path, compression):
+    folder = tmp_path / "data"
+    write_mds(folder, {"x": "bytes", "y": "int"}, compression=compression)
+    shards = json.loads((folder / "index.json").read_text())["shards"]
+    assert len(shards) > 2 and all(s["compression"] == compression for s in shards)
+    zipped = sum(s["zip_data"]["bytes"] for s in shards)
+    source = mds(folder, "x", index_dir=tmp_path / "index")
+    expected = own_reader(folder, "x")
+    assert source.kind == "compressed" and len(source) == SAMPLES
+    # The index decompressed each shard's start only, as far as its offsets table (bz2's first
+    # block is the whole of these small shards).
+    assert source.index_bytes_read < (zipped / 5 if compression != "bz2" else zipped + 1)
+    assert [source.record(i).tobytes() for i in range(SAMPLES)] == expected
+    store = RecordStore(source.offsets)
+    assert source.load(store, np.random.default_rng(0).permutation(SAMPLES)) == int(source.sizes.sum())
+    assert all(store[i].tobytes() == expected[i] for i in range(SAMPLES))
+    store.close()
+    assert source._reader() is None, "decompressed in Python (off the GIL), on the engine's source thread"
+    again = mds(folder, "x", index_dir=tmp_path / "index")
+    assert again.index_bytes_read == 0 and list(again.sizes) == list(source.sizes)
+
+
+def test_compressed_mds_in_object_storage_is_read_by_one_get_a_shard(s3, tmp_path):
+    folder = tmp_path / "data"
+    write_mds(folder, {"x": "bytes", "y": "int", "s": "str"}, compression="zstd")
+    url = upload(s3, folder, "mds")
+    shards = json.loads((folder / "index.json").read_text())["shards"]
+    expected = own_reader(folder, "x")
+    source = mds(url, "x", index_dir=tmp_path / "index")
+    assert source.kind == "compressed" and len(source) == SAMPLES
+    # index.json, then a HeadObject and one GET a shard (s varies: its sizes lie all through
+    # each shard, which the index decompresses whole).
+    assert source.requests == 1 + 2 * len(shards)
+    listed, read = source.requests, source.bytes_read
+    store = RecordStore(source.offsets)
+    assert source.load(store, np.arange(SAMPLES)) == int(source.sizes.sum())
+    assert all(store[i].tobytes() == expected[i] for i in range(SAMPLES))
+    store.close()
+    # Every record by one GET of its whole shard.
+    assert source.requests - listed == len(shards)
+    assert source.bytes_read - read == sum(s["zip_data"]["bytes"] for s in shards)
+    again = mds(url, "x", index_dir=tmp_path / "index")
+    assert again.index_bytes_read == 0 and again._fingerprint() == source._fingerprint()
+
+
+@pytest.mark.parametrize("compression", ["zstd", "gz"])
+def test_a_truncated_or_corrupt_compressed_shard_is_a_one_line_error_naming_it(tmp_path, compression):
+    folder = tmp_path / "data"
+    write_mds(folder, {"x": "bytes", "y": "int"}, compression=compression)
+    index = json.loads((folder / "index.json").read_text())
+    shard = folder / index["shards"][1]["zip_data"]["basename"]
+    blob = shard.read_bytes()
+    # Truncated: its size is not index.json's.
+    shard.write_bytes(blob[:-100])
+    with pytest.raises(ValueError) as e:
+        mds(folder, "x", index_dir=False)
+    assert one_line(e) == f"{shard} has {len(blob) - 100} bytes, index.json says {len(blob)} (truncated?)"
+    # Truncated, and index.json says so too: the index reads its start, the read finds its end
+    # missing.
+    index["shards"][1]["zip_data"]["bytes"] = len(blob) - 100
+    (folder / "index.json").write_text(json.dumps(index))
+    source = mds(folder, "x", index_dir=False)
+    first = int(np.flatnonzero(source._data.which == 1)[0])
+    with pytest.raises(ValueError) as e:
+        source.record(first)
+    assert (
+        one_line(e)
+        == f"{shard}: truncated: its {compression} stream ends unfinished at offset {len(blob) - 100}"
+    )
+    # A corrupt stream header: the index's decompression of its start fails.
+    index["shards"][1]["zip_data"]["bytes"] = len(blob)
+    (folder / "index.json").write_text(json.dumps(index))
+    shard.write_bytes(blob[:4] + bytes(16) + blob[20:])
+    with pytest.raises(ValueError) as e:
+        mds(folder, "x", index_dir=False)
+    assert one_line(e).startswith(f"{shard}: corrupt {compression} data before offset "), one_line(e)
+
+
+def test_a_compressed_shard_s_digest_is_checked_before_its_records_are_served(tmp_path):
+    # Random bytes are stored, not compressed, in a zstd frame without a checksum: only
+    # index.json's digest (MDSWriter(hashes=...)) tells a changed byte.
+    folder = tmp_path / "data"
+    write_mds(folder, {"x": "bytes", "y": "int"}, compression="zstd", hashes=["sha1", "xxh64"])
+    shard = folder / "shard.00001.mds.zstd"
+    blob = bytearray(shard.read_bytes())
+    source = mds(folder, "x", index_dir=False)
+    blob[len(blob) // 2] ^= 1
+    shard.write_bytes(bytes(blob))
+    with pytest.raises(ValueError) as e:
+        list(source.read(np.flatnonzero(source._data.which == 1)))
+    want = json.loads((folder / "index.json").read_text())["shards"][1]["zip_data"]["hashes"]["sha1"]
+    assert one_line(e).startswith(f"{shard}: its sha1 is ") and one_line(e).endswith(
+        f", index.json says {want} (corrupt)"
+    )
+
+
+@pytest.mark.parametrize("mode", ["peer", "store"])
+def test_a_shuffle_group_serves_compressed_mds_from_object_storage(tmp_path, s3, mode):
+    pytest.importorskip("torch", reason="torch is not installed: the ShuffleGroup test needs it")
+    folder = tmp_path / "data"
+    write_mds(folder, {"x": "bytes", "y": "int"}, compression="zstd")
+    expected = own_reader(folder, "x")
+    root = upload(s3, folder, "mds")
+    logs = run_shard_job(tmp_path, ("mds", [root, "x"], {}), expected, mode, seed=5)
     check_shard_job(logs, mode, SAMPLES, "Streaming")

@@ -125,9 +125,11 @@ def test_parquet_in_object_storage_is_read_by_ranges(s3, tmp_path):
     assert source.load(store, np.arange(len(source))) == int(source.sizes.sum())
     assert all(store[i].tobytes() == expected[i] for i in range(len(source)))
     store.close()
-    # A footer a file, then the column chunk of each row group: one range read each.
+    # The footers came with the index; each row group's column chunk by one range read (img,
+    # the same bytes again, lies between two row groups' image chunks: a hole too long to read
+    # through).
     groups = sum(pq.ParquetFile(p).num_row_groups for p in paths)
-    assert source.requests - listed == FILES + groups
+    assert source.requests - listed == groups
     assert list(source.column("label")) == own_reader(paths, "label")
     again = parquet(url, "image", index_dir=tmp_path / "index")
     assert again.index_bytes_read == 0 and again._fingerprint() == source._fingerprint()
@@ -138,6 +140,60 @@ def test_parquet_in_object_storage_is_read_by_ranges(s3, tmp_path):
     assert (
         one_line(e) == f"{s3.url('pq/' + paths[0].name)} changed since the source was made (its ETag differs)"
     )
+
+
+def count_gets(source) -> dict:
+    """Counts the GETs of ``source``'s object store client, key by key, from now on."""
+    gets: dict = {}
+    plain_open = source._data.store.open
+
+    def counted_open(bucket, key, first, end, etag):
+        gets[key] = gets.get(key, 0) + 1
+        return plain_open(bucket, key, first, end, etag)
+
+    source._data.store.open = counted_open
+    return gets
+
+
+def test_a_file_s_row_groups_are_read_by_coalesced_range_gets(s3, tmp_path):
+    # Files as a Hugging Face image set's: an image, and small columns (a label, a caption)
+    # between one row group's image chunk and the next one's; 10 row groups a file.
+    rng = np.random.default_rng(3)
+    paths = []
+    for f in range(FILES):
+        images = [rng.bytes(int(rng.integers(2000, 9000))) for _ in range(ROWS)]
+        table = pa.table({"image": images, "label": rng.integers(0, 10, ROWS), "caption": ["a cat"] * ROWS})
+        paths.append(tmp_path / f"part-{f}.parquet")
+        pq.write_table(table, paths[-1], row_group_size=4, write_page_checksum=True)
+        s3.put(f"hf/{paths[-1].name}", paths[-1].read_bytes())
+    assert all(pq.ParquetFile(p).num_row_groups == 10 for p in paths)
+    expected = own_reader(paths, "image")
+    source = parquet([s3.url(f"hf/{p.name}") for p in paths], "image", index_dir=tmp_path / "index")
+    gets = count_gets(source)
+    store = RecordStore(source.offsets)
+    assert source.load(store, np.arange(len(source))) == int(source.sizes.sum())
+    assert all(store[i].tobytes() == expected[i] for i in range(len(source)))
+    store.close()
+    # A whole file's row groups by one ranged GET (its footer came with the index): one GET
+    # per row group and one for the footer before, 11 a file.
+    assert gets == {f"hf/{p.name}": 1 for p in paths}
+    # A rank's part of a file (rows 9 to 30: row groups 2 to 7): one GET too.
+    gets.clear()
+    ids = np.random.default_rng(4).permutation(np.arange(ROWS + 9, ROWS + 31))
+    assert [(i, r.tobytes()) for i, r in source.read(np.sort(ids))] == [
+        (i, expected[i]) for i in np.sort(ids)
+    ]
+    assert gets == {f"hf/{paths[1].name}": 1}
+    # A small column by index: a GET a row group (the images between are not read).
+    gets.clear()
+    assert list(source.column("label")) == own_reader(paths, "label")
+    assert gets == {f"hf/{p.name}": 10 for p in paths}
+    # The index read each file's footer and then its column chunks by one GET.
+    again = parquet([s3.url(f"hf/{p.name}") for p in paths], "image", index_dir=False)
+    assert again.requests == 3 * FILES  # a HeadObject, the footer, the image chunks
+    # Locally the same bytes.
+    local = parquet([str(p) for p in paths], "image", index_dir=False)
+    assert [r.tobytes() for _, r in local.read(np.arange(len(local)))] == expected
 
 
 @pytest.mark.parametrize("where", ["local", "s3"])

@@ -5,9 +5,12 @@ in the order given, rows in order.
 
 Parquet's footer says where each row group's column chunk is, not each value's size, and a
 record source knows every size up front: the index reads the chosen column once (its column
-chunks, by range) and keeps the sizes, cached as the other sharded sources' indexes are. Records
-are then read by row group: the column chunk of every row group that holds records asked for,
-one range read each (pyarrow's), decoded, each value checked against its indexed size.
+chunks, by range) and keeps the sizes and the footer, cached as the other sharded sources'
+indexes are. Records are then read by row group: the column chunks of the row groups that hold
+records asked for, neighbours (at most 8 KiB of other columns between them, as pyarrow's own
+coalescing reads) by one ranged GET however long, so a rank that needs a whole file's row groups
+reads them by one request; each row group decoded as its bytes come, each value checked against
+its indexed size.
 
 pyarrow reads these Python file objects on the calling thread (``pre_buffer=False``,
 ``use_threads=False``): its own I/O threads calling back into Python could outlive the
@@ -15,12 +18,14 @@ interpreter, which then aborts at exit."""
 
 from __future__ import annotations
 
+import base64
 import io
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from . import _shards
+from . import _s3, _shards
 
 
 def _pyarrow() -> tuple[Any, Any]:
@@ -88,8 +93,9 @@ def _values(pa: Any, column: Any, name: str) -> Any:
 
 class GroupRecords:
     """Where a columnar source's records are: record ``i`` is row ``i - first[g]`` of group
-    ``g`` (a Parquet row group, an Arrow record batch) of file ``file[g]``; a subclass reads a
-    group's values (:meth:`_read_group`)."""
+    ``g`` (a Parquet row group, an Arrow record batch) of file ``file[g]``; a subclass reads
+    groups' values (:meth:`_values`, by default :meth:`_read_group` each) and may read several
+    by one request (:meth:`_runs`)."""
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_footers": {}}  # pyarrow's metadata is read again where unpickled
@@ -109,32 +115,50 @@ class GroupRecords:
     def _group_of(self, ids: np.ndarray) -> np.ndarray:
         return np.searchsorted(self.group_first, ids, side="right") - 1
 
-    def read(self, ids: np.ndarray, sizes: np.ndarray) -> Any:
-        """``(i, record i)`` for every ``i`` of ``ids``, in order, a row group read once for
-        each run of ids in it."""
-        groups = self._group_of(ids)
-        held, values = -1, None
-        for i, g in zip(map(int, ids), map(int, groups)):
-            if g != held:
-                values, _ = self._read_group(g)
-                held = g
-            value = values[i - int(self.group_first[g])]
-            data = value.as_buffer() if value.is_valid else None
-            if data is None:
-                raise ValueError(
-                    f"{self.shards.urls[int(self.group_file[g])]}: row {i} of {self.column_name!r} is null"
-                )
-            record = np.frombuffer(data, dtype=np.uint8)
-            if len(record) != sizes[i]:
-                raise ValueError(
-                    f"record {i} ({self.shards.urls[int(self.group_file[g])]}) has {len(record)} bytes now, "
-                    f"{int(sizes[i])} when its index was made"
-                )
-            yield i, record
+    def read(self, ids: np.ndarray, sizes: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+        """``(i, record i)`` for every ``i`` of ``ids``, in order: a group read once for each run
+        of ids in it, groups read together as :meth:`_runs` says, on
+        :data:`~ubershuffle._s3.WORKERS` threads."""
+        ids = np.asarray(ids, dtype=np.int64)
+        runs = self._runs(_visits(ids, self._group_of(ids)))
+        yield from _s3._streamed(runs, lambda run, put: self._serve(run, sizes, put))
 
     def record(self, i: int, sizes: np.ndarray) -> np.ndarray:
-        """Record ``i``, read now (its row group's column chunk)."""
-        return next(iter(self.read(np.array([i]), sizes)))[1]
+        """Record ``i``, read now (its group's values)."""
+        out: list = []
+        self._serve([(int(self._group_of(np.array([i]))[0]), [int(i)])], sizes, out.extend)
+        return out[0][1]
+
+    def _runs(self, visits: list[tuple[int, list[int]]]) -> Iterator[list]:
+        """``visits`` (a group and the ids read from it) in runs, each read by one request."""
+        return ([visit] for visit in visits)
+
+    def _serve(self, run: list, sizes: np.ndarray, put: Any) -> None:
+        """Reads the groups of ``run`` and hands each visit's records on (``put``)."""
+        for (g, ids), values in zip(run, self._values([g for g, _ in run], self.column_name)):
+            put(self._records(g, ids, values, sizes))
+
+    def _records(self, g: int, ids: list[int], values: Any, sizes: np.ndarray) -> list:
+        """``(i, record i)`` of every ``i`` of ``ids`` from group ``g``'s ``values``, each checked
+        to be present and of its indexed size."""
+        out = []
+        url = self.shards.urls[int(self.group_file[g])]
+        for i in ids:
+            value = values[i - int(self.group_first[g])]
+            if not value.is_valid:
+                raise ValueError(f"{url}: row {i} of {self.column_name!r} is null")
+            record = np.frombuffer(value.as_buffer(), dtype=np.uint8)
+            if len(record) != sizes[i]:
+                raise ValueError(
+                    f"record {i} ({url}) has {len(record)} bytes now, {int(sizes[i])} when its index was made"
+                )
+            out.append((i, record))
+        return out
+
+    def _values(self, groups: list[int], column: str) -> Iterator[Any]:
+        """Each of ``groups``' values of ``column``, in order."""
+        for g in groups:
+            yield self._read_group(g)[0]
 
     def _read_group(self, g: int) -> tuple[Any, int]:
         raise NotImplementedError
@@ -144,47 +168,146 @@ class GroupRecords:
         raise TypeError("this source has no columns to read by index (Parquet sources do)")
 
 
-class ParquetRecords(GroupRecords):
-    """Where a Parquet source's records are (row groups of files)."""
+def _visits(ids: np.ndarray, groups: np.ndarray) -> list[tuple[int, list[int]]]:
+    """``ids`` (in their groups ``groups``) as visits: a group and the ids in a row read from it."""
+    visits: list[tuple[int, list[int]]] = []
+    for i, g in zip(ids.tolist(), groups.tolist()):
+        if visits and visits[-1][0] == g:
+            visits[-1][1].append(i)
+        else:
+            visits.append((g, [i]))
+    return visits
 
-    def _read_group(self, g: int) -> tuple[Any, int]:
-        """Row group ``g``'s values of the column, and the bytes read for them."""
-        pa, pq = _pyarrow()
-        f = int(self.group_file[g])
-        source = _RangedFile(self.shards, f)
-        url = self.shards.urls[f]
-        try:
-            parquet = pq.ParquetFile(
-                source, metadata=self._footers.get(f), page_checksum_verification=True, pre_buffer=False
-            )
-            self._footers[f] = parquet.metadata
-            table = parquet.read_row_group(
-                int(self.group_index[g]), columns=[self.column_name], use_threads=False
-            )
-            values = _values(pa, table.column(0), self.column_name)
-        except (pa.ArrowException, OSError) as e:
-            raise ValueError(f"{url}: {' '.join(str(e).split())}") from None
-        return values, source.read_bytes
+
+class _HeldFile(_RangedFile):
+    """A shard of which the bytes ``data`` at ``first`` are held (a row group's column chunk,
+    read with its neighbours by one request), read from there; any other read (a writer's
+    padding that pyarrow wants too) is a read of the shard."""
+
+    def __init__(self, shards: _shards.Shards, k: int, first: int, data: bytes) -> None:
+        super().__init__(shards, k)
+        self._first, self._data = first, memoryview(data)
+
+    def read(self, n: int = -1) -> bytes:
+        end = self._size if n is None or n < 0 else min(self._size, self._at + n)
+        if self._first <= self._at and end <= self._first + len(self._data):
+            body = bytes(self._data[self._at - self._first : end - self._first])
+            self._at = end
+            return body
+        return super().read(n)
+
+
+def chunk_range(metadata: Any, g: int, column: str) -> tuple[int, int]:
+    """Where row group ``g``'s column chunks of ``column`` (all its leaves: an image struct's
+    ``bytes`` and ``path``) are in the file, from its footer: ``(first byte, end)``."""
+    group = metadata.row_group(g)
+    first, end = None, 0
+    for c in range(group.num_columns):
+        chunk = group.column(c)
+        if chunk.path_in_schema != column and not chunk.path_in_schema.startswith(column + "."):
+            continue
+        start = chunk.data_page_offset
+        if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
+            start = chunk.dictionary_page_offset
+        first = start if first is None else min(first, start)
+        end = max(end, start + chunk.total_compressed_size)
+    if first is None:
+        raise ValueError(f"row group {g} has no column {column!r}")
+    return first, end
+
+
+def read_run(shards: _shards.Shards, f: int, metadata: Any, groups: list[int], column: str) -> Iterator[Any]:
+    """Each of file ``f``'s row groups ``groups``' ``column`` (a chunked array), in order, their column
+    chunks read by one ranged GET (or one open file) from the first's start to the last's end,
+    the holes between them read through (:func:`~ubershuffle._s3.near_runs` makes such runs)."""
+    pa, pq = _pyarrow()
+    url = shards.urls[f]
+    spans = [chunk_range(metadata, g, column) for g in groups]
+    with shards.opened(f, spans[0][0], spans[-1][1]) as take:
+        at = spans[0][0]
+        for g, (start, end) in zip(groups, spans):
+            at += _s3.skip(take, start - at)
+            data = take(end - start)
+            if at != start or len(data) != end - start:
+                raise ValueError(f"{url}: truncated at offset {max(at, start) + len(data)}")
+            at = end
+            try:
+                parquet = pq.ParquetFile(
+                    _HeldFile(shards, f, start, data),
+                    metadata=metadata,
+                    page_checksum_verification=True,
+                    pre_buffer=False,
+                )
+                table = parquet.read_row_group(g, columns=[column], use_threads=False)
+            except (pa.ArrowException, OSError) as e:
+                raise ValueError(f"{url}: {' '.join(str(e).split())}") from None
+            yield table.column(0)
+
+
+def coalesced(metadata: Any, f: int, groups: list[int], column: str) -> Iterator[list[int]]:
+    """File ``f``'s row groups ``groups`` in runs that one request each reads
+    (:func:`~ubershuffle._s3.near_runs` of their column chunks of ``column``)."""
+    return _s3.near_runs((g, f, *chunk_range(metadata, g, column)) for g in groups)
+
+
+class ParquetRecords(GroupRecords):
+    """Where a Parquet source's records are (row groups of files). The files' footers come with
+    the index (``footers``: each a Parquet metadata file, base64), so a read reads column chunks
+    alone: those of neighbouring row groups by one ranged GET (a whole file's, when a rank reads
+    it all and the other columns between its row groups are small)."""
+
+    def __init__(
+        self, shards: _shards.Shards, column: str, groups: list[list[int]], footers: list[str]
+    ) -> None:
+        super().__init__(shards, column, groups)
+        self.footers = footers
+
+    def _metadata(self, f: int) -> Any:
+        """File ``f``'s footer (parsed once a process)."""
+        if f not in self._footers:
+            pa, pq = _pyarrow()
+            self._footers[f] = pq.read_metadata(pa.BufferReader(base64.b64decode(self.footers[f])))
+        return self._footers[f]
+
+    def _runs(self, visits: list[tuple[int, list[int]]]) -> Iterator[list]:
+        """Visits of neighbouring row groups of one file (their column chunks at most
+        :data:`~ubershuffle._s3.GAP_BYTES` apart, in file order) in one run."""
+        spans = []
+        for visit in visits:
+            g = visit[0]
+            f = int(self.group_file[g])
+            start, end = chunk_range(self._metadata(f), int(self.group_index[g]), self.column_name)
+            spans.append((visit, f, start, end))
+        return _s3.near_runs(spans)
+
+    def _values(self, groups: list[int], column: str) -> Iterator[Any]:
+        """The values of ``groups`` (one run: of one file) by one read."""
+        pa, _ = _pyarrow()
+        f = int(self.group_file[groups[0]])
+        local = [int(self.group_index[g]) for g in groups]
+        for values in read_run(self.shards, f, self._metadata(f), local, column):
+            yield _values(pa, values, column)
 
     def column(self, name: str) -> np.ndarray:
         """Every row's value of the column ``name`` (a small one: labels, captions), read whole
-        from every file, in record order."""
-        pa, pq = _pyarrow()
-        parts = []
-        for f, url in enumerate(self.shards.urls):
+        from every file (its column chunks, neighbours by one read), in record order."""
+        pa, _ = _pyarrow()
+        chunks = []
+        for f in range(len(self.shards.urls)):
+            metadata = self._metadata(f)
             try:
-                table = pq.read_table(
-                    _RangedFile(self.shards, f), columns=[name], pre_buffer=False, use_threads=False
-                )
-                parts.append(table.column(0))
-            except (pa.ArrowException, OSError, KeyError) as e:
-                raise ValueError(f"{url}: {' '.join(str(e).split())}") from None
-        return pa.chunked_array([c for part in parts for c in part.chunks]).to_numpy(zero_copy_only=False)
+                runs = list(coalesced(metadata, f, list(range(metadata.num_row_groups)), name))
+            except ValueError as e:
+                raise ValueError(f"{self.shards.urls[f]}: {e}") from None
+            for run in runs:
+                for values in read_run(self.shards, f, metadata, run, name):
+                    chunks += values.chunks
+        return pa.chunked_array(chunks).to_numpy(zero_copy_only=False)
 
 
 def _index_file(column: str) -> Any:
-    """A builder of file ``k``'s index: its row groups' row counts and the sizes of the column's
-    values, from its footer and the column's chunks."""
+    """A builder of file ``k``'s index: its row groups' row counts, the sizes of the column's
+    values (its column chunks read, neighbours by one read) and its footer."""
 
     def build(shards: _shards.Shards, k: int) -> dict:
         pa, pq = _pyarrow()
@@ -193,21 +316,31 @@ def _index_file(column: str) -> Any:
         source = _RangedFile(shards, k)
         url = shards.urls[k]
         try:
-            parquet = pq.ParquetFile(source, page_checksum_verification=True, pre_buffer=False)
-            names = parquet.schema_arrow.names
+            metadata = pq.ParquetFile(source, page_checksum_verification=True, pre_buffer=False).metadata
+            names = metadata.schema.to_arrow_schema().names
             if column not in names:
                 raise ValueError(f"no column {column!r} (it has {', '.join(names)})")
-            rows, sizes = [], []
-            for g in range(parquet.num_row_groups):
-                group = parquet.read_row_group(g, columns=[column], use_threads=False)
-                values = _values(pa, group.column(0), column)
-                if values.null_count:
-                    raise ValueError(f"column {column!r} has a null in row group {g}")
-                rows.append(len(values))
-                sizes += pc.binary_length(values).to_pylist()
+            rows: list[int] = []
+            sizes: list[int] = []
+            read = source.read_bytes
+            for run in coalesced(metadata, k, list(range(metadata.num_row_groups)), column):
+                read += chunk_range(metadata, run[-1], column)[1] - chunk_range(metadata, run[0], column)[0]
+                for g, values in zip(run, read_run(shards, k, metadata, run, column)):
+                    values = _values(pa, values, column)
+                    if values.null_count:
+                        raise ValueError(f"column {column!r} has a null in row group {g}")
+                    rows.append(len(values))
+                    sizes += pc.binary_length(values).to_pylist()
+            footer = pa.BufferOutputStream()
+            metadata.write_metadata_file(footer)
         except (pa.ArrowException, OSError, KeyError, ValueError) as e:
             raise ValueError(f"{url}: {' '.join(str(e).split())}") from None
-        return {"rows": rows, "sizes": sizes, "read": source.read_bytes}
+        return {
+            "rows": rows,
+            "sizes": sizes,
+            "read": read,
+            "footer": base64.b64encode(footer.getvalue().to_pybytes()).decode(),
+        }
 
     return build
 
@@ -222,7 +355,7 @@ def parquet_source(urls: Any, column: str, index_dir: Any) -> Any:
     sizes = np.array([s for ix in indexes for s in ix["sizes"]], dtype=np.int64)
     if len(sizes) == 0:
         raise ValueError("the Parquet files hold no row")
-    records = ParquetRecords(shards, column, [ix["rows"] for ix in indexes])
+    records = ParquetRecords(shards, column, [ix["rows"] for ix in indexes], [ix["footer"] for ix in indexes])
     source = RecordSource("parquet", sizes, records)
     source.index_bytes_read = index_bytes
     source.sharded = True

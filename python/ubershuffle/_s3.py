@@ -303,6 +303,79 @@ WebDataset's pax headers, a label and its headers take 2 KiB). A smaller record 
 rank between two of this rank's is read with them."""
 
 
+def taker(read: Callable[[int], bytes]) -> Callable[[int], bytes]:
+    """``take(n)``: the next ``n`` bytes of ``read`` (which may give fewer), fewer only at its
+    end."""
+
+    def take(n: int) -> bytes:
+        parts = []
+        while n > 0 and (data := read(n)):
+            parts.append(data)
+            n -= len(data)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    return take
+
+
+def skip(take: Callable[[int], bytes], n: int) -> int:
+    """Reads and drops the next ``n`` bytes of ``take`` (a hole between two ranges that one
+    read reads through), :data:`PIECE_BYTES` at a time; the bytes dropped."""
+    dropped = 0
+    while dropped < n:
+        data = take(min(n - dropped, PIECE_BYTES))
+        if not data:
+            break
+        dropped += len(data)
+    return dropped
+
+
+def cut_records(
+    take: Callable[[int], bytes],
+    at: int,
+    spans: list[tuple[int, int, int]],
+    put: Callable[[list], None],
+    what: str,
+) -> int:
+    """Hands on (``put``) the records ``spans`` (``(i, start, size)``, each at or after the end
+    of the one before, none before ``at``) of the bytes ``take`` gives from offset ``at``, a
+    piece of about :data:`PIECE_BYTES` at a time; the offset reached. Bytes that end early are a
+    one-line ``ValueError``: ``what`` ended at byte ..."""
+    piece: list[tuple[int, np.ndarray]] = []
+    held = 0
+    for i, start, size in spans:
+        at += skip(take, start - at)
+        data = take(size) if at == start else b""
+        if len(data) != size:
+            raise ValueError(f"{what} ended at byte {at + len(data)}")
+        at += size
+        piece.append((i, np.frombuffer(data, dtype=np.uint8)))
+        held += size
+        if held >= PIECE_BYTES:
+            put(piece)
+            piece, held = [], 0
+    if piece:
+        put(piece)
+    return at
+
+
+def near_runs(spans: Iterable[tuple[Any, int, int, int]], gap: float = GAP_BYTES) -> Iterator[list]:
+    """The items of ``spans`` (``(item, shard, start, end)``: bytes ``start..end`` of a shard), in
+    the order given, in runs read by one range request each, however long (a whole shard's
+    items are one run): items of one shard, each starting at or after the end of the one before,
+    at most ``gap`` after it (:data:`GAP_BYTES`: pyarrow's own coalescing of ranges reads holes
+    of up to 8 KiB too)."""
+    run: list = []
+    shard, end = None, 0
+    for item, where, start, stop in spans:
+        if run and not (where == shard and end <= start <= end + gap):
+            yield run
+            run = []
+        run.append(item)
+        shard, end = where, stop
+    if run:
+        yield run
+
+
 class ObjectRanges(ObjectRecords):
     """Where a sharded ``s3`` :class:`~ubershuffle.sources.RecordSource`'s records are: record
     ``i`` at byte ``starts[i]`` of object ``shards[i]`` (a WebDataset tar, an MDS shard, a
@@ -326,22 +399,9 @@ class ObjectRanges(ObjectRecords):
         return _url(*self.bucket_keys[int(self.shards[i])])
 
     def _runs(self, ids: np.ndarray, sizes: np.ndarray) -> Iterator[list[int]]:
-        """``ids`` in the order given, in runs read by one range request each, however long (a
-        whole shard's records are one run): records of one object, each at or after the end of
-        the one before, at most :data:`GAP_BYTES` after it."""
-        group: list[int] = []
-        end = 0
-        for i in map(int, ids):
-            start = int(self.starts[i])
-            if group:
-                near = self.shards[i] == self.shards[group[0]] and end <= start <= end + GAP_BYTES
-                if not near:
-                    yield group
-                    group = []
-            group.append(i)
-            end = start + int(sizes[i])
-        if group:
-            yield group
+        """``ids`` in the order given, in runs read by one range request each (:func:`near_runs`)."""
+        spans = ((i, self.shards[i], self.starts[i], self.starts[i] + sizes[i]) for i in map(int, ids))
+        return near_runs(spans)
 
     def _read(self, group: list[int], sizes: np.ndarray) -> list[tuple[int, np.ndarray]]:
         first = int(self.starts[group[0]])
@@ -376,27 +436,9 @@ class ObjectRanges(ObjectRecords):
         try:
             if whole is not None and whole != want:
                 raise ValueError(f"{url} has {whole} bytes now, {want} when its index was made")
-            at = first
-            piece: list[tuple[int, np.ndarray]] = []
-            held = 0
-            for i in group:
-                start, size = int(self.starts[i]), int(sizes[i])
-                parts = []
-                while at < start + size:
-                    data = self.store.read_body(url, body, min(start + size - at, PIECE_BYTES))
-                    if not data:
-                        raise ValueError(f"{url}: the read of bytes {first}..{end} ended at byte {at}")
-                    if at + len(data) > start:
-                        parts.append(data[max(0, start - at) :])
-                    at += len(data)
-                record = parts[0] if len(parts) == 1 else b"".join(parts)
-                piece.append((i, np.frombuffer(record, dtype=np.uint8)))
-                held += size
-                if held >= PIECE_BYTES:
-                    put(piece)
-                    piece, held = [], 0
-            if piece:
-                put(piece)
+            take = taker(lambda n: self.store.read_body(url, body, n))
+            spans = [(i, int(self.starts[i]), int(sizes[i])) for i in group]
+            cut_records(take, first, spans, put, f"{url}: the read of bytes {first}..{end}")
         finally:
             body.close()
 

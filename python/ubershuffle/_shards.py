@@ -14,25 +14,28 @@ a ``stat`` each) and reads nothing else, and a shard that changed is indexed aga
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import hashlib
 import json
 import os
 import pathlib
 import re
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from . import _native, _s3
+from ._compressed import CompressedShards, codec_of, compressed_build
 
 INDEX_WINDOW = 4096
 """Bytes a ranged GET reads at a tar header of an object while indexing: the header and the
 small members after it in one request (a label and the next member's header: WebDataset's
 TarWriter gives every member a pax header, so a 1-byte label takes 2 KiB), a large member's
 data skipped."""
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 """The cached index's layout (a new layout ignores the old files)."""
 LITDATA_ARROW_MAGIC = b"LDARW01\0"
 """The end of a LitData chunk whose rows follow its items as an Arrow IPC file."""
@@ -135,6 +138,38 @@ class Shards:
             return body
         with open(self.urls[k], "rb") as f:
             return os.pread(f.fileno(), end - first, first)
+
+    @contextlib.contextmanager
+    def opened(self, k: int, first: int, end: int) -> Iterator[Callable[[int], bytes]]:
+        """Bytes ``first..end`` of shard ``k`` by one read (a ranged GET, only if the object
+        still has its ETag and size; an open file), as a function ``take(n)`` that gives the
+        next ``n`` bytes as they come, fewer only at the range's end."""
+        if self.remote:
+            bucket, key = self.objects.bucket_keys[k]
+            store = self.objects.store
+            body, whole = store.open(bucket, key, first, end, self.objects.etags[k])
+            try:
+                if whole is not None and whole != int(self.sizes[k]):
+                    raise ValueError(
+                        f"{self.urls[k]} has {whole} bytes now, {int(self.sizes[k])} when its index was made"
+                    )
+                yield _s3.taker(lambda n: store.read_body(self.urls[k], body, n))
+            finally:
+                body.close()
+            return
+        with open(self.urls[k], "rb") as f:
+            now, was = os.fstat(f.fileno()).st_size, int(self.sizes[k])
+            if now != was:
+                raise ValueError(f"{self.urls[k]} has {now} bytes now, {was} when its index was made")
+            f.seek(first)
+            left = [end - first]
+
+            def read(n: int) -> bytes:
+                data = f.read(min(n, left[0]))
+                left[0] -= len(data)
+                return data
+
+            yield _s3.taker(read)
 
 
 def _tar_members(shards: Shards, k: int) -> dict:
@@ -365,31 +400,37 @@ def _read_index_json(root: str, split: str | None) -> tuple[dict, str, Any]:
     return index, base, store
 
 
-def _mds_shards(index: dict, where: str, column: str) -> tuple[list[str], list[dict]]:
-    """The shards' file names and infos of an MDS ``index.json``, checked to be uncompressed
-    MDS shards that hold ``column``."""
+def _mds_shards(index: dict, where: str, column: str) -> tuple[list[str], list[dict], list[str | None]]:
+    """The shards' file names (a compressed shard's ``zip_data``), infos and codecs (``None``:
+    uncompressed) of an MDS ``index.json``, checked to be MDS shards that hold ``column``, all
+    compressed alike or none."""
     shards = index.get("shards")
     if index.get("version") != 2 or not isinstance(shards, list) or not shards:
         raise ValueError(f"{where}/index.json: not an MDS index of version 2 with shards")
-    names = []
+    names, codecs = [], []
     for k, shard in enumerate(shards):
         if not isinstance(shard, dict) or shard.get("format") != "mds" or shard.get("version") != 2:
             raise ValueError(f"{where}/index.json: shard {k} is not an MDS shard of version 2")
-        if shard.get("compression"):
-            raise ValueError(
-                f"{where}/index.json: shard {k} is compressed ({shard['compression']}): only uncompressed "
-                "MDS shards are read by range (write them with compression=None)"
-            )
-        raw = shard.get("raw_data") or {}
+        try:
+            codec = codec_of(str(shard["compression"])) if shard.get("compression") else None
+        except ValueError as e:
+            raise ValueError(f"{where}/index.json: shard {k}: {e}") from None
         columns = shard.get("column_names") or []
         if column not in columns:
             raise ValueError(
                 f"{where}/index.json: shard {k} has no column {column!r} (it has {', '.join(columns)})"
             )
-        if not isinstance(raw.get("basename"), str) or not isinstance(raw.get("bytes"), int):
-            raise ValueError(f"{where}/index.json: shard {k} names no raw_data file")
-        names.append(raw["basename"])
-    return names, shards
+        for name in ("raw_data", "zip_data") if codec else ("raw_data",):
+            data = shard.get(name) or {}
+            if not isinstance(data.get("basename"), str) or not isinstance(data.get("bytes"), int):
+                raise ValueError(f"{where}/index.json: shard {k} names no {name} file")
+        names.append(shard["zip_data" if codec else "raw_data"]["basename"])
+        codecs.append(codec)
+    if len(set(codecs)) > 1:
+        raise ValueError(
+            f"{where}/index.json: its shards are compressed differently ({set(codecs)}): not read"
+        )
+    return names, shards, codecs
 
 
 def _read_ranges(shards: Shards, k: int, starts: list[int], length: int) -> tuple[list[bytes], int]:
@@ -483,21 +524,31 @@ def mds_source(root: Any, column: str, split: str | None, index_dir: Any) -> Any
     """See :func:`ubershuffle.sources.mds`."""
     root = os.fspath(root)
     index, base, store = _read_index_json(root, split)
-    names, infos = _mds_shards(index, base, column)
+    names, infos, codecs = _mds_shards(index, base, column)
     shards = Shards.listed([f"{base}/{name}" for name in names], store)
     for k, info in enumerate(infos):
-        size, listed = int(shards.sizes[k]), info["raw_data"]["bytes"]
+        size, listed = int(shards.sizes[k]), info["zip_data" if codecs[k] else "raw_data"]["bytes"]
         if size != listed:
             raise ValueError(f"{shards.urls[k]} has {size} bytes, index.json says {listed} (truncated?)")
-    indexes, index_bytes = shard_indexes(shards, f"mds-{column}", _mds_build(column, infos), index_dir)
-    parts = [
-        (np.array(ix["starts"], dtype=np.int64), np.array(ix["sizes"], dtype=np.int64)) for ix in indexes
-    ]
-    return _sharded_source(shards, parts, index_bytes, ("mds", column))
+    build = _mds_build(column, infos)
+    packed = None
+    if codecs[0]:
+        raw_sizes = [info["raw_data"]["bytes"] for info in infos]
+        packed = (codecs, raw_sizes, [info["zip_data"].get("hashes") or {} for info in infos])
+        build = compressed_build(build, codecs, raw_sizes)
+    indexes, index_bytes = shard_indexes(shards, f"mds-{column}", build, index_dir)
+    return _sharded_source(shards, _parts(indexes), index_bytes, ("mds", column), packed)
 
 
-def _sharded_source(shards: Shards, parts: list, index_bytes: int, what: Any) -> Any:
-    """The record source of ``parts`` (each shard's records' starts and sizes)."""
+def _parts(indexes: list[dict]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each shard's records' starts and sizes, from its index."""
+    return [(np.array(ix["starts"], dtype=np.int64), np.array(ix["sizes"], dtype=np.int64)) for ix in indexes]
+
+
+def _sharded_source(shards: Shards, parts: list, index_bytes: int, what: Any, packed: Any = None) -> Any:
+    """The record source of ``parts`` (each shard's records' starts and sizes; ``packed``:
+    compressed shards' codecs, decompressed sizes and digests, the starts in the decompressed
+    bytes)."""
     from .sources import RecordSource
 
     starts = np.concatenate([p[0] for p in parts])
@@ -505,7 +556,9 @@ def _sharded_source(shards: Shards, parts: list, index_bytes: int, what: Any) ->
     which = np.repeat(np.arange(len(parts), dtype=np.int64), [len(p[0]) for p in parts])
     if len(sizes) == 0:
         raise ValueError("the shards hold no record")
-    if shards.remote:
+    if packed:
+        source = RecordSource("compressed", sizes, CompressedShards(shards, which, starts, *packed))
+    elif shards.remote:
         objects = _s3.ObjectRanges(
             shards.objects.bucket_keys, shards.objects.etags, shards.sizes, which, starts
         )
@@ -528,11 +581,9 @@ def litdata_source(root: Any, field: str, index_dir: Any) -> Any:
     config, chunks = index.get("config"), index.get("chunks")
     if not isinstance(config, dict) or not isinstance(chunks, list) or not chunks:
         raise ValueError(f"{where}: not a LitData index (config and chunks)")
-    for name in ("compression", "encryption"):
-        if config.get(name):
-            raise ValueError(
-                f"{where}: the chunks have {name} {config[name]!r}: only plain chunks are read by range"
-            )
+    if config.get("encryption"):
+        raise ValueError(f"{where}: the chunks have encryption {config['encryption']!r}: not read")
+    codec = _litdata_codec(config, where)
     if config.get("item_loader", "PyTreeLoader") != "PyTreeLoader":
         raise ValueError(f"{where}: items of {config['item_loader']} are not read (only PyTreeLoader's)")
     try:
@@ -561,6 +612,8 @@ def litdata_source(root: Any, field: str, index_dir: Any) -> Any:
             }
         )
     shards = Shards.listed([f"{base}/{chunk['filename']}" for chunk in chunks], store)
+    if codec:
+        return _litdata_compressed(shards, chunks, codec, field, infos, index_dir, where)
     indexes, index_bytes = shard_indexes(shards, f"litdata-{field}", _litdata_build(field, infos), index_dir)
     arrow = [ix for ix in indexes if "ipc" in ix]
     if arrow and len(arrow) != len(indexes):
@@ -583,10 +636,39 @@ def litdata_source(root: Any, field: str, index_dir: Any) -> Any:
                 shards.stamps,
             )
         return source
-    parts = [
-        (np.array(ix["starts"], dtype=np.int64), np.array(ix["sizes"], dtype=np.int64)) for ix in indexes
-    ]
-    return _sharded_source(shards, parts, index_bytes, ("litdata", field))
+    return _sharded_source(shards, _parts(indexes), index_bytes, ("litdata", field))
+
+
+def _litdata_codec(config: dict, where: str) -> str | None:
+    """The codec of a LitData data set's chunks (``None``: plain), checked to be whole-chunk
+    compression (``compression_level`` ``"chunk"``, a ``.zstd.bin`` a chunk: what LitData wrote
+    before its in-chunk levels, and what ``compression_level="chunk"`` writes)."""
+    if not config.get("compression"):
+        return None
+    level = config.get("compression_level") or "chunk"
+    if level != "chunk":
+        raise ValueError(
+            f"{where}: the chunks have {config['compression']!r} compression of level {level!r} (frames "
+            "inside each chunk): only whole-chunk compression is read (compression_level='chunk')"
+        )
+    try:
+        return codec_of(str(config["compression"]))
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+
+
+def _litdata_compressed(
+    shards: Shards, chunks: list, codec: str, field: str, infos: list[dict], index_dir: Any, where: str
+) -> Any:
+    """The source of a LitData data set of compressed chunks (of items: their offsets tables
+    and items' sizes read from the decompressed chunks)."""
+    raw_sizes = [chunk.get("chunk_bytes") for chunk in chunks]
+    if not all(isinstance(size, int) for size in raw_sizes):
+        raise ValueError(f"{where}: a chunk has no chunk_bytes (its decompressed size)")
+    packed = ([codec] * len(chunks), raw_sizes, [{}] * len(chunks))
+    build = compressed_build(_mds_build(field, infos), packed[0], raw_sizes)
+    indexes, index_bytes = shard_indexes(shards, f"litdata-{field}", build, index_dir)
+    return _sharded_source(shards, _parts(indexes), index_bytes, ("litdata", field), packed)
 
 
 def _litdata_build(field: str, infos: list[dict]) -> Any:

@@ -25,7 +25,9 @@
 - :func:`litdata`: a LitData data set as it is (``index.json`` and its chunks, as
   ``litdata.optimize`` wrote them, local or ``s3://``): a record an item's field;
 - :func:`parquet`: Parquet files as they are (a Hugging Face data set's, local or ``s3://``): a
-  record a row's binary column or image column's bytes.
+  record a row's binary column or image column's bytes;
+- :func:`hf_dataset`: a Hugging Face ``datasets.Dataset`` as it is (its Arrow cache files,
+  memory-mapped): a record a row's binary column or image column's bytes.
 
 Sizes come from the array's shape, the files' sizes (``os.stat``, nothing read), ``len`` of
 every item of a sequence (which is in memory anyway), or the object store's listing
@@ -61,6 +63,7 @@ __all__ = [
     "ObjectStoreError",
     "RecordSource",
     "as_source",
+    "hf_dataset",
     "litdata",
     "mds",
     "parquet",
@@ -69,6 +72,10 @@ __all__ = [
 ]
 
 _FILE_TYPES = (str, os.PathLike)
+_READ_BY_DATA = ("s3", "parquet", "arrow", "dataset", "compressed")
+"""Kinds whose records their data object reads (``read``, ``record``, ``column``)."""
+_COLUMNAR = ("parquet", "arrow", "dataset")
+"""Kinds with columns beside the records' (:meth:`RecordSource.column`)."""
 
 
 def _files_under(folder: pathlib.Path) -> list[pathlib.Path]:
@@ -91,7 +98,9 @@ class RecordSource:
     kind: str
     """``"array"``, ``"files"``, ``"sequence"``, ``"blob"``, ``"shards"`` (ranges of local
     shard files), ``"s3"`` (objects, or ranges of objects), ``"parquet"`` (a column of
-    Parquet files) or ``"arrow"`` (a field of LitData chunks that hold Arrow rows)."""
+    Parquet files), ``"arrow"`` (a field of LitData chunks that hold Arrow rows),
+    ``"compressed"`` (compressed MDS shards or LitData chunks, local or ``s3://``) or
+    ``"dataset"`` (a column of a Hugging Face ``datasets.Dataset``)."""
 
     sharded: bool = False
     """Whether the records sit in shards, many to a file or object, in id order (the
@@ -139,14 +148,14 @@ class RecordSource:
         return self._data.store.bytes_read if self._remote() else 0
 
     def _remote(self) -> bool:
-        return self.kind == "s3" or (self.kind in ("parquet", "arrow") and self._data.store is not None)
+        return self.kind in _READ_BY_DATA and self._data.store is not None
 
     def column(self, name: str) -> np.ndarray:
-        """Every record's value of the small column ``name`` of a Parquet source (labels,
-        captions: read whole now, from every file), in record order; ``TypeError`` for other
-        sources."""
-        if self.kind not in ("parquet", "arrow"):
-            raise TypeError(f"a {self.kind} source has no columns (Parquet sources do)")
+        """Every record's value of the small column ``name`` of a Parquet or Hugging Face data
+        set source (labels, captions: read whole now, from every file), in record order;
+        ``TypeError`` for other sources."""
+        if self.kind not in _COLUMNAR:
+            raise TypeError(f"a {self.kind} source has no columns (Parquet and Hugging Face data sets do)")
         return self._data.column(name)
 
     def __repr__(self) -> str:
@@ -163,12 +172,10 @@ class RecordSource:
             return np.frombuffer(pathlib.Path(self._data[i]).read_bytes(), dtype=np.uint8)
         if self.kind == "blob":
             return self._data[self.offsets[i] : self.offsets[i + 1]]
-        if self.kind == "s3":
+        if self.kind in _READ_BY_DATA:
             return self._data.record(i, self.sizes)
         if self.kind == "shards":
             return self._data.record(i, self.sizes[i])
-        if self.kind in ("parquet", "arrow"):
-            return self._data.record(i, self.sizes)
         return np.frombuffer(memoryview(self._data[i]).cast("B"), dtype=np.uint8)
 
     def read(self, ids: Any) -> Iterator[tuple[int, np.ndarray]]:
@@ -179,7 +186,7 @@ class RecordSource:
         if len(ids) and not (0 <= ids.min() and ids.max() < len(self)):
             bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
             raise IndexError(f"record {bad} is out of range (the source has {len(self)} records)")
-        if self.kind in ("s3", "parquet", "arrow"):
+        if self.kind in _READ_BY_DATA:
             yield from self._data.read(ids, self.sizes)
             return
         for i in map(int, ids):
@@ -199,7 +206,7 @@ class RecordSource:
             return 0
         if self.kind == "files":
             return int(store._core.load_files(ids, [os.fspath(self._data[i]) for i in ids]))
-        if self.kind in ("s3", "parquet", "arrow"):
+        if self.kind in _READ_BY_DATA:
             ids = np.sort(ids)
         total = 0
         chunk: list[np.ndarray] = []
@@ -294,13 +301,20 @@ def mds(root: Any, column: str, *, split: str | None = None, index_dir: Any = No
     bytes Streaming stores for it (for a ``bytes`` column, what Streaming's reader returns; for
     ``jpeg`` or ``png``, the image file; ``str``, its UTF-8), shards in the index's order.
 
-    Only uncompressed shards are read (``compression=None``, Streaming's default): a compressed
-    shard is read whole by Streaming, never by range, and is a one-line ``ValueError`` here. The
-    index comes from each shard's offsets table (one read of ``4 (samples + 2)`` bytes a shard)
-    and, when a column other than ``column`` has a size that varies, the sizes at each sample's
-    start (reads of a few bytes, neighbours within 4 KiB together); every sample's sizes are
-    checked against the offsets table, the shard's size against ``index.json``'s. It is cached
-    as :func:`webdataset`'s is (``index_dir``), and records are read by shard as its are."""
+    The index comes from each shard's offsets table (one read of ``4 (samples + 2)`` bytes a
+    shard) and, when a column other than ``column`` has a size that varies, the sizes at each
+    sample's start (reads of a few bytes, neighbours within 4 KiB together); every sample's sizes
+    are checked against the offsets table, the shard's size against ``index.json``'s. It is
+    cached as :func:`webdataset`'s is (``index_dir``), and records are read by shard as its are.
+
+    Compressed shards (``MDSWriter(compression=...)``: ``zstd``, ``gz`` or ``bz2``, at any level;
+    ``br`` and ``snappy`` are a one-line ``ValueError``) are read whole, each by one read (one
+    GET), decompressed as they come (zstd with ``pip install zstandard``, imported only then),
+    and a shard's records are served only once it has decompressed to ``index.json``'s size
+    (and matched its ``hashes``, those of ``hashlib``'s algorithms); the index decompresses a
+    shard only as far as what it needs lies (its offsets table: a few KiB of its start; each
+    sample's sizes when another column varies: all of it). Such a source's kind is ``"compressed"``, read in
+    Python on the engine's source thread (the decompressors run off the GIL)."""
     if not isinstance(column, str) or not column:
         raise ValueError(f"column must be the name of an MDS column, got {column!r}")
     return _shards.mds_source(root, column, split, index_dir)
@@ -313,8 +327,13 @@ def litdata(root: Any, field: str, *, index_dir: Any = None) -> RecordSource:
     stores for it (for a ``bytes`` field, what ``litdata.StreamingDataset`` returns), chunks in
     the index's order.
 
-    Only plain chunks are read (no ``compression``, no ``encryption``, LitData's defaults), of
-    the ``PyTreeLoader``'s two layouts. Items: the index comes from each chunk's offsets table
+    Chunks are read plain, or compressed whole (``compression="zstd"`` with
+    ``compression_level="chunk"``, a ``.zstd.bin`` a chunk, what LitData wrote before its
+    in-chunk levels: read whole and checked as :func:`mds` reads a compressed shard, the index
+    decompressing each chunk as far as its last item's sizes); LitData's newer in-chunk levels
+    (``"batch"``, the default of ``compression="zstd"`` now, and ``"sample"``) and
+    ``encryption`` are a one-line ``ValueError``. Of the ``PyTreeLoader``'s two layouts, items:
+    the index comes from each chunk's offsets table
     and the sizes at each item's start (neighbours within 4 KiB in one read), every size checked
     against the chunk's, and records are read by chunk as :func:`webdataset`'s are. Arrow rows
     (an Arrow IPC file after the offsets table, LitData's ``LDARW01`` trailer: what it writes
@@ -337,14 +356,36 @@ def parquet(urls: Any, column: str, *, index_dir: Any = None) -> RecordSource:
     Read with pyarrow (``pip install pyarrow``; imported only here). Parquet's footer says where
     each row group's column chunk is but not each value's size, so the index reads ``column``
     once (its column chunks, by range; page checksums checked where the writer wrote them),
-    cached as :func:`webdataset`'s is (``index_dir``). Records are read by row group: one range
-    read of the column chunk of each row group that holds records asked for, on the engine's
-    source thread through Python (pyarrow decodes off the GIL)."""
+    cached as :func:`webdataset`'s is (``index_dir``) with each file's footer. Records are read
+    by row group: the column chunks of the row groups that hold records asked for, neighbours (at
+    most 8 KiB of other columns between two) by one ranged GET however long, so that a rank that
+    needs a whole file reads it by one request, on the engine's source thread through Python
+    (pyarrow decodes off the GIL)."""
     if not isinstance(column, str) or not column:
         raise ValueError(f"column must be the name of a Parquet column, got {column!r}")
     from ._parquet import parquet_source
 
     return parquet_source(urls, column, index_dir)
+
+
+def hf_dataset(dataset: Any, column: str) -> RecordSource:
+    """A Hugging Face ``datasets.Dataset`` as it is (``load_dataset(...)["train"]``,
+    ``load_from_disk``, after ``shuffle``, ``select`` or ``filter``): record ``i`` is what
+    ``dataset[i][column]`` holds, a binary column's bytes, a string column's UTF-8, or an image
+    column's ``bytes`` (the ``Image`` feature's file, not the decoded picture); a null (an image
+    stored by path alone) is a one-line ``ValueError``. :meth:`RecordSource.column` reads a
+    small column (labels) for a ``transform`` to use by index.
+
+    Read from the data set's Arrow table, which ``datasets`` memory-maps from its cache files
+    (``dataset.cache_files``; an in-memory data set's table as it is), through its indices
+    mapping: every size from the table's offsets at once, nothing read; records are views of
+    the mapped bytes. The source pickles as the cache files' paths (a ``datasets`` install reads
+    them where unpickled); ``datasets`` is never imported by ``ubershuffle``, pyarrow only here."""
+    if not isinstance(column, str) or not column:
+        raise ValueError(f"column must be the name of a column of the data set, got {column!r}")
+    from ._hf import dataset_source
+
+    return dataset_source(dataset, column)
 
 
 def as_source(records: Any) -> RecordSource:
@@ -359,6 +400,13 @@ def as_source(records: Any) -> RecordSource:
                 f"got {records.ndim}-D {records.dtype}: for records of uneven size pass a list of bytes"
             )
         return RecordSource("array", np.full(records.shape[0], records.shape[1], dtype=np.int64), records)
+    from ._hf import is_dataset
+
+    if is_dataset(records):
+        raise TypeError(
+            f"a Hugging Face {type(records).__name__} is a source with its column named: "
+            "ubershuffle.sources.hf_dataset(dataset, column)"
+        )
     if _s3.is_url(records):
         return _prefix_source(records)
     if isinstance(records, str) and "://" in records:
