@@ -80,4 +80,3 @@ fn cannot_hold(alpha: f64, ranks: usize, least: f64) -> String {
          caches the batch only; alpha=A meant for R ranks is extra_cache=(A - 1/R)/(1 - 1/R))"
     )
 }
-

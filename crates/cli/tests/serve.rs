@@ -171,7 +171,11 @@ fn train(address: SocketAddr, place: usize, epochs: std::ops::Range<u64>, dir: P
         let held = opened.lock().unwrap().clone().unwrap();
         let held = locked(&held);
         for &id in &at.targets()[place] {
-            assert_eq!(held.get(id), Some(&source[id as usize][..]), "rank {place}, record {id}, epoch {epoch}");
+            assert_eq!(
+                held.get(id),
+                Some(&source[id as usize][..]),
+                "rank {place}, record {id}, epoch {epoch}"
+            );
         }
     }
     plane.close();
@@ -221,13 +225,19 @@ fn a_job_and_its_restart_receive_every_record_of_every_epoch_byte_for_byte() {
     for (a, taken) in attempts.iter().zip([[0, 1], [2, 3]]) {
         // Every epoch the ranks took was sent (one served ahead of a close may not have been).
         let sent = |epoch: u64| {
-            a["epochs"].as_array().unwrap().iter().any(|e| e["epoch"] == epoch && e["bytes_sent"].as_u64() > Some(0))
+            a["epochs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["epoch"] == epoch && e["bytes_sent"].as_u64() > Some(0))
         };
         assert!(taken.iter().all(|&e| sent(e)), "{a}");
     }
     // The second attempt's ranks were fresh processes: the store sent them their caches again
     // and read nothing from the file again.
-    let read = |a: &Value| a["epochs"].as_array().unwrap().iter().map(|e| e["source_records"].as_u64().unwrap()).sum::<u64>();
+    let read = |a: &Value| {
+        a["epochs"].as_array().unwrap().iter().map(|e| e["source_records"].as_u64().unwrap()).sum::<u64>()
+    };
     assert_eq!((read(&attempts[0]), read(&attempts[1])), (points as u64, 0));
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -10,13 +10,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::receiver_part::read_part;
+use crate::store_rounds::StoreRounds;
 use ubershuffle_codes::{Decoder, SegmentEncoder, SegmentTarget, Segmentation};
 use ubershuffle_core::Part;
 use ubershuffle_core::Plan;
-use crate::receiver_part::read_part;
-use crate::store_rounds::StoreRounds;
-use ubershuffle_runtime::segment_epoch::{SegmentEpoch, plan_segment_epoch};
 use ubershuffle_runtime::route;
+use ubershuffle_runtime::segment_epoch::{SegmentEpoch, plan_segment_epoch};
 
 use crate::error::{PlaneError, one_line};
 use crate::schedule::Schedule;

@@ -117,6 +117,9 @@ fn train(
     Ok(joined.about)
 }
 
+/// How the store ended, every attempt's end, and the records it read from the source.
+type Served = (Result<(), PlaneError>, Vec<String>, u64);
+
 /// The store outside the job, on a thread: returns its host's address, and the thread, which
 /// ends with every attempt's end and the records it read from the source.
 fn store(
@@ -124,7 +127,7 @@ fn store(
     key: &JobKey,
     trainers: usize,
     epochs: u64,
-) -> (SocketAddr, std::thread::JoinHandle<(Result<(), PlaneError>, Vec<String>, u64)>) {
+) -> (SocketAddr, std::thread::JoinHandle<Served>) {
     let dir = scratch(name);
     let host = Host::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let address = host.address().unwrap();

@@ -36,10 +36,9 @@ fn address_of(text: &str) -> PyResult<SocketAddr> {
 }
 
 fn seconds(name: &str, value: f64) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(value)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| PyValueError::new_err(format!("{name} must be a positive number of seconds, got {value}")))
+    Duration::try_from_secs_f64(value).ok().filter(|d| !d.is_zero()).ok_or_else(|| {
+        PyValueError::new_err(format!("{name} must be a positive number of seconds, got {value}"))
+    })
 }
 
 /// Joins the store at `store` (`HOST:PORT`) under the job's `key` (32 bytes) as the training
@@ -60,11 +59,16 @@ pub fn join_store<'py>(
     deadline: f64,
 ) -> PyResult<(usize, Vec<String>, String, Bound<'py, PyBytes>)> {
     let store = address_of(store)?;
-    let key: [u8; 32] = key.try_into().map_err(|_| PyValueError::new_err("the job's key must be 32 bytes"))?;
+    let key: [u8; 32] =
+        key.try_into().map_err(|_| PyValueError::new_err("the job's key must be 32 bytes"))?;
     let deadline = seconds("deadline", deadline)?;
     let address = listener.address;
     let joined = py
-        .detach(move || crate::errors::catch(|| Ok(join(store, &JobKey(key), (place, trainers), address, (deadline, deadline)))))
+        .detach(move || {
+            crate::errors::catch(|| {
+                Ok(join(store, &JobKey(key), (place, trainers), address, (deadline, deadline)))
+            })
+        })
         .map_err(PyErr::from)?;
     // Not reaching the store, or refused by it, is a connection's failure.
     let joined = joined.map_err(|e| match e {
@@ -155,7 +159,8 @@ impl OutsideStore {
             link_rate,
         };
         let reader = reader.map(|r| r.take()).transpose()?;
-        let hooks = Box::new(PythonHooks { reader, load, content: None, open_store: None, state: None, restore });
+        let hooks =
+            Box::new(PythonHooks { reader, load, content: None, open_store: None, state: None, restore });
         let shared = store.shared();
         let attempts: Attempts = Arc::default();
         let (stop, heard) = (Arc::clone(&outside.stop), Arc::clone(&attempts));

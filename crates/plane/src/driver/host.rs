@@ -123,7 +123,9 @@ impl Host {
                     std::thread::sleep(Duration::from_millis(20));
                     continue;
                 }
-                Err(e) => return Err(PlaneError::Internal(format!("the store cannot accept a connection: {e}"))),
+                Err(e) => {
+                    return Err(PlaneError::Internal(format!("the store cannot accept a connection: {e}")));
+                }
             };
             match admit(stream, key, trainers) {
                 Ok(mut claim) => {
@@ -183,10 +185,11 @@ fn admit(mut stream: TcpStream, key: &JobKey, trainers: usize) -> Result<Claim, 
         .map_err(|e| format!("its handshake failed, so it does not hold the job's token ({e})"))?;
     let mut opening = Opening::new(keys.clone());
     let mut sealing = Sealing::new(keys);
-    let frame =
-        read_frame_on(Some(&mut opening), &mut stream, MAX_REQUEST).map_err(|e| format!("no request: {e}"))?;
+    let frame = read_frame_on(Some(&mut opening), &mut stream, MAX_REQUEST)
+        .map_err(|e| format!("no request: {e}"))?;
     let mut refuse = |why: String| {
-        let _ = write_frame_on(Some(&mut sealing), &mut stream, (FrameKind::Refused, 0, 0), &[why.as_bytes()]);
+        let _ =
+            write_frame_on(Some(&mut sealing), &mut stream, (FrameKind::Refused, 0, 0), &[why.as_bytes()]);
         why
     };
     let mut r = Fields::new(&frame.payload);
@@ -195,7 +198,9 @@ fn admit(mut stream: TcpStream, key: &JobKey, trainers: usize) -> Result<Claim, 
         _ => return Err(refuse("its request is malformed".into())),
     };
     if count != ANY && count as usize != trainers {
-        return Err(refuse(format!("the store serves {trainers} training ranks; this rank's job has {count}")));
+        return Err(refuse(format!(
+            "the store serves {trainers} training ranks; this rank's job has {count}"
+        )));
     }
     if place != ANY && place as usize >= trainers {
         return Err(refuse(format!("place {place} is not one of the store's {trainers} training ranks")));

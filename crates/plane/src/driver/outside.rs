@@ -72,8 +72,14 @@ pub fn serve_outside(
         let listener = Listener::bind(host.address()?.ip())?;
         let engine_address: SocketAddr = listener.address()?;
         let deadlines = (outside.join_deadline, outside.link_deadline);
-        let mesh = match host.meet(key, outside.trainers, engine_address, &outside.about, deadlines, &outside.stop)
-        {
+        let mesh = match host.meet(
+            key,
+            outside.trainers,
+            engine_address,
+            &outside.about,
+            deadlines,
+            &outside.stop,
+        ) {
             Ok(mesh) => mesh,
             Err(e) => {
                 return Err(match last_failure {

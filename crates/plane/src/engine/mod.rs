@@ -401,7 +401,10 @@ impl Engine {
     /// none, or was lost).
     pub fn closed_after(&self) -> Option<Option<u64>> {
         let trainers = (0..self.cfg.world).filter(|&r| Some(r) != self.cfg.store_rank && r != self.cfg.rank);
-        trainers.map(|r| self.closed_after[r]).collect::<Option<Vec<_>>>().map(|v| v.into_iter().min().flatten())
+        trainers
+            .map(|r| self.closed_after[r])
+            .collect::<Option<Vec<_>>>()
+            .map(|v| v.into_iter().min().flatten())
     }
 
     /// The first failure, if any.

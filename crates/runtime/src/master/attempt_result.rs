@@ -4,8 +4,8 @@
 use ubershuffle_core::pliable::RandomnessStats;
 
 use crate::EpochMetrics;
-use crate::segment_epoch::SegmentEpoch;
 use crate::phases::{Phase, Stopwatch};
+use crate::segment_epoch::SegmentEpoch;
 
 /// The planned phase: the epoch drawn and planned, and how random its assignment is.
 pub(super) struct Planned {

@@ -19,12 +19,12 @@ use super::disputes::Verdict;
 use super::membership::blamed_workers;
 use crate::assignment::record_owners;
 use crate::cost_model::Work;
-use crate::segment_epoch::{SegmentEpoch, plan_segment_epoch_without};
 use crate::phases::{Phase, Stopwatch};
 use crate::protocol::{
     EpochOrder, MasterMessage, TAG_MASTER, broadcast_name, data_chunk_bytes, records_checksum_append,
 };
 use crate::routing::{Routes, route};
+use crate::segment_epoch::{SegmentEpoch, plan_segment_epoch_without};
 use crate::{EpochMetrics, RuntimeError};
 
 /// How an attempt at an epoch ended.

@@ -62,7 +62,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         "segment_bytes": args.segment_bytes,
         "round_bytes": ROUND_BYTES,
     });
-    let digest: String = Sha256::digest(about.to_string()).iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let digest: String =
+        Sha256::digest(about.to_string()).iter().take(8).map(|b| format!("{b:02x}")).collect();
     let settings = vec![("exchange".to_string(), digest)];
     let mut about = about;
     about["settings"] = json!(settings);
@@ -100,10 +101,17 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     );
     let mut attempts = Vec::new();
     let hooks = Box::new(SeededStore { reader, schedule });
-    let served = serve_outside(&host, &JobKey::from_token(token.token.expose()), &outside, (&cfg, &store), hooks, |n, served, end| {
-        report(n, served, end);
-        attempts.push(attempt_json(n, served, end));
-    });
+    let served = serve_outside(
+        &host,
+        &JobKey::from_token(token.token.expose()),
+        &outside,
+        (&cfg, &store),
+        hooks,
+        |n, served, end| {
+            report(n, served, end);
+            attempts.push(attempt_json(n, served, end));
+        },
+    );
     if args.json {
         println!("{}", json!({ "attempts": attempts }));
     }
@@ -128,7 +136,8 @@ fn chain(args: &ServeArgs, records: usize) -> anyhow::Result<(ChainSchedule, Val
         (None, Some(x)) => params.with_extra_cache(x).map_err(|e| anyhow!("--extra-cache {x}: {e}"))?,
         _ => bail!("give one of --alpha and --extra-cache"),
     };
-    let schedule = ChainSchedule::new(params, &args.scheme).map_err(|e| anyhow!("--scheme {:?}: {e}", args.scheme))?;
+    let schedule =
+        ChainSchedule::new(params, &args.scheme).map_err(|e| anyhow!("--scheme {:?}: {e}", args.scheme))?;
     let partial = matches!(policy, ExchangePolicy::PartialLocal { .. });
     let chain = json!({
         "seed": args.seed,
@@ -180,7 +189,9 @@ fn report(attempt: usize, served: &[Figures], end: &AttemptEnd) {
     }
     match end {
         AttemptEnd::Finished => eprintln!("attempt {attempt}: the job finished"),
-        AttemptEnd::Closed => eprintln!("attempt {attempt}: the ranks closed before the last epoch; waiting for the next attempt"),
+        AttemptEnd::Closed => eprintln!(
+            "attempt {attempt}: the ranks closed before the last epoch; waiting for the next attempt"
+        ),
         AttemptEnd::Failed(e) => eprintln!("attempt {attempt} failed: {e}; waiting for the next attempt"),
     }
 }

@@ -18,7 +18,9 @@ pub fn open(args: &ServeArgs) -> anyhow::Result<(RecordIndex, Box<dyn RecordRead
         (Some(path), None, Some(index), None) => blob(path, index),
         (None, None, None, Some(dir)) => folder(dir),
         (Some(_), None, None, None) => bail!("--records needs --record-size B or --index FILE"),
-        _ => bail!("give the records as --records FILE (with --record-size or --index) or as --records-dir DIR"),
+        _ => bail!(
+            "give the records as --records FILE (with --record-size or --index) or as --records-dir DIR"
+        ),
     }
 }
 
@@ -80,7 +82,8 @@ fn folder(dir: &Path) -> anyhow::Result<(RecordIndex, Box<dyn RecordReader>)> {
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
-    let entries = std::fs::read_dir(dir).with_context(|| format!("cannot read the folder {}", dir.display()))?;
+    let entries =
+        std::fs::read_dir(dir).with_context(|| format!("cannot read the folder {}", dir.display()))?;
     for entry in entries {
         let entry = entry.with_context(|| format!("cannot read the folder {}", dir.display()))?;
         if entry.file_name().to_string_lossy().starts_with('.') {
