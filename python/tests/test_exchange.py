@@ -112,7 +112,10 @@ def test_four_ranks_receive_exactly_their_batches_in_step_with_the_sampler():
             assert f.new_records == len(batch.new_ids)
             # Records of one size are one segment each: every packet a rank takes in is one
             # record's width, whole from the store or in pieces relayed among its receivers.
-            assert f.bytes_received % data.shape[1] == 0 and f.bytes_received >= len(batch.new_ids) * data.shape[1]
+            assert (
+                f.bytes_received % data.shape[1] == 0
+                and f.bytes_received >= len(batch.new_ids) * data.shape[1]
+            )
             assert f.padding_bytes == 0
         cache[ex.rank] = batch.cache
         return batch.epoch, f.bytes_received
@@ -184,24 +187,6 @@ def test_a_store_reads_records_of_one_size_as_rows_and_of_uneven_size_as_views(t
     assert np.shares_memory(views[0], uneven[2]) and np.shares_memory(views[1], uneven[0])
     assert not any(v.flags.writeable for v in views)
     uneven.close()
-
-
-def uneven_data_set() -> list[bytes]:
-    """Records from 0 to about 3 KB, a few of 20 KB."""
-    rng = np.random.default_rng(exchange_rank.SEED)
-    sizes = rng.integers(0, 3000, size=exchange_rank.POINTS)
-    sizes[::17] = 20_000
-    return [rng.integers(0, 256, size=int(n), dtype=np.uint8).tobytes() for n in sizes]
-
-
-SEGMENT = 512
-"""The segment size of :func:`uneven_data_set` (the smallest default: a thirty-second of its
-mean record is less)."""
-
-
-def segments_of(data: list, ids) -> int:
-    """The segments of ``SEGMENT`` bytes that records ``ids`` of ``data`` are cut into."""
-    return sum(-(-len(data[i]) // SEGMENT) for i in ids)
 
 
 def uneven_data_set() -> list[bytes]:
@@ -371,7 +356,16 @@ def rank_process(address: str, rank: int, world: int, *args: str) -> subprocess.
     if "PYTHONPATH" in os.environ:  # a package installed with --target
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return subprocess.Popen(
-        [sys.executable, str(HERE / "exchange_rank.py"), address, "--rank", str(rank), "--world", str(world), *args],
+        [
+            sys.executable,
+            str(HERE / "exchange_rank.py"),
+            address,
+            "--rank",
+            str(rank),
+            "--world",
+            str(world),
+            *args,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -505,7 +499,8 @@ def test_a_restarted_ubershuffle_serve_reads_nothing_again(tmp_path):
         address = f"127.0.0.1:{port}"
     store = serve_process(cli, records, address, *keep)
     ranks = [
-        rank_process(address, r, 2, "--state", str(tmp_path / f"state{r}"), "--hang-after", "1") for r in range(2)
+        rank_process(address, r, 2, "--state", str(tmp_path / f"state{r}"), "--hang-after", "1")
+        for r in range(2)
     ]
     for r in ranks:
         while json.loads(r.stdout.readline()).get("epoch", -1) < 1:
