@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{record, scratch, sizes};
+use common::{put_records, record, scratch, sizes, store_config};
 use ubershuffle_codes::RecordIndex;
 use ubershuffle_core::epoch_chain::ChainParams;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
@@ -36,21 +36,7 @@ fn schedule(trainers: usize) -> ChainSchedule {
 
 /// The config of `rank` of a job of `world` ranks, the store last.
 fn config(rank: usize, world: usize) -> EngineConfig {
-    EngineConfig {
-        rank,
-        world,
-        timeout: 10.0,
-        plane: "ShuffleGroup".into(),
-        settings: vec![("mode".into(), "'store'".into())],
-        reads_source: rank == world - 1,
-        store_error: None,
-        chunk_bytes: 8 << 10,
-        yield_to_gradients: false,
-        store_rank: Some(world - 1),
-        segment_bytes: 512,
-        round_bytes: 32 << 10,
-        link_rate: 0.0,
-    }
+    EngineConfig { round_bytes: 32 << 10, ..store_config(rank, world, world - 1) }
 }
 
 /// The store's side: reads records from the "source", counting them; its chain from the seed.
@@ -61,15 +47,8 @@ struct StoreHooks {
 
 impl Hooks for StoreHooks {
     fn read(&mut self, ids: &[u32], store: &SharedStore) -> Result<(u64, u64), String> {
-        let mut store = locked(store);
-        let mut bytes = 0;
-        for &id in ids {
-            let size = store.index().size(id).unwrap();
-            store.put(id, &record(id, size)).map_err(|e| e.to_string())?;
-            bytes += size;
-        }
         self.reads.fetch_add(ids.len() as u64, Ordering::Relaxed);
-        Ok((ids.len() as u64, bytes))
+        put_records(store, ids)
     }
 
     fn content_digest(&mut self) -> Result<u64, String> {

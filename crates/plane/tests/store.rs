@@ -11,7 +11,7 @@ mod common;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use common::{record, scratch, sizes};
+use common::{record, scratch, sizes, store_config};
 use ubershuffle_codes::RecordIndex;
 use ubershuffle_core::epoch_chain::ChainParams;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
@@ -78,21 +78,7 @@ impl Caller for Side {
 }
 
 fn config(rank: usize, world: usize, yielding: bool, segment_bytes: usize) -> EngineConfig {
-    EngineConfig {
-        rank,
-        world,
-        timeout: 10.0,
-        plane: "ShuffleGroup".into(),
-        settings: vec![("mode".into(), "'store'".into())],
-        reads_source: rank == 0,
-        store_error: None,
-        chunk_bytes: 8 << 10,
-        yield_to_gradients: yielding,
-        store_rank: Some(0),
-        segment_bytes,
-        round_bytes: 16 << 10,
-        link_rate: 0.0,
-    }
+    EngineConfig { yield_to_gradients: yielding, segment_bytes, ..store_config(rank, world, 0) }
 }
 
 impl StoreJob {

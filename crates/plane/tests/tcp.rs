@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Setting, config, record, scratch, sizes};
+use common::{Setting, config, put_records, record, scratch, sizes};
 use ubershuffle_codes::RecordIndex;
 use ubershuffle_core::epoch_chain::ChainParams;
 use ubershuffle_plane::driver::mesh::{JobKey, Listener, MeshConfig, link_up};
@@ -23,14 +23,7 @@ struct Reader;
 
 impl Hooks for Reader {
     fn read(&mut self, ids: &[u32], store: &SharedStore) -> Result<(u64, u64), String> {
-        let mut store = locked(store);
-        let mut bytes = 0;
-        for &id in ids {
-            let size = store.index().size(id).unwrap();
-            store.put(id, &record(id, size)).map_err(|e| e.to_string())?;
-            bytes += size;
-        }
-        Ok((ids.len() as u64, bytes))
+        put_records(store, ids)
     }
 
     fn content_digest(&mut self) -> Result<u64, String> {

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use ubershuffle_transport::frame::FrameKind;
 use ubershuffle_transport::seal::{Opening, Sealing, handshake_pair, read_frame_on, write_frame_on};
 
-use super::mesh::{DOMAIN, JobKey, MeshConfig};
+use super::mesh::{DOMAIN, JobKey, MeshConfig, connect_until};
 use crate::error::PlaneError;
 
 /// The first bytes of a joining training rank.
@@ -276,20 +276,9 @@ pub fn join(
         Some(p) => format!("training rank {p}"),
         None => "a training rank".to_string(),
     };
-    let mut stream = loop {
-        match TcpStream::connect_timeout(&store, Duration::from_secs(5)) {
-            Ok(s) => break s,
-            Err(e) if Instant::now() < until => {
-                tracing::debug!("{who} connecting to the store at {store}: {e}; retrying");
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(e) => {
-                return Err(PlaneError::Mismatch(format!(
-                    "{who} cannot reach the store at {store}: {e} (is it serving?)"
-                )));
-            }
-        }
-    };
+    let mut stream = connect_until(store, until, &format!("{who} joining the store")).map_err(|e| {
+        PlaneError::Mismatch(format!("{who} cannot reach the store at {store}: {e} (is it serving?)"))
+    })?;
     let left = || until.saturating_duration_since(Instant::now()).max(Duration::from_secs(1));
     stream.set_read_timeout(Some(left())).map_err(io("set a read timeout"))?;
     let refused = |e: &dyn std::fmt::Display| {

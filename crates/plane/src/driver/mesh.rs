@@ -183,23 +183,29 @@ pub fn link_up(listener: Listener, cfg: &MeshConfig) -> Result<Vec<Option<Link>>
     Ok(links)
 }
 
+/// Connects to `addr`, trying again until `until` (the peer may not listen yet); the last
+/// error once it passed. `doing` names the attempt in the debug log.
+pub(crate) fn connect_until(addr: SocketAddr, until: Instant, doing: &str) -> std::io::Result<TcpStream> {
+    loop {
+        match TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
+            Ok(s) => return Ok(s),
+            Err(e) if Instant::now() < until => {
+                tracing::debug!("{doing} at {addr}: {e}; retrying");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 fn connect_one(cfg: &MeshConfig, peer: usize, until: Instant) -> Result<Link, PlaneError> {
     let (rank, world) = (cfg.rank, cfg.addresses.len());
     let addr = cfg.addresses[peer];
-    let mut stream = loop {
-        match TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
-            Ok(s) => break s,
-            Err(e) if Instant::now() < until => {
-                tracing::debug!("rank {rank} connecting to rank {peer} at {addr}: {e}; retrying");
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) => {
-                return Err(PlaneError::Mismatch(format!(
-                    "rank {rank} cannot connect to rank {peer} at {addr}: {e} (is its address reachable from here? set UBERSHUFFLE_SOCKET_IFNAME)"
-                )));
-            }
-        }
-    };
+    let mut stream = connect_until(addr, until, &format!("rank {rank} connecting to rank {peer}")).map_err(|e| {
+        PlaneError::Mismatch(format!(
+            "rank {rank} cannot connect to rank {peer} at {addr}: {e} (is its address reachable from here? set UBERSHUFFLE_SOCKET_IFNAME)"
+        ))
+    })?;
     stream
         .set_read_timeout(Some(until.saturating_duration_since(Instant::now()).max(Duration::from_secs(1))))
         .ok();

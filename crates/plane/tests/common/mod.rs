@@ -28,6 +28,19 @@ pub fn record(id: u32, size: u64) -> Vec<u8> {
         .collect()
 }
 
+/// Puts records `ids` (their bytes by [`record`]) into `store`; returns their count and bytes,
+/// as a source's read does.
+pub fn put_records(store: &SharedStore, ids: &[u32]) -> Result<(u64, u64), String> {
+    let mut store = locked(store);
+    let mut bytes = 0;
+    for &id in ids {
+        let size = store.index().size(id).unwrap();
+        store.put(id, &record(id, size)).map_err(|e| e.to_string())?;
+        bytes += size;
+    }
+    Ok((ids.len() as u64, bytes))
+}
+
 /// Sizes from 0 to a few KiB, every 13th record empty.
 pub fn sizes(count: usize, seed: u64) -> Vec<u64> {
     let mut x = seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1;
@@ -111,6 +124,26 @@ impl Setting {
             yielding: false,
             start: ChainStart::Random,
         }
+    }
+}
+
+/// The config of `rank` of a store-mode job of `world` ranks whose store is `store` (the one
+/// rank that reads the source), not yielding, in 512-byte segments and 16 KiB rounds.
+pub fn store_config(rank: usize, world: usize, store: usize) -> EngineConfig {
+    EngineConfig {
+        rank,
+        world,
+        timeout: 10.0,
+        plane: "ShuffleGroup".into(),
+        settings: vec![("mode".into(), "'store'".into())],
+        reads_source: rank == store,
+        store_error: None,
+        chunk_bytes: 8 << 10,
+        yield_to_gradients: false,
+        store_rank: Some(store),
+        segment_bytes: 512,
+        round_bytes: 16 << 10,
+        link_rate: 0.0,
     }
 }
 
