@@ -10,13 +10,13 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 
-use common::{Job, Setting, record, scratch};
+use common::{Job, Setting, put_records, scratch};
 use ubershuffle_codes::RecordIndex;
 use ubershuffle_core::epoch_chain::ChainParams;
 use ubershuffle_core::exchange_policy::ExchangePolicy;
 use ubershuffle_plane::hub::{Caller, Hub};
 use ubershuffle_plane::schedule::ChainSchedule;
-use ubershuffle_plane::store::{MappedStore, SharedStore, locked};
+use ubershuffle_plane::store::{MappedStore, SharedStore};
 use ubershuffle_plane::{Engine, EngineConfig, Input, Output, Schedule};
 
 /// Per rank: control bytes of an epoch's delivery, messages at start, engine seconds.
@@ -61,15 +61,8 @@ struct StoreSide {
 
 impl Caller for StoreSide {
     fn read(&mut self, _rank: usize, ids: &[u32]) -> Result<(u64, u64), String> {
-        let stores = self.stores.lock().unwrap();
-        let mut store = locked(stores[0].as_ref().unwrap());
-        let mut bytes = 0;
-        for &id in ids {
-            let size = store.index().size(id).unwrap();
-            store.put(id, &record(id, size)).map_err(|e| e.to_string())?;
-            bytes += size;
-        }
-        Ok((ids.len() as u64, bytes))
+        let store = self.stores.lock().unwrap()[0].clone().unwrap();
+        put_records(&store, ids)
     }
     fn content(&mut self, _rank: usize) -> u64 {
         0
