@@ -556,20 +556,19 @@ impl Keeper {
 }
 
 /// The decoded phase: peels the packets into the new records, checks them against the
-/// master's checksum, and keeps the next cache (the store holds both until the next order, or,
-/// a store of the sink's own, until the caller has taken the epoch: [`WorkerStore::taken`]).
-/// Returns the padding bytes of the packets it needed.
+/// master's checksum, and keeps the next cache (the store holds both until the epoch is
+/// decoded: [`WorkerStore::taken`]).
 fn decode<T: Transport>(
     t: &mut T,
     j: &mut Joined,
     order: &EpochOrder,
     received: Received,
     watch: &mut Stopwatch,
-) -> Result<u64, Failure> {
+) -> Result<(), Failure> {
     let worker = j.job.worker;
     let old_cache = j.cache_at(order.epoch);
     j.finished = None;
-    let (checksum, work, padding) = match &mut j.store {
+    let (checksum, work) = match &mut j.store {
         Held::Memory(store) => decode_records(store, worker, order, &old_cache, received)?,
         Held::Segments { store, segmentation } => {
             decode_segments(store.as_mut(), segmentation, worker, order, &old_cache, received)?
@@ -583,11 +582,11 @@ fn decode<T: Transport>(
     let kept = next_cache(&old_cache, &order.batch, capacity, j.job.seed, order.epoch, worker);
     j.finished = Some(Finished { epoch: order.epoch, before: old_cache, after: kept });
     watch.lap(t, Phase::Decode, work);
-    Ok(padding)
+    Ok(())
 }
 
-/// What decoding an epoch gave: the checksum of the new records, the work, the padding bytes.
-type DecodedEpoch = (u32, Work, u64);
+/// What decoding an epoch gave: the checksum of the new records, and the work.
+type DecodedEpoch = (u32, Work);
 
 /// Hands the payloads this worker kept to `decoder` (each with its transmission's parts from
 /// the order); returns the bytes XORed.
@@ -635,7 +634,7 @@ fn decode_records(
         kept_points: (old_cache.len() + order.batch.len()) as u64,
         ..Work::default()
     };
-    Ok((checksum, work, 0))
+    Ok((checksum, work))
 }
 
 /// [`decode`] into a [`WorkerStore`], segment by segment: the one decoder over a
@@ -672,7 +671,7 @@ fn decode_segments(
         kept_points: (old_cache.len() + order.batch.len()) as u64,
         ..Work::default()
     };
-    Ok((checksum, work, segmentation.padding_of(&order.plan)))
+    Ok((checksum, work))
 }
 
 /// Tells a store of records of uneven size that the epoch is decoded: it lets go of what the
